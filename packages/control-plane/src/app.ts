@@ -1,0 +1,82 @@
+import swagger from "@fastify/swagger";
+import swaggerUi from "@fastify/swagger-ui";
+import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
+import type { Db } from "@keelson/db";
+import Fastify, { type FastifyInstance, type FastifyServerOptions } from "fastify";
+import { loadCatalogue } from "./catalogue/catalogue.ts";
+import type { Keelson } from "./context.ts";
+import { installAuth } from "./http/auth.ts";
+import { installErrorHandlers } from "./http/error-handler.ts";
+import { stripCompatPrefix } from "./http/compat-prefix.ts";
+import { IdentityResolver } from "./identity/identity.ts";
+import { hashSecret } from "./identity/tokens.ts";
+import { ensureDefaultProject } from "./domain/projects/projects.ts";
+import { registerOperationKinds } from "./operations/kinds.ts";
+import { OperationRunner } from "./operations/runner.ts";
+import { registerRoutes } from "./routes/index.ts";
+import type { SecretCipher } from "./secrets/cipher.ts";
+
+export interface AppOptions {
+  db: Db;
+  dataDir: string;
+  adminToken: string;
+  cipher: SecretCipher;
+  logger?: FastifyServerOptions["logger"];
+  /** false keeps recorded operations pending (tests of resume-after-restart). Default true. */
+  runOperations?: boolean;
+}
+
+export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
+  const app = Fastify({
+    logger: options.logger ?? false,
+    rewriteUrl: stripCompatPrefix,
+    ajv: { customOptions: { removeAdditional: false, coerceTypes: "array", useDefaults: true } },
+    // Clients send JSON bodies on DELETE/POST without content; an empty body is not an error.
+    forceCloseConnections: false,
+    return503OnClosing: true,
+  }).withTypeProvider<TypeBoxTypeProvider>();
+
+  const runner = new OperationRunner(options.db, app.log);
+  const keelson: Keelson = {
+    db: options.db,
+    dataDir: options.dataDir,
+    cipher: options.cipher,
+    catalogue: loadCatalogue(),
+    identity: new IdentityResolver(options.db, hashSecret(options.adminToken)),
+    runner,
+    log: app.log,
+  };
+  app.decorate("keelson", keelson);
+  ensureDefaultProject(keelson);
+  registerOperationKinds(keelson);
+
+  installErrorHandlers(app);
+  installAuth(app, keelson.identity);
+  await app.register(swagger, {
+    openapi: {
+      openapi: "3.1.0",
+      info: {
+        title: "Keelson cluster-management API",
+        version: "0.1.0",
+        description:
+          "Versions v4, v3 and v1 of the cluster-management interface plus Keelson's extensions. " +
+          "Every path is also served under the /qbert prefix (for example /qbert/v4/{projectId}/clusters).",
+      },
+      components: {
+        securitySchemes: { authToken: { type: "apiKey", in: "header", name: "X-Auth-Token" } },
+      },
+      security: [{ authToken: [] }],
+    },
+  });
+  await app.register(swaggerUi, { routePrefix: "/docs", uiConfig: { docExpansion: "list" } });
+  await app.register(registerRoutes);
+  app.get("/openapi.json", { config: { auth: "public" }, schema: { hide: true } }, async () => app.swagger());
+
+  app.addHook("onReady", async () => {
+    if (options.runOperations !== false) runner.start();
+  });
+  app.addHook("preClose", async () => {
+    await runner.stop();
+  });
+  return app;
+}

@@ -1,0 +1,53 @@
+import { randomUUID } from "node:crypto";
+import { cloudProviders, type Db, nodePools, projects } from "@keelson/db";
+import { asc, eq } from "drizzle-orm";
+import type { Keelson } from "../../context.ts";
+import { conflict, notFound } from "../../http/errors.ts";
+
+export type ProjectRow = typeof projects.$inferSelect;
+type Tx = Pick<Db, "insert" | "select">;
+
+export const DEFAULT_PROJECT_NAME = "default";
+export const LOCAL_PROVIDER_NAME = "local";
+export const LOCAL_NODE_POOL_NAME = "defaultPool";
+
+/** Every project has the built-in `local` provider and its node pool (spec §2.3). */
+function seedLocalProvider(tx: Tx, projectId: string): void {
+  const providerId = randomUUID();
+  tx.insert(cloudProviders)
+    .values({ id: providerId, projectId, name: LOCAL_PROVIDER_NAME, type: "local" })
+    .run();
+  tx.insert(nodePools)
+    .values({ id: randomUUID(), projectId, cloudProviderId: providerId, name: LOCAL_NODE_POOL_NAME })
+    .run();
+}
+
+export function createProject(db: Db, name: string): ProjectRow {
+  return db.transaction((tx) => {
+    if (tx.select().from(projects).where(eq(projects.name, name)).get()) {
+      throw conflict(`a project named "${name}" already exists`, "duplicate_name");
+    }
+    const row = tx.insert(projects).values({ id: randomUUID(), name }).returning().get();
+    seedLocalProvider(tx, row.id);
+    return row;
+  });
+}
+
+export function ensureDefaultProject(keelson: Pick<Keelson, "db">): ProjectRow {
+  const existing = keelson.db.select().from(projects).where(eq(projects.name, DEFAULT_PROJECT_NAME)).get();
+  return existing ?? createProject(keelson.db, DEFAULT_PROJECT_NAME);
+}
+
+export function defaultProjectId(db: Db): string | undefined {
+  return db.select({ id: projects.id }).from(projects).where(eq(projects.name, DEFAULT_PROJECT_NAME)).get()?.id;
+}
+
+export function listProjects(db: Db): ProjectRow[] {
+  return db.select().from(projects).orderBy(asc(projects.createdAt), asc(projects.name)).all();
+}
+
+export function getProject(db: Db, id: string): ProjectRow {
+  const row = db.select().from(projects).where(eq(projects.id, id)).get();
+  if (!row) throw notFound("project", id);
+  return row;
+}

@@ -1,0 +1,58 @@
+import { closeDatabase, openDatabase } from "@keelson/db";
+import closeWithGrace from "close-with-grace";
+import { join } from "node:path";
+import pino from "pino";
+import { buildApp } from "./app.ts";
+import { readConfig } from "./config.ts";
+import { defaultProjectId } from "./domain/projects/projects.ts";
+import { ensureAdminToken } from "./identity/admin-token.ts";
+import { loadSecretCipher } from "./secrets/cipher.ts";
+
+const config = readConfig(process.env, process.argv.slice(2));
+const logger = pino({
+  level: config.logLevel,
+  ...(process.stdout.isTTY ? { transport: { target: "pino-pretty", options: { translateTime: "SYS:HH:MM:ss" } } } : {}),
+});
+
+const dbFile = join(config.dataDir, "keelson.sqlite");
+const db = openDatabase(dbFile);
+const admin = ensureAdminToken(config.dataDir, config.adminToken);
+const app = await buildApp({
+  db,
+  dataDir: config.dataDir,
+  adminToken: admin.token,
+  cipher: loadSecretCipher(config.dataDir),
+  logger,
+});
+
+closeWithGrace({ delay: 15_000, logger }, async ({ signal, err }) => {
+  if (err) logger.error({ err }, "shutting down after an error");
+  else logger.info({ signal }, "shutting down");
+  // Fastify's close waits for in-flight requests and runs preClose hooks (operations, agent hub).
+  await app.close();
+  closeDatabase(db);
+});
+
+const address = await app.listen({ host: config.host, port: config.port });
+logger.info(
+  {
+    url: address,
+    database: dbFile,
+    adminToken: admin.file ?? "from KEELSON_ADMIN_TOKEN",
+    defaultProjectId: defaultProjectId(db),
+  },
+  "keelson-server ready",
+);
+// One plain summary for a person at a terminal; the JSON log line above carries the same facts.
+if (process.stdout.isTTY || process.env.KEELSON_PRINT_SUMMARY === "1") {
+  process.stdout.write(
+    [
+      "",
+      `Keelson control plane listening on ${address}`,
+      `  admin token:        ${admin.file ? `cat ${admin.file}` : "(from KEELSON_ADMIN_TOKEN)"}`,
+      `  default project id: ${defaultProjectId(db)}`,
+      `  API docs:           ${address}/docs`,
+      "",
+    ].join("\n"),
+  );
+}

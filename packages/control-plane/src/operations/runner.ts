@@ -1,0 +1,182 @@
+import { EventEmitter } from "node:events";
+import { type Db, operations } from "@keelson/db";
+import { eq } from "drizzle-orm";
+import type { FastifyBaseLogger } from "fastify";
+import { unfinishedOperations } from "./store.ts";
+import {
+  type OperationEvent,
+  OperationInterrupted,
+  type OperationKind,
+  type OperationRow,
+  type StepContext,
+} from "./types.ts";
+
+interface Cursor {
+  step: number;
+  progress: Record<string, unknown>;
+}
+
+/**
+ * Executes operations step by step (DESIGN.md "Operations"). Operations on one target run one
+ * after another in the order they were recorded; different targets run side by side. The
+ * cursor is saved after every step, so after a crash `start()` picks every unfinished
+ * operation up where it stopped.
+ */
+export class OperationRunner {
+  readonly events = new EventEmitter<{ event: [OperationEvent] }>();
+  private readonly kinds = new Map<string, OperationKind>();
+  /** One promise chain per target: the serialisation point. */
+  private readonly chains = new Map<string, Promise<void>>();
+  private readonly queued = new Set<string>();
+  private readonly active = new Set<Promise<void>>();
+  private readonly abort = new AbortController();
+  private started = false;
+
+  constructor(
+    private readonly db: Db,
+    private readonly log: FastifyBaseLogger,
+  ) {
+    this.events.setMaxListeners(0);
+  }
+
+  register(kind: OperationKind): void {
+    this.kinds.set(kind.kind, kind);
+  }
+
+  /** Resumes every unfinished operation, then runs new ones as they are enqueued. */
+  start(): void {
+    if (this.started) return;
+    this.started = true;
+    for (const op of unfinishedOperations(this.db)) this.schedule(op.id, op.targetId);
+  }
+
+  get isRunning(): boolean {
+    return this.started && !this.abort.signal.aborted;
+  }
+
+  /** Call after the transaction that recorded the operation has committed. */
+  enqueue(op: Pick<OperationRow, "id" | "targetId">): void {
+    if (this.started && !this.abort.signal.aborted) this.schedule(op.id, op.targetId);
+  }
+
+  /** Resolves once every operation now queued or running has settled (tests and benchmarks). */
+  async idle(): Promise<void> {
+    while (this.active.size > 0) await Promise.allSettled([...this.active]);
+  }
+
+  /** Stops taking work and waits for running steps to notice the abort and return. */
+  async stop(timeoutMs = 10_000): Promise<void> {
+    this.abort.abort();
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, timeoutMs);
+    });
+    await Promise.race([Promise.allSettled([...this.active]), timeout]);
+    clearTimeout(timer);
+  }
+
+  private schedule(id: string, targetId: string): void {
+    if (this.queued.has(id)) return;
+    this.queued.add(id);
+    const previous = this.chains.get(targetId) ?? Promise.resolve();
+    const next = previous.then(() => this.execute(id)).finally(() => this.queued.delete(id));
+    this.chains.set(targetId, next);
+    this.active.add(next);
+    void next.finally(() => {
+      this.active.delete(next);
+      if (this.chains.get(targetId) === next) this.chains.delete(targetId);
+    });
+  }
+
+  private async execute(id: string): Promise<void> {
+    if (this.abort.signal.aborted) return;
+    const op = this.db.select().from(operations).where(eq(operations.id, id)).get();
+    if (!op || op.state === "succeeded" || op.state === "failed") return;
+    const kind = this.kinds.get(op.kind);
+    const cursor: Cursor = { step: 0, progress: {}, ...(op.cursor as Partial<Cursor> | null) };
+    const ctx = this.contextFor(op, cursor);
+    if (!kind) {
+      this.finish(op, "failed", `no handler for operation kind ${op.kind}`);
+      return;
+    }
+    this.db
+      .update(operations)
+      .set({ state: "running", attempts: op.attempts + 1, startedAt: op.startedAt ?? new Date().toISOString() })
+      .where(eq(operations.id, id))
+      .run();
+    this.emit(op, "operation.started", "running");
+    const steps = kind.steps(op);
+    try {
+      for (let i = cursor.step; i < steps.length; i++) {
+        const step = steps[i];
+        if (!step) break;
+        if (this.abort.signal.aborted) throw new OperationInterrupted();
+        await step.run(ctx);
+        cursor.step = i + 1;
+        cursor.progress = {};
+        this.saveCursor(id, cursor);
+        this.emit(op, "operation.step", "running", step.name);
+      }
+      this.finish(op, "succeeded", null);
+    } catch (err) {
+      if (err instanceof OperationInterrupted || this.abort.signal.aborted) {
+        this.log.info({ operation: id, kind: op.kind }, "operation interrupted; it resumes at next start");
+        return;
+      }
+      const error = err instanceof Error ? err : new Error(String(err));
+      this.log.warn({ operation: id, kind: op.kind, err: error }, "operation failed");
+      try {
+        kind.onFailed?.(ctx, error);
+      } catch (hookError) {
+        this.log.error({ operation: id, err: hookError }, "recording an operation failure failed");
+      }
+      this.finish(op, "failed", error.message);
+    }
+  }
+
+  private contextFor(op: OperationRow, cursor: Cursor): StepContext {
+    return {
+      op,
+      db: this.db,
+      log: this.log.child({ operation: op.id, kind: op.kind }),
+      signal: this.abort.signal,
+      progress: cursor.progress,
+      saveProgress: (patch) => {
+        Object.assign(cursor.progress, patch);
+        this.saveCursor(op.id, cursor);
+      },
+    };
+  }
+
+  private saveCursor(id: string, cursor: Cursor): void {
+    this.db.update(operations).set({ cursor: { ...cursor } }).where(eq(operations.id, id)).run();
+  }
+
+  private finish(op: OperationRow, state: "succeeded" | "failed", error: string | null): void {
+    this.db
+      .update(operations)
+      .set({ state, error, finishedAt: new Date().toISOString() })
+      .where(eq(operations.id, op.id))
+      .run();
+    this.emit(op, "operation.finished", state, undefined, error);
+  }
+
+  private emit(
+    op: OperationRow,
+    type: OperationEvent["type"],
+    state: OperationEvent["state"],
+    step?: string,
+    error?: string | null,
+  ): void {
+    this.events.emit("event", {
+      type,
+      operationId: op.id,
+      projectId: op.projectId,
+      kind: op.kind,
+      targetId: op.targetId,
+      state,
+      ...(step === undefined ? {} : { step }),
+      ...(error === undefined ? {} : { error }),
+    });
+  }
+}

@@ -1,0 +1,49 @@
+import type { Db, operations } from "@keelson/db";
+import type { FastifyBaseLogger } from "fastify";
+
+export type OperationRow = typeof operations.$inferSelect;
+export type OperationState = OperationRow["state"];
+
+export interface StepContext {
+  readonly op: OperationRow;
+  readonly db: Db;
+  readonly log: FastifyBaseLogger;
+  /** Aborted when the control plane shuts down: long waits must give up and let the step re-run on resume. */
+  readonly signal: AbortSignal;
+  /** Progress inside a step (for example the nodes a rollout already finished), kept across restarts. */
+  readonly progress: Record<string, unknown>;
+  saveProgress(patch: Record<string, unknown>): void;
+}
+
+export interface OperationStep {
+  /** Stable name, stored in the cursor: renaming a step breaks resume of older operations. */
+  readonly name: string;
+  /** Must be idempotent: a step interrupted by a crash runs again from its start. */
+  run(ctx: StepContext): Promise<void> | void;
+}
+
+export interface OperationKind {
+  readonly kind: string;
+  steps(op: OperationRow): readonly OperationStep[];
+  /** Records the failure on the target (cluster taskStatus/taskError and the like). */
+  onFailed?(ctx: StepContext, error: Error): void;
+}
+
+/** Thrown by a step that was interrupted by shutdown; the operation stays `running` and resumes. */
+export class OperationInterrupted extends Error {
+  constructor() {
+    super("interrupted by shutdown");
+    this.name = "OperationInterrupted";
+  }
+}
+
+export interface OperationEvent {
+  type: "operation.started" | "operation.step" | "operation.finished";
+  operationId: string;
+  projectId: string;
+  kind: string;
+  targetId: string;
+  state: OperationState;
+  step?: string;
+  error?: string | null;
+}

@@ -1,0 +1,81 @@
+import { randomUUID } from "node:crypto";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { closeDatabase, type Db, openDatabase, tokens } from "@keelson/db";
+import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from "fastify";
+import { buildApp } from "../src/app.ts";
+import { createProject, defaultProjectId } from "../src/domain/projects/projects.ts";
+import { generateSecret, hashSecret } from "../src/identity/tokens.ts";
+import { SecretCipher } from "../src/secrets/cipher.ts";
+
+export const ADMIN_TOKEN = "test-admin-token";
+
+export interface TestApp {
+  app: FastifyInstance;
+  db: Db;
+  dataDir: string;
+  projectId: string;
+  /** A project token of `projectId`. */
+  token: string;
+  /** Another project and its token, for 403 checks across projects. */
+  otherProjectId: string;
+  otherToken: string;
+  request(options: InjectOptions & { token?: string | null }): Promise<LightMyRequestResponse>;
+  /** Close the app (and database); with `keepFiles` the data dir survives for a restart. */
+  close(keepFiles?: boolean): Promise<void>;
+}
+
+export function mintProjectToken(db: Db, projectId: string): string {
+  const token = generateSecret("kpt");
+  db.insert(tokens)
+    .values({ id: randomUUID(), projectId, kind: "project", name: "test", tokenHash: hashSecret(token) })
+    .run();
+  return token;
+}
+
+const cipherKey = Buffer.alloc(32, 7);
+
+/**
+ * A control plane on a SQLite file in a temporary data dir (a file, not :memory:, so a test
+ * can restart the server on the same data).
+ */
+export async function createTestApp(
+  options: { runOperations?: boolean; dataDir?: string } = {},
+): Promise<TestApp> {
+  const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), "keelson-test-"));
+  const db = openDatabase(join(dataDir, "keelson.sqlite"));
+  const app = await buildApp({
+    db,
+    dataDir,
+    adminToken: ADMIN_TOKEN,
+    cipher: new SecretCipher(cipherKey),
+    runOperations: options.runOperations ?? true,
+  });
+  await app.ready();
+  const projectId = defaultProjectId(db) as string;
+  const other =
+    (db.$client.prepare("select id from projects where name = 'other'").get() as { id: string } | undefined) ??
+    createProject(db, "other");
+  const token = mintProjectToken(db, projectId);
+  const otherToken = mintProjectToken(db, other.id);
+  return {
+    app,
+    db,
+    dataDir,
+    projectId,
+    token,
+    otherProjectId: other.id,
+    otherToken,
+    request: ({ token: t, headers, ...rest }) =>
+      app.inject({
+        ...rest,
+        headers: { ...(headers ?? {}), ...(t === null ? {} : { "x-auth-token": t ?? token }) },
+      }),
+    async close(keepFiles = false) {
+      await app.close();
+      closeDatabase(db);
+      if (!keepFiles) rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}

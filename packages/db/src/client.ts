@@ -1,0 +1,40 @@
+import { mkdirSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import Database from "better-sqlite3";
+import { type BetterSQLite3Database, drizzle } from "drizzle-orm/better-sqlite3";
+import { migrate } from "drizzle-orm/better-sqlite3/migrator";
+import * as schema from "./schema.ts";
+
+export type Db = BetterSQLite3Database<typeof schema> & { $client: Database.Database };
+
+const migrationsFolder = join(dirname(fileURLToPath(import.meta.url)), "..", "drizzle");
+
+/**
+ * Opens (and migrates) the SQLite database. WAL lets readers run beside the single writer,
+ * the busy timeout absorbs short write contention, and foreign keys are off by default in
+ * SQLite so they must be switched on per connection.
+ */
+export function openDatabase(file: string): Db {
+  if (file !== ":memory:") mkdirSync(dirname(file), { recursive: true });
+  const sqlite = new Database(file);
+  sqlite.pragma("journal_mode = WAL");
+  sqlite.pragma("synchronous = NORMAL");
+  sqlite.pragma("foreign_keys = ON");
+  sqlite.pragma("busy_timeout = 5000");
+  const db = drizzle(sqlite, { schema }) as Db;
+  migrate(db, { migrationsFolder });
+  return db;
+}
+
+/** A fresh, migrated in-memory database for tests. */
+export function createTestDatabase(): Db {
+  return openDatabase(":memory:");
+}
+
+export function closeDatabase(db: Db): void {
+  if (!db.$client.open) return;
+  // Fold the WAL back into the main file so a clean stop leaves one self-contained file.
+  db.$client.pragma("wal_checkpoint(TRUNCATE)");
+  db.$client.close();
+}

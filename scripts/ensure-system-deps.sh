@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Debian packages the tests use (real etcd for the phases, iproute2 for network namespaces,
+# openssl to cross-check certificates). Installed only when missing; needs root, as on CI.
+set -euo pipefail
+need=()
+command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
+command -v etcdctl >/dev/null 2>&1 || need+=(etcd-client)
+command -v ip >/dev/null 2>&1 || need+=(iproute2)
+command -v openssl >/dev/null 2>&1 || need+=(openssl)
+[ ${#need[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" -ne 0 ]; then
+  echo "missing system packages: ${need[*]} (run as root or install them)" >&2
+  exit 1
+fi
+echo "installing ${need[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq >&2
+apt-get install -y -qq --no-install-recommends "${need[@]}" >&2

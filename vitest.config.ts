@@ -1,0 +1,25 @@
+import { defineConfig } from "vitest/config";
+
+export default defineConfig({
+  test: {
+    projects: [
+      {
+        test: {
+          name: "unit",
+          include: ["packages/*/test/**/*.test.ts"],
+          testTimeout: 20_000,
+        },
+      },
+      {
+        test: {
+          name: "e2e",
+          include: ["test/e2e/**/*.test.ts"],
+          testTimeout: 180_000,
+          hookTimeout: 120_000,
+          // Real processes and ports: one file at a time keeps them from fighting over the two cores.
+          fileParallelism: false,
+        },
+      },
+    ],
+  },
+});
