@@ -21,6 +21,20 @@ CREATE TABLE `cloud_providers` (
 );
 --> statement-breakpoint
 CREATE UNIQUE INDEX `cloud_providers_project_name` ON `cloud_providers` (`project_id`,`name`);--> statement-breakpoint
+CREATE TABLE `cluster_access_tokens` (
+	`id` text PRIMARY KEY NOT NULL,
+	`project_id` text NOT NULL,
+	`cluster_id` text NOT NULL,
+	`subject` text NOT NULL,
+	`token_hash` text NOT NULL,
+	`expires_at` text,
+	`created_at` text DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')) NOT NULL,
+	FOREIGN KEY (`project_id`) REFERENCES `projects`(`id`) ON UPDATE no action ON DELETE cascade,
+	FOREIGN KEY (`cluster_id`) REFERENCES `clusters`(`id`) ON UPDATE no action ON DELETE cascade
+);
+--> statement-breakpoint
+CREATE UNIQUE INDEX `cluster_access_tokens_token_hash_unique` ON `cluster_access_tokens` (`token_hash`);--> statement-breakpoint
+CREATE INDEX `cluster_access_tokens_cluster` ON `cluster_access_tokens` (`cluster_id`);--> statement-breakpoint
 CREATE TABLE `clusters` (
 	`id` text PRIMARY KEY NOT NULL,
 	`project_id` text NOT NULL,

@@ -227,3 +227,26 @@ export const addons = sqliteTable(
   },
   (t) => [uniqueIndex("addons_cluster_name").on(t.clusterId, t.name)],
 );
+
+/**
+ * Bearer tokens embedded in kubeconfigs: they authenticate to a cluster's Kubernetes API (the
+ * node bouncer checks them), never to this API.
+ */
+export const clusterAccessTokens = sqliteTable(
+  "cluster_access_tokens",
+  {
+    id: text("id").primaryKey(),
+    projectId: text("project_id")
+      .notNull()
+      .references(() => projects.id, { onDelete: "cascade" }),
+    clusterId: text("cluster_id")
+      .notNull()
+      .references(() => clusters.id, { onDelete: "cascade" }),
+    /** Who asked for the kubeconfig: a user id, a token id or `admin`. */
+    subject: text("subject").notNull(),
+    tokenHash: text("token_hash").notNull().unique(),
+    expiresAt: text("expires_at"),
+    createdAt: createdAt(),
+  },
+  (t) => [index("cluster_access_tokens_cluster").on(t.clusterId)],
+);
