@@ -16,8 +16,6 @@ export default defineConfig({
           include: ["test/e2e/**/*.test.ts"],
           testTimeout: 180_000,
           hookTimeout: 120_000,
-          // Real processes and ports: one file at a time keeps them from fighting over the two cores.
-          fileParallelism: false,
         },
       },
     ],

@@ -6,4 +6,7 @@ bash scripts/ensure-deps.sh
 bash scripts/ensure-system-deps.sh
 pnpm lint
 pnpm typecheck
-pnpm vitest run "$@"
+if [ $# -gt 0 ]; then exec pnpm vitest run "$@"; fi
+pnpm vitest run --project unit
+# End-to-end files start real processes and ports: one file at a time on this two-core machine.
+pnpm vitest run --project e2e --no-file-parallelism --passWithNoTests

@@ -3,10 +3,12 @@ import swaggerUi from "@fastify/swagger-ui";
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import type { Db } from "@keelson/db";
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from "fastify";
+import { AgentHub, type AgentHubOptions } from "./agents/hub.ts";
 import { loadCatalogue } from "./catalogue/catalogue.ts";
 import type { Keelson } from "./context.ts";
 import { installAuth } from "./http/auth.ts";
 import { installErrorHandlers } from "./http/error-handler.ts";
+import { acceptEmptyJsonBodies } from "./http/json-body.ts";
 import { stripCompatPrefix } from "./http/compat-prefix.ts";
 import { IdentityResolver } from "./identity/identity.ts";
 import { hashSecret } from "./identity/tokens.ts";
@@ -24,6 +26,8 @@ export interface AppOptions {
   logger?: FastifyServerOptions["logger"];
   /** false keeps recorded operations pending (tests of resume-after-restart). Default true. */
   runOperations?: boolean;
+  /** Agent hub tuning (tests and benchmarks shorten the heartbeat). */
+  agentHub?: Omit<AgentHubOptions, "db" | "identity" | "log">;
 }
 
 export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
@@ -31,26 +35,30 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     logger: options.logger ?? false,
     rewriteUrl: stripCompatPrefix,
     ajv: { customOptions: { removeAdditional: false, coerceTypes: "array", useDefaults: true } },
-    // Clients send JSON bodies on DELETE/POST without content; an empty body is not an error.
     forceCloseConnections: false,
     return503OnClosing: true,
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   const runner = new OperationRunner(options.db, app.log);
+  const identity = new IdentityResolver(options.db, hashSecret(options.adminToken));
+  const agents = new AgentHub({ ...options.agentHub, db: options.db, identity, log: app.log });
+  agents.attach(app.server);
   const keelson: Keelson = {
     db: options.db,
     dataDir: options.dataDir,
     cipher: options.cipher,
     catalogue: loadCatalogue(),
-    identity: new IdentityResolver(options.db, hashSecret(options.adminToken)),
+    identity,
     runner,
     log: app.log,
+    agents,
   };
   app.decorate("keelson", keelson);
   ensureDefaultProject(keelson);
   registerOperationKinds(keelson);
 
   installErrorHandlers(app);
+  acceptEmptyJsonBodies(app);
   installAuth(app, keelson.identity);
   await app.register(swagger, {
     openapi: {
@@ -77,6 +85,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   });
   app.addHook("preClose", async () => {
     await runner.stop();
+    // Drain the agent links with going-away before the listener stops.
+    await agents.close();
   });
   return app;
 }

@@ -1,3 +1,132 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
+import type { FastifyReply } from "fastify";
+import { Type } from "typebox";
+import { createCluster, deleteCluster, updateCluster, type WriteResult } from "../domain/clusters/clusters.ts";
+import { presentClusterV3, presentClusterV4 } from "../domain/clusters/presenters.ts";
+import type { ApiVersion } from "../domain/clusters/spec.ts";
+import { buildClusterViews, findCluster, listClusterRows } from "../domain/clusters/views.ts";
+import { sendNoBody } from "../http/no-body.ts";
+import { warnIgnoredFields } from "../http/warnings.ts";
+import {
+  ClusterRecord,
+  ClusterWriteBody,
+  CreatedCluster,
+  clusterErrors,
+  FieldValidationQuery,
+  ProjectClusterParams,
+  ProjectParams,
+  ProjectParamsV4Create,
+} from "./cluster-schemas.ts";
+import { NoBody } from "./common-schemas.ts";
 
-export const clusterRoutes: FastifyPluginAsyncTypebox = async () => {};
+const presenters = { v3: presentClusterV3, v4: presentClusterV4 } as const;
+
+function writeOptions(version: ApiVersion, query: { fieldValidation?: string }) {
+  return { version, strict: query.fieldValidation === "Strict" };
+}
+
+function reportIgnored(reply: FastifyReply, query: { fieldValidation?: string }, result: WriteResult): void {
+  if (query.fieldValidation !== "Ignore") warnIgnoredFields(reply, result.ignored);
+}
+
+export const clusterRoutes: FastifyPluginAsyncTypebox = async (app) => {
+  const k = app.keelson;
+
+  for (const version of ["v4", "v3"] as const) {
+    const tags = [`clusters ${version}`];
+    const present = presenters[version];
+    // The spec names the project parameter `projectId` on v4 create and `project_uuid` elsewhere.
+    const createPath = version === "v4" ? "/v4/:projectId/clusters" : "/v3/:project_uuid/clusters";
+
+    app.post(
+      createPath,
+      {
+        schema: {
+          tags,
+          summary: `Create a cluster (${version})`,
+          params: version === "v4" ? ProjectParamsV4Create : ProjectParams,
+          querystring: FieldValidationQuery,
+          body: ClusterWriteBody,
+          response: { 200: CreatedCluster, ...clusterErrors },
+        },
+      },
+      async (request, reply) => {
+        const params = request.params as { projectId?: string; project_uuid?: string };
+        const projectId = (params.projectId ?? params.project_uuid) as string;
+        const result = await createCluster(k, projectId, request.body, writeOptions(version, request.query));
+        reportIgnored(reply, request.query, result);
+        const base = request.originalUrl.split("?")[0]?.replace(/\/$/, "");
+        reply.header("location", `${base}/${result.cluster.id}`);
+        return { uuid: result.cluster.id };
+      },
+    );
+
+    app.get(
+      `/${version}/:project_uuid/clusters`,
+      {
+        schema: {
+          tags,
+          summary: `List the project's clusters (${version} read set)`,
+          params: ProjectParams,
+          response: { 200: Type.Array(ClusterRecord), 403: clusterErrors[403] },
+        },
+      },
+      async (request) => {
+        const rows = listClusterRows(k.db, request.params.project_uuid);
+        return buildClusterViews(k.db, k.catalogue, rows).map(present);
+      },
+    );
+
+    app.get(
+      `/${version}/:project_uuid/clusters/:uuid`,
+      {
+        schema: {
+          tags,
+          summary: `Read a cluster (${version} read set)`,
+          params: ProjectClusterParams,
+          response: { 200: ClusterRecord, 403: clusterErrors[403], 404: clusterErrors[404] },
+        },
+      },
+      async (request) => {
+        const row = findCluster(k.db, request.params.project_uuid, request.params.uuid);
+        return present(buildClusterViews(k.db, k.catalogue, [row])[0] as never);
+      },
+    );
+
+    app.put(
+      `/${version}/:project_uuid/clusters/:uuid`,
+      {
+        schema: {
+          tags,
+          summary: `Update a cluster (${version} update set)`,
+          params: ProjectClusterParams,
+          querystring: FieldValidationQuery,
+          body: ClusterWriteBody,
+          response: { 200: NoBody, ...clusterErrors },
+        },
+      },
+      async (request, reply) => {
+        const { project_uuid, uuid } = request.params;
+        const result = updateCluster(k, project_uuid, uuid, request.body, writeOptions(version, request.query));
+        reportIgnored(reply, request.query, result);
+        return sendNoBody(reply);
+      },
+    );
+
+    app.delete(
+      `/${version}/:project_uuid/clusters/:uuid`,
+      {
+        schema: {
+          tags,
+          summary: `Delete a cluster (${version})`,
+          params: ProjectClusterParams,
+          response: { 200: NoBody, ...clusterErrors },
+        },
+      },
+      async (request, reply) => {
+        deleteCluster(k, request.params.project_uuid, request.params.uuid);
+        return sendNoBody(reply);
+      },
+    );
+  }
+};

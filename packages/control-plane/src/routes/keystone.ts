@@ -1,3 +1,185 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
+import type { FastifyReply, FastifyRequest } from "fastify";
+import { Type } from "typebox";
+import {
+  endSession,
+  findSession,
+  KEYSTONE_DOMAIN,
+  passwordLogin,
+  type Session,
+  sessionTtlHours,
+} from "../domain/identity/keystone.ts";
+import { callerOf, canSeeProject } from "../http/auth.ts";
+import { ApiError } from "../http/errors.ts";
 
-export const keystoneRoutes: FastifyPluginAsyncTypebox = async () => {};
+/**
+ * Keystone v3 token API, the part existing clients use to log in: `POST` issues a
+ * project-scoped session token (X-Subject-Token), `GET`/`HEAD` validate one, `DELETE` revokes one.
+ * Also reachable as /qbert/keystone/... through the compat prefix rewrite.
+ */
+
+const ErrorBody = Type.Object(
+  { code: Type.String(), message: Type.String(), field: Type.Optional(Type.String()) },
+  { description: "Error: `{code, message, field?}`" },
+);
+const Domain = Type.Object({ id: Type.Optional(Type.String()), name: Type.Optional(Type.String()) });
+
+const AuthRequest = Type.Object(
+  {
+    auth: Type.Object({
+      identity: Type.Object({
+        methods: Type.Array(Type.String(), { minItems: 1, description: 'Must include "password"' }),
+        password: Type.Optional(
+          Type.Object({
+            user: Type.Object({
+              name: Type.Optional(Type.String({ description: "User name (or give `id`)" })),
+              id: Type.Optional(Type.String()),
+              password: Type.String({ writeOnly: true }),
+              domain: Type.Optional(Domain),
+            }),
+          }),
+        ),
+      }),
+      scope: Type.Optional(
+        Type.Object({
+          project: Type.Optional(
+            Type.Object({
+              name: Type.Optional(Type.String({ description: "Project name (or give `id`)" })),
+              id: Type.Optional(Type.String()),
+              domain: Type.Optional(Domain),
+            }),
+          ),
+        }),
+      ),
+    }),
+  },
+  {
+    description: "Keelson has one identity domain: any domain id or name is accepted (clients usually send `default`).",
+  },
+);
+
+const NamedInDomain = Type.Object({
+  id: Type.String(),
+  name: Type.String(),
+  domain: Type.Object({ id: Type.String(), name: Type.String() }),
+});
+const TokenBody = Type.Object({
+  token: Type.Object({
+    methods: Type.Array(Type.String()),
+    expires_at: Type.String(),
+    issued_at: Type.String(),
+    audit_ids: Type.Array(Type.String()),
+    user: NamedInDomain,
+    project: NamedInDomain,
+    roles: Type.Array(Type.Object({ id: Type.String(), name: Type.String() })),
+    catalog: Type.Array(Type.Unknown()),
+  }),
+});
+
+const SubjectHeaders = Type.Object({
+  "x-subject-token": Type.String({ minLength: 1, description: "The token to validate or revoke" }),
+});
+
+/** Keystone writes timestamps with microseconds (`...:58.000000Z`); clients parse either, but match it. */
+function keystoneTime(iso: string): string {
+  return iso.replace(/\.(\d{3})Z$/, ".$1000Z");
+}
+
+function present(session: Session) {
+  const domain = { ...KEYSTONE_DOMAIN };
+  return {
+    token: {
+      methods: ["password"],
+      expires_at: keystoneTime(session.expiresAt),
+      issued_at: keystoneTime(session.issuedAt),
+      // Keystone's audit id identifies a token without revealing it; the token row id serves.
+      audit_ids: [session.tokenId],
+      user: { ...session.user, domain },
+      project: { ...session.project, domain },
+      roles: [{ id: "member", name: "member" }],
+      catalog: [],
+    },
+  };
+}
+
+const tokenNotFound = () => new ApiError(404, "not_found", "the subject token is not valid");
+
+/** The caller may see a session of its own project (the admin any); otherwise it does not exist for them. */
+function subjectSession(request: FastifyRequest, subjectToken: string): Session {
+  const session = findSession(request.server.keelson.db, subjectToken);
+  if (!session || !canSeeProject(callerOf(request), session.project.id)) throw tokenNotFound();
+  return session;
+}
+
+function withSubject(reply: FastifyReply, token: string): FastifyReply {
+  return reply.header("x-subject-token", token);
+}
+
+const tags = ["identity"];
+
+export const keystoneRoutes: FastifyPluginAsyncTypebox = async (app) => {
+  const { db } = app.keelson;
+  // Read once per app: a bad value stops the server at start rather than at the first login.
+  const ttlHours = sessionTtlHours(process.env);
+
+  app.post(
+    "/keystone/v3/auth/tokens",
+    {
+      config: { auth: "public" },
+      schema: {
+        tags,
+        summary: "Log in with a password (Keystone v3 style)",
+        description:
+          "Answers 201 with the new token in the `X-Subject-Token` header; use it as `X-Auth-Token`. " +
+          `Tokens expire after KEELSON_SESSION_TTL_HOURS (default 24) hours. ` +
+          "Unknown project, unknown user and wrong password all answer the same 401.",
+        security: [],
+        querystring: Type.Object({
+          nocatalog: Type.Optional(Type.String({ description: "Accepted for compatibility; the catalog is empty" })),
+        }),
+        body: AuthRequest,
+        response: { 201: TokenBody, ...Object.fromEntries([400, 401].map((c) => [c, ErrorBody])) },
+      },
+    },
+    async (request, reply) => {
+      const { token, session } = await passwordLogin(db, request.body, ttlHours);
+      return withSubject(reply, token).status(201).send(present(session));
+    },
+  );
+
+  app.get(
+    "/keystone/v3/auth/tokens",
+    {
+      schema: {
+        tags,
+        summary: "Validate a login token (Keystone v3 style)",
+        description: "X-Auth-Token authenticates the caller; X-Subject-Token is the session token to describe.",
+        headers: SubjectHeaders,
+        response: { 200: TokenBody, ...Object.fromEntries([400, 403, 404].map((c) => [c, ErrorBody])) },
+      },
+    },
+    async (request, reply) => {
+      const session = subjectSession(request, request.headers["x-subject-token"]);
+      return withSubject(reply, request.headers["x-subject-token"]).send(present(session));
+    },
+  );
+
+  app.delete(
+    "/keystone/v3/auth/tokens",
+    {
+      schema: {
+        tags,
+        summary: "Revoke a login token (Keystone v3 style)",
+        headers: SubjectHeaders,
+        response: {
+          204: Type.Unsafe<undefined>({ description: "No body" }),
+          ...Object.fromEntries([400, 403, 404].map((c) => [c, ErrorBody])),
+        },
+      },
+    },
+    async (request, reply) => {
+      endSession(db, subjectSession(request, request.headers["x-subject-token"]).tokenId);
+      return reply.status(204).send();
+    },
+  );
+};

@@ -1,3 +1,68 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
+import { Type } from "typebox";
+import { listOperations } from "../operations/store.ts";
+import type { OperationRow } from "../operations/types.ts";
+import { ErrorBody } from "./common-schemas.ts";
 
-export const operationRoutes: FastifyPluginAsyncTypebox = async () => {};
+const Operation = Type.Object({
+  uuid: Type.String(),
+  projectId: Type.String(),
+  kind: Type.String({ description: "For example cluster.create, cluster.update, cluster.delete" }),
+  targetType: Type.String(),
+  targetUuid: Type.String(),
+  state: Type.Union([Type.Literal("pending"), Type.Literal("running"), Type.Literal("succeeded"), Type.Literal("failed")]),
+  step: Type.Integer({ description: "Steps completed so far" }),
+  attempts: Type.Integer({ description: "How many times the runner started it (more than 1 after a restart)" }),
+  error: Type.Union([Type.String(), Type.Null()]),
+  params: Type.Object({}, { additionalProperties: true }),
+  createdAt: Type.String(),
+  startedAt: Type.Union([Type.String(), Type.Null()]),
+  finishedAt: Type.Union([Type.String(), Type.Null()]),
+});
+
+function present(op: OperationRow) {
+  return {
+    uuid: op.id,
+    projectId: op.projectId,
+    kind: op.kind,
+    targetType: op.targetType,
+    targetUuid: op.targetId,
+    state: op.state,
+    step: Number((op.cursor as { step?: number } | null)?.step ?? 0),
+    attempts: op.attempts,
+    error: op.error,
+    params: op.params,
+    createdAt: op.createdAt,
+    startedAt: op.startedAt,
+    finishedAt: op.finishedAt,
+  };
+}
+
+export const operationRoutes: FastifyPluginAsyncTypebox = async (app) => {
+  app.get(
+    "/v4/:project_uuid/operations",
+    {
+      schema: {
+        tags: ["operations (extension)"],
+        summary: "The project's operations, newest first",
+        params: Type.Object({ project_uuid: Type.String() }),
+        querystring: Type.Object({
+          target: Type.Optional(Type.String({ description: "Only operations on this target (e.g. a cluster uuid)" })),
+          state: Type.Optional(
+            Type.Union([Type.Literal("pending"), Type.Literal("running"), Type.Literal("succeeded"), Type.Literal("failed")]),
+          ),
+          limit: Type.Integer({ minimum: 1, maximum: 1000, default: 100 }),
+        }),
+        response: { 200: Type.Array(Operation), 400: ErrorBody, 403: ErrorBody },
+      },
+    },
+    async (request) => {
+      const { target, state, limit } = request.query;
+      return listOperations(app.keelson.db, request.params.project_uuid, {
+        ...(target ? { targetId: target } : {}),
+        ...(state ? { state } : {}),
+        limit,
+      }).map(present);
+    },
+  );
+};

@@ -1,0 +1,201 @@
+import { randomUUID } from "node:crypto";
+import { cloudProviders, clusters, type Db, nodePools, nodes } from "@keelson/db";
+import { and, eq, inArray } from "drizzle-orm";
+import type { Keelson } from "../../context.ts";
+import { ApiError, badRequest, conflict, notImplemented } from "../../http/errors.ts";
+import { activeOperationFor, recordOperation } from "../../operations/store.ts";
+import type { OperationRow } from "../../operations/types.ts";
+import { createClusterCa } from "../../pki/cluster-ca.ts";
+import { CLUSTER_OPS } from "./operations.ts";
+import { type ApiVersion, type ClusterSpec, parseClusterCreate, parseClusterUpdate } from "./spec.ts";
+import { type ClusterRow, findCluster } from "./views.ts";
+import { chooseVrouterId } from "./vrrp.ts";
+
+export interface WriteOptions {
+  version: ApiVersion;
+  /** `?fieldValidation=Strict`: fields the version does not take are a 400 instead of a warning. */
+  strict: boolean;
+}
+
+export interface WriteResult {
+  cluster: ClusterRow;
+  operation: OperationRow;
+  /** Fields that were not applied; the route reports them in `Warning` headers. */
+  ignored: string[];
+}
+
+interface Placement {
+  nodePoolId: string;
+  cloudProviderId: string;
+  providerType: string;
+}
+
+/** The node pool a cluster goes on: the one named, else the project's built-in local pool. */
+function resolvePlacement(db: Db, projectId: string, nodePoolUuid: string | undefined): Placement {
+  const base = db
+    .select({ nodePoolId: nodePools.id, cloudProviderId: cloudProviders.id, providerType: cloudProviders.type })
+    .from(nodePools)
+    .innerJoin(cloudProviders, eq(nodePools.cloudProviderId, cloudProviders.id));
+  const row = nodePoolUuid
+    ? base.where(and(eq(nodePools.id, nodePoolUuid), eq(nodePools.projectId, projectId))).get()
+    : base.where(and(eq(cloudProviders.type, "local"), eq(nodePools.projectId, projectId))).get();
+  if (!row) {
+    if (nodePoolUuid) throw badRequest("nodePoolUuid", `node pool ${nodePoolUuid} is not a node pool of this project`);
+    throw new ApiError(500, "internal", "project has no local node pool");
+  }
+  return row;
+}
+
+/** Every node named at create must be a node of the project; an unknown one is a 400 that names it. */
+function checkNamedNodes(db: Db, projectId: string, masterNodes: string[], workerNodes: string[]): void {
+  const named = [
+    ...masterNodes.map((uuid, i) => ({ uuid, field: `masterNodes[${i}]` })),
+    ...workerNodes.map((uuid, i) => ({ uuid, field: `workerNodes[${i}]` })),
+  ];
+  if (named.length === 0) return;
+  const seen = new Set<string>();
+  for (const { uuid, field } of named) {
+    if (seen.has(uuid)) throw badRequest(field, `node ${uuid} is listed more than once`);
+    seen.add(uuid);
+  }
+  const known = new Set(
+    db
+      .select({ id: nodes.id })
+      .from(nodes)
+      .where(and(eq(nodes.projectId, projectId), inArray(nodes.id, [...seen])))
+      .all()
+      .map((n) => n.id),
+  );
+  const unknown = named.find((n) => !known.has(n.uuid));
+  if (unknown) throw badRequest(unknown.field, `node ${unknown.uuid} is not a node of this project`, "unknown_node");
+  throw notImplemented("attaching nodes at create needs the node phases, which come in a later release");
+}
+
+function assertNameFree(db: Pick<Db, "select">, projectId: string, name: string): void {
+  const clash = db
+    .select({ id: clusters.id })
+    .from(clusters)
+    .where(and(eq(clusters.projectId, projectId), eq(clusters.name, name)))
+    .get();
+  if (clash) throw conflict(`a cluster named "${name}" already exists in this project`, "duplicate_name");
+}
+
+export async function createCluster(
+  k: Keelson,
+  projectId: string,
+  body: unknown,
+  options: WriteOptions,
+): Promise<WriteResult> {
+  const parsed = parseClusterCreate(options.version, body, { catalogue: k.catalogue, strict: options.strict });
+  const { spec } = parsed;
+  const placement = resolvePlacement(k.db, projectId, spec.nodePoolUuid);
+  if (placement.providerType !== "local") {
+    throw notImplemented(
+      `auto-deploy clusters on ${placement.providerType} need the cloud drivers, which come in a later release`,
+    );
+  }
+  checkNamedNodes(k.db, projectId, parsed.masterNodes, parsed.workerNodes);
+  assertNameFree(k.db, projectId, spec.name);
+
+  const id = randomUUID();
+  // Key generation is async (WebCrypto), so it happens before the synchronous transaction.
+  const ca = await createClusterCa(spec.name, id);
+  const { cluster, operation } = k.db.transaction((tx) => {
+    assertNameFree(tx, projectId, spec.name);
+    const cluster = tx
+      .insert(clusters)
+      .values({
+        id,
+        projectId,
+        name: spec.name,
+        nodePoolId: placement.nodePoolId,
+        cloudProviderId: placement.cloudProviderId,
+        kubeRoleVersion: spec.kubeRoleVersion,
+        status: "pending",
+        taskStatus: "creating",
+        lastOp: "create",
+        masterVipVrouterId: spec.masterVipIpv4 ? chooseVrouterId(tx) : "",
+        spec: { ...spec, nodePoolUuid: placement.nodePoolId } as Record<string, unknown>,
+        caCertPem: ca.certPem,
+        caKeyEnc: k.cipher.encrypt(ca.keyPem),
+      })
+      .returning()
+      .get();
+    const operation = recordOperation(tx, {
+      projectId,
+      kind: CLUSTER_OPS.create,
+      targetType: "cluster",
+      targetId: id,
+      params: { masterNodes: parsed.masterNodes, workerNodes: parsed.workerNodes },
+    });
+    return { cluster, operation };
+  });
+  k.runner.enqueue(operation);
+  return { cluster, operation, ignored: parsed.ignored };
+}
+
+function assertNotDeleting(k: Keelson, cluster: ClusterRow): void {
+  if (cluster.status === "deleting" || activeOperationFor(k.db, cluster.id, [CLUSTER_OPS.delete])) {
+    throw conflict(`cluster ${cluster.id} is being deleted`, "cluster_deleting");
+  }
+}
+
+export function updateCluster(
+  k: Keelson,
+  projectId: string,
+  clusterId: string,
+  body: unknown,
+  options: WriteOptions,
+): WriteResult {
+  const current = findCluster(k.db, projectId, clusterId);
+  assertNotDeleting(k, current);
+  const parsed = parseClusterUpdate(options.version, body, current.spec as unknown as ClusterSpec, {
+    catalogue: k.catalogue,
+    strict: options.strict,
+  });
+  const { cluster, operation } = k.db.transaction((tx) => {
+    const cluster = tx
+      .update(clusters)
+      .set({
+        spec: parsed.spec as unknown as Record<string, unknown>,
+        taskStatus: "updating",
+        taskError: "",
+        lastOp: "update",
+      })
+      .where(eq(clusters.id, clusterId))
+      .returning()
+      .get();
+    const operation = recordOperation(tx, {
+      projectId,
+      kind: CLUSTER_OPS.update,
+      targetType: "cluster",
+      targetId: clusterId,
+      params: { changed: parsed.changed, version: options.version },
+    });
+    return { cluster, operation };
+  });
+  k.runner.enqueue(operation);
+  return { cluster, operation, ignored: parsed.ignored };
+}
+
+export function deleteCluster(k: Keelson, projectId: string, clusterId: string): WriteResult {
+  const current = findCluster(k.db, projectId, clusterId);
+  assertNotDeleting(k, current);
+  const { cluster, operation } = k.db.transaction((tx) => {
+    const cluster = tx
+      .update(clusters)
+      .set({ status: "deleting", taskStatus: "deleting", taskError: "", lastOp: "delete" })
+      .where(eq(clusters.id, clusterId))
+      .returning()
+      .get();
+    const operation = recordOperation(tx, {
+      projectId,
+      kind: CLUSTER_OPS.delete,
+      targetType: "cluster",
+      targetId: clusterId,
+    });
+    return { cluster, operation };
+  });
+  k.runner.enqueue(operation);
+  return { cluster, operation, ignored: [] };
+}

@@ -1,0 +1,21 @@
+import { clusters, type Db } from "@keelson/db";
+import { ne } from "drizzle-orm";
+import { conflict } from "../../http/errors.ts";
+
+/**
+ * keepalived's virtual router id must be unique on the VIP's network segment. The control
+ * plane cannot see segments, so it keeps the ids unique across every cluster it manages,
+ * lowest free id first (spec §8: 0–254).
+ */
+export function chooseVrouterId(db: Pick<Db, "select">): string {
+  const used = new Set(
+    db
+      .select({ id: clusters.masterVipVrouterId })
+      .from(clusters)
+      .where(ne(clusters.masterVipVrouterId, ""))
+      .all()
+      .map((r) => Number(r.id)),
+  );
+  for (let id = 0; id <= 254; id++) if (!used.has(id)) return String(id);
+  throw conflict("all 255 keepalived virtual router ids (0-254) are in use by other clusters", "vrouter_ids_exhausted");
+}

@@ -1,0 +1,127 @@
+import { randomUUID } from "node:crypto";
+import { type Db, joinTokens } from "@keelson/db";
+import { and, asc, eq, isNull } from "drizzle-orm";
+import { ApiError, notFound } from "../../http/errors.ts";
+import { generateSecret, hashSecret } from "../../identity/tokens.ts";
+import { getProject } from "../projects/projects.ts";
+import { addMinutes, isExpired, requireIntegerInRange } from "./rules.ts";
+
+export const JOIN_TOKEN_DEFAULT_MINUTES = 60;
+/** A week: long enough to image a batch of machines, short enough that a leaked token goes stale. */
+export const JOIN_TOKEN_MAX_MINUTES = 7 * 24 * 60;
+
+type Tx = Pick<Db, "select" | "update">;
+
+export interface IssuedJoinToken {
+  id: string;
+  /** The secret; shown once, stored only as a hash. */
+  token: string;
+  projectId: string;
+  expiresAt: string;
+  createdAt: string;
+}
+
+export interface JoinTokenInfo {
+  id: string;
+  projectId: string;
+  expiresAt: string;
+  usedAt: string | null;
+  usedByNodeId: string | null;
+  createdAt: string;
+}
+
+export type JoinTokenRejection = "unknown" | "used" | "expired";
+
+/**
+ * Why a registration's join token was refused. An ApiError (403, like any other bad credential)
+ * so an HTTP route can let it through; the agent hub can switch on `reason` for its close code.
+ */
+export class JoinTokenRejected extends ApiError {
+  constructor(readonly reason: JoinTokenRejection) {
+    const messages: Record<JoinTokenRejection, string> = {
+      unknown: "the join token is not valid",
+      used: "the join token has already been used; ask for a new one",
+      expired: "the join token has expired; ask for a new one",
+    };
+    super(403, `join_token_${reason}`, messages[reason]);
+    this.name = "JoinTokenRejected";
+  }
+}
+
+export function createJoinToken(
+  db: Db,
+  projectId: string,
+  input: { expiresInMinutes?: number },
+  now = new Date(),
+): IssuedJoinToken {
+  const minutes = requireIntegerInRange(
+    "expiresInMinutes",
+    input.expiresInMinutes ?? JOIN_TOKEN_DEFAULT_MINUTES,
+    1,
+    JOIN_TOKEN_MAX_MINUTES,
+  );
+  const token = generateSecret("kjt");
+  const row = db.transaction((tx) => {
+    getProject(tx, projectId);
+    return tx
+      .insert(joinTokens)
+      .values({
+        id: randomUUID(),
+        projectId,
+        tokenHash: hashSecret(token),
+        expiresAt: addMinutes(now, minutes),
+        createdAt: now.toISOString(),
+      })
+      .returning()
+      .get();
+  });
+  return { id: row.id, token, projectId, expiresAt: row.expiresAt, createdAt: row.createdAt };
+}
+
+export function listJoinTokens(db: Db, projectId: string): JoinTokenInfo[] {
+  getProject(db, projectId);
+  return db
+    .select({
+      id: joinTokens.id,
+      projectId: joinTokens.projectId,
+      expiresAt: joinTokens.expiresAt,
+      usedAt: joinTokens.usedAt,
+      usedByNodeId: joinTokens.usedByNodeId,
+      createdAt: joinTokens.createdAt,
+    })
+    .from(joinTokens)
+    .where(eq(joinTokens.projectId, projectId))
+    .orderBy(asc(joinTokens.createdAt), asc(joinTokens.id))
+    .all();
+}
+
+export function revokeJoinToken(db: Db, projectId: string, joinTokenId: string): void {
+  const result = db
+    .delete(joinTokens)
+    .where(and(eq(joinTokens.id, joinTokenId), eq(joinTokens.projectId, projectId)))
+    .run();
+  if (result.changes === 0) throw notFound("join token", joinTokenId);
+}
+
+/**
+ * Spends a join token for the registration of `nodeId` and returns the project it joins.
+ * Call inside the transaction that creates the node, so a failed registration does not burn the
+ * token and two registrations racing for one token cannot both succeed.
+ */
+export function consumeJoinToken(tx: Tx, token: string, nodeId: string, now = new Date()): string {
+  const row = tx
+    .select()
+    .from(joinTokens)
+    .where(eq(joinTokens.tokenHash, hashSecret(token)))
+    .get();
+  if (!row) throw new JoinTokenRejected("unknown");
+  if (row.usedAt !== null) throw new JoinTokenRejected("used");
+  if (isExpired(row.expiresAt, now)) throw new JoinTokenRejected("expired");
+  const result = tx
+    .update(joinTokens)
+    .set({ usedAt: now.toISOString(), usedByNodeId: nodeId })
+    .where(and(eq(joinTokens.id, row.id), isNull(joinTokens.usedAt)))
+    .run();
+  if (result.changes !== 1) throw new JoinTokenRejected("used");
+  return row.projectId;
+}

@@ -1,0 +1,181 @@
+import { randomUUID } from "node:crypto";
+import { type Db, projects, tokens, users } from "@keelson/db";
+import { and, eq, lte } from "drizzle-orm";
+import { ApiError, badRequest } from "../../http/errors.ts";
+import { verifyAgainstNothing, verifyPassword } from "../../identity/passwords.ts";
+import { generateSecret, hashSecret } from "../../identity/tokens.ts";
+import { findProjectByName } from "../projects/projects.ts";
+import { isExpired } from "./rules.ts";
+import { findUserForLogin } from "./users.ts";
+
+/**
+ * The Keystone-style password login (`POST /keystone/v3/auth/tokens`) that existing clients of
+ * this interface use to obtain an X-Auth-Token. Keelson has a single identity domain: any domain
+ * id or name a client sends is accepted and the answer always names the domain `default`.
+ */
+
+export const DEFAULT_SESSION_TTL_HOURS = 24;
+export const KEYSTONE_DOMAIN = { id: "default", name: "Default" } as const;
+
+/** One message for unknown project, unknown user and wrong password: it must not tell which. */
+export const LOGIN_FAILED = "the user name, password or project is not valid";
+
+export const unauthorized = (message = LOGIN_FAILED) => new ApiError(401, "unauthorized", message);
+
+/** The request body as Keystone clients send it (extra members are ignored, as Keystone does). */
+export interface KeystoneAuthRequest {
+  auth: {
+    identity: {
+      methods: string[];
+      password?: {
+        user: { id?: string; name?: string; password: string; domain?: { id?: string; name?: string } };
+      };
+    };
+    scope?: { project?: { id?: string; name?: string; domain?: { id?: string; name?: string } } };
+  };
+}
+
+export interface Session {
+  tokenId: string;
+  issuedAt: string;
+  expiresAt: string;
+  user: { id: string; name: string };
+  project: { id: string; name: string };
+}
+
+/** KEELSON_SESSION_TTL_HOURS, read once when the app is built. */
+export function sessionTtlHours(env: NodeJS.ProcessEnv): number {
+  const raw = env.KEELSON_SESSION_TTL_HOURS;
+  if (raw === undefined || raw.trim() === "") return DEFAULT_SESSION_TTL_HOURS;
+  const hours = Number(raw);
+  if (!Number.isFinite(hours) || hours <= 0 || hours > 8760) {
+    throw new Error(`KEELSON_SESSION_TTL_HOURS must be a number of hours above 0 and at most 8760 (got "${raw}")`);
+  }
+  return hours;
+}
+
+interface Credentials {
+  user: { id?: string; name?: string };
+  password: string;
+  project: { id?: string; name?: string };
+}
+
+/** The semantic checks the schema cannot express; each names the member it is about. */
+function credentialsOf(body: KeystoneAuthRequest): Credentials {
+  const { identity, scope } = body.auth;
+  if (!identity.methods.includes("password")) {
+    throw badRequest("auth.identity.methods", 'auth.identity.methods must include "password" (the only method served)');
+  }
+  const password = identity.password;
+  if (!password) {
+    throw badRequest("auth.identity.password", "auth.identity.password is required for the password method");
+  }
+  const { user } = password;
+  if (user.name === undefined && user.id === undefined) {
+    throw badRequest("auth.identity.password.user.name", "auth.identity.password.user needs a name or an id");
+  }
+  const project = scope?.project;
+  if (!project) {
+    throw badRequest("auth.scope.project", "auth.scope.project is required: tokens are scoped to one project");
+  }
+  if (project.name === undefined && project.id === undefined) {
+    throw badRequest("auth.scope.project.name", "auth.scope.project needs a name or an id");
+  }
+  return {
+    user: { id: user.id, name: user.name },
+    password: user.password,
+    project: { id: project.id, name: project.name },
+  };
+}
+
+function findProject(db: Db, by: { id?: string; name?: string }) {
+  if (by.id !== undefined) {
+    const row = db.select().from(projects).where(eq(projects.id, by.id)).get();
+    return row && (by.name === undefined || row.name === by.name) ? row : undefined;
+  }
+  return by.name === undefined ? undefined : findProjectByName(db, by.name);
+}
+
+/** Checks the password and issues a session token; 401 (always the same message) when it fails. */
+export async function passwordLogin(
+  db: Db,
+  body: KeystoneAuthRequest,
+  ttlHours: number,
+  now = new Date(),
+): Promise<{ token: string; session: Session }> {
+  const credentials = credentialsOf(body);
+  const project = findProject(db, credentials.project);
+  const user = project ? findUserForLogin(db, project.id, credentials.user) : undefined;
+  const ok = user
+    ? await verifyPassword(credentials.password, user.passwordHash)
+    : await verifyAgainstNothing(credentials.password);
+  if (!ok || !user || !project) throw unauthorized();
+
+  const token = generateSecret("kst");
+  const issuedAt = now.toISOString();
+  const expiresAt = new Date(now.getTime() + ttlHours * 3_600_000).toISOString();
+  const tokenId = randomUUID();
+  db.transaction((tx) => {
+    // The user may have been deleted while the password was being checked.
+    if (!tx.select({ id: users.id }).from(users).where(eq(users.id, user.id)).get()) throw unauthorized();
+    // Housekeeping: each login clears the user's dead sessions so they do not pile up.
+    tx.delete(tokens)
+      .where(and(eq(tokens.userId, user.id), eq(tokens.kind, "session"), lte(tokens.expiresAt, issuedAt)))
+      .run();
+    tx.insert(tokens)
+      .values({
+        id: tokenId,
+        projectId: project.id,
+        userId: user.id,
+        kind: "session",
+        name: `login ${user.name}`,
+        tokenHash: hashSecret(token),
+        expiresAt,
+        createdAt: issuedAt,
+      })
+      .run();
+  });
+  return {
+    token,
+    session: {
+      tokenId,
+      issuedAt,
+      expiresAt,
+      user: { id: user.id, name: user.name },
+      project: { id: project.id, name: project.name },
+    },
+  };
+}
+
+/** The live session a token stands for, or undefined (unknown, expired, or not a login session). */
+export function findSession(db: Db, token: string, now = new Date()): Session | undefined {
+  const row = db
+    .select({
+      tokenId: tokens.id,
+      issuedAt: tokens.createdAt,
+      expiresAt: tokens.expiresAt,
+      userId: users.id,
+      userName: users.name,
+      projectId: projects.id,
+      projectName: projects.name,
+    })
+    .from(tokens)
+    .innerJoin(users, eq(users.id, tokens.userId))
+    .innerJoin(projects, eq(projects.id, tokens.projectId))
+    .where(and(eq(tokens.tokenHash, hashSecret(token)), eq(tokens.kind, "session")))
+    .get();
+  if (!row || row.expiresAt === null || isExpired(row.expiresAt, now)) return undefined;
+  return {
+    tokenId: row.tokenId,
+    issuedAt: row.issuedAt,
+    expiresAt: row.expiresAt,
+    user: { id: row.userId, name: row.userName },
+    project: { id: row.projectId, name: row.projectName },
+  };
+}
+
+export function endSession(db: Db, tokenId: string): void {
+  db.delete(tokens)
+    .where(and(eq(tokens.id, tokenId), eq(tokens.kind, "session")))
+    .run();
+}

@@ -1,0 +1,99 @@
+import { randomUUID } from "node:crypto";
+import { type Db, tokens } from "@keelson/db";
+import { and, asc, eq } from "drizzle-orm";
+import { notFound } from "../../http/errors.ts";
+import { generateSecret, hashSecret } from "../../identity/tokens.ts";
+import { getProject } from "../projects/projects.ts";
+import { addMinutes, requireDisplayName, requireIntegerInRange } from "./rules.ts";
+
+export const TOKEN_NAME_MAX_LENGTH = 64;
+/** Ten years: long-lived automation tokens are allowed, eternal ones are opt-in (no expiry). */
+export const TOKEN_MAX_EXPIRES_IN_HOURS = 87_600;
+
+/** A token as listed: never the secret, which exists only in the create response. */
+export interface TokenInfo {
+  id: string;
+  projectId: string;
+  kind: "project" | "session";
+  name: string | null;
+  userId: string | null;
+  expiresAt: string | null;
+  createdAt: string;
+}
+
+export interface IssuedProjectToken {
+  id: string;
+  /** The secret; shown once, stored only as a hash. */
+  token: string;
+  projectId: string;
+  name: string | null;
+  expiresAt: string | null;
+  createdAt: string;
+}
+
+export interface ProjectTokenInput {
+  name?: string;
+  expiresInHours?: number;
+}
+
+export function createProjectToken(
+  db: Db,
+  projectId: string,
+  input: ProjectTokenInput,
+  now = new Date(),
+): IssuedProjectToken {
+  const name = input.name === undefined ? null : requireDisplayName("name", input.name, TOKEN_NAME_MAX_LENGTH);
+  const expiresAt =
+    input.expiresInHours === undefined
+      ? null
+      : addMinutes(
+          now,
+          60 * requireIntegerInRange("expiresInHours", input.expiresInHours, 1, TOKEN_MAX_EXPIRES_IN_HOURS),
+        );
+  const token = generateSecret("kpt");
+  const row = db.transaction((tx) => {
+    getProject(tx, projectId);
+    return tx
+      .insert(tokens)
+      .values({
+        id: randomUUID(),
+        projectId,
+        kind: "project",
+        name,
+        tokenHash: hashSecret(token),
+        expiresAt,
+        createdAt: now.toISOString(),
+      })
+      .returning()
+      .get();
+  });
+  return { id: row.id, token, projectId, name: row.name, expiresAt: row.expiresAt, createdAt: row.createdAt };
+}
+
+/** Project tokens and login sessions of a project, oldest first. */
+export function listTokens(db: Db, projectId: string): TokenInfo[] {
+  getProject(db, projectId);
+  return db
+    .select({
+      id: tokens.id,
+      projectId: tokens.projectId,
+      kind: tokens.kind,
+      name: tokens.name,
+      userId: tokens.userId,
+      expiresAt: tokens.expiresAt,
+      createdAt: tokens.createdAt,
+    })
+    .from(tokens)
+    .where(eq(tokens.projectId, projectId))
+    .orderBy(asc(tokens.createdAt), asc(tokens.id))
+    .all();
+}
+
+/** Revocation is deletion: the resolver then no longer finds the hash. */
+export function revokeToken(db: Db, projectId: string, tokenId: string): void {
+  const result = db
+    .delete(tokens)
+    .where(and(eq(tokens.id, tokenId), eq(tokens.projectId, projectId)))
+    .run();
+  if (result.changes === 0) throw notFound("token", tokenId);
+}

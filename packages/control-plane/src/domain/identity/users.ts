@@ -1,0 +1,93 @@
+import { randomUUID } from "node:crypto";
+import { type Db, users } from "@keelson/db";
+import { and, asc, eq } from "drizzle-orm";
+import { badRequest, conflict, notFound } from "../../http/errors.ts";
+import { hashPassword, PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH } from "../../identity/passwords.ts";
+import { getProject } from "../projects/projects.ts";
+import { requireDisplayName } from "./rules.ts";
+
+/** User names are often e-mail addresses (Keystone habit), so allow more than project names. */
+export const USER_NAME_MAX_LENGTH = 255;
+
+/** A user as the API shows it: never the password hash. */
+export interface UserInfo {
+  id: string;
+  projectId: string;
+  name: string;
+  createdAt: string;
+}
+
+export type UserRow = typeof users.$inferSelect;
+
+const publicColumns = {
+  id: users.id,
+  projectId: users.projectId,
+  name: users.name,
+  createdAt: users.createdAt,
+};
+
+function requirePassword(password: string): string {
+  if (password.length < PASSWORD_MIN_LENGTH || password.length > PASSWORD_MAX_LENGTH) {
+    throw badRequest("password", `password must be ${PASSWORD_MIN_LENGTH} to ${PASSWORD_MAX_LENGTH} characters long`);
+  }
+  return password;
+}
+
+function userNamed(db: Pick<Db, "select">, projectId: string, name: string): UserRow | undefined {
+  return db
+    .select()
+    .from(users)
+    .where(and(eq(users.projectId, projectId), eq(users.name, name)))
+    .get();
+}
+
+function duplicateUser(name: string) {
+  return conflict(`a user named "${name}" already exists in this project`, "duplicate_name");
+}
+
+export async function createUser(
+  db: Db,
+  projectId: string,
+  input: { name: string; password: string },
+): Promise<UserInfo> {
+  const name = requireDisplayName("name", input.name, USER_NAME_MAX_LENGTH);
+  const password = requirePassword(input.password);
+  // Checked before the (deliberately slow) hash so an obvious conflict answers at once...
+  getProject(db, projectId);
+  if (userNamed(db, projectId, name)) throw duplicateUser(name);
+  const passwordHash = await hashPassword(password);
+  // ...and again inside the transaction, because another request may have won while we hashed.
+  return db.transaction((tx) => {
+    getProject(tx, projectId);
+    if (userNamed(tx, projectId, name)) throw duplicateUser(name);
+    return tx.insert(users).values({ id: randomUUID(), projectId, name, passwordHash }).returning(publicColumns).get();
+  });
+}
+
+export function listUsers(db: Db, projectId: string): UserInfo[] {
+  getProject(db, projectId);
+  return db.select(publicColumns).from(users).where(eq(users.projectId, projectId)).orderBy(asc(users.name)).all();
+}
+
+/** Deleting a user ends its login sessions too (tokens.user_id cascades). */
+export function deleteUser(db: Db, projectId: string, userId: string): void {
+  const result = db
+    .delete(users)
+    .where(and(eq(users.id, userId), eq(users.projectId, projectId)))
+    .run();
+  if (result.changes === 0) throw notFound("user", userId);
+}
+
+/** For the login: the full row, hash included. Not for presenting. */
+export function findUserForLogin(
+  db: Pick<Db, "select">,
+  projectId: string,
+  by: { name?: string; id?: string },
+): UserRow | undefined {
+  if (by.id !== undefined) {
+    const row = db.select().from(users).where(eq(users.id, by.id)).get();
+    // An id from another project must not log in to this one.
+    return row && row.projectId === projectId && (by.name === undefined || row.name === by.name) ? row : undefined;
+  }
+  return by.name === undefined ? undefined : userNamed(db, projectId, by.name);
+}

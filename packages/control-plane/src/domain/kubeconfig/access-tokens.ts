@@ -1,0 +1,63 @@
+import { randomUUID } from "node:crypto";
+import { clusterAccessTokens, type Db } from "@keelson/db";
+import { and, eq, lte } from "drizzle-orm";
+import { generateSecret, hashSecret } from "../../identity/tokens.ts";
+
+/** Prefix of kubeconfig bearer tokens, so a leaked one is recognisable (secret scanners, logs). */
+export const CLUSTER_TOKEN_PREFIX = "kct";
+
+export interface IssuedAccessToken {
+  token: string;
+  expiresAt: Date;
+}
+
+/**
+ * Mints the bearer token of a kubeconfig. Only its hash is stored. It expires after the
+ * cluster's certExpiryHrs, like a certificate kubeconfig would: the spec's knob for "how long a
+ * downloaded kubeconfig works" applies to both kinds of credential.
+ */
+export function issueClusterAccessToken(
+  db: Db,
+  input: { projectId: string; clusterId: string; subject: string; validHours: number; now: Date },
+): IssuedAccessToken {
+  const token = generateSecret(CLUSTER_TOKEN_PREFIX);
+  const expiresAt = new Date(input.now.getTime() + input.validHours * 3_600_000);
+  const nowIso = input.now.toISOString();
+  db.transaction((tx) => {
+    // Housekeeping: every download adds a row, so expired ones of this cluster go here.
+    tx.delete(clusterAccessTokens)
+      .where(and(eq(clusterAccessTokens.clusterId, input.clusterId), lte(clusterAccessTokens.expiresAt, nowIso)))
+      .run();
+    tx.insert(clusterAccessTokens)
+      .values({
+        id: randomUUID(),
+        projectId: input.projectId,
+        clusterId: input.clusterId,
+        subject: input.subject,
+        tokenHash: hashSecret(token),
+        expiresAt: expiresAt.toISOString(),
+      })
+      .run();
+  });
+  return { token, expiresAt };
+}
+
+/**
+ * For the node bouncer: the subject a kubeconfig bearer token was issued to, or null when the
+ * token is unknown, expired, or belongs to another cluster.
+ */
+export function verifyClusterAccessToken(db: Db, clusterId: string, token: string, now = new Date()): string | null {
+  if (!token.startsWith(`${CLUSTER_TOKEN_PREFIX}_`)) return null;
+  const row = db
+    .select({
+      clusterId: clusterAccessTokens.clusterId,
+      subject: clusterAccessTokens.subject,
+      expiresAt: clusterAccessTokens.expiresAt,
+    })
+    .from(clusterAccessTokens)
+    .where(eq(clusterAccessTokens.tokenHash, hashSecret(token)))
+    .get();
+  if (!row || row.clusterId !== clusterId) return null;
+  if (row.expiresAt !== null && Date.parse(row.expiresAt) <= now.getTime()) return null;
+  return row.subject;
+}

@@ -1,0 +1,36 @@
+import { type Db, nodes } from "@keelson/db";
+import { and, asc, eq, ne } from "drizzle-orm";
+import type { ClusterRow } from "./cluster.ts";
+import { apiPort, externalDnsName, masterVipIpv4 } from "./cluster-settings.ts";
+
+/** The primary IP of the cluster's first attached master, the fallback API endpoint. */
+export function firstMasterIp(db: Db, clusterId: string): string | undefined {
+  const row = db
+    .select({ primaryIp: nodes.primaryIp })
+    .from(nodes)
+    .where(and(eq(nodes.clusterId, clusterId), eq(nodes.isMaster, 1), ne(nodes.primaryIp, "")))
+    .orderBy(asc(nodes.createdAt), asc(nodes.id))
+    .limit(1)
+    .get();
+  return row?.primaryIp;
+}
+
+/**
+ * Where kubectl reaches the cluster's API: the external DNS name when the operator set one
+ * (it survives master replacement), else the master VIP, else the first master's own address.
+ * Undefined when there is none of the three yet.
+ */
+export function apiServerUrl(spec: Record<string, unknown>, masterIp: string | undefined): string | undefined {
+  const host = externalDnsName(spec) ?? masterVipIpv4(spec) ?? masterIp;
+  if (host === undefined) return undefined;
+  // An IPv6 literal needs brackets in a URL.
+  const hostPart = host.includes(":") ? `[${host}]` : host;
+  return `https://${hostPart}:${apiPort(spec)}`;
+}
+
+export function clusterApiServerUrl(db: Db, cluster: ClusterRow): string | undefined {
+  const spec = cluster.spec ?? {};
+  // Only ask the nodes table when the spec names no endpoint.
+  if (externalDnsName(spec) ?? masterVipIpv4(spec)) return apiServerUrl(spec, undefined);
+  return apiServerUrl(spec, firstMasterIp(db, cluster.id));
+}

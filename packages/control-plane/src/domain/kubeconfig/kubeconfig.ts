@@ -1,0 +1,93 @@
+import type { Keelson } from "../../context.ts";
+import { conflict } from "../../http/errors.ts";
+import type { Identity } from "../../identity/identity.ts";
+import { generateKeyPair, privateKeyToPem } from "../../pki/keys.ts";
+import { signCertificate } from "../../pki/sign.ts";
+import { issueClusterAccessToken } from "./access-tokens.ts";
+import { findClusterInProject } from "./cluster.ts";
+import { certExpiryHours } from "./cluster-settings.ts";
+import { clusterApiServerUrl } from "./endpoint.ts";
+import { type KubeconfigCredential, renderKubeconfig } from "./render.ts";
+import { subjectOf } from "./subject.ts";
+
+/**
+ * The group (certificate O) of kubeconfig client certificates. Not `system:masters`, which
+ * Kubernetes lets bypass RBAC for good: like kubeadm's `kubeadm:cluster-admins`, this group
+ * gets cluster-admin through a ClusterRoleBinding the cluster bootstrap creates, so an operator
+ * can revoke it.
+ */
+export const CLIENT_CERT_GROUP = "keelson:cluster-admins";
+
+export interface KubeconfigRequest {
+  projectId: string;
+  clusterId: string;
+  identity: Identity;
+  /** A client certificate instead of a bearer token. */
+  forceCertAuth: boolean;
+  now?: Date;
+}
+
+export interface IssuedKubeconfig {
+  clusterName: string;
+  yaml: string;
+}
+
+async function clientCertificate(
+  keelson: Pick<Keelson, "cipher">,
+  ca: { certPem: string; keyEnc: string },
+  subject: string,
+  validHours: number,
+): Promise<KubeconfigCredential> {
+  const keys = await generateKeyPair();
+  const { certPem } = await signCertificate(
+    { certPem: ca.certPem, keyPem: keelson.cipher.decrypt(ca.keyEnc) },
+    {
+      publicKey: keys.publicKey,
+      subject: { commonName: subject, organization: [CLIENT_CERT_GROUP] },
+      usages: ["client"],
+      validHours,
+    },
+  );
+  return { certPem, keyPem: await privateKeyToPem(keys.privateKey) };
+}
+
+/**
+ * A kubeconfig for one cluster, with a fresh credential for the caller: a bearer token by
+ * default (checked by the node bouncer), or a client certificate signed by the cluster CA.
+ * Both expire after the cluster's certExpiryHrs. Nothing is stored when the cluster has no
+ * API endpoint yet.
+ */
+export async function issueKubeconfig(
+  keelson: Pick<Keelson, "db" | "cipher">,
+  req: KubeconfigRequest,
+): Promise<IssuedKubeconfig> {
+  const cluster = findClusterInProject(keelson.db, req.projectId, req.clusterId);
+  const server = clusterApiServerUrl(keelson.db, cluster);
+  if (server === undefined) {
+    throw conflict(
+      `cluster ${cluster.name} has no API endpoint yet: set externalDnsName or masterVipIpv4, or attach a master`,
+      "no_api_endpoint",
+    );
+  }
+  const subject = subjectOf(req.identity);
+  const validHours = certExpiryHours(cluster.spec ?? {});
+  const credential = req.forceCertAuth
+    ? await clientCertificate(keelson, { certPem: cluster.caCertPem, keyEnc: cluster.caKeyEnc }, subject, validHours)
+    : {
+        token: issueClusterAccessToken(keelson.db, {
+          projectId: cluster.projectId,
+          clusterId: cluster.id,
+          subject,
+          validHours,
+          now: req.now ?? new Date(),
+        }).token,
+      };
+  const yaml = renderKubeconfig({
+    clusterName: cluster.name,
+    server,
+    caCertPem: cluster.caCertPem,
+    userName: `${cluster.name}-${subject}`,
+    credential,
+  });
+  return { clusterName: cluster.name, yaml };
+}

@@ -1,0 +1,21 @@
+import type { Keelson } from "../../context.ts";
+import type { Identity } from "../../identity/identity.ts";
+import { findClusterInProject } from "../kubeconfig/cluster.ts";
+import { subjectOf } from "../kubeconfig/subject.ts";
+import { loadWebCliKey } from "./key.ts";
+import { issueWebCliToken } from "./tokens.ts";
+
+/** A web CLI session token for one cluster of the caller's project. */
+export function issueWebCliSession(
+  keelson: Pick<Keelson, "db" | "dataDir">,
+  req: { projectId: string; clusterId: string; identity: Identity; now?: Date },
+): { token: string } {
+  const cluster = findClusterInProject(keelson.db, req.projectId, req.clusterId);
+  const { token } = issueWebCliToken(loadWebCliKey(keelson.dataDir), {
+    projectId: cluster.projectId,
+    clusterId: cluster.id,
+    subject: subjectOf(req.identity),
+    now: req.now,
+  });
+  return { token };
+}

@@ -1,0 +1,13 @@
+import { Type } from "typebox";
+
+export const ErrorBody = Type.Object(
+  {
+    code: Type.String({ description: "Stable machine-readable error code" }),
+    message: Type.String({ description: "What went wrong, naming the field and the rule for bad input" }),
+    field: Type.Optional(Type.String({ description: "The offending field, for 400s about one field" })),
+  },
+  { description: "Error" },
+);
+
+/** A 200 answer without a body, as the spec describes most writes. */
+export const NoBody = Type.Null({ description: "No body" });

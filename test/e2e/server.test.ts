@@ -1,0 +1,61 @@
+import { existsSync, statSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { api, type ServerProc, startServer, waitUntil } from "./support/processes.ts";
+
+describe("keelson-server as a process", () => {
+  const servers: ServerProc[] = [];
+  afterAll(async () => {
+    for (const s of servers) await s.stop("SIGKILL");
+  });
+
+  it("serves the API, keeps data across a restart and shuts down cleanly on SIGTERM", async () => {
+    const server = await startServer();
+    servers.push(server);
+    const admin = server.adminToken;
+
+    const projects = await api<{ projects: { id: string; name: string }[] }>(`${server.url}/v1/projects`, admin);
+    expect(projects.status).toBe(200);
+    const project = projects.body.projects.find((p) => p.name === "default");
+    expect(project).toBeDefined();
+    const projectId = project?.id as string;
+
+    const created = await api<{ uuid: string }>(`${server.url}/qbert/v4/${projectId}/clusters`, admin, {
+      method: "POST",
+      body: { name: "e2e" },
+    });
+    expect(created.status).toBe(200);
+    const uuid = created.body.uuid;
+    await waitUntil("cluster settles", async () => {
+      const c = await api<{ taskStatus: string }>(`${server.url}/v4/${projectId}/clusters/${uuid}`, admin);
+      return c.body.taskStatus === "success";
+    });
+    expect((await api(`${server.url}/v4/${projectId}/clusters`, "wrong")).status).toBe(403);
+
+    // Graceful stop: exit code 0 and the WAL folded back into the database file.
+    expect(await server.stop("SIGTERM")).toBe(0);
+    const wal = join(server.dataDir, "keelson.sqlite-wal");
+    expect(!existsSync(wal) || statSync(wal).size === 0).toBe(true);
+
+    const again = await startServer({ dataDir: server.dataDir });
+    servers.push(again);
+    const read = await api<{ name: string; status: string }>(`${again.url}/v3/${projectId}/clusters/${uuid}`, admin);
+    expect(read.status).toBe(200);
+    expect(read.body).toMatchObject({ name: "e2e", status: "pending" });
+    const projectsAgain = await api<{ projects: { name: string }[] }>(`${again.url}/v1/projects`, admin);
+    expect(projectsAgain.body.projects.filter((p) => p.name === "default")).toHaveLength(1);
+    expect(await again.stop("SIGTERM")).toBe(0);
+  });
+
+  it("generates an admin token into the data dir when none is configured", async () => {
+    const server = await startServer({ adminToken: "", env: { KEELSON_ADMIN_TOKEN: "" } });
+    servers.push(server);
+    const file = join(server.dataDir, "admin-token");
+    expect(statSync(file).mode & 0o777).toBe(0o600);
+    const { readFileSync } = await import("node:fs");
+    const token = readFileSync(file, "utf8").trim();
+    expect((await api(`${server.url}/v1/projects`, token)).status).toBe(200);
+    expect((await api(`${server.url}/v1/projects`, "e2e-admin-token")).status).toBe(403);
+    await server.stop();
+  });
+});

@@ -1,0 +1,138 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { mkdtempSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+
+export const REPO_ROOT = resolve(import.meta.dirname, "..", "..", "..");
+
+/** A free TCP port on the given loopback address (the kernel picks; we release it right away). */
+export function freePort(host = "127.0.0.1"): Promise<number> {
+  return new Promise((done, fail) => {
+    const srv = createServer();
+    srv.once("error", fail);
+    srv.listen(0, host, () => {
+      const { port } = srv.address() as { port: number };
+      srv.close(() => done(port));
+    });
+  });
+}
+
+export function tempDir(prefix: string): string {
+  return mkdtempSync(join(tmpdir(), prefix));
+}
+
+export interface Proc {
+  child: ChildProcess;
+  output(): string;
+  /** Resolves with the exit code (or signal name) once the process has ended. */
+  exited: Promise<number | string>;
+  stop(signal?: NodeJS.Signals, timeoutMs?: number): Promise<number | string>;
+}
+
+/** Starts a command from the repository root, capturing its output for failure messages. */
+export function start(command: string, args: string[], env: Record<string, string>): Proc {
+  const child = spawn(command, args, {
+    cwd: REPO_ROOT,
+    env: { ...process.env, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let out = "";
+  child.stdout?.on("data", (d) => {
+    out += d;
+  });
+  child.stderr?.on("data", (d) => {
+    out += d;
+  });
+  const exited = new Promise<number | string>((done) => {
+    child.once("exit", (code, signal) => done(code ?? signal ?? "unknown"));
+  });
+  return {
+    child,
+    output: () => out,
+    exited,
+    async stop(signal = "SIGTERM", timeoutMs = 15_000) {
+      if (child.exitCode !== null || child.signalCode !== null) return exited;
+      child.kill(signal);
+      const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
+      const result = await exited;
+      clearTimeout(timer);
+      return result;
+    },
+  };
+}
+
+export async function waitUntil<T>(
+  what: string,
+  probe: () => Promise<T | undefined | false>,
+  timeoutMs = 20_000,
+  intervalMs = 100,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let lastError: unknown;
+  while (Date.now() < deadline) {
+    try {
+      const value = await probe();
+      if (value !== undefined && value !== false) return value;
+    } catch (err) {
+      lastError = err;
+    }
+    await new Promise((r) => setTimeout(r, intervalMs));
+  }
+  throw new Error(`timed out waiting for ${what}${lastError ? `: ${String(lastError)}` : ""}`);
+}
+
+export interface ServerProc extends Proc {
+  url: string;
+  dataDir: string;
+  adminToken: string;
+}
+
+/** `npx keelson-server` from the repository root, as the README starts it. */
+export async function startServer(
+  options: { dataDir?: string; port?: number; adminToken?: string; env?: Record<string, string> } = {},
+): Promise<ServerProc> {
+  const port = options.port ?? (await freePort());
+  const dataDir = options.dataDir ?? tempDir("keelson-e2e-server-");
+  const adminToken = options.adminToken ?? "e2e-admin-token";
+  const proc = start("npx", ["--no-install", "keelson-server"], {
+    KEELSON_LISTEN: `127.0.0.1:${port}`,
+    KEELSON_DATA_DIR: dataDir,
+    KEELSON_ADMIN_TOKEN: adminToken,
+    KEELSON_LOG_LEVEL: "warn",
+    ...options.env,
+  });
+  const url = `http://127.0.0.1:${port}`;
+  await waitUntil(
+    `keelson-server on ${url}\n${proc.output()}`,
+    async () => {
+      if (proc.child.exitCode !== null) throw new Error(`server exited: ${proc.output()}`);
+      return (await fetch(`${url}/readyz`)).ok;
+    },
+    30_000,
+  );
+  return { ...proc, url, dataDir, adminToken };
+}
+
+export async function api<T = unknown>(
+  url: string,
+  token: string,
+  init: { method?: string; body?: unknown } = {},
+): Promise<{ status: number; body: T; headers: Headers }> {
+  const res = await fetch(url, {
+    method: init.method ?? "GET",
+    headers: {
+      "x-auth-token": token,
+      ...(init.body === undefined ? {} : { "content-type": "application/json" }),
+    },
+    ...(init.body === undefined ? {} : { body: JSON.stringify(init.body) }),
+  });
+  const text = await res.text();
+  let body: unknown = text;
+  try {
+    body = text ? JSON.parse(text) : undefined;
+  } catch {
+    // not JSON (kubeconfig blobs and the like)
+  }
+  return { status: res.status, body: body as T, headers: res.headers };
+}
