@@ -103,6 +103,20 @@ export class Catalogue {
     }
     return { patch: patch?.roleVersion ?? null, minor: minor?.roleVersion ?? null };
   }
+
+  /**
+   * The role versions a cluster at `current` runs now or can reach by upgrading: `current`, the
+   * newer builds of its minor, and the next minor (upgrades go one minor at a time). Oldest first;
+   * empty when `current` is not in the catalogue.
+   */
+  reachableFrom(current: string): RoleVersion[] {
+    const from = this.parsed.get(current);
+    if (!from) return [];
+    return this.roles.filter((role) => {
+      const to = this.parsed.get(role.roleVersion) as ParsedRoleVersion;
+      return to.major === from.major && to.minor <= from.minor + 1 && compare(to, from) >= 0;
+    });
+  }
 }
 
 const defaultFile = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "catalogue", "role-versions.json");

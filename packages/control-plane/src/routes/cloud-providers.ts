@@ -1,3 +1,287 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
+import { Type } from "typebox";
+import {
+  createProvider,
+  deleteProvider,
+  findProviderAnywhere,
+  getProvider,
+  listProviders,
+  updateProvider,
+  validateProviderInput,
+} from "../domain/cloud-providers/cloud-providers.ts";
+import { CREDENTIAL_RULES } from "../domain/cloud-providers/credentials.ts";
+import { presentV3, presentV4 } from "../domain/cloud-providers/present.ts";
+import { type ApiVersion, providerTypes } from "../domain/cloud-providers/provider-types.ts";
+import { regionsOf, requireRegion } from "../domain/cloud-providers/regions.ts";
+import { parseSshPublicKey, SSH_KEY_TYPES } from "../domain/cloud-providers/ssh-public-key.ts";
+import { getProject } from "../domain/projects/projects.ts";
+import { callerOf, canSeeProject } from "../http/auth.ts";
+import { forbidden, notFound, notImplemented } from "../http/errors.ts";
+import { sendNoBody } from "../http/no-body.ts";
+import { ErrorBody, NoBody } from "./common-schemas.ts";
 
-export const cloudProviderRoutes: FastifyPluginAsyncTypebox = async () => {};
+const TAGS = ["cloud providers"];
+
+const errors = (...codes: number[]) => Object.fromEntries(codes.map((code) => [code, ErrorBody]));
+
+const ProjectParams = Type.Object({ project_uuid: Type.String({ description: "Project UUID" }) });
+const ProviderParams = Type.Object({
+  project_uuid: Type.String({ description: "Project UUID" }),
+  uuid: Type.String({ description: "Cloud provider account UUID" }),
+});
+const RegionParams = Type.Object({
+  project_uuid: Type.String({ description: "Project UUID" }),
+  uuid: Type.String({ description: "Cloud provider account UUID" }),
+  regionid: Type.String({ description: "Region name, as listed by the provider detail (RegionName)" }),
+});
+
+const credentialRules = `Shapes per type: aws: ${CREDENTIAL_RULES.aws}. azure: ${CREDENTIAL_RULES.azure}. gcp: ${CREDENTIAL_RULES.gcp}.`;
+const Key = Type.String({
+  writeOnly: true,
+  description: `Cloud access key; write-only, stored encrypted, never returned. ${credentialRules}`,
+});
+const Secret = Type.String({
+  writeOnly: true,
+  description: "Cloud secret key; write-only, stored encrypted, never returned.",
+});
+const Name = Type.String({ description: "Account name, unique in the project (1-255 characters)" });
+
+const ProviderBody = (version: ApiVersion) =>
+  Type.Object({
+    name: Name,
+    type: Type.String({
+      description: `Provider type; ${version} creates ${providerTypes(version).slice(1).join(", ")}`,
+    }),
+    key: Key,
+    secret: Secret,
+  });
+
+const UpdateBody = Type.Object({
+  name: Type.Optional(Name),
+  key: Type.Optional(Key),
+  secret: Type.Optional(Secret),
+});
+
+const ProviderV4 = Type.Object({
+  name: Type.String(),
+  uuid: Type.String(),
+  type: Type.String(),
+  nodePoolUuid: Type.String({ description: "The account's node pool" }),
+});
+const ProviderV3 = Type.Object({
+  name: Type.String(),
+  uuid: Type.String(),
+  type: Type.String(),
+  nodePoolUuid: Type.String({ description: "The account's node pool" }),
+  nodePoolName: Type.String(),
+  projectID: Type.String({ description: "Project UUID" }),
+});
+
+const Regions = Type.Object({
+  Regions: Type.Array(Type.Object({ RegionName: Type.String(), Endpoint: Type.String() })),
+});
+const Things = Type.Array(Type.Object({}, { additionalProperties: true }));
+const RegionDetail = Type.Object({
+  azs: Things,
+  domains: Things,
+  flavors: Things,
+  keyPairs: Things,
+  operatingSystems: Things,
+  vpcs: Things,
+});
+const SshKeyBody = Type.Object({
+  name: Type.String({ minLength: 1, description: "Name of the key pair in the region" }),
+  key: Type.String({ description: `OpenSSH public key, one line: ${SSH_KEY_TYPES.join(", ")}` }),
+});
+
+/**
+ * Cloud provider accounts, v4 and v3 (spec §4.4, §4.7), plus the update that has no project in
+ * its path (`PUT /v4/cloudProviders/{uuid}`, `PUT /v1/cloudProviders/{uuid}`).
+ */
+export const cloudProviderRoutes: FastifyPluginAsyncTypebox = async (app) => {
+  const { keelson } = app;
+
+  for (const version of ["v4", "v3"] as const) {
+    const base = `/${version}/:project_uuid`;
+    const present = version === "v4" ? presentV4 : presentV3;
+
+    app.get(
+      `${base}/cloudProviders`,
+      {
+        schema: {
+          tags: TAGS,
+          summary: `List cloud provider accounts (${version})`,
+          params: ProjectParams,
+          response: { 200: Type.Array(version === "v4" ? ProviderV4 : ProviderV3), ...errors(403, 404) },
+        },
+      },
+      async (request) => {
+        getProject(keelson.db, request.params.project_uuid);
+        return listProviders(keelson.db, request.params.project_uuid).map(present);
+      },
+    );
+
+    app.post(
+      `${base}/cloudProviders`,
+      {
+        schema: {
+          tags: TAGS,
+          summary: `Create a cloud provider account and its node pool (${version})`,
+          description:
+            "Answers 200 with the new account's uuid. 400 names the malformed field; 409 for a duplicate name " +
+            "or for type local (the built-in local provider exists in every project).",
+          params: ProjectParams,
+          body: ProviderBody(version),
+          response: { 200: Type.Object({ uuid: Type.String() }), ...errors(400, 403, 404, 409) },
+        },
+      },
+      async (request) => {
+        getProject(keelson.db, request.params.project_uuid);
+        const created = createProvider(keelson, request.params.project_uuid, version, request.body);
+        return { uuid: created.id };
+      },
+    );
+
+    app.get(
+      `${base}/cloudProvider/types`,
+      {
+        schema: {
+          tags: TAGS,
+          summary: `Provider types ${version} supports`,
+          params: ProjectParams,
+          response: { 200: Type.Array(Type.Object({ type: Type.String() })), ...errors(403, 404) },
+        },
+      },
+      async (request) => {
+        getProject(keelson.db, request.params.project_uuid);
+        return providerTypes(version).map((type) => ({ type }));
+      },
+    );
+
+    app.post(
+      `${base}/cloudProviders/validate`,
+      {
+        schema: {
+          tags: TAGS,
+          summary: `Check a provider body before creating the account (${version})`,
+          description:
+            "Checks the name, the type and the shape of the credentials; 400 names the field that is wrong. " +
+            "Whether the cloud accepts the credentials is checked once the cloud drivers exist (a later issue).",
+          params: ProjectParams,
+          body: ProviderBody(version),
+          response: { 200: NoBody, ...errors(400, 403, 404, 409) },
+        },
+      },
+      async (request, reply) => {
+        getProject(keelson.db, request.params.project_uuid);
+        validateProviderInput(version, request.body);
+        return sendNoBody(reply);
+      },
+    );
+
+    app.get(
+      `${base}/cloudProviders/:uuid`,
+      {
+        schema: {
+          tags: TAGS,
+          summary: `Regions of a public-cloud account (${version})`,
+          description: "Public clouds only: the local provider has no regions (400).",
+          params: ProviderParams,
+          response: { 200: Regions, ...errors(400, 403, 404) },
+        },
+      },
+      async (request) => {
+        const provider = getProvider(keelson.db, request.params.project_uuid, request.params.uuid);
+        return { Regions: regionsOf(provider.type) };
+      },
+    );
+
+    app.delete(
+      `${base}/cloudProviders/:uuid`,
+      {
+        schema: {
+          tags: TAGS,
+          summary: `Delete a cloud provider account and its node pool (${version})`,
+          description: "409 while clusters, nodes or external clusters use it, and for the built-in local provider.",
+          params: ProviderParams,
+          response: { 200: NoBody, ...errors(403, 404, 409) },
+        },
+      },
+      async (request, reply) => {
+        deleteProvider(keelson.db, request.params.project_uuid, request.params.uuid);
+        return sendNoBody(reply);
+      },
+    );
+
+    app.get(
+      `${base}/cloudProviders/:uuid/region/:regionid`,
+      {
+        schema: {
+          tags: TAGS,
+          summary: `Region detail: availability zones, domains, flavors, key pairs, images, VPCs (${version})`,
+          description: "Answers 501 until the cloud drivers exist (a later issue); unknown account or region: 404.",
+          params: RegionParams,
+          response: { 200: RegionDetail, ...errors(400, 403, 404, 501) },
+        },
+      },
+      async (request) => {
+        const provider = getProvider(keelson.db, request.params.project_uuid, request.params.uuid);
+        requireRegion(provider.type, request.params.regionid);
+        throw notImplemented("region detail comes with the cloud drivers (a later issue)");
+      },
+    );
+
+    app.post(
+      `${base}/cloudProviders/:uuid/region/:regionid/sshKey`,
+      {
+        schema: {
+          tags: TAGS,
+          summary: `Add an SSH public key to a region (${version})`,
+          description:
+            "The key is checked first (400 when it is not a valid OpenSSH public key); the upload itself answers " +
+            "501 until the cloud drivers exist (a later issue).",
+          params: RegionParams,
+          body: SshKeyBody,
+          response: { 200: NoBody, ...errors(400, 403, 404, 501) },
+        },
+      },
+      async (request) => {
+        parseSshPublicKey(request.body.key);
+        const provider = getProvider(keelson.db, request.params.project_uuid, request.params.uuid);
+        requireRegion(provider.type, request.params.regionid);
+        throw notImplemented("uploading SSH keys to a region comes with the cloud drivers (a later issue)");
+      },
+    );
+  }
+
+  // The update carries no project in its path, so the auth hook cannot check one: the provider's
+  // own project is checked here. An id that exists nowhere is a 404 for every caller; one that
+  // exists in a project the caller cannot see is a 403, as any other call into that project.
+  for (const version of ["v4", "v1"] as const) {
+    app.put(
+      `/${version}/cloudProviders/:uuid`,
+      {
+        schema: {
+          tags: TAGS,
+          summary: `Rename or re-key a cloud provider account (${version})`,
+          description:
+            "Only the fields given change; key and secret are checked against the account's type. " +
+            "409 for a duplicate name and for the built-in local provider.",
+          params: Type.Object({ uuid: Type.String({ description: "Cloud provider account UUID" }) }),
+          body: UpdateBody,
+          response: { 200: NoBody, ...errors(400, 403, 404, 409) },
+        },
+      },
+      async (request, reply) => {
+        const identity = callerOf(request);
+        const provider = findProviderAnywhere(keelson.db, request.params.uuid);
+        if (!provider) throw notFound("cloud provider", request.params.uuid);
+        if (!canSeeProject(identity, provider.projectId)) {
+          throw forbidden("the token does not grant access to this cloud provider's project");
+        }
+        updateProvider(keelson, provider.projectId, provider.id, request.body);
+        return sendNoBody(reply);
+      },
+    );
+  }
+};

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { cloudProviders, clusters, type Db, nodePools, nodes } from "@keelson/db";
+import { addons, cloudProviders, clusters, type Db, nodePools, nodes } from "@keelson/db";
 import { and, eq, inArray } from "drizzle-orm";
 import type { Keelson } from "../../context.ts";
 import { ApiError, badRequest, conflict, notImplemented } from "../../http/errors.ts";
@@ -121,6 +121,15 @@ export async function createCluster(
       })
       .returning()
       .get();
+    // The role version's add-ons are the cluster's from the start; DELETE .../addons removes them.
+    const addonVersions = k.catalogue.find(spec.kubeRoleVersion)?.addons ?? {};
+    const addonRows = Object.entries(addonVersions).map(([name, version]) => ({
+      id: randomUUID(),
+      clusterId: id,
+      name,
+      version,
+    }));
+    if (addonRows.length > 0) tx.insert(addons).values(addonRows).run();
     const operation = recordOperation(tx, {
       projectId,
       kind: CLUSTER_OPS.create,

@@ -7,7 +7,7 @@ import type { ClusterView } from "./presenters.ts";
 
 export type ClusterRow = typeof clusters.$inferSelect;
 
-export function findCluster(db: Db, projectId: string, clusterId: string): ClusterRow {
+export function findCluster(db: Pick<Db, "select">, projectId: string, clusterId: string): ClusterRow {
   const row = db
     .select()
     .from(clusters)

@@ -1,0 +1,30 @@
+import { addons } from "@keelson/db";
+import { and, eq } from "drizzle-orm";
+import type { Keelson } from "../../context.ts";
+import type { OperationKind } from "../../operations/types.ts";
+import { ADDONS_REMOVE } from "./remove-addons.ts";
+
+/**
+ * `addons.remove`: until agents can uninstall add-ons from a running cluster (a later issue adds
+ * that step before this one), removal is the bookkeeping: rows marked `removing` become `removed`.
+ * Idempotent: running it again after a crash changes nothing more.
+ */
+export function addonOperationKinds(_keelson: Keelson): OperationKind[] {
+  return [
+    {
+      kind: ADDONS_REMOVE,
+      steps: () => [
+        {
+          name: "mark-removed",
+          run: (ctx) => {
+            ctx.db
+              .update(addons)
+              .set({ state: "removed" })
+              .where(and(eq(addons.clusterId, ctx.op.targetId), eq(addons.state, "removing")))
+              .run();
+          },
+        },
+      ],
+    },
+  ];
+}

@@ -1,0 +1,226 @@
+import { randomUUID } from "node:crypto";
+import { cloudProviders, clusters, type Db, externalClusters, nodePools, nodes } from "@keelson/db";
+import { and, asc, eq, ne, or } from "drizzle-orm";
+import type { Keelson } from "../../context.ts";
+import { badRequest, conflict, notFound } from "../../http/errors.ts";
+import { type Credentials, checkCredentials } from "./credentials.ts";
+import { type ApiVersion, LOCAL_TYPE, type ProviderType, requireCreatableType } from "./provider-types.ts";
+
+/**
+ * Cloud provider accounts (spec §2.3) and the node pool each one owns (§2.4). Credentials are
+ * sealed with the data dir's key before they reach the database and no read here selects them:
+ * the only way back to plaintext is the cipher, for the cloud drivers.
+ */
+export interface ProviderRecord {
+  id: string;
+  projectId: string;
+  name: string;
+  type: string;
+  nodePoolId: string;
+  nodePoolName: string;
+}
+
+export interface ProviderInput extends Credentials {
+  name: string;
+  type: string;
+}
+
+export interface ProviderPatch {
+  name?: string;
+  key?: string;
+  secret?: string;
+}
+
+type Tx = Pick<Db, "select" | "insert" | "update" | "delete">;
+
+const MAX_NAME_LENGTH = 255;
+
+/** The node pool of an account is named after it; the local provider's pool keeps its own name. */
+export const poolNameOf = (providerName: string) => `${providerName}-pool`;
+
+export function checkName(name: string): string {
+  if (name.trim() === "") throw badRequest("name", "name cannot be empty");
+  if (name.length > MAX_NAME_LENGTH) throw badRequest("name", `name is longer than ${MAX_NAME_LENGTH} characters`);
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: the point is to refuse control characters
+  if (/[\u0000-\u001f\u007f]/.test(name)) throw badRequest("name", "name cannot contain control characters");
+  return name;
+}
+
+function selectRecords(tx: Pick<Db, "select">) {
+  return tx
+    .select({
+      id: cloudProviders.id,
+      projectId: cloudProviders.projectId,
+      name: cloudProviders.name,
+      type: cloudProviders.type,
+      nodePoolId: nodePools.id,
+      nodePoolName: nodePools.name,
+    })
+    .from(cloudProviders)
+    .leftJoin(nodePools, eq(nodePools.cloudProviderId, cloudProviders.id));
+}
+
+type JoinedRow = Omit<ProviderRecord, "nodePoolId" | "nodePoolName"> & {
+  nodePoolId: string | null;
+  nodePoolName: string | null;
+};
+
+function toRecord(row: JoinedRow): ProviderRecord {
+  return { ...row, nodePoolId: row.nodePoolId ?? "", nodePoolName: row.nodePoolName ?? "" };
+}
+
+export function listProviders(db: Db, projectId: string): ProviderRecord[] {
+  return selectRecords(db)
+    .where(eq(cloudProviders.projectId, projectId))
+    .orderBy(asc(cloudProviders.createdAt), asc(cloudProviders.name))
+    .all()
+    .map(toRecord);
+}
+
+export function getProvider(tx: Pick<Db, "select">, projectId: string, id: string): ProviderRecord {
+  const row = selectRecords(tx)
+    .where(and(eq(cloudProviders.projectId, projectId), eq(cloudProviders.id, id)))
+    .get();
+  if (!row) throw notFound("cloud provider", id);
+  return toRecord(row);
+}
+
+/** For the update routes that carry no project in the path: the caller's access is checked on the result. */
+export function findProviderAnywhere(db: Db, id: string): ProviderRecord | undefined {
+  const row = selectRecords(db).where(eq(cloudProviders.id, id)).get();
+  return row ? toRecord(row) : undefined;
+}
+
+/** The checks shared by create and validate: name, a type this version creates, well-formed credentials. */
+export function checkProviderInput(version: ApiVersion, input: ProviderInput): Exclude<ProviderType, "local"> {
+  checkName(input.name);
+  const type = requireCreatableType(version, input.type);
+  checkCredentials(type, { key: input.key, secret: input.secret });
+  return type;
+}
+
+/**
+ * `validate` checks a body before it is used to create an account. The local provider takes no
+ * credentials, so validating one is a malformed request rather than the conflict create answers.
+ */
+export function validateProviderInput(version: ApiVersion, input: ProviderInput): void {
+  if (input.type === LOCAL_TYPE) {
+    throw badRequest("type", "the local provider takes no credentials to validate");
+  }
+  checkProviderInput(version, input);
+}
+
+function requireUniqueName(tx: Tx, projectId: string, name: string, exceptId?: string): void {
+  const conditions = [eq(cloudProviders.projectId, projectId), eq(cloudProviders.name, name)];
+  if (exceptId) conditions.push(ne(cloudProviders.id, exceptId));
+  if (
+    tx
+      .select({ id: cloudProviders.id })
+      .from(cloudProviders)
+      .where(and(...conditions))
+      .get()
+  ) {
+    throw conflict(`a cloud provider named "${name}" already exists in this project`, "duplicate_name");
+  }
+}
+
+/** Creates the account and its node pool in one transaction. */
+export function createProvider(
+  keelson: Pick<Keelson, "db" | "cipher">,
+  projectId: string,
+  version: ApiVersion,
+  input: ProviderInput,
+): ProviderRecord {
+  const type = checkProviderInput(version, input);
+  return keelson.db.transaction((tx) => {
+    requireUniqueName(tx, projectId, input.name);
+    const id = randomUUID();
+    tx.insert(cloudProviders)
+      .values({
+        id,
+        projectId,
+        name: input.name,
+        type,
+        keyEnc: keelson.cipher.encrypt(input.key),
+        secretEnc: keelson.cipher.encrypt(input.secret),
+      })
+      .run();
+    const nodePoolId = randomUUID();
+    const nodePoolName = poolNameOf(input.name);
+    tx.insert(nodePools).values({ id: nodePoolId, projectId, cloudProviderId: id, name: nodePoolName }).run();
+    return { id, projectId, name: input.name, type, nodePoolId, nodePoolName };
+  });
+}
+
+/** What still depends on the account; deleting it would orphan them (and the foreign keys refuse it). */
+function usersOf(tx: Tx, provider: ProviderRecord): string[] {
+  const users: string[] = [];
+  const byProvider = eq(clusters.cloudProviderId, provider.id);
+  const clusterRows = tx
+    .select({ name: clusters.name })
+    .from(clusters)
+    .where(provider.nodePoolId ? or(byProvider, eq(clusters.nodePoolId, provider.nodePoolId)) : byProvider)
+    .all();
+  if (clusterRows.length > 0) users.push(`clusters ${clusterRows.map((c) => c.name).join(", ")}`);
+  if (provider.nodePoolId) {
+    const nodeRow = tx.select({ id: nodes.id }).from(nodes).where(eq(nodes.nodePoolId, provider.nodePoolId)).get();
+    if (nodeRow) users.push("nodes of its node pool");
+  }
+  const external = tx
+    .select({ id: externalClusters.id })
+    .from(externalClusters)
+    .where(eq(externalClusters.cloudProviderId, provider.id))
+    .get();
+  if (external) users.push("registered external clusters");
+  return users;
+}
+
+export function deleteProvider(db: Db, projectId: string, id: string): void {
+  db.transaction((tx) => {
+    const provider = getProvider(tx, projectId, id);
+    if (provider.type === LOCAL_TYPE) {
+      throw conflict("the built-in local provider cannot be deleted", "builtin_provider");
+    }
+    const users = usersOf(tx, provider);
+    if (users.length > 0) {
+      throw conflict(`cloud provider "${provider.name}" is in use by ${users.join("; ")}`, "provider_in_use");
+    }
+    // The node pool goes with it (ON DELETE CASCADE).
+    tx.delete(cloudProviders).where(eq(cloudProviders.id, id)).run();
+  });
+}
+
+/** Rename and/or re-key. Only the fields present change; the node pool follows a rename. */
+export function updateProvider(
+  keelson: Pick<Keelson, "db" | "cipher">,
+  projectId: string,
+  id: string,
+  patch: ProviderPatch,
+): void {
+  if (patch.name === undefined && patch.key === undefined && patch.secret === undefined) {
+    throw badRequest("body", "give at least one of name, key, secret");
+  }
+  if (patch.name !== undefined) checkName(patch.name);
+  keelson.db.transaction((tx) => {
+    const provider = getProvider(tx, projectId, id);
+    if (provider.type === LOCAL_TYPE) {
+      throw conflict("the built-in local provider has no name or credentials to change", "builtin_provider");
+    }
+    checkCredentials(provider.type as Exclude<ProviderType, "local">, { key: patch.key, secret: patch.secret });
+    const changes: Partial<typeof cloudProviders.$inferInsert> = {};
+    if (patch.name !== undefined && patch.name !== provider.name) {
+      requireUniqueName(tx, projectId, patch.name, id);
+      changes.name = patch.name;
+    }
+    if (patch.key !== undefined) changes.keyEnc = keelson.cipher.encrypt(patch.key);
+    if (patch.secret !== undefined) changes.secretEnc = keelson.cipher.encrypt(patch.secret);
+    if (Object.keys(changes).length === 0) return;
+    tx.update(cloudProviders).set(changes).where(eq(cloudProviders.id, id)).run();
+    if (changes.name !== undefined) {
+      tx.update(nodePools)
+        .set({ name: poolNameOf(changes.name) })
+        .where(eq(nodePools.cloudProviderId, id))
+        .run();
+    }
+  });
+}

@@ -1,0 +1,118 @@
+import { badRequest } from "../../http/errors.ts";
+import type { ProviderType } from "./provider-types.ts";
+
+/**
+ * Shape checks of cloud credentials, per provider type. They catch what is malformed (a pasted
+ * secret access key in the key field, a truncated secret, a key file that is not a service
+ * account) before anything is stored. Whether the credentials actually work is asked of the
+ * cloud itself, which comes with the cloud drivers in a later issue.
+ *
+ * Error messages name the field and the rule and never echo the value: these are secrets.
+ */
+export interface Credentials {
+  key: string;
+  secret: string;
+}
+
+/** An AWS access key id: AKIA (long-term) or ASIA (temporary) and 16 upper-case letters or digits. */
+const AWS_ACCESS_KEY_ID = /^(AKIA|ASIA)[A-Z0-9]{16}$/;
+/** An AWS secret access key: 40 characters of base64 alphabet. */
+const AWS_SECRET_ACCESS_KEY = /^[A-Za-z0-9/+=]{40}$/;
+/** An Azure application (client) id: a GUID. */
+const GUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
+/** A GCP project id: 6-30 characters, lower-case letters, digits and hyphens, starting with a letter. */
+const GCP_PROJECT_ID = /^[a-z][a-z0-9-]{4,28}[a-z0-9]$/;
+const MAX_SECRET_LENGTH = 16_384;
+
+export const CREDENTIAL_RULES = {
+  aws: "key: an access key id (AKIA or ASIA followed by 16 upper-case letters or digits); secret: the 40-character secret access key",
+  azure: "key: the application (client) id, a GUID; secret: the client secret (non-empty)",
+  gcp: 'key: the GCP project id (6-30 lower-case letters, digits, hyphens); secret: the service-account key file, JSON with "type": "service_account", "client_email" and "private_key"',
+} as const;
+
+function checkAwsKey(key: string): void {
+  if (!AWS_ACCESS_KEY_ID.test(key)) {
+    throw badRequest(
+      "key",
+      "key must be an AWS access key id: AKIA or ASIA followed by 16 upper-case letters or digits",
+    );
+  }
+}
+
+function checkAwsSecret(secret: string): void {
+  if (!AWS_SECRET_ACCESS_KEY.test(secret)) {
+    throw badRequest("secret", "secret must be an AWS secret access key: 40 characters of A-Z, a-z, 0-9, / + =");
+  }
+}
+
+function checkAzureKey(key: string): void {
+  if (!GUID.test(key)) throw badRequest("key", "key must be the Azure application (client) id, a GUID");
+}
+
+function checkAzureSecret(secret: string): void {
+  if (secret.trim() === "") throw badRequest("secret", "secret must be the Azure client secret and cannot be empty");
+}
+
+function checkGcpKey(key: string): void {
+  if (!GCP_PROJECT_ID.test(key)) {
+    throw badRequest(
+      "key",
+      "key must be a GCP project id: 6-30 lower-case letters, digits and hyphens, starting with a letter",
+    );
+  }
+}
+
+function checkGcpSecret(secret: string, key: string | undefined): void {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(secret);
+  } catch {
+    throw badRequest("secret", "secret must be a GCP service-account key file (JSON); it does not parse as JSON");
+  }
+  const file = parsed as Record<string, unknown> | null;
+  if (typeof file !== "object" || file === null || Array.isArray(file) || file.type !== "service_account") {
+    throw badRequest(
+      "secret",
+      'secret must be a GCP service-account key file: a JSON object with "type": "service_account"',
+    );
+  }
+  for (const field of ["client_email", "private_key"] as const) {
+    if (typeof file[field] !== "string" || file[field] === "") {
+      throw badRequest("secret", `secret must be a GCP service-account key file: "${field}" is missing`);
+    }
+  }
+  // A key file of another project than the one named in `key` is almost always a paste mistake.
+  if (key !== undefined && typeof file.project_id === "string" && file.project_id !== key) {
+    throw badRequest("secret", "secret is a service-account key file of another project than the one in key");
+  }
+}
+
+function checkLength(field: "key" | "secret", value: string): void {
+  if (value.length > MAX_SECRET_LENGTH) {
+    throw badRequest(field, `${field} is longer than ${MAX_SECRET_LENGTH} characters`);
+  }
+}
+
+/**
+ * Checks the credential fields that are present. Create and validate pass both; an update may
+ * re-key with only one of them, which is then checked on its own.
+ */
+export function checkCredentials(type: Exclude<ProviderType, "local">, creds: Partial<Credentials>): void {
+  const { key, secret } = creds;
+  if (key !== undefined) checkLength("key", key);
+  if (secret !== undefined) checkLength("secret", secret);
+  switch (type) {
+    case "aws":
+      if (key !== undefined) checkAwsKey(key);
+      if (secret !== undefined) checkAwsSecret(secret);
+      return;
+    case "azure":
+      if (key !== undefined) checkAzureKey(key);
+      if (secret !== undefined) checkAzureSecret(secret);
+      return;
+    case "gcp":
+      if (key !== undefined) checkGcpKey(key);
+      if (secret !== undefined) checkGcpSecret(secret, key);
+      return;
+  }
+}

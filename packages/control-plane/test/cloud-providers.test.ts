@@ -1,0 +1,686 @@
+import { randomUUID } from "node:crypto";
+import { readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { cloudProviders, clusters, type Db, nodePools } from "@keelson/db";
+import { and, eq } from "drizzle-orm";
+import type { InjectOptions } from "fastify";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { parseSshPublicKey } from "../src/domain/cloud-providers/ssh-public-key.ts";
+import { ADMIN_TOKEN, createTestApp, type TestApp } from "./helpers.ts";
+
+const AWS = { key: "AKIAIOSFODNN7EXAMPLE", secret: "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY" };
+const AZURE = { key: "0f8fad5b-d9cb-469f-a165-70867728950e", secret: "azure~client.secret-value" };
+const GCP_SECRET = JSON.stringify({
+  type: "service_account",
+  project_id: "keelson-test-1",
+  client_email: "deployer@keelson-test-1.iam.gserviceaccount.com",
+  private_key: "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----\n",
+});
+const GCP = { key: "keelson-test-1", secret: GCP_SECRET };
+
+/** Real keys made with ssh-keygen (public halves only). */
+const SSH_KEYS = {
+  rsa: "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQC6TBftX/3d0+hvoD8dmohiWLyZlhmZPTa5dwpkYrKcRe/xX0KpEpegXA4MKmmqIFAGFJyD5BkNSWeb3neEtTweYcvyBiZfaX76m4Tevjb7ZHtN7uhx7+OJN28NTTCDZqt7GrklqTyrW5GgHDL6LM4dCPAcemnc9b23j67jKy6V7LRrMyOlJZID4WsFY/YLLYnGuK0P6J6TkYDMMDyOidvXWQ162HrUvQpW+0ZNQgLqX3MaNbLTEZLF+l6gYP+R9iIHc01NZDLudS2v/Mcdwir2pmFr1SqcOTROFV6hBancjaPB0OBDU3mPy9Evd/hOGwWN49redXbbsdh2Cj9RNG5/ test@keelson",
+  ed25519: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJ4n4874fio+90153sQ4KQs1g2ggoUSbsLqyIwFPBEac test@keelson",
+  p256: "ecdsa-sha2-nistp256 AAAAE2VjZHNhLXNoYTItbmlzdHAyNTYAAAAIbmlzdHAyNTYAAABBBAtN4E8M3IYCD4yfO5dx2LtmosqMVTej2Tv5KjFNzCUC2XEC44JFsGNyDqn0oGmLkSQV5msLxC3w41+8/eqRCis= test@keelson",
+  p384: "ecdsa-sha2-nistp384 AAAAE2VjZHNhLXNoYTItbmlzdHAzODQAAAAIbmlzdHAzODQAAABhBG+vvatu4Ynte5sRiGp2ueyZGbvpsCiIRBZSwEKLccZCuNvAiGVrXSWDD8/ij6vBzfl3ukDNX14bJ/TWlXtXHSEFbQpFsSmUpu8BD9eK7+9I9Ya53LH4nh5FVb6b07tXkA== test@keelson",
+  p521: "ecdsa-sha2-nistp521 AAAAE2VjZHNhLXNoYTItbmlzdHA1MjEAAAAIbmlzdHA1MjEAAACFBAFUQRsndmwsBQbJGSTQMb+Tbbbznlbdken12NSRyf7H2jq+OYBo7QAb7YNIrwKEY0oNXueB7Pl02Jo7jebXhTXdswHts2iVBgR8gN6nunGCN//yoa3uBcRVFvLmnidjfc+lk0elEnFs5fdd7H4unybz2LAWiYGh3vtoGZPcshqGi1ukNQ== test@keelson",
+};
+
+const V4_KEYS = ["name", "nodePoolUuid", "type", "uuid"];
+const V3_KEYS = ["name", "nodePoolName", "nodePoolUuid", "projectID", "type", "uuid"];
+
+function localProvider(db: Db, projectId: string) {
+  const provider = db
+    .select()
+    .from(cloudProviders)
+    .where(and(eq(cloudProviders.projectId, projectId), eq(cloudProviders.type, "local")))
+    .get();
+  if (!provider) throw new Error("no local provider");
+  return provider;
+}
+
+function poolOf(db: Db, providerId: string) {
+  return db.select().from(nodePools).where(eq(nodePools.cloudProviderId, providerId)).get();
+}
+
+function insertCluster(db: Db, projectId: string, providerId: string, name: string): string {
+  const pool = poolOf(db, providerId);
+  if (!pool) throw new Error("no pool");
+  const id = randomUUID();
+  db.insert(clusters)
+    .values({
+      id,
+      projectId,
+      name,
+      nodePoolId: pool.id,
+      cloudProviderId: providerId,
+      kubeRoleVersion: "1.31.4-kls.1",
+      spec: {},
+      caCertPem: "dummy",
+      caKeyEnc: "dummy",
+    })
+    .run();
+  return id;
+}
+
+function providerCount(db: Db): number {
+  return db.select().from(cloudProviders).all().length;
+}
+
+describe("cloud providers", () => {
+  let t: TestApp;
+  const p = () => t.projectId;
+
+  async function create(version: "v3" | "v4", body: Record<string, unknown>, token?: string) {
+    return t.request({ method: "POST", url: `/${version}/${p()}/cloudProviders`, payload: body, token });
+  }
+
+  async function createOk(version: "v3" | "v4", body: Record<string, unknown>): Promise<string> {
+    const res = await create(version, body);
+    expect(res.statusCode, res.body).toBe(200);
+    return res.json().uuid as string;
+  }
+
+  beforeAll(async () => {
+    t = await createTestApp();
+  });
+  afterAll(async () => t.close());
+
+  describe("list", () => {
+    it("shows the built-in local provider with the v4 key set", async () => {
+      const res = await t.request({ method: "GET", url: `/v4/${p()}/cloudProviders` });
+      expect(res.statusCode).toBe(200);
+      const list = res.json() as Record<string, string>[];
+      const local = list.find((x) => x.type === "local");
+      expect(local).toBeDefined();
+      expect(Object.keys(local ?? {}).sort()).toEqual(V4_KEYS);
+      expect(local?.name).toBe("local");
+      expect(local?.nodePoolUuid).toBe(poolOf(t.db, local?.uuid ?? "")?.id);
+    });
+
+    it("v3 adds nodePoolName and projectID, all strings", async () => {
+      const res = await t.request({ method: "GET", url: `/v3/${p()}/cloudProviders` });
+      expect(res.statusCode).toBe(200);
+      const local = (res.json() as Record<string, unknown>[]).find((x) => x.type === "local");
+      expect(Object.keys(local ?? {}).sort()).toEqual(V3_KEYS);
+      expect(local?.nodePoolName).toBe("defaultPool");
+      expect(local?.projectID).toBe(p());
+      for (const value of Object.values(local ?? {})) expect(typeof value).toBe("string");
+    });
+
+    it("is the same under /qbert", async () => {
+      const plain = await t.request({ method: "GET", url: `/v4/${p()}/cloudProviders` });
+      const prefixed = await t.request({ method: "GET", url: `/qbert/v4/${p()}/cloudProviders` });
+      expect(prefixed.statusCode).toBe(200);
+      expect(prefixed.json()).toEqual(plain.json());
+    });
+
+    it("answers 404 to the admin for a project that does not exist", async () => {
+      const res = await t.request({ method: "GET", url: `/v4/${randomUUID()}/cloudProviders`, token: ADMIN_TOKEN });
+      expect(res.statusCode).toBe(404);
+    });
+  });
+
+  describe("types", () => {
+    it("v4 supports local and aws", async () => {
+      const res = await t.request({ method: "GET", url: `/v4/${p()}/cloudProvider/types` });
+      expect(res.statusCode).toBe(200);
+      expect(res.json()).toEqual([{ type: "local" }, { type: "aws" }]);
+    });
+
+    it("v3 supports local, aws, azure and gcp", async () => {
+      const res = await t.request({ method: "GET", url: `/v3/${p()}/cloudProvider/types` });
+      expect(res.json()).toEqual([{ type: "local" }, { type: "aws" }, { type: "azure" }, { type: "gcp" }]);
+    });
+  });
+
+  describe("create", () => {
+    it("v4 creates an aws account and its node pool", async () => {
+      const uuid = await createOk("v4", { name: "aws-main", type: "aws", ...AWS });
+      const list = (await t.request({ method: "GET", url: `/v4/${p()}/cloudProviders` })).json() as Record<
+        string,
+        string
+      >[];
+      const created = list.find((x) => x.uuid === uuid);
+      expect(created).toEqual({ name: "aws-main", uuid, type: "aws", nodePoolUuid: poolOf(t.db, uuid)?.id });
+      expect(poolOf(t.db, uuid)?.name).toBe("aws-main-pool");
+      const pools = (await t.request({ method: "GET", url: `/v4/${p()}/nodePools` })).json() as Record<
+        string,
+        string
+      >[];
+      expect(pools).toContainEqual({
+        name: "aws-main-pool",
+        uuid: created?.nodePoolUuid,
+        cloudProviderUuid: uuid,
+        cloudProviderName: "aws-main",
+      });
+    });
+
+    it("v3 creates aws, azure and gcp accounts", async () => {
+      const ids = [
+        await createOk("v3", { name: "v3-aws", type: "aws", ...AWS }),
+        await createOk("v3", { name: "v3-azure", type: "azure", ...AZURE }),
+        await createOk("v3", { name: "v3-gcp", type: "gcp", ...GCP }),
+      ];
+      const list = (await t.request({ method: "GET", url: `/v3/${p()}/cloudProviders` })).json() as Record<
+        string,
+        string
+      >[];
+      for (const [i, type] of ["aws", "azure", "gcp"].entries()) {
+        const row = list.find((x) => x.uuid === ids[i]);
+        expect(row?.type).toBe(type);
+        expect(row?.nodePoolName).toBe(`v3-${type}-pool`);
+        expect(Object.keys(row ?? {}).sort()).toEqual(V3_KEYS);
+      }
+    });
+
+    it("v4 refuses azure and gcp, naming type and what v4 supports", async () => {
+      const before = providerCount(t.db);
+      for (const body of [
+        { name: "az", type: "azure", ...AZURE },
+        { name: "gc", type: "gcp", ...GCP },
+      ]) {
+        const res = await create("v4", body);
+        expect(res.statusCode).toBe(400);
+        expect(res.json().field).toBe("type");
+        expect(res.json().message).toContain("aws");
+      }
+      expect(providerCount(t.db)).toBe(before);
+    });
+
+    it("refuses another local provider with 409", async () => {
+      for (const version of ["v4", "v3"] as const) {
+        const res = await create(version, { name: "local2", type: "local", key: "x", secret: "y" });
+        expect(res.statusCode).toBe(409);
+        expect(res.json().code).toBe("builtin_provider");
+      }
+    });
+
+    it("refuses a duplicate name in the project with 409 and stores nothing", async () => {
+      await createOk("v4", { name: "dup", type: "aws", ...AWS });
+      const before = providerCount(t.db);
+      const res = await create("v3", { name: "dup", type: "azure", ...AZURE });
+      expect(res.statusCode).toBe(409);
+      expect(res.json().code).toBe("duplicate_name");
+      expect(providerCount(t.db)).toBe(before);
+    });
+
+    it("allows the same name in another project", async () => {
+      const res = await t.request({
+        method: "POST",
+        url: `/v4/${t.otherProjectId}/cloudProviders`,
+        payload: { name: "dup", type: "aws", ...AWS },
+        token: t.otherToken,
+      });
+      expect(res.statusCode).toBe(200);
+    });
+
+    const bad: [string, Record<string, unknown>, string, "v3" | "v4"][] = [
+      ["missing name", { type: "aws", ...AWS }, "name", "v4"],
+      ["missing key", { name: "n", type: "aws", secret: AWS.secret }, "key", "v4"],
+      ["missing secret", { name: "n", type: "aws", key: AWS.key }, "secret", "v4"],
+      ["missing type", { name: "n", ...AWS }, "type", "v4"],
+      ["blank name", { name: "  ", type: "aws", ...AWS }, "name", "v4"],
+      ["control character in name", { name: "a\nb", type: "aws", ...AWS }, "name", "v4"],
+      ["unknown type", { name: "n", type: "openstack", ...AWS }, "type", "v3"],
+      ["aws key of the wrong shape", { name: "n", type: "aws", key: "AKIA123", secret: AWS.secret }, "key", "v4"],
+      ["aws secret pasted as key", { name: "n", type: "aws", key: AWS.secret, secret: AWS.secret }, "key", "v4"],
+      ["lower-case aws key", { name: "n", type: "aws", key: AWS.key.toLowerCase(), secret: AWS.secret }, "key", "v4"],
+      ["short aws secret", { name: "n", type: "aws", key: AWS.key, secret: AWS.secret.slice(1) }, "secret", "v4"],
+      ["azure key not a GUID", { name: "n", type: "azure", key: "client", secret: "s" }, "key", "v3"],
+      ["empty azure secret", { name: "n", type: "azure", key: AZURE.key, secret: "" }, "secret", "v3"],
+      ["gcp key not a project id", { name: "n", type: "gcp", key: "Bad_Project", secret: GCP_SECRET }, "key", "v3"],
+      ["gcp secret not JSON", { name: "n", type: "gcp", key: GCP.key, secret: "{nope" }, "secret", "v3"],
+      [
+        "gcp secret not a service account",
+        { name: "n", type: "gcp", key: GCP.key, secret: JSON.stringify({ type: "authorized_user" }) },
+        "secret",
+        "v3",
+      ],
+      [
+        "gcp secret without private_key",
+        {
+          name: "n",
+          type: "gcp",
+          key: GCP.key,
+          secret: JSON.stringify({ type: "service_account", client_email: "a@b.c" }),
+        },
+        "secret",
+        "v3",
+      ],
+      [
+        "gcp key file of another project",
+        { name: "n", type: "gcp", key: "other-project", secret: GCP_SECRET },
+        "secret",
+        "v3",
+      ],
+    ];
+    for (const [label, body, field, version] of bad) {
+      it(`400 for ${label}, naming ${field}, nothing stored`, async () => {
+        const before = providerCount(t.db);
+        const res = await create(version, body);
+        expect(res.statusCode, res.body).toBe(400);
+        expect(res.json().field).toBe(field);
+        expect(providerCount(t.db)).toBe(before);
+        // Error messages never echo credential values.
+        for (const value of [AWS.key, AWS.secret, AZURE.secret, 'private_key":"-----']) {
+          expect(res.body).not.toContain(value);
+        }
+      });
+    }
+  });
+
+  describe("credentials are write-only and encrypted at rest", () => {
+    const SECRET_AWS = { key: "AKIAZZZZZZZZZZPLAIN1", secret: "PlainTextSecretThatMustNeverLeak/0123456" };
+    let uuid: string;
+
+    beforeAll(async () => {
+      uuid = await createOk("v4", { name: "secret-check", type: "aws", ...SECRET_AWS });
+    });
+
+    it("no endpoint returns key or secret", async () => {
+      const pool = poolOf(t.db, uuid)?.id as string;
+      const reads: InjectOptions[] = [
+        { method: "GET", url: `/v4/${p()}/cloudProviders` },
+        { method: "GET", url: `/v3/${p()}/cloudProviders` },
+        { method: "GET", url: `/v4/${p()}/cloudProviders/${uuid}` },
+        { method: "GET", url: `/v3/${p()}/cloudProviders/${uuid}` },
+        { method: "GET", url: `/v4/${p()}/nodePools` },
+        { method: "GET", url: `/v3/${p()}/nodePools` },
+        { method: "POST", url: `/v4/${p()}/cloudProviders`, payload: { name: "x2", type: "aws", ...SECRET_AWS } },
+        {
+          method: "POST",
+          url: `/v4/${p()}/cloudProviders/validate`,
+          payload: { name: "x", type: "aws", ...SECRET_AWS },
+        },
+        { method: "PUT", url: `/v4/cloudProviders/${uuid}`, payload: { ...SECRET_AWS } },
+        { method: "PUT", url: `/v1/cloudProviders/${uuid}`, payload: { ...SECRET_AWS } },
+      ];
+      for (const read of reads) {
+        const res = await t.request(read);
+        expect(res.statusCode, `${read.method} ${read.url}: ${res.body}`).toBe(200);
+        expect(res.body).not.toContain(SECRET_AWS.key);
+        expect(res.body).not.toContain(SECRET_AWS.secret);
+        expect(res.body).not.toMatch(/"(key|secret|keyEnc|secretEnc)"/);
+      }
+      expect(pool).toBeTruthy();
+    });
+
+    it("the database holds ciphertext that decrypts to the credentials", () => {
+      const row = t.db.select().from(cloudProviders).where(eq(cloudProviders.id, uuid)).get();
+      expect(row?.keyEnc).toMatch(/^v1\./);
+      expect(row?.secretEnc).toMatch(/^v1\./);
+      expect(row?.keyEnc).not.toContain(SECRET_AWS.key);
+      expect(t.app.keelson.cipher.decrypt(row?.keyEnc as string)).toBe(SECRET_AWS.key);
+      expect(t.app.keelson.cipher.decrypt(row?.secretEnc as string)).toBe(SECRET_AWS.secret);
+    });
+
+    it("no file of the data dir contains the plaintext", () => {
+      t.db.$client.pragma("wal_checkpoint(TRUNCATE)");
+      const files = readdirSync(t.dataDir);
+      expect(files.some((f) => f.endsWith(".sqlite"))).toBe(true);
+      for (const file of files) {
+        const bytes = readFileSync(join(t.dataDir, file));
+        expect(bytes.includes(SECRET_AWS.key), file).toBe(false);
+        expect(bytes.includes(SECRET_AWS.secret), file).toBe(false);
+      }
+    });
+  });
+
+  describe("detail (regions)", () => {
+    let aws: string;
+    beforeAll(async () => {
+      aws = await createOk("v4", { name: "regions", type: "aws", ...AWS });
+    });
+
+    it("lists the regions of a public cloud, v4 and v3", async () => {
+      for (const version of ["v4", "v3"]) {
+        const res = await t.request({ method: "GET", url: `/${version}/${p()}/cloudProviders/${aws}` });
+        expect(res.statusCode).toBe(200);
+        const body = res.json();
+        expect(Object.keys(body)).toEqual(["Regions"]);
+        expect(body.Regions.length).toBeGreaterThan(5);
+        for (const region of body.Regions) expect(Object.keys(region).sort()).toEqual(["Endpoint", "RegionName"]);
+        expect(body.Regions).toContainEqual({ RegionName: "us-east-1", Endpoint: "ec2.us-east-1.amazonaws.com" });
+      }
+    });
+
+    it("serves the azure and gcp lists from v3", async () => {
+      const list = (await t.request({ method: "GET", url: `/v3/${p()}/cloudProviders` })).json() as Record<
+        string,
+        string
+      >[];
+      const azure = list.find((x) => x.type === "azure")?.uuid;
+      const res = await t.request({ method: "GET", url: `/v3/${p()}/cloudProviders/${azure}` });
+      expect(res.json().Regions.map((r: { RegionName: string }) => r.RegionName)).toContain("westeurope");
+    });
+
+    it("answers 400 for the local provider, which has no regions", async () => {
+      const local = localProvider(t.db, p()).id;
+      const res = await t.request({ method: "GET", url: `/v4/${p()}/cloudProviders/${local}` });
+      expect(res.statusCode).toBe(400);
+      expect(res.json()).toMatchObject({ code: "no_regions", message: expect.stringContaining("local provider") });
+    });
+
+    it("answers 404 for an unknown provider and for another project's provider", async () => {
+      const unknown = await t.request({ method: "GET", url: `/v4/${p()}/cloudProviders/${randomUUID()}` });
+      expect(unknown.statusCode).toBe(404);
+      const other = localProvider(t.db, t.otherProjectId).id;
+      const res = await t.request({ method: "GET", url: `/v4/${p()}/cloudProviders/${other}` });
+      expect(res.statusCode).toBe(404);
+    });
+  });
+
+  describe("delete", () => {
+    it("deletes an unused account and its node pool, v4 and v3", async () => {
+      for (const version of ["v4", "v3"]) {
+        const uuid = await createOk("v3", { name: `gone-${version}`, type: "aws", ...AWS });
+        const pool = poolOf(t.db, uuid)?.id as string;
+        const res = await t.request({ method: "DELETE", url: `/${version}/${p()}/cloudProviders/${uuid}` });
+        expect(res.statusCode).toBe(200);
+        expect(res.body).toBe("");
+        expect(t.db.select().from(cloudProviders).where(eq(cloudProviders.id, uuid)).get()).toBeUndefined();
+        expect(t.db.select().from(nodePools).where(eq(nodePools.id, pool)).get()).toBeUndefined();
+        const again = await t.request({ method: "DELETE", url: `/${version}/${p()}/cloudProviders/${uuid}` });
+        expect(again.statusCode).toBe(404);
+      }
+    });
+
+    it("refuses to delete the built-in local provider", async () => {
+      const local = localProvider(t.db, p()).id;
+      const res = await t.request({ method: "DELETE", url: `/v4/${p()}/cloudProviders/${local}` });
+      expect(res.statusCode).toBe(409);
+      expect(res.json().code).toBe("builtin_provider");
+      expect(localProvider(t.db, p()).id).toBe(local);
+    });
+
+    it("answers 409 while a cluster uses the account", async () => {
+      const uuid = await createOk("v4", { name: "in-use", type: "aws", ...AWS });
+      const clusterId = insertCluster(t.db, p(), uuid, "uses-aws");
+      const res = await t.request({ method: "DELETE", url: `/v4/${p()}/cloudProviders/${uuid}` });
+      expect(res.statusCode).toBe(409);
+      expect(res.json()).toMatchObject({ code: "provider_in_use", message: expect.stringContaining("uses-aws") });
+      expect(poolOf(t.db, uuid)).toBeDefined();
+      t.db.delete(clusters).where(eq(clusters.id, clusterId)).run();
+      const after = await t.request({ method: "DELETE", url: `/v4/${p()}/cloudProviders/${uuid}` });
+      expect(after.statusCode).toBe(200);
+    });
+
+    it("answers 404 for another project's provider", async () => {
+      const other = localProvider(t.db, t.otherProjectId).id;
+      const res = await t.request({ method: "DELETE", url: `/v4/${p()}/cloudProviders/${other}` });
+      expect(res.statusCode).toBe(404);
+    });
+  });
+
+  describe("validate", () => {
+    it("answers 200 with no body for a well-formed body and stores nothing", async () => {
+      const before = providerCount(t.db);
+      for (const [version, body] of [
+        ["v4", { name: "check", type: "aws", ...AWS }],
+        ["v3", { name: "check", type: "azure", ...AZURE }],
+        ["v3", { name: "check", type: "gcp", ...GCP }],
+      ] as const) {
+        const res = await t.request({
+          method: "POST",
+          url: `/${version}/${p()}/cloudProviders/validate`,
+          payload: body,
+        });
+        expect(res.statusCode, res.body).toBe(200);
+        expect(res.body).toBe("");
+      }
+      expect(providerCount(t.db)).toBe(before);
+    });
+
+    it("answers 400 naming the field of a malformed body", async () => {
+      const cases: [string, Record<string, unknown>, string][] = [
+        ["v4", { name: "c", type: "aws", key: "nope", secret: AWS.secret }, "key"],
+        ["v4", { name: "c", type: "azure", ...AZURE }, "type"],
+        ["v3", { name: "c", type: "gcp", key: GCP.key, secret: "[]" }, "secret"],
+        ["v3", { name: "c", type: "local", key: "k", secret: "s" }, "type"],
+        ["v3", { type: "aws", ...AWS }, "name"],
+      ];
+      for (const [version, body, field] of cases) {
+        const res = await t.request({
+          method: "POST",
+          url: `/${version}/${p()}/cloudProviders/validate`,
+          payload: body,
+        });
+        expect(res.statusCode, res.body).toBe(400);
+        expect(res.json().field).toBe(field);
+      }
+    });
+  });
+
+  describe("update (PUT /v4 and /v1, no project in the path)", () => {
+    let uuid: string;
+    beforeAll(async () => {
+      uuid = await createOk("v4", { name: "to-rename", type: "aws", ...AWS });
+    });
+
+    it("renames the account and its node pool", async () => {
+      const res = await t.request({ method: "PUT", url: `/v4/cloudProviders/${uuid}`, payload: { name: "renamed" } });
+      expect(res.statusCode).toBe(200);
+      expect(res.body).toBe("");
+      const row = t.db.select().from(cloudProviders).where(eq(cloudProviders.id, uuid)).get();
+      expect(row?.name).toBe("renamed");
+      expect(poolOf(t.db, uuid)?.name).toBe("renamed-pool");
+      const v1 = await t.request({ method: "PUT", url: `/v1/cloudProviders/${uuid}`, payload: { name: "renamed-v1" } });
+      expect(v1.statusCode).toBe(200);
+      expect(t.db.select().from(cloudProviders).where(eq(cloudProviders.id, uuid)).get()?.name).toBe("renamed-v1");
+    });
+
+    it("re-keys with fresh ciphertext, leaving the other credential alone", async () => {
+      const before = t.db.select().from(cloudProviders).where(eq(cloudProviders.id, uuid)).get();
+      const key = "ASIAABCDEFGHIJKLMNOP";
+      const res = await t.request({ method: "PUT", url: `/v1/cloudProviders/${uuid}`, payload: { key } });
+      expect(res.statusCode).toBe(200);
+      const after = t.db.select().from(cloudProviders).where(eq(cloudProviders.id, uuid)).get();
+      expect(t.app.keelson.cipher.decrypt(after?.keyEnc as string)).toBe(key);
+      expect(after?.secretEnc).toBe(before?.secretEnc);
+    });
+
+    it("checks new credentials against the account's type and changes nothing on 400", async () => {
+      const before = t.db.select().from(cloudProviders).where(eq(cloudProviders.id, uuid)).get();
+      for (const [payload, field] of [
+        [{ key: "AKIAshort" }, "key"],
+        [{ secret: "short" }, "secret"],
+        [{ name: "" }, "name"],
+        [{ name: "ok-name", secret: "short" }, "secret"],
+        [{}, "body"],
+      ] as const) {
+        const res = await t.request({ method: "PUT", url: `/v4/cloudProviders/${uuid}`, payload });
+        expect(res.statusCode, JSON.stringify(payload)).toBe(400);
+        expect(res.json().field).toBe(field);
+      }
+      expect(t.db.select().from(cloudProviders).where(eq(cloudProviders.id, uuid)).get()).toEqual(before);
+    });
+
+    it("answers 409 for a name another account of the project has", async () => {
+      await createOk("v4", { name: "taken", type: "aws", ...AWS });
+      const res = await t.request({ method: "PUT", url: `/v4/cloudProviders/${uuid}`, payload: { name: "taken" } });
+      expect(res.statusCode).toBe(409);
+    });
+
+    it("answers 409 for the built-in local provider", async () => {
+      const local = localProvider(t.db, p()).id;
+      const res = await t.request({ method: "PUT", url: `/v4/cloudProviders/${local}`, payload: { name: "mine" } });
+      expect(res.statusCode).toBe(409);
+      expect(localProvider(t.db, p()).name).toBe("local");
+    });
+
+    it("answers 404 for an id that exists nowhere, to project tokens and the admin", async () => {
+      for (const token of [undefined, ADMIN_TOKEN]) {
+        for (const version of ["v4", "v1"]) {
+          const res = await t.request({
+            method: "PUT",
+            url: `/${version}/cloudProviders/${randomUUID()}`,
+            payload: { name: "x" },
+            token,
+          });
+          expect(res.statusCode).toBe(404);
+        }
+      }
+    });
+
+    it("answers 403 to a project token for another project's provider; the admin may update it", async () => {
+      const otherAccount = await t.request({
+        method: "POST",
+        url: `/v4/${t.otherProjectId}/cloudProviders`,
+        payload: { name: "theirs", type: "aws", ...AWS },
+        token: t.otherToken,
+      });
+      const theirs = otherAccount.json().uuid as string;
+      for (const version of ["v4", "v1"]) {
+        const res = await t.request({
+          method: "PUT",
+          url: `/${version}/cloudProviders/${theirs}`,
+          payload: { name: "hijack" },
+        });
+        expect(res.statusCode).toBe(403);
+      }
+      expect(t.db.select().from(cloudProviders).where(eq(cloudProviders.id, theirs)).get()?.name).toBe("theirs");
+      const admin = await t.request({
+        method: "PUT",
+        url: `/v4/cloudProviders/${theirs}`,
+        payload: { name: "theirs-renamed" },
+        token: ADMIN_TOKEN,
+      });
+      expect(admin.statusCode).toBe(200);
+    });
+  });
+
+  describe("region detail and sshKey (need the cloud drivers)", () => {
+    let aws: string;
+    beforeAll(async () => {
+      aws = await createOk("v4", { name: "ssh", type: "aws", ...AWS });
+    });
+
+    it("region detail answers 501 for a known region, 404 for an unknown one, 400 for local", async () => {
+      for (const version of ["v4", "v3"]) {
+        const ok = await t.request({ method: "GET", url: `/${version}/${p()}/cloudProviders/${aws}/region/us-east-1` });
+        expect(ok.statusCode).toBe(501);
+        expect(ok.json()).toMatchObject({ code: "not_implemented", message: expect.stringContaining("cloud drivers") });
+        const region = await t.request({
+          method: "GET",
+          url: `/${version}/${p()}/cloudProviders/${aws}/region/mars-1`,
+        });
+        expect(region.statusCode).toBe(404);
+        const provider = await t.request({
+          method: "GET",
+          url: `/${version}/${p()}/cloudProviders/${randomUUID()}/region/us-east-1`,
+        });
+        expect(provider.statusCode).toBe(404);
+      }
+      const local = localProvider(t.db, p()).id;
+      const res = await t.request({ method: "GET", url: `/v4/${p()}/cloudProviders/${local}/region/us-east-1` });
+      expect(res.statusCode).toBe(400);
+    });
+
+    it("sshKey accepts every supported key type, then answers 501", async () => {
+      for (const version of ["v4", "v3"]) {
+        for (const key of Object.values(SSH_KEYS)) {
+          const res = await t.request({
+            method: "POST",
+            url: `/${version}/${p()}/cloudProviders/${aws}/region/us-west-2/sshKey`,
+            payload: { name: "ops", key },
+          });
+          expect(res.statusCode, key.slice(0, 20)).toBe(501);
+          expect(res.json().message).toContain("cloud drivers");
+        }
+      }
+    });
+
+    const ed = SSH_KEYS.ed25519.split(" ")[1] as string;
+    const badKeys: [string, string][] = [
+      ["garbage", "not a key"],
+      ["an empty string", ""],
+      ["an unsupported type", `ssh-dss ${ed}`],
+      ["a blob of another type than its prefix", `ssh-rsa ${ed}`],
+      ["a curve that does not match", SSH_KEYS.p256.replace("ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384")],
+      ["a truncated blob", `ssh-ed25519 ${ed.slice(0, 40)}`],
+      ["a blob that is not base64", "ssh-ed25519 AAAA$$$$"],
+      [
+        "trailing bytes",
+        `ssh-ed25519 ${Buffer.concat([Buffer.from(ed, "base64"), Buffer.from([0, 0, 0, 0])]).toString("base64")}`,
+      ],
+      ["two keys on two lines", `${SSH_KEYS.ed25519}\n${SSH_KEYS.ed25519}`],
+      [
+        "a private key",
+        "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ==\n-----END OPENSSH PRIVATE KEY-----",
+      ],
+    ];
+    for (const [label, key] of badKeys) {
+      it(`sshKey answers 400 naming key for ${label}`, async () => {
+        const res = await t.request({
+          method: "POST",
+          url: `/v4/${p()}/cloudProviders/${aws}/region/us-west-2/sshKey`,
+          payload: { name: "ops", key },
+        });
+        expect(res.statusCode, res.body).toBe(400);
+        expect(res.json().field).toBe("key");
+      });
+    }
+
+    it("sshKey checks the body before looking the provider up", async () => {
+      const url = `/v3/${p()}/cloudProviders/${randomUUID()}/region/us-west-2/sshKey`;
+      const bad = await t.request({ method: "POST", url, payload: { name: "ops", key: "nope" } });
+      expect(bad.statusCode).toBe(400);
+      const noName = await t.request({ method: "POST", url, payload: { key: SSH_KEYS.ed25519 } });
+      expect(noName.statusCode).toBe(400);
+      expect(noName.json().field).toBe("name");
+      const good = await t.request({ method: "POST", url, payload: { name: "ops", key: SSH_KEYS.ed25519 } });
+      expect(good.statusCode).toBe(404);
+    });
+
+    it("parses the type and comment of a key", () => {
+      expect(parseSshPublicKey(`  ${SSH_KEYS.p521}  `)).toEqual({
+        type: "ecdsa-sha2-nistp521",
+        comment: "test@keelson",
+      });
+      expect(parseSshPublicKey(SSH_KEYS.rsa.split(" ").slice(0, 2).join(" "))).toEqual({
+        type: "ssh-rsa",
+        comment: "",
+      });
+    });
+  });
+
+  describe("authentication", () => {
+    it("answers 403 on every endpoint without a token, with a bad one, and with another project's token", async () => {
+      const aws = await createOk("v4", { name: "auth-target", type: "aws", ...AWS });
+      const body = { name: "z", type: "aws", ...AWS };
+      const endpoints: InjectOptions[] = [];
+      for (const v of ["v4", "v3"]) {
+        endpoints.push(
+          { method: "GET", url: `/${v}/${p()}/cloudProviders` },
+          { method: "POST", url: `/${v}/${p()}/cloudProviders`, payload: body },
+          { method: "GET", url: `/${v}/${p()}/cloudProvider/types` },
+          { method: "GET", url: `/${v}/${p()}/cloudProviders/${aws}` },
+          { method: "DELETE", url: `/${v}/${p()}/cloudProviders/${aws}` },
+          { method: "POST", url: `/${v}/${p()}/cloudProviders/validate`, payload: body },
+          { method: "GET", url: `/${v}/${p()}/cloudProviders/${aws}/region/us-east-1` },
+          {
+            method: "POST",
+            url: `/${v}/${p()}/cloudProviders/${aws}/region/us-east-1/sshKey`,
+            payload: { name: "k", key: SSH_KEYS.ed25519 },
+          },
+        );
+      }
+      endpoints.push(
+        { method: "PUT", url: `/v4/cloudProviders/${aws}`, payload: { name: "h" } },
+        { method: "PUT", url: `/v1/cloudProviders/${aws}`, payload: { name: "h" } },
+      );
+      const before = providerCount(t.db);
+      for (const endpoint of endpoints) {
+        for (const token of [null, "not-a-token", t.otherToken]) {
+          const res = await t.request({ ...endpoint, token });
+          expect(res.statusCode, `${endpoint.method} ${endpoint.url} token=${token}`).toBe(403);
+          expect(res.json().code).toBe("forbidden");
+        }
+      }
+      expect(providerCount(t.db)).toBe(before);
+      expect(t.db.select().from(cloudProviders).where(eq(cloudProviders.id, aws)).get()?.name).toBe("auth-target");
+    });
+  });
+});
