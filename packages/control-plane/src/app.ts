@@ -2,17 +2,17 @@ import swagger from "@fastify/swagger";
 import swaggerUi from "@fastify/swagger-ui";
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import type { Db } from "@keelson/db";
-import Fastify, { type FastifyInstance, type FastifyServerOptions } from "fastify";
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from "fastify";
 import { AgentHub, type AgentHubOptions } from "./agents/hub.ts";
 import { loadCatalogue } from "./catalogue/catalogue.ts";
 import type { Keelson } from "./context.ts";
+import { ensureDefaultProject } from "./domain/projects/projects.ts";
 import { installAuth } from "./http/auth.ts";
+import { stripCompatPrefix } from "./http/compat-prefix.ts";
 import { installErrorHandlers } from "./http/error-handler.ts";
 import { acceptEmptyJsonBodies } from "./http/json-body.ts";
-import { stripCompatPrefix } from "./http/compat-prefix.ts";
 import { IdentityResolver } from "./identity/identity.ts";
 import { hashSecret } from "./identity/tokens.ts";
-import { ensureDefaultProject } from "./domain/projects/projects.ts";
 import { registerOperationKinds } from "./operations/kinds.ts";
 import { OperationRunner } from "./operations/runner.ts";
 import { registerRoutes } from "./routes/index.ts";
@@ -23,7 +23,8 @@ export interface AppOptions {
   dataDir: string;
   adminToken: string;
   cipher: SecretCipher;
-  logger?: FastifyServerOptions["logger"];
+  /** A pino logger of the process (main.ts); tests run silent without one. */
+  logger?: FastifyBaseLogger;
   /** false keeps recorded operations pending (tests of resume-after-restart). Default true. */
   runOperations?: boolean;
   /** Agent hub tuning (tests and benchmarks shorten the heartbeat). */
@@ -32,7 +33,7 @@ export interface AppOptions {
 
 export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   const app = Fastify({
-    logger: options.logger ?? false,
+    ...(options.logger ? { loggerInstance: options.logger } : { logger: false }),
     rewriteUrl: stripCompatPrefix,
     ajv: { customOptions: { removeAdditional: false, coerceTypes: "array", useDefaults: true } },
     forceCloseConnections: false,

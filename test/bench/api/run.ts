@@ -17,13 +17,20 @@ try {
   for (let i = 0; i < CLUSTERS; i++) {
     const res = await api<{ uuid: string }>(`${server.url}/v4/${projectId}/clusters`, admin, {
       method: "POST",
-      body: { name: `bench-${i}`, containersCidr: "10.20.0.0/16", servicesCidr: "10.21.0.0/16", tags: { i: String(i) } },
+      body: {
+        name: `bench-${i}`,
+        containersCidr: "10.20.0.0/16",
+        servicesCidr: "10.21.0.0/16",
+        tags: { i: String(i) },
+      },
     });
     if (res.status !== 200) throw new Error(`create ${i}: ${res.status} ${JSON.stringify(res.body)}`);
     uuid = res.body.uuid;
   }
   const createSec = (Date.now() - started) / 1000;
-  process.stdout.write(`created ${CLUSTERS} clusters in ${createSec.toFixed(1)} s (${(CLUSTERS / createSec).toFixed(0)}/s)\n`);
+  process.stdout.write(
+    `created ${CLUSTERS} clusters in ${createSec.toFixed(1)} s (${(CLUSTERS / createSec).toFixed(0)}/s)\n`,
+  );
 
   const one = await api(`${server.url}/v4/${projectId}/clusters/${uuid}`, admin);
   const bare = spawn(process.execPath, ["--import", "tsx", new URL("./bare-server.ts", import.meta.url).pathname], {

@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
 import { findCluster } from "../domain/clusters/views.ts";
 import { notImplemented } from "../http/errors.ts";
-import { ProjectClusterParams, ProjectParams, clusterErrors } from "./cluster-schemas.ts";
+import { clusterErrors, ProjectClusterParams, ProjectParams } from "./cluster-schemas.ts";
 import { ErrorBody, NoBody } from "./common-schemas.ts";
 
 const AttachEntries = Type.Array(
@@ -40,7 +40,8 @@ const UpgradeBodyV4 = Type.Object(
 );
 const UpgradeBodyV3 = Type.Object(upgradeCommon, { additionalProperties: false });
 
-const laterIssue = (what: string) => notImplemented(`${what} needs the node phases and orchestration, which come in a later release`);
+const laterIssue = (what: string) =>
+  notImplemented(`${what} needs the node phases and orchestration, which come in a later release`);
 
 /**
  * Attach, detach, upgrade and the staggered restarts: complete routes (schemas, auth,

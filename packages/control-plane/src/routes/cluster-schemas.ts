@@ -34,8 +34,6 @@ export const ClusterWriteBody = Type.Object(
   },
 );
 
-export const ClusterRecord = Type.Object({}, { additionalProperties: true, description: "Cluster read record" });
-
 export const CreatedCluster = Type.Object({ uuid: Type.String() });
 
 export const clusterErrors = { 400: ErrorBody, 403: ErrorBody, 404: ErrorBody, 409: ErrorBody, 501: ErrorBody };

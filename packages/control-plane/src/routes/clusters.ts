@@ -3,12 +3,12 @@ import type { FastifyReply } from "fastify";
 import { Type } from "typebox";
 import { createCluster, deleteCluster, updateCluster, type WriteResult } from "../domain/clusters/clusters.ts";
 import { presentClusterV3, presentClusterV4 } from "../domain/clusters/presenters.ts";
+import { clusterReadSchemaV3, clusterReadSchemaV4 } from "../domain/clusters/read-schema.ts";
 import type { ApiVersion } from "../domain/clusters/spec.ts";
 import { buildClusterViews, findCluster, listClusterRows } from "../domain/clusters/views.ts";
 import { sendNoBody } from "../http/no-body.ts";
 import { warnIgnoredFields } from "../http/warnings.ts";
 import {
-  ClusterRecord,
   ClusterWriteBody,
   CreatedCluster,
   clusterErrors,
@@ -20,6 +20,8 @@ import {
 import { NoBody } from "./common-schemas.ts";
 
 const presenters = { v3: presentClusterV3, v4: presentClusterV4 } as const;
+// Exact read schemas: they document every field in /openapi.json and let the serializer compile.
+const readSchemas = { v3: clusterReadSchemaV3, v4: clusterReadSchemaV4 } as const;
 
 function writeOptions(version: ApiVersion, query: { fieldValidation?: string }) {
   return { version, strict: query.fieldValidation === "Strict" };
@@ -68,12 +70,12 @@ export const clusterRoutes: FastifyPluginAsyncTypebox = async (app) => {
           tags,
           summary: `List the project's clusters (${version} read set)`,
           params: ProjectParams,
-          response: { 200: Type.Array(ClusterRecord), 403: clusterErrors[403] },
+          response: { 200: Type.Array(readSchemas[version]), 403: clusterErrors[403] },
         },
       },
       async (request) => {
         const rows = listClusterRows(k.db, request.params.project_uuid);
-        return buildClusterViews(k.db, k.catalogue, rows).map(present);
+        return buildClusterViews(k.db, k.catalogue, request.params.project_uuid, rows).map(present);
       },
     );
 
@@ -84,12 +86,12 @@ export const clusterRoutes: FastifyPluginAsyncTypebox = async (app) => {
           tags,
           summary: `Read a cluster (${version} read set)`,
           params: ProjectClusterParams,
-          response: { 200: ClusterRecord, 403: clusterErrors[403], 404: clusterErrors[404] },
+          response: { 200: readSchemas[version], 403: clusterErrors[403], 404: clusterErrors[404] },
         },
       },
       async (request) => {
         const row = findCluster(k.db, request.params.project_uuid, request.params.uuid);
-        return present(buildClusterViews(k.db, k.catalogue, [row])[0] as never);
+        return present(buildClusterViews(k.db, k.catalogue, request.params.project_uuid, [row])[0] as never);
       },
     );
 

@@ -1,10 +1,12 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
+import { agentRoutes } from "./agents.ts";
 import { catalogueRoutes } from "./catalogue.ts";
+import { cloudProviderRoutes } from "./cloud-providers.ts";
 import { clusterActionRoutes } from "./cluster-actions.ts";
 import { clusterRoutes } from "./clusters.ts";
-import { cloudProviderRoutes } from "./cloud-providers.ts";
 import { externalClusterRoutes } from "./external-clusters.ts";
 import { healthRoutes } from "./health.ts";
+import { hostRoutes } from "./hosts.ts";
 import { keystoneRoutes } from "./keystone.ts";
 import { kubeconfigRoutes } from "./kubeconfig.ts";
 import { nodePoolRoutes } from "./node-pools.ts";
@@ -26,4 +28,6 @@ export const registerRoutes: FastifyPluginAsyncTypebox = async (app) => {
   await app.register(nodeRoutes);
   await app.register(externalClusterRoutes);
   await app.register(operationRoutes);
+  await app.register(agentRoutes);
+  await app.register(hostRoutes);
 };

@@ -1,3 +1,77 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
+import { Type } from "typebox";
+import { detachNode, getNodeView, listNodeViews } from "../domain/nodes/nodes.ts";
+import { presentNodeV3, presentNodeV4 } from "../domain/nodes/present.ts";
+import { NodeV3, NodeV4 } from "../domain/nodes/schemas.ts";
+import { sendNoBody } from "../http/no-body.ts";
+import { ErrorBody, NoBody } from "./common-schemas.ts";
 
-export const nodeRoutes: FastifyPluginAsyncTypebox = async () => {};
+const ProjectParams = Type.Object({ project_uuid: Type.String({ description: "Project UUID" }) });
+const NodeParams = Type.Object({
+  project_uuid: Type.String({ description: "Project UUID" }),
+  uuid: Type.String({ description: "Node UUID" }),
+});
+/** §4.3: only `clusterUuid` may be sent, and only null (detach). */
+const NodeUpdateBody = Type.Object(
+  { clusterUuid: Type.Null({ description: "Must be null: detaches the node from its cluster" }) },
+  { additionalProperties: false },
+);
+const errors = { 400: ErrorBody, 403: ErrorBody, 404: ErrorBody, 501: ErrorBody };
+
+/** Nodes v4 (§4.3) and v3 (§4.7): the project's registered hosts. */
+export const nodeRoutes: FastifyPluginAsyncTypebox = async (app) => {
+  const { db } = app.keelson;
+  const versions = [
+    { version: "v4", record: NodeV4, present: presentNodeV4 },
+    { version: "v3", record: NodeV3, present: presentNodeV3 },
+  ] as const;
+
+  for (const { version, record, present } of versions) {
+    const tags = [`nodes ${version}`];
+    app.get(
+      `/${version}/:project_uuid/nodes`,
+      {
+        schema: {
+          tags,
+          summary: `List the project's nodes (${version} set, plus agentConnected and lastSeen)`,
+          params: ProjectParams,
+          response: { 200: Type.Array(record), 403: ErrorBody },
+        },
+      },
+      async (request) => listNodeViews(db, request.params.project_uuid).map((v) => present(v.row, v.extras)),
+    );
+
+    app.get(
+      `/${version}/:project_uuid/nodes/:uuid`,
+      {
+        schema: {
+          tags,
+          summary: `Read a node (${version} set)`,
+          params: NodeParams,
+          response: { 200: record, ...errors },
+        },
+      },
+      async (request) => {
+        const view = getNodeView(db, request.params.project_uuid, request.params.uuid);
+        return present(view.row, view.extras);
+      },
+    );
+
+    app.put(
+      `/${version}/:project_uuid/nodes/:uuid`,
+      {
+        schema: {
+          tags,
+          summary: "Detach a node from its cluster (body {clusterUuid: null})",
+          params: NodeParams,
+          body: NodeUpdateBody,
+          response: { 200: NoBody, ...errors },
+        },
+      },
+      async (request, reply) => {
+        detachNode(db, request.params.project_uuid, request.params.uuid);
+        return sendNoBody(reply);
+      },
+    );
+  }
+};

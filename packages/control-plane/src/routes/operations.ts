@@ -10,7 +10,12 @@ const Operation = Type.Object({
   kind: Type.String({ description: "For example cluster.create, cluster.update, cluster.delete" }),
   targetType: Type.String(),
   targetUuid: Type.String(),
-  state: Type.Union([Type.Literal("pending"), Type.Literal("running"), Type.Literal("succeeded"), Type.Literal("failed")]),
+  state: Type.Union([
+    Type.Literal("pending"),
+    Type.Literal("running"),
+    Type.Literal("succeeded"),
+    Type.Literal("failed"),
+  ]),
   step: Type.Integer({ description: "Steps completed so far" }),
   attempts: Type.Integer({ description: "How many times the runner started it (more than 1 after a restart)" }),
   error: Type.Union([Type.String(), Type.Null()]),
@@ -49,7 +54,12 @@ export const operationRoutes: FastifyPluginAsyncTypebox = async (app) => {
         querystring: Type.Object({
           target: Type.Optional(Type.String({ description: "Only operations on this target (e.g. a cluster uuid)" })),
           state: Type.Optional(
-            Type.Union([Type.Literal("pending"), Type.Literal("running"), Type.Literal("succeeded"), Type.Literal("failed")]),
+            Type.Union([
+              Type.Literal("pending"),
+              Type.Literal("running"),
+              Type.Literal("succeeded"),
+              Type.Literal("failed"),
+            ]),
           ),
           limit: Type.Integer({ minimum: 1, maximum: 1000, default: 100 }),
         }),

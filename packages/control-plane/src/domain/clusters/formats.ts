@@ -1,0 +1,175 @@
+/**
+ * Syntax of single cluster field values (§8 limits and the formats §2.1 implies). Every check
+ * throws `badRequest(path, ...)` naming the field as the client spelled it (`etcdBackup.localPath`
+ * for a nested one) and the rule that failed. Cross-field rules live in rules.ts.
+ */
+import { badRequest } from "../../http/errors.ts";
+
+const OCTET = "(25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)";
+const IPV4 = new RegExp(`^${OCTET}\\.${OCTET}\\.${OCTET}\\.${OCTET}$`);
+
+/** Dotted-quad IPv4 without leading zeros (`010.0.0.1` is octal to some parsers: refused). */
+export function isIPv4(value: string): boolean {
+  return IPV4.test(value);
+}
+
+/** The address as an unsigned 32-bit number; only call on a string `isIPv4` accepted. */
+export function ipv4ToNumber(value: string): number {
+  return value.split(".").reduce((acc, octet) => acc * 256 + Number(octet), 0);
+}
+
+function numberToIpv4(n: number): string {
+  return [24, 16, 8, 0].map((shift) => Math.floor(n / 2 ** shift) % 256).join(".");
+}
+
+export interface Cidr {
+  /** First address of the block. */
+  start: number;
+  /** Last address of the block. */
+  end: number;
+  prefix: number;
+}
+
+export function checkIPv4(value: string, path: string): void {
+  if (!isIPv4(value)) throw badRequest(path, `${path} must be an IPv4 address such as 10.0.0.10 (got "${value}")`);
+}
+
+/**
+ * An IPv4 CIDR whose address is the network address of its block: `10.20.1.0/16` is refused
+ * because Kubernetes would silently use 10.20.0.0/16 and the operator would not get what they wrote.
+ */
+export function parseCidr(value: string, path: string): Cidr {
+  const m = /^([0-9.]+)\/(3[0-2]|[12]?\d)$/.exec(value);
+  if (!m || !isIPv4(m[1] as string)) {
+    throw badRequest(path, `${path} must be an IPv4 CIDR such as 10.20.0.0/16 (got "${value}")`);
+  }
+  const prefix = Number(m[2]);
+  const address = ipv4ToNumber(m[1] as string);
+  const size = 2 ** (32 - prefix);
+  const start = Math.floor(address / size) * size;
+  if (start !== address) {
+    throw badRequest(
+      path,
+      `${path} has host bits set: ${value} is not the network address of its block (did you mean ${numberToIpv4(start)}/${prefix}?)`,
+    );
+  }
+  return { start, end: start + size - 1, prefix };
+}
+
+export function checkCidrSyntax(value: string, path: string): void {
+  parseCidr(value, path);
+}
+
+export function cidrsOverlap(a: Cidr, b: Cidr): boolean {
+  return a.start <= b.end && b.start <= a.end;
+}
+
+/** MetalLB address pools: `start-end[,start-end...]`, each an IPv4 range with start <= end, not overlapping. */
+export function checkMetallbCidr(value: string, path: string): void {
+  const ranges: Array<{ start: number; end: number; text: string }> = [];
+  for (const raw of value.split(",")) {
+    const text = raw.trim();
+    const m = /^([0-9.]+)\s*-\s*([0-9.]+)$/.exec(text);
+    if (!m || !isIPv4(m[1] as string) || !isIPv4(m[2] as string)) {
+      throw badRequest(
+        path,
+        `${path} must be comma-separated IPv4 ranges written start-end, such as 10.0.0.100-10.0.0.150 (bad pool "${text}")`,
+      );
+    }
+    const start = ipv4ToNumber(m[1] as string);
+    const end = ipv4ToNumber(m[2] as string);
+    if (start > end) throw badRequest(path, `${path}: range ${text} ends before it starts (start must be <= end)`);
+    const clash = ranges.find((r) => start <= r.end && r.start <= end);
+    if (clash) throw badRequest(path, `${path}: ranges ${clash.text} and ${text} overlap`);
+    ranges.push({ start, end, text });
+  }
+}
+
+/** The kubelet's cpuset list syntax: `0-3,8,10-11`; a range must not run backwards. */
+export function checkReservedCpus(value: string, path: string): void {
+  if (!/^\d+(-\d+)?(,\d+(-\d+)?)*$/.test(value)) {
+    throw badRequest(path, `${path} must be a list of CPU numbers and ranges such as 0-3,8,10-11 (got "${value}")`);
+  }
+  for (const part of value.split(",")) {
+    const [from, to] = part.split("-").map(Number);
+    if (to !== undefined && (from as number) > to) {
+      throw badRequest(path, `${path}: range ${part} is descending (write the lower CPU first)`);
+    }
+  }
+}
+
+export function checkDailyTime(value: string, path: string): void {
+  if (!/^([01]\d|2[0-3]):[0-5]\d$/.test(value)) {
+    throw badRequest(path, `${path} must be a time of day written HH:MM (00:00 to 23:59), got "${value}"`);
+  }
+}
+
+// biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point
+const CONTROL = /[\u0000-\u001f\u007f]/;
+
+export function hasControlChars(value: string): boolean {
+  return CONTROL.test(value);
+}
+
+export function checkNoControlChars(value: string, path: string): void {
+  if (hasControlChars(value)) throw badRequest(path, `${path} must not contain control characters`);
+}
+
+/** A plain token (proxy address, registry host, image tag): no whitespace or control characters. */
+export function checkToken(value: string, path: string): void {
+  if (/\s/.test(value) || hasControlChars(value)) {
+    throw badRequest(path, `${path} must not contain whitespace or control characters`);
+  }
+}
+
+/** Backups land on the node's disk: an absolute path without `..`, so it cannot climb out of where it says. */
+export function checkAbsolutePath(value: string, path: string): void {
+  if (!value.startsWith("/") || hasControlChars(value) || value.split("/").includes("..")) {
+    throw badRequest(path, `${path} must be an absolute path without '..' segments (got "${value}")`);
+  }
+}
+
+/**
+ * A Kubernetes resource quantity (`2000m`, `0.5`, `512Mi`): the Calico limits are passed to
+ * the pods' resource limits, where anything else would fail the deployment much later.
+ */
+export function checkQuantity(value: string, path: string): void {
+  if (!/^(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+|[KMGTPE]i|[numkMGTPE])?$/.test(value)) {
+    throw badRequest(path, `${path} must be a Kubernetes resource quantity such as 500m or 512Mi (got "${value}")`);
+  }
+}
+
+/** RFC 1123 host name (also matches a dotted IPv4 address, which clients use here too). */
+export function checkHostname(value: string, path: string): void {
+  const label = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/i;
+  if (value.length > 253 || !value.split(".").every((l) => label.test(l))) {
+    throw badRequest(path, `${path} must be a DNS name such as api.example.com (got "${value}")`);
+  }
+}
+
+/** Linux interface names (keepalived binds the VIP to it): 1-15 bytes, no '/', ':' or whitespace. */
+export function checkInterfaceName(value: string, path: string): void {
+  if (value.length > 15 || value === "." || value === ".." || /[/:\s]/.test(value) || hasControlChars(value)) {
+    throw badRequest(path, `${path} must be a network interface name such as eth0 (at most 15 characters)`);
+  }
+}
+
+export function checkHttpUrl(value: string, path: string): void {
+  let url: URL | undefined;
+  try {
+    url = new URL(value);
+  } catch {
+    url = undefined;
+  }
+  if (!url || (url.protocol !== "http:" && url.protocol !== "https:")) {
+    throw badRequest(path, `${path} must be an http(s) URL (got "${value}")`);
+  }
+}
+
+export function checkOneOf(values: readonly string[]): (value: string, path: string) => void {
+  return (value, path) => {
+    if (!values.includes(value)) {
+      throw badRequest(path, `${path} must be one of ${values.join(", ")} (got "${value}")`);
+    }
+  };
+}

@@ -1,0 +1,50 @@
+/**
+ * Child process of the benchmark: runs the simulated fleet (test/sim) so the control plane's
+ * CPU and memory are measured without the simulators in the same process.
+ */
+import { type Simulator, startSimulator } from "../../sim/index.ts";
+
+let sim: Simulator | undefined;
+
+type Message =
+  | {
+      type: "start";
+      url: string;
+      adminToken?: string;
+      projectId?: string;
+      count: number;
+      linkUrl?: string;
+      bare?: boolean;
+    }
+  | { type: "stop" };
+
+process.on("message", async (message: Message) => {
+  try {
+    if (message.type === "start") {
+      const identities = message.bare
+        ? Array.from({ length: message.count }, (_, i) => ({
+            hostId: `bare-${i}`,
+            credential: "none",
+            projectId: "bare",
+          }))
+        : undefined;
+      sim = await startSimulator({
+        url: message.url,
+        count: message.count,
+        ...(message.adminToken ? { adminToken: message.adminToken } : {}),
+        ...(message.projectId ? { projectId: message.projectId } : {}),
+        ...(identities ? { identities } : {}),
+        ...(message.linkUrl ? { linkUrl: message.linkUrl } : {}),
+        concurrency: 500,
+        connectTimeoutMs: 300_000,
+      });
+      process.send?.({ type: "started", registerMs: sim.registerMs, connectMs: sim.connectMs, ...sim.stats() });
+    } else if (message.type === "stop") {
+      await sim?.stop();
+      process.send?.({ type: "stopped", ...(sim?.stats() ?? {}) });
+      process.disconnect();
+    }
+  } catch (err) {
+    process.send?.({ type: "error", error: err instanceof Error ? err.message : String(err) });
+  }
+});
