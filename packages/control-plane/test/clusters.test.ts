@@ -32,7 +32,13 @@ describe.each(["v4", "v3"] as const)("clusters %s", (version) => {
     const got = await t.request({ method: "GET", url: `${base()}/${uuid}` });
     expect(got.statusCode).toBe(200);
     const body = got.json();
-    expect(body).toMatchObject({ uuid, name: "alpha", projectId: t.projectId, status: "pending", taskStatus: "success" });
+    expect(body).toMatchObject({
+      uuid,
+      name: "alpha",
+      projectId: t.projectId,
+      status: "pending",
+      taskStatus: "success",
+    });
     expect(body.cloudProviderType).toBe("local");
     expect(body.k8sApiPort).toBe("443");
     expect(body.networkPlugin).toBe("flannel");
@@ -72,9 +78,9 @@ describe.each(["v4", "v3"] as const)("clusters %s", (version) => {
     expect(body.taskStatus).toBe("deleting");
     // A second delete or an update of a cluster being deleted is a conflict, not a second operation.
     expect((await t.request({ method: "DELETE", url: `${base()}/${uuid}` })).statusCode).toBe(409);
-    expect((await t.request({ method: "PUT", url: `${base()}/${uuid}`, payload: { certExpiryHrs: 2 } })).statusCode).toBe(
-      409,
-    );
+    expect(
+      (await t.request({ method: "PUT", url: `${base()}/${uuid}`, payload: { certExpiryHrs: 2 } })).statusCode,
+    ).toBe(409);
   });
 
   it("refuses a duplicate name with 409 and stores nothing", async () => {
@@ -89,7 +95,12 @@ describe.each(["v4", "v3"] as const)("clusters %s", (version) => {
     const res = await create({ name: "bad", networkPlugin: "cilium" });
     expect(res.statusCode).toBe(400);
     expect(res.json().field).toBe("networkPlugin");
-    const notObject = await t.request({ method: "POST", url: base(), payload: "[1,2]", headers: { "content-type": "application/json" } });
+    const notObject = await t.request({
+      method: "POST",
+      url: base(),
+      payload: "[1,2]",
+      headers: { "content-type": "application/json" },
+    });
     expect(notObject.statusCode).toBe(400);
     expect((await t.request({ method: "GET", url: base() })).json()).toHaveLength(0);
     expect(t.db.select().from(operations).all()).toHaveLength(0);
@@ -134,7 +145,12 @@ describe.each(["v4", "v3"] as const)("clusters %s", (version) => {
         ["PUT", `${base()}/${uuid}`],
         ["DELETE", `${base()}/${uuid}`],
       ] as const) {
-        const res = await t.request({ method, url, token, ...(method === "POST" || method === "PUT" ? { payload: { name: "x" } } : {}) });
+        const res = await t.request({
+          method,
+          url,
+          token,
+          ...(method === "POST" || method === "PUT" ? { payload: { name: "x" } } : {}),
+        });
         expect(res.statusCode, `${method} ${url} token=${token}`).toBe(403);
         expect(res.json().code).toBe("forbidden");
       }
@@ -203,14 +219,38 @@ describe("operations survive a restart", () => {
     const second = await createTestApp({ dataDir: first.dataDir });
     try {
       await second.app.keelson.runner.idle();
-      expect((await second.request({ method: "GET", url: `/v4/${second.projectId}/clusters/${uuid}` })).statusCode).toBe(
-        404,
-      );
+      expect(
+        (await second.request({ method: "GET", url: `/v4/${second.projectId}/clusters/${uuid}` })).statusCode,
+      ).toBe(404);
       const op = second.db.select().from(operations).where(eq(operations.kind, "cluster.delete")).get();
       expect(op?.state).toBe("succeeded");
       expect(op?.attempts).toBe(2);
     } finally {
       await second.close();
+    }
+  });
+});
+
+describe("cluster nodes", () => {
+  it("lists no nodes for a new cluster, 404 for an unknown one, 403 across projects", async () => {
+    const t = await createTestApp();
+    try {
+      const { uuid } = (
+        await t.request({ method: "POST", url: `/v4/${t.projectId}/clusters`, payload: { name: "n" } })
+      ).json();
+      const res = await t.request({ method: "GET", url: `/v4/${t.projectId}/clusters/${uuid}/nodes` });
+      expect(res.statusCode).toBe(200);
+      expect(res.json()).toEqual([]);
+      const unknown = `/v4/${t.projectId}/clusters/00000000-0000-4000-8000-000000000000/nodes`;
+      expect((await t.request({ method: "GET", url: unknown })).statusCode).toBe(404);
+      const other = await t.request({
+        method: "GET",
+        url: `/v4/${t.projectId}/clusters/${uuid}/nodes`,
+        token: t.otherToken,
+      });
+      expect(other.statusCode).toBe(403);
+    } finally {
+      await t.close();
     }
   });
 });

@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -32,10 +32,13 @@ export interface Proc {
 
 /** Starts a command from the repository root, capturing its output for failure messages. */
 export function start(command: string, args: string[], env: Record<string, string>): Proc {
+  // Own process group: `npx` runs the binary under npm and a shell, and signals sent to npx
+  // alone do not reach it (the server was left running). stop() signals the whole group.
   const child = spawn(command, args, {
     cwd: REPO_ROOT,
     env: { ...process.env, ...env },
     stdio: ["ignore", "pipe", "pipe"],
+    detached: true,
   });
   let out = "";
   child.stdout?.on("data", (d) => {
@@ -53,13 +56,78 @@ export function start(command: string, args: string[], env: Record<string, strin
     exited,
     async stop(signal = "SIGTERM", timeoutMs = 15_000) {
       if (child.exitCode !== null || child.signalCode !== null) return exited;
-      child.kill(signal);
-      const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
+      // SIGKILL takes the whole group, like a crash. Any other signal goes to the program npx
+      // runs (as systemd would signal it), so its exit code comes back through npm and the shell.
+      if (signal === "SIGKILL") signalGroup(child, signal);
+      else process.kill(mainProcess(child), signal);
+      const timer = setTimeout(() => signalGroup(child, "SIGKILL"), timeoutMs);
       const result = await exited;
+      // npx can exit before the process it started: wait until none of the group is left.
+      const deadline = Date.now() + timeoutMs;
+      while (groupAlive(child) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
       clearTimeout(timer);
       return result;
     },
   };
+}
+
+interface ProcInfo {
+  pid: number;
+  ppid: number;
+  pgrp: number;
+  cmdline: string;
+}
+
+function processesOfGroup(pgrp: number): ProcInfo[] {
+  const out: ProcInfo[] = [];
+  for (const name of readdirSync("/proc")) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, "utf8");
+      // "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses.
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      const info = {
+        pid: Number(name),
+        ppid: Number(fields[1]),
+        pgrp: Number(fields[2]),
+        cmdline: readFileSync(`/proc/${name}/cmdline`, "utf8").replaceAll("\0", " "),
+      };
+      if (info.pgrp === pgrp) out.push(info);
+    } catch {
+      // exited meanwhile
+    }
+  }
+  return out;
+}
+
+/** The program under npx's wrappers (npm, then a shell); the child itself when there are none. */
+function mainProcess(child: ChildProcess): number {
+  const group = processesOfGroup(child.pid as number);
+  let current = group.find((p) => p.pid === child.pid);
+  while (current && (/\bnpm\b|npm-cli|\bnpx\b/.test(current.cmdline) || /^(\/bin\/)?sh -c /.test(current.cmdline))) {
+    const parent: ProcInfo = current;
+    const next = group.find((p) => p.ppid === parent.pid);
+    if (!next) break;
+    current = next;
+  }
+  return current?.pid ?? (child.pid as number);
+}
+
+function signalGroup(child: ChildProcess, signal: NodeJS.Signals): void {
+  try {
+    process.kill(-(child.pid as number), signal);
+  } catch {
+    // the group is already gone
+  }
+}
+
+function groupAlive(child: ChildProcess): boolean {
+  try {
+    process.kill(-(child.pid as number), 0);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 export async function waitUntil<T>(

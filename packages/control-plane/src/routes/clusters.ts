@@ -6,6 +6,9 @@ import { presentClusterV3, presentClusterV4 } from "../domain/clusters/presenter
 import { clusterReadSchemaV3, clusterReadSchemaV4 } from "../domain/clusters/read-schema.ts";
 import type { ApiVersion } from "../domain/clusters/spec.ts";
 import { buildClusterViews, findCluster, listClusterRows } from "../domain/clusters/views.ts";
+import { listClusterNodeViews } from "../domain/nodes/nodes.ts";
+import { presentNodeV4 } from "../domain/nodes/present.ts";
+import { NodeV4 } from "../domain/nodes/schemas.ts";
 import { sendNoBody } from "../http/no-body.ts";
 import { warnIgnoredFields } from "../http/warnings.ts";
 import {
@@ -131,4 +134,21 @@ export const clusterRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
     );
   }
+
+  app.get(
+    "/v4/:project_uuid/clusters/:uuid/nodes",
+    {
+      schema: {
+        tags: ["clusters v4"],
+        summary: "The nodes attached to a cluster (v4 node set)",
+        params: ProjectClusterParams,
+        response: { 200: Type.Array(NodeV4), 403: clusterErrors[403], 404: clusterErrors[404] },
+      },
+    },
+    async (request) => {
+      const { project_uuid, uuid } = request.params;
+      findCluster(k.db, project_uuid, uuid);
+      return listClusterNodeViews(k.db, project_uuid, uuid).map((v) => presentNodeV4(v.row, v.extras));
+    },
+  );
 };

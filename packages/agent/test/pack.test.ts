@@ -1,0 +1,42 @@
+import { execFileSync, spawnSync } from "node:child_process";
+import { readFileSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { packAgent } from "../../../scripts/pack-agent.ts";
+import { verifyPackageDir } from "../src/upgrade/manifest.ts";
+import { unpackTarball } from "../src/upgrade/unpack.ts";
+import { sha256, tempRoot } from "./package-fixtures.ts";
+
+const root = tempRoot("keelson-pack-test-");
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+describe("pnpm pack:agent", () => {
+  it("builds a package that verifies and runs with plain node, reporting its version", async () => {
+    const result = await packAgent({ version: "9.8.7-test", out: join(root, "out") });
+    expect(result.file).toBe(join(root, "out", "keelson-agent-9.8.7-test.tar.gz"));
+    expect(result.sha256).toBe(sha256(readFileSync(result.file)));
+    expect(readFileSync(`${result.file}.sha256`, "utf8")).toBe(`${result.sha256}  keelson-agent-9.8.7-test.tar.gz\n`);
+
+    const dir = join(root, "unpacked");
+    execFileSync("mkdir", ["-p", dir]);
+    await unpackTarball(result.file, dir);
+    const manifest = await verifyPackageDir(dir, "9.8.7-test");
+    expect(manifest).toMatchObject({ name: "keelson-agent", version: "9.8.7-test", entry: "agent.mjs", nodeMajor: 20 });
+    expect(Object.keys(manifest.files)).toEqual(["agent.mjs"]);
+
+    // The bundle carries every dependency: it runs from a directory without node_modules.
+    const entry = join(dir, manifest.entry);
+    expect(execFileSync(process.execPath, [entry, "--version"], { cwd: dir, encoding: "utf8" })).toBe("9.8.7-test\n");
+    const unconfigured = spawnSync(process.execPath, [entry], {
+      cwd: dir,
+      encoding: "utf8",
+      env: { PATH: process.env.PATH },
+    });
+    expect(unconfigured.status).toBe(78);
+    expect(unconfigured.stdout).toContain("KEELSON_CONTROL_PLANE is required");
+  }, 60_000);
+
+  it("refuses a version that cannot be a directory name", async () => {
+    await expect(packAgent({ version: "../x", out: join(root, "bad") })).rejects.toThrow(/--version/);
+  });
+});

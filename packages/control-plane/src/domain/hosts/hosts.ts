@@ -1,0 +1,57 @@
+import { type Db, nodes } from "@keelson/db";
+import { buildHostRecord, type HostRecord } from "@keelson/protocol";
+import { and, asc, eq, type SQL } from "drizzle-orm";
+import { notFound } from "../../http/errors.ts";
+import type { Identity } from "../../identity/identity.ts";
+
+/**
+ * The host resource of the control plane (`/v1/hosts`, also under `/resmgr/v1/hosts`): the
+ * port-8082 host record of every host the caller can see, built from the agent's last report
+ * in the nodes table. An agent that is away reads `responding: false` with the time it was
+ * last heard from; the rest is what it last said.
+ */
+type NodeRow = typeof nodes.$inferSelect;
+
+export function hostRecordOf(row: NodeRow): HostRecord {
+  return buildHostRecord({
+    id: row.id,
+    facts: row.facts,
+    hostname: row.name,
+    primaryIp: row.primaryIp,
+    responding: row.agentConnected === 1,
+    lastSeen: row.lastSeen,
+    agentVersion: row.agentVersion,
+    agentStatus: row.agentStatus === "updating" ? "updating" : "running",
+    agentError: row.agentError,
+    roles: [],
+    nodeStatus: row.status,
+    clusterUuid: row.clusterId,
+    phases: Array.isArray(row.phases) ? row.phases : [],
+  });
+}
+
+/** Hosts the caller may see: every host for the admin, its project's for a project token. */
+function visible(identity: Identity): SQL | undefined {
+  return identity.kind === "admin" ? undefined : eq(nodes.projectId, identity.projectId);
+}
+
+export function listHosts(db: Db, identity: Identity): HostRecord[] {
+  return db
+    .select()
+    .from(nodes)
+    .where(visible(identity))
+    .orderBy(asc(nodes.createdAt), asc(nodes.name))
+    .all()
+    .map(hostRecordOf);
+}
+
+/** A host of another project is as unknown to the caller as one that does not exist. */
+export function findHost(db: Db, identity: Identity, hostId: string): NodeRow {
+  const row = db
+    .select()
+    .from(nodes)
+    .where(and(eq(nodes.id, hostId), visible(identity)))
+    .get();
+  if (!row) throw notFound("host", hostId);
+  return row;
+}

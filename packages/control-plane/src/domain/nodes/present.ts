@@ -1,0 +1,75 @@
+import type { nodes } from "@keelson/db";
+
+/**
+ * Node rows -> the v4 and v3 node records of spec §2.2, plus Keelson's `agentConnected` and
+ * `lastSeen` on both. An unattached node reads `clusterUuid`, `clusterName` and
+ * `clusterKubeRoleVersion` as null: there is no cluster to name.
+ */
+export type NodeRow = typeof nodes.$inferSelect;
+
+/** What a node record needs besides its row: its pool, provider and cluster. */
+export interface NodeExtras {
+  nodePool: { uuid: string; name: string };
+  cloudProvider: { uuid: string; type: string };
+  cluster: { uuid: string; name: string; kubeRoleVersion: string; masterless: boolean } | null;
+}
+
+export interface NodeRecordV4 {
+  uuid: string;
+  name: string;
+  primaryIp: string;
+  status: string;
+  isMaster: number;
+  api_responding: number;
+  clusterName: string | null;
+  clusterUuid: string | null;
+  cloudProviderType: string;
+  nodePoolName: string;
+  nodePoolUuid: string;
+  projectId: string;
+  agentConnected: boolean;
+  lastSeen: string | null;
+}
+
+export interface NodeRecordV3 extends NodeRecordV4 {
+  actualKubeRoleVersion: string;
+  cloudInstanceId: string;
+  cloudProviderUuid: string;
+  clusterKubeRoleVersion: string | null;
+  startKube: number;
+  masterless: number;
+}
+
+export function presentNodeV4(row: NodeRow, extras: NodeExtras): NodeRecordV4 {
+  return {
+    uuid: row.id,
+    name: row.name,
+    primaryIp: row.primaryIp,
+    status: row.status,
+    isMaster: row.isMaster ? 1 : 0,
+    // Only a master runs an API server (§2.2); a worker always reads 0.
+    api_responding: row.isMaster && row.apiResponding ? 1 : 0,
+    clusterName: extras.cluster?.name ?? null,
+    clusterUuid: extras.cluster?.uuid ?? null,
+    cloudProviderType: extras.cloudProvider.type,
+    nodePoolName: extras.nodePool.name,
+    nodePoolUuid: extras.nodePool.uuid,
+    projectId: row.projectId,
+    agentConnected: row.agentConnected === 1,
+    lastSeen: row.lastSeen ?? null,
+  };
+}
+
+export function presentNodeV3(row: NodeRow, extras: NodeExtras): NodeRecordV3 {
+  return {
+    ...presentNodeV4(row, extras),
+    actualKubeRoleVersion: row.actualKubeRoleVersion,
+    // Hosts of the local provider are not cloud instances.
+    cloudInstanceId: "",
+    cloudProviderUuid: extras.cloudProvider.uuid,
+    clusterKubeRoleVersion: extras.cluster?.kubeRoleVersion ?? null,
+    // Kubernetes runs on a node once it is attached; stopping it per node comes with the phases.
+    startKube: extras.cluster ? 1 : 0,
+    masterless: extras.cluster?.masterless ? 1 : 0,
+  };
+}

@@ -1,0 +1,37 @@
+import { Type } from "typebox";
+
+const NullableString = (description: string) => Type.Union([Type.String(), Type.Null()], { description });
+
+const v4Fields = {
+  uuid: Type.String({ description: "Node UUID (the host id)" }),
+  name: Type.String({ description: "Host name" }),
+  primaryIp: Type.String({ description: "Node IP address" }),
+  status: Type.String({ description: "ok, converging or failed: the state of the Kubernetes setup on the host" }),
+  isMaster: Type.Integer({ description: "1 when the node is a master" }),
+  api_responding: Type.Integer({ description: "1 when the API server on the node runs (masters only)" }),
+  clusterName: NullableString("Cluster the node belongs to; null when unattached"),
+  clusterUuid: NullableString("Cluster the node belongs to; null when unattached"),
+  cloudProviderType: Type.String({ description: "Provider type, local for registered hosts" }),
+  nodePoolName: Type.String(),
+  nodePoolUuid: Type.String(),
+  projectId: Type.String({ description: "Project UUID" }),
+  agentConnected: Type.Boolean({
+    description: "Keelson: true while the host's agent holds its link to the control plane",
+  }),
+  lastSeen: NullableString("Keelson: when the agent was last heard from (ISO 8601); null if never"),
+};
+
+export const NodeV4 = Type.Object(v4Fields, { description: "Node record (v4 set of spec §2.2)" });
+
+export const NodeV3 = Type.Object(
+  {
+    ...v4Fields,
+    actualKubeRoleVersion: Type.String({ description: "The node's kube version" }),
+    cloudInstanceId: Type.String(),
+    cloudProviderUuid: Type.String(),
+    clusterKubeRoleVersion: NullableString("The cluster's kube version; null when unattached"),
+    startKube: Type.Integer({ description: "1 when Kubernetes is started on the node" }),
+    masterless: Type.Integer(),
+  },
+  { description: "Node record (v3 set of spec §2.2)" },
+);

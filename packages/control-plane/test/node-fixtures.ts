@@ -1,0 +1,74 @@
+import { randomUUID } from "node:crypto";
+import { cloudProviders, clusters, type Db, nodePools, nodes } from "@keelson/db";
+import { and, eq } from "drizzle-orm";
+
+/** Rows as registration and the agent hub leave them, written directly for route tests. */
+
+export function localPool(db: Db, projectId: string): { poolId: string; providerId: string } {
+  const row = db
+    .select({ poolId: nodePools.id, providerId: cloudProviders.id })
+    .from(nodePools)
+    .innerJoin(cloudProviders, eq(cloudProviders.id, nodePools.cloudProviderId))
+    .where(and(eq(nodePools.projectId, projectId), eq(cloudProviders.type, "local")))
+    .get();
+  if (!row) throw new Error(`project ${projectId} has no local pool`);
+  return row;
+}
+
+export const sampleFacts = (hostname: string, ip: string) => ({
+  hostname,
+  os: {
+    platform: "linux",
+    family: "debian",
+    distro: "Debian GNU/Linux",
+    release: "12",
+    codename: "bookworm",
+    kernel: "6.1.0",
+  },
+  arch: "x64",
+  cpu: { model: "Example CPU", count: 2 },
+  memory: { totalBytes: 4294967296 },
+  disks: [{ name: "/dev/vda", type: "SSD", sizeBytes: 10737418240 }],
+  interfaces: [{ name: "eth0", mac: "02:00:00:00:00:01", addresses: [ip, "fe80::1"] }],
+  primaryIp: ip,
+  agentVersion: "0.1.0",
+});
+
+export function insertHost(
+  db: Db,
+  projectId: string,
+  values: Partial<typeof nodes.$inferInsert> & { name: string },
+): typeof nodes.$inferSelect {
+  const { poolId } = localPool(db, projectId);
+  return db
+    .insert(nodes)
+    .values({
+      id: randomUUID(),
+      projectId,
+      nodePoolId: poolId,
+      primaryIp: "10.0.0.1",
+      agentVersion: "0.1.0",
+      ...values,
+    })
+    .returning()
+    .get();
+}
+
+export function insertCluster(db: Db, projectId: string, name: string, spec: Record<string, unknown> = {}): string {
+  const { poolId, providerId } = localPool(db, projectId);
+  const id = randomUUID();
+  db.insert(clusters)
+    .values({
+      id,
+      projectId,
+      name,
+      nodePoolId: poolId,
+      cloudProviderId: providerId,
+      kubeRoleVersion: "1.29.2-pmk.1",
+      spec,
+      caCertPem: "test",
+      caKeyEnc: "test",
+    })
+    .run();
+  return id;
+}

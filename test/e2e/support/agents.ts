@@ -1,0 +1,54 @@
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { freePort, type Proc, start, tempDir } from "./processes.ts";
+
+/** A `keelson-agent` started as the README says: `npx keelson-agent` from the repository root. */
+export interface AgentProc extends Proc {
+  name: string;
+  stateDir: string;
+  listen: string;
+  /** The host id the agent registered as (reads <state dir>/identity.json). */
+  hostId(): string | undefined;
+  /** The local API token (reads <state dir>/local-api.token). */
+  localToken(): string;
+}
+
+export interface AgentOptions {
+  name: string;
+  controlPlane: string;
+  joinToken?: string;
+  stateDir?: string;
+  port?: number;
+  env?: Record<string, string>;
+}
+
+export async function startAgent(options: AgentOptions): Promise<AgentProc> {
+  const stateDir = options.stateDir ?? tempDir(`keelson-e2e-${options.name}-`);
+  const listen = `127.0.0.1:${options.port ?? (await freePort())}`;
+  const proc = start("npx", ["--no-install", "keelson-agent"], {
+    KEELSON_CONTROL_PLANE: options.controlPlane,
+    KEELSON_STATE_DIR: stateDir,
+    KEELSON_AGENT_LISTEN: listen,
+    KEELSON_HOSTNAME: options.name,
+    KEELSON_LOG_LEVEL: "info",
+    // Short reconnect delays: the control plane restarts within the tests.
+    KEELSON_AGENT_RECONNECT_INITIAL_MS: "100",
+    KEELSON_AGENT_RECONNECT_MAX_MS: "1000",
+    ...(options.joinToken ? { KEELSON_JOIN_TOKEN: options.joinToken } : {}),
+    ...options.env,
+  });
+  return {
+    ...proc,
+    name: options.name,
+    stateDir,
+    listen,
+    hostId: () => {
+      try {
+        return (JSON.parse(readFileSync(join(stateDir, "identity.json"), "utf8")) as { hostId?: string }).hostId;
+      } catch {
+        return undefined;
+      }
+    },
+    localToken: () => readFileSync(join(stateDir, "local-api.token"), "utf8").trim(),
+  };
+}
