@@ -6,6 +6,8 @@ export interface ServerConfig {
   dataDir: string;
   adminToken: string | undefined;
   logLevel: string;
+  /** Agent link ping interval (KEELSON_AGENT_HEARTBEAT_MS); benchmarks shorten it. */
+  agentHeartbeatMs: number | undefined;
 }
 
 /** Reads the env contract of DESIGN.md "Processes"; flags of the same name win. */
@@ -19,6 +21,10 @@ export function readConfig(env: NodeJS.ProcessEnv, argv: string[] = []): ServerC
     dataDir: resolve(flags["data-dir"] ?? env.KEELSON_DATA_DIR ?? "./.keelson"),
     adminToken: flags["admin-token"] ?? env.KEELSON_ADMIN_TOKEN ?? undefined,
     logLevel: flags["log-level"] ?? env.KEELSON_LOG_LEVEL ?? "info",
+    agentHeartbeatMs: positiveInt(
+      flags["agent-heartbeat-ms"] ?? env.KEELSON_AGENT_HEARTBEAT_MS,
+      "KEELSON_AGENT_HEARTBEAT_MS",
+    ),
   };
 }
 
@@ -29,6 +35,13 @@ export function parseListen(listen: string): { host: string; port: number } {
     throw new Error(`KEELSON_LISTEN must be host:port (got "${listen}")`);
   }
   return { host: match[1] ?? match[2] ?? "127.0.0.1", port };
+}
+
+function positiveInt(value: string | undefined, name: string): number | undefined {
+  if (value === undefined || value.trim() === "") return undefined;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n <= 0) throw new Error(`${name} must be a positive integer (got "${value}")`);
+  return n;
 }
 
 function parseFlags(argv: string[]): Record<string, string> {

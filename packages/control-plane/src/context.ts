@@ -1,5 +1,6 @@
 import type { Db } from "@keelson/db";
 import type { FastifyBaseLogger } from "fastify";
+import type { AgentHub } from "./agents/hub.ts";
 import type { Catalogue } from "./catalogue/catalogue.ts";
 import type { IdentityResolver } from "./identity/identity.ts";
 import type { OperationRunner } from "./operations/runner.ts";
@@ -14,6 +15,8 @@ export interface Keelson {
   readonly identity: IdentityResolver;
   readonly runner: OperationRunner;
   readonly log: FastifyBaseLogger;
+  /** The agent link: sessions, commands to hosts, presence. */
+  readonly agents: AgentHub;
 }
 
 declare module "fastify" {

@@ -1,6 +1,6 @@
+import { join } from "node:path";
 import { closeDatabase, openDatabase } from "@keelson/db";
 import closeWithGrace from "close-with-grace";
-import { join } from "node:path";
 import pino from "pino";
 import { buildApp } from "./app.ts";
 import { readConfig } from "./config.ts";
@@ -23,6 +23,7 @@ const app = await buildApp({
   adminToken: admin.token,
   cipher: loadSecretCipher(config.dataDir),
   logger,
+  ...(config.agentHeartbeatMs ? { agentHub: { heartbeatMs: config.agentHeartbeatMs } } : {}),
 });
 
 closeWithGrace({ delay: 15_000, logger }, async ({ signal, err }) => {

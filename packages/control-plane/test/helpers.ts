@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { closeDatabase, type Db, openDatabase, tokens } from "@keelson/db";
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from "fastify";
-import { buildApp } from "../src/app.ts";
+import { type AppOptions, buildApp } from "../src/app.ts";
 import { createProject, defaultProjectId } from "../src/domain/projects/projects.ts";
 import { generateSecret, hashSecret } from "../src/identity/tokens.ts";
 import { SecretCipher } from "../src/secrets/cipher.ts";
@@ -41,7 +41,7 @@ const cipherKey = Buffer.alloc(32, 7);
  * can restart the server on the same data).
  */
 export async function createTestApp(
-  options: { runOperations?: boolean; dataDir?: string } = {},
+  options: { runOperations?: boolean; dataDir?: string; agentHub?: AppOptions["agentHub"] } = {},
 ): Promise<TestApp> {
   const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), "keelson-test-"));
   const db = openDatabase(join(dataDir, "keelson.sqlite"));
@@ -51,6 +51,7 @@ export async function createTestApp(
     adminToken: ADMIN_TOKEN,
     cipher: new SecretCipher(cipherKey),
     runOperations: options.runOperations ?? true,
+    ...(options.agentHub ? { agentHub: options.agentHub } : {}),
   });
   await app.ready();
   const projectId = defaultProjectId(db) as string;

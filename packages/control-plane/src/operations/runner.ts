@@ -149,7 +149,11 @@ export class OperationRunner {
   }
 
   private saveCursor(id: string, cursor: Cursor): void {
-    this.db.update(operations).set({ cursor: { ...cursor } }).where(eq(operations.id, id)).run();
+    this.db
+      .update(operations)
+      .set({ cursor: { ...cursor } })
+      .where(eq(operations.id, id))
+      .run();
   }
 
   private finish(op: OperationRow, state: "succeeded" | "failed", error: string | null): void {

@@ -1,0 +1,455 @@
+import { EventEmitter } from "node:events";
+import { join } from "node:path";
+import {
+  type AgentFrame,
+  assertNever,
+  Backoff,
+  type BackoffOptions,
+  CloseCode,
+  CommandErrorCode,
+  type CommandFrame,
+  type CommandName,
+  type CommandPayload,
+  type CommandResult,
+  type ControlFrame,
+  checkCommandResult,
+  closeCodeName,
+  closeReason,
+  encodeFrame,
+  FATAL_CLOSE_CODES,
+  type HelloPayload,
+  type HostFacts,
+  MAX_FRAME_BYTES,
+  PROTOCOL_VERSION,
+  parseControlFrame,
+  type RawFrame,
+  type StatusFrame,
+  type WelcomeFrame,
+} from "@keelson/protocol";
+import WebSocket from "ws";
+import { COMMAND_RECORD_FILE, type CommandOutcome, CommandRecord } from "./command-record.ts";
+import { linkUrl } from "./url.ts";
+
+/** pino-compatible subset. */
+export interface LinkLog {
+  debug(obj: object, msg?: string): void;
+  info(obj: object, msg?: string): void;
+  warn(obj: object, msg?: string): void;
+  error(obj: object, msg?: string): void;
+}
+
+export interface CommandContext {
+  id: string;
+  timeoutMs: number;
+  /** Aborted when the command times out or the agent stops; handlers should give up then. */
+  signal: AbortSignal;
+}
+
+export type CommandHandler<N extends CommandName> = (
+  payload: CommandPayload<N>,
+  ctx: CommandContext,
+) => Promise<CommandResult<N>>;
+export type CommandHandlers = { [N in CommandName]?: CommandHandler<N> };
+
+export interface LinkClientOptions {
+  /** The control plane's http(s) URL, or the link's ws(s) URL. */
+  url: string;
+  hostId: string;
+  credential: string;
+  /** Where the record of handled command ids lives (commands.json). */
+  stateDir: string;
+  log: LinkLog;
+  /** Called on every connect: the hello reflects the host as it is now. */
+  hello: () => HelloPayload | Promise<HelloPayload>;
+  handlers: CommandHandlers;
+  backoff?: BackoffOptions;
+  /** Without a welcome within this after opening, the attempt is abandoned. Default 10 s. */
+  welcomeTimeoutMs?: number;
+  /** How long a token.verify may wait for its answer. Default 5 s. */
+  verifyTimeoutMs?: number;
+  /** How many handled command ids are remembered. Default 500. */
+  recordLimit?: number;
+}
+
+export interface LinkCloseInfo {
+  code: number;
+  /** CloseCode name, e.g. "UNAUTHORIZED", or the HTTP status of a refused upgrade. */
+  codeName: string;
+  reason: string;
+}
+
+export interface LinkClientEvents {
+  connected: [WelcomeFrame];
+  disconnected: [LinkCloseInfo];
+  /** The control plane refused this agent for good (credential, protocol version); do not restart blindly. */
+  fatal: [LinkCloseInfo];
+}
+
+/** The link is down (or went down) while a request over it was waiting. */
+export class LinkUnavailableError extends Error {
+  override name = "LinkUnavailableError";
+}
+
+interface Waiter {
+  resolve(valid: boolean): void;
+  reject(err: Error): void;
+  timer: NodeJS.Timeout;
+}
+
+/**
+ * The agent's end of the link (DESIGN.md "Agent link"): one WebSocket to the control plane,
+ * hello/welcome, a watchdog on the control plane's pings, reconnect with backoff and jitter,
+ * no retry after an authentication or protocol-version refusal, and command dispatch in which
+ * every id runs at most once (see CommandRecord).
+ */
+export class LinkClient extends EventEmitter<LinkClientEvents> {
+  private readonly url: string;
+  private readonly backoff: Backoff;
+  private readonly record: CommandRecord;
+  private readonly running = new Map<string, { controller: AbortController; done: Promise<void> }>();
+  private readonly verifications = new Map<string, Waiter>();
+  private ws: WebSocket | undefined;
+  private welcome: WelcomeFrame | undefined;
+  private watchdog: NodeJS.Timeout | undefined;
+  private reconnectTimer: NodeJS.Timeout | undefined;
+  private stopped = true;
+  private nextVerifyId = 1;
+
+  constructor(private readonly options: LinkClientOptions) {
+    super();
+    this.url = linkUrl(options.url);
+    this.backoff = new Backoff(options.backoff);
+    this.record = new CommandRecord(join(options.stateDir, COMMAND_RECORD_FILE), options.recordLimit);
+  }
+
+  /** True between the welcome and the end of that connection. */
+  get connected(): boolean {
+    return this.welcome !== undefined && this.ws?.readyState === WebSocket.OPEN;
+  }
+
+  get projectId(): string | undefined {
+    return this.welcome?.projectId;
+  }
+
+  start(): void {
+    if (!this.stopped) return;
+    this.stopped = false;
+    this.connect();
+  }
+
+  /**
+   * Graceful stop: no new connection, running commands get `graceMs` to finish and are then
+   * aborted (each still gets its one result), and the link closes with going-away.
+   */
+  async stop(options: { graceMs?: number } = {}): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.reconnectTimer);
+    const running = [...this.running.values()];
+    if (running.length > 0) {
+      const all = Promise.all(running.map((r) => r.done));
+      const grace = new Promise<"late">((resolve) =>
+        setTimeout(() => resolve("late"), options.graceMs ?? 10_000).unref(),
+      );
+      if ((await Promise.race([all, grace])) === "late") {
+        for (const r of this.running.values()) r.controller.abort(new Error("the agent is stopping"));
+        await all;
+      }
+    }
+    const ws = this.ws;
+    this.dropConnection();
+    if (ws && ws.readyState !== WebSocket.CLOSED) {
+      const closed = new Promise<void>((resolve) => ws.once("close", () => resolve()));
+      ws.close(CloseCode.GOING_AWAY, "agent shutting down");
+      const timer = setTimeout(() => ws.terminate(), 2_000);
+      await closed;
+      clearTimeout(timer);
+    }
+  }
+
+  /** Sends the agent's status now; false when not connected (the next hello carries it). */
+  sendStatus(status: Omit<StatusFrame, "type">): boolean {
+    return this.send({ type: "status", ...status });
+  }
+
+  /** Sends changed host facts; false when not connected (the next hello carries them). */
+  sendFacts(facts: HostFacts): boolean {
+    return this.send({ type: "facts", facts });
+  }
+
+  /**
+   * Asks the control plane whether `token` is a valid token of this host's project (or the
+   * admin token). Rejects with LinkUnavailableError when there is no link to ask over; callers
+   * cache answers (see local-api/token-check.ts).
+   */
+  verifyProjectToken(token: string): Promise<boolean> {
+    if (!this.connected) return Promise.reject(new LinkUnavailableError("not connected to the control plane"));
+    const id = `v${this.nextVerifyId++}`;
+    return new Promise<boolean>((resolve, reject) => {
+      const timeoutMs = this.options.verifyTimeoutMs ?? 5_000;
+      const timer = setTimeout(() => {
+        this.verifications.delete(id);
+        reject(new LinkUnavailableError(`the control plane did not answer a token check within ${timeoutMs} ms`));
+      }, timeoutMs);
+      this.verifications.set(id, { resolve, reject, timer });
+      this.send({ type: "token.verify", id, token });
+    });
+  }
+
+  // ---- connection -----------------------------------------------------------------------
+
+  private connect(): void {
+    if (this.stopped) return;
+    const ws = new WebSocket(this.url, {
+      headers: { authorization: `Bearer ${this.options.credential}`, "x-keelson-host-id": this.options.hostId },
+      handshakeTimeout: 10_000,
+      maxPayload: 4 * MAX_FRAME_BYTES,
+      perMessageDeflate: false,
+    });
+    this.ws = ws;
+    // Every handler checks that its socket is still the current one: events of an abandoned
+    // socket (the client-side stale-socket guard) must not disturb its successor.
+    const current = () => this.ws === ws;
+    ws.on("unexpected-response", (_req, res) => {
+      let body = "";
+      res.setEncoding("utf8");
+      res.on("data", (chunk: string) => {
+        if (body.length < 4096) body += chunk;
+      });
+      res.on("end", () => {
+        if (!current()) return;
+        const status = res.statusCode ?? 0;
+        const reason = messageOf(body) ?? `HTTP ${status}`;
+        this.abandon(ws);
+        if (status === 401 || status === 403) {
+          this.fail({ code: CloseCode.UNAUTHORIZED, codeName: `HTTP ${status}`, reason });
+        } else {
+          this.options.log.warn({ status, reason }, "control plane refused the link; will retry");
+          this.scheduleReconnect();
+        }
+      });
+    });
+    ws.on("open", () => {
+      if (current()) void this.sendHello(ws);
+    });
+    ws.on("message", (data: RawFrame) => {
+      if (current()) this.onMessage(ws, data);
+    });
+    ws.on("ping", () => {
+      // Before the welcome the watchdog bounds the handshake; pings must not extend that.
+      if (current() && this.welcome) this.armWatchdog();
+    });
+    ws.on("error", (err) => {
+      if (current()) this.options.log.debug({ err: err.message }, "link socket error");
+    });
+    ws.on("close", (code, reasonBuffer) => {
+      if (!current()) return;
+      const info = { code, codeName: closeCodeName(code), reason: reasonBuffer.toString() };
+      const wasConnected = this.welcome !== undefined;
+      this.dropConnection();
+      if (wasConnected) this.emit("disconnected", info);
+      if (FATAL_CLOSE_CODES.has(code)) return this.fail(info);
+      if (this.stopped) return;
+      this.options.log.info(info, "link closed; reconnecting");
+      this.scheduleReconnect();
+    });
+    // Until the welcome the watchdog bounds the handshake and hello exchange.
+    this.armWatchdog(this.options.welcomeTimeoutMs ?? 10_000);
+  }
+
+  private async sendHello(ws: WebSocket): Promise<void> {
+    try {
+      const hello = await this.options.hello();
+      if (this.ws !== ws) return;
+      this.sendOn(ws, { type: "hello", protocolVersion: PROTOCOL_VERSION, ...hello });
+    } catch (err) {
+      this.options.log.error({ err }, "could not build the hello; retrying");
+      this.abandon(ws);
+      this.scheduleReconnect();
+    }
+  }
+
+  private onMessage(ws: WebSocket, data: RawFrame): void {
+    const parsed = parseControlFrame(data);
+    if (!parsed.ok) {
+      this.options.log.error({ reason: parsed.error.message }, "bad frame from the control plane");
+      ws.close(CloseCode[parsed.error.code], closeReason(parsed.error.message));
+      return;
+    }
+    const frame: ControlFrame = parsed.frame;
+    switch (frame.type) {
+      case "welcome":
+        if (frame.hostId !== this.options.hostId) {
+          ws.close(CloseCode.UNAUTHORIZED, closeReason(`welcomed as ${frame.hostId}, expected ${this.options.hostId}`));
+          return;
+        }
+        this.welcome = frame;
+        this.backoff.connected();
+        this.armWatchdog();
+        this.options.log.info({ hostId: frame.hostId, projectId: frame.projectId }, "link connected");
+        this.emit("connected", frame);
+        return;
+      case "command":
+        if (!this.welcome) {
+          ws.close(CloseCode.BAD_FRAME, "command before welcome");
+          return;
+        }
+        this.onCommand(frame);
+        return;
+      case "token.verified": {
+        const waiter = this.verifications.get(frame.id);
+        if (!waiter) return;
+        this.verifications.delete(frame.id);
+        clearTimeout(waiter.timer);
+        waiter.resolve(frame.valid);
+        return;
+      }
+      case "cert.signed":
+      case "cluster-token.verified":
+        // issue 4: answers to requests this client does not make yet.
+        return;
+      default:
+        assertNever(frame);
+    }
+  }
+
+  /**
+   * Without pings for 2.5 heartbeats the control plane (or the path to it) is gone even if TCP
+   * has not noticed; terminating starts a reconnect.
+   */
+  private armWatchdog(ms?: number): void {
+    clearTimeout(this.watchdog);
+    const timeout = ms ?? Math.round((this.welcome?.heartbeatMs ?? 15_000) * 2.5);
+    const ws = this.ws;
+    this.watchdog = setTimeout(() => {
+      if (this.ws !== ws || !ws) return;
+      this.options.log.warn({ timeoutMs: timeout }, "no heartbeat from the control plane; reconnecting");
+      ws.terminate();
+    }, timeout);
+    this.watchdog.unref();
+  }
+
+  private scheduleReconnect(): void {
+    if (this.stopped) return;
+    this.backoff.disconnected();
+    const delay = this.backoff.next();
+    this.options.log.debug({ delayMs: delay, attempt: this.backoff.attempts }, "reconnect scheduled");
+    clearTimeout(this.reconnectTimer);
+    this.reconnectTimer = setTimeout(() => this.connect(), delay);
+  }
+
+  private fail(info: LinkCloseInfo): void {
+    this.stopped = true;
+    clearTimeout(this.reconnectTimer);
+    this.dropConnection();
+    this.options.log.error(info, "the control plane refused this agent; not retrying");
+    this.emit("fatal", info);
+  }
+
+  /** Forgets the current socket after terminating it; its later events are ignored. */
+  private abandon(ws: WebSocket): void {
+    if (this.ws === ws) this.dropConnection();
+    ws.removeAllListeners("unexpected-response");
+    ws.on("error", () => {});
+    ws.terminate();
+  }
+
+  private dropConnection(): void {
+    clearTimeout(this.watchdog);
+    this.ws = undefined;
+    this.welcome = undefined;
+    for (const [id, waiter] of this.verifications) {
+      clearTimeout(waiter.timer);
+      waiter.reject(new LinkUnavailableError("the link closed before the control plane answered"));
+      this.verifications.delete(id);
+    }
+  }
+
+  private send(frame: AgentFrame): boolean {
+    if (!this.connected || !this.ws) return false;
+    return this.sendOn(this.ws, frame);
+  }
+
+  private sendOn(ws: WebSocket, frame: AgentFrame): boolean {
+    if (ws.readyState !== WebSocket.OPEN) return false;
+    ws.send(encodeFrame(frame));
+    return true;
+  }
+
+  // ---- commands -------------------------------------------------------------------------
+
+  private onCommand(frame: CommandFrame): void {
+    const entry = this.record.get(frame.id);
+    if (entry?.outcome) {
+      // Re-delivered after a reconnect: answer from the record, do not run it again.
+      this.options.log.info({ id: frame.id, name: frame.name }, "command re-delivered; answering from the record");
+      this.sendResult(frame.id, entry.outcome);
+      return;
+    }
+    // Still running in this process: its result goes out on whatever link is up when it ends.
+    if (entry || this.running.has(frame.id)) return;
+    this.record.start(frame.id, frame.name);
+    const controller = new AbortController();
+    const done = this.execute(frame, controller).then((outcome) => {
+      this.running.delete(frame.id);
+      this.record.finish(frame.id, outcome);
+      this.sendResult(frame.id, outcome);
+    });
+    this.running.set(frame.id, { controller, done });
+  }
+
+  private async execute(frame: CommandFrame, controller: AbortController): Promise<CommandOutcome> {
+    const handler = this.options.handlers[frame.name] as
+      | ((payload: unknown, ctx: CommandContext) => Promise<unknown>)
+      | undefined;
+    if (!handler) {
+      return failure(CommandErrorCode.UNKNOWN_COMMAND, `this agent has no handler for ${frame.name}`);
+    }
+    const timer = setTimeout(
+      () => controller.abort(new CommandTimeout(`${frame.name} did not finish within ${frame.timeoutMs} ms`)),
+      frame.timeoutMs,
+    );
+    const aborted = new Promise<never>((_, reject) => {
+      controller.signal.addEventListener("abort", () => reject(controller.signal.reason), { once: true });
+    });
+    try {
+      const ctx: CommandContext = { id: frame.id, timeoutMs: frame.timeoutMs, signal: controller.signal };
+      const result = await Promise.race([handler(frame.payload, ctx), aborted]);
+      const problem = checkCommandResult(frame.name, result);
+      if (problem) return failure(CommandErrorCode.BAD_RESULT, `the handler's result is invalid: ${problem}`);
+      return { ok: true, result };
+    } catch (err) {
+      if (err instanceof CommandTimeout) return failure(CommandErrorCode.TIMEOUT, err.message);
+      if (controller.signal.aborted)
+        return failure(CommandErrorCode.ABORTED, String((controller.signal.reason as Error)?.message));
+      this.options.log.warn({ id: frame.id, name: frame.name, err }, "command failed");
+      return failure(CommandErrorCode.FAILED, err instanceof Error ? err.message : String(err));
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  private sendResult(id: string, outcome: CommandOutcome): void {
+    this.send(
+      outcome.ok
+        ? { type: "result", id, ok: true, result: outcome.result }
+        : { type: "result", id, ok: false, error: outcome.error },
+    );
+  }
+}
+
+class CommandTimeout extends Error {
+  override name = "CommandTimeout";
+}
+
+function failure(code: string, message: string): CommandOutcome {
+  return { ok: false, error: { code, message: message.slice(0, 4096) } };
+}
+
+function messageOf(body: string): string | undefined {
+  try {
+    const parsed = JSON.parse(body) as { message?: unknown };
+    return typeof parsed.message === "string" ? parsed.message : undefined;
+  } catch {
+    return body.trim() || undefined;
+  }
+}

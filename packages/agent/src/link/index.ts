@@ -1,0 +1,13 @@
+export {
+  type CommandContext,
+  type CommandHandler,
+  type CommandHandlers,
+  LinkClient,
+  type LinkClientEvents,
+  type LinkClientOptions,
+  type LinkCloseInfo,
+  type LinkLog,
+  LinkUnavailableError,
+} from "./client.ts";
+export { COMMAND_RECORD_FILE, type CommandOutcome, CommandRecord, type RecordEntry } from "./command-record.ts";
+export { linkUrl } from "./url.ts";

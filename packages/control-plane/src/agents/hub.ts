@@ -1,0 +1,339 @@
+import { type IncomingMessage, type Server, STATUS_CODES } from "node:http";
+import type { Duplex } from "node:stream";
+import type { Db } from "@keelson/db";
+import {
+  AGENT_LINK_PATH,
+  type AgentFrame,
+  assertNever,
+  CloseCode,
+  type CommandName,
+  type CommandPayload,
+  type CommandResult,
+  DEFAULT_COMMAND_TIMEOUT_MS,
+  DEFAULT_HEARTBEAT_MS,
+  type HelloFrame,
+  MAX_COMMAND_TIMEOUT_MS,
+  MAX_FRAME_BYTES,
+  PROTOCOL_VERSION,
+  parseAgentFrame,
+  type RawFrame,
+} from "@keelson/protocol";
+import type { FastifyBaseLogger } from "fastify";
+import { type WebSocket, WebSocketServer } from "ws";
+import type { IdentityResolver } from "../identity/identity.ts";
+import { HostAuthenticator } from "./authenticate.ts";
+import { HostOfflineError } from "./errors.ts";
+import { PendingCommands } from "./pending-commands.ts";
+import { type PresenceOptions, PresenceWriter } from "./presence.ts";
+import { AgentSession, SessionRegistry } from "./sessions.ts";
+
+export interface AgentHubOptions {
+  db: Db;
+  identity: IdentityResolver;
+  log: FastifyBaseLogger;
+  /** Ping interval; a peer that misses two pongs in a row is terminated. Default 15 s. */
+  heartbeatMs?: number;
+  /** How long a new connection may take to send its hello. Default 10 s. */
+  helloTimeoutMs?: number;
+  /** How long close() waits for agents to acknowledge going-away before cutting them. Default 2 s. */
+  drainTimeoutMs?: number;
+  presence?: PresenceOptions;
+}
+
+/**
+ * The control plane's end of the agent link (DESIGN.md "Agent link"): authenticates the
+ * upgrade, validates every frame, keeps one session per host, pings, relays commands and
+ * records presence in the nodes table.
+ */
+export class AgentHub {
+  readonly heartbeatMs: number;
+  private readonly helloTimeoutMs: number;
+  private readonly drainTimeoutMs: number;
+  private readonly log: FastifyBaseLogger;
+  private readonly identity: IdentityResolver;
+  private readonly auth: HostAuthenticator;
+  private readonly presence: PresenceWriter;
+  private readonly wss: WebSocketServer;
+  private readonly registry = new SessionRegistry<AgentSession>();
+  /** Every open socket, helloed or not, so a drain reaches them all. */
+  private readonly sockets = new Set<AgentSession>();
+  private readonly pending = new PendingCommands();
+  private heartbeat: NodeJS.Timeout | undefined;
+  private draining = false;
+  private server: Server | undefined;
+
+  constructor(options: AgentHubOptions) {
+    this.heartbeatMs = options.heartbeatMs ?? DEFAULT_HEARTBEAT_MS;
+    this.helloTimeoutMs = options.helloTimeoutMs ?? 10_000;
+    this.drainTimeoutMs = options.drainTimeoutMs ?? 2_000;
+    this.log = options.log;
+    this.identity = options.identity;
+    this.auth = new HostAuthenticator(options.db);
+    this.presence = new PresenceWriter(options.db, options.log, options.presence);
+    // Frames up to 4x the protocol limit reach the parser and get BAD_FRAME with a reason;
+    // beyond that ws itself closes with 1009 before buffering more.
+    this.wss = new WebSocketServer({
+      noServer: true,
+      clientTracking: false,
+      maxPayload: 4 * MAX_FRAME_BYTES,
+      perMessageDeflate: false,
+    });
+    const stale = this.presence.resetAll();
+    if (stale > 0) this.log.info({ hosts: stale }, "marked hosts disconnected after a restart");
+  }
+
+  /** Serves the link on `server` (the control plane's own listener). */
+  attach(server: Server): void {
+    this.server = server;
+    server.on("upgrade", this.onUpgrade);
+    this.heartbeat = setInterval(() => this.tick(), this.heartbeatMs);
+    this.heartbeat.unref();
+  }
+
+  isConnected(hostId: string): boolean {
+    return this.registry.get(hostId)?.open === true;
+  }
+
+  get connectedCount(): number {
+    return this.registry.size;
+  }
+
+  /** Hosts with a live link, optionally of one project. */
+  connectedHosts(projectId?: string): string[] {
+    const hosts: string[] = [];
+    for (const s of this.registry.values()) {
+      if (s.open && (projectId === undefined || s.projectId === projectId)) hosts.push(s.hostId);
+    }
+    return hosts;
+  }
+
+  /**
+   * Sends a command and resolves with its validated result. Rejects at once with
+   * HostOfflineError when the host has no link; if the link drops after sending, the command
+   * waits for its timeout and is re-delivered (same id) when the host reconnects.
+   */
+  sendCommand<N extends CommandName>(
+    hostId: string,
+    name: N,
+    payload: CommandPayload<N>,
+    options: { timeoutMs?: number } = {},
+  ): Promise<CommandResult<N>> {
+    const session = this.registry.get(hostId);
+    if (this.draining) return Promise.reject(new HostOfflineError(hostId, "the control plane is shutting down"));
+    if (!session?.open) return Promise.reject(new HostOfflineError(hostId));
+    const timeoutMs = Math.min(
+      Math.max(1, Math.round(options.timeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS)),
+      MAX_COMMAND_TIMEOUT_MS,
+    );
+    const { frame, result } = this.pending.create(hostId, name, payload, timeoutMs);
+    session.send(frame);
+    return result;
+  }
+
+  /** Writes presence now (tests; shutdown). */
+  flushPresence(): void {
+    this.presence.flush();
+  }
+
+  /**
+   * Drain: stop accepting, close every agent with going-away (they reconnect to the next
+   * control plane), fail pending commands, write final presence.
+   */
+  async close(): Promise<void> {
+    if (this.draining) return;
+    this.draining = true;
+    this.server?.off("upgrade", this.onUpgrade);
+    if (this.heartbeat) clearInterval(this.heartbeat);
+    this.pending.rejectAll((hostId) => new HostOfflineError(hostId, "the control plane is shutting down"));
+    const sessions = [...this.sockets];
+    const closed = sessions.map(
+      (s) =>
+        new Promise<void>((resolve) =>
+          s.socket.readyState === s.socket.CLOSED ? resolve() : s.socket.once("close", () => resolve()),
+        ),
+    );
+    for (const s of sessions) s.close(CloseCode.GOING_AWAY, "control plane shutting down");
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      Promise.all(closed),
+      new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, this.drainTimeoutMs);
+      }),
+    ]);
+    clearTimeout(timer);
+    for (const s of this.sockets) s.socket.terminate();
+    // Close events of terminated sockets may come later; record the hosts as gone now.
+    for (const s of this.registry.values()) this.presence.disconnected(s.hostId);
+    this.presence.close();
+    this.wss.close();
+  }
+
+  // ---- connection lifecycle -------------------------------------------------------------
+
+  private readonly onUpgrade = (request: IncomingMessage, socket: Duplex, head: Buffer): void => {
+    const path = (request.url ?? "").split("?")[0];
+    if (path !== AGENT_LINK_PATH) {
+      // Other upgrade listeners may serve other paths; answer only if nobody else will.
+      if (this.server?.listenerCount("upgrade") === 1)
+        rejectUpgrade(socket, 404, "not_found", `no WebSocket endpoint at ${path}`);
+      return;
+    }
+    if (this.draining) {
+      rejectUpgrade(socket, 503, "shutting_down", "the control plane is shutting down");
+      return;
+    }
+    // Authenticate before completing the upgrade: an unknown peer never gets a socket.
+    const auth = this.auth.authenticate(request.headers);
+    if (!auth.ok) {
+      this.log.warn({ code: auth.code, remote: request.socket.remoteAddress }, "agent link refused");
+      rejectUpgrade(socket, auth.status, auth.code, auth.message);
+      return;
+    }
+    this.wss.handleUpgrade(request, socket, head, (ws) => this.onConnection(ws, auth.hostId, auth.projectId));
+  };
+
+  private onConnection(ws: WebSocket, hostId: string, projectId: string): void {
+    const session = new AgentSession(ws, hostId, projectId);
+    if (this.draining) {
+      session.close(CloseCode.GOING_AWAY, "control plane shutting down");
+      return;
+    }
+    this.sockets.add(session);
+    session.helloTimer = setTimeout(
+      () => session.close(CloseCode.HELLO_TIMEOUT, `no hello within ${this.helloTimeoutMs} ms`),
+      this.helloTimeoutMs,
+    );
+    ws.on("message", (data: RawFrame) => this.onMessage(session, data));
+    ws.on("pong", () => {
+      session.missedPongs = 0;
+      this.presence.touch(hostId);
+    });
+    ws.on("error", (err) => this.log.debug({ err, hostId, session: session.id }, "agent socket error"));
+    ws.on("close", (code, reason) => this.onClose(session, code, reason.toString()));
+  }
+
+  private onClose(session: AgentSession, code: number, reason: string): void {
+    clearTimeout(session.helloTimer);
+    this.sockets.delete(session);
+    // The stale-socket guard: a superseded session's late close must not unregister its
+    // successor or mark the host offline.
+    if (!this.registry.removeIfCurrent(session)) return;
+    this.presence.disconnected(session.hostId);
+    this.log.info({ hostId: session.hostId, session: session.id, code, reason }, "agent disconnected");
+  }
+
+  private onMessage(session: AgentSession, data: RawFrame): void {
+    const parsed = parseAgentFrame(data);
+    if (!parsed.ok) {
+      this.log.warn({ hostId: session.hostId, reason: parsed.error.message }, "closing agent link: bad frame");
+      session.close(CloseCode[parsed.error.code], parsed.error.message);
+      return;
+    }
+    const frame: AgentFrame = parsed.frame;
+    if (!session.helloAt && frame.type !== "hello") {
+      session.close(CloseCode.BAD_FRAME, `the first frame must be hello, not ${frame.type}`);
+      return;
+    }
+    switch (frame.type) {
+      case "hello":
+        this.onHello(session, frame);
+        return;
+      case "facts":
+        this.presence.change(session.hostId, { facts: frame.facts, primaryIp: frame.facts.primaryIp });
+        return;
+      case "status":
+        this.presence.change(session.hostId, {
+          agentStatus: frame.agentStatus,
+          agentVersion: frame.agentVersion,
+          agentError: frame.agentError ?? null,
+        });
+        return;
+      case "result": {
+        const outcome = this.pending.settle(session.hostId, frame);
+        if (outcome !== "settled") {
+          // Late (after a timeout) or duplicate results are expected now and then; a result
+          // for another host's command is not, but neither is worth dropping the link.
+          this.log.debug({ hostId: session.hostId, id: frame.id, outcome }, "result ignored");
+        }
+        return;
+      }
+      case "token.verify": {
+        const identity = this.identity.resolve(frame.token);
+        const valid = identity !== null && (identity.kind === "admin" || identity.projectId === session.projectId);
+        session.send({ type: "token.verified", id: frame.id, valid });
+        return;
+      }
+      case "node.report":
+      case "cert.sign":
+      case "cluster-token.verify":
+        // issue 4: node phases, certificates and cluster tokens are handled by their own
+        // modules once they exist; until then these frames are accepted and ignored.
+        this.log.debug({ hostId: session.hostId, type: frame.type }, "frame not handled yet (issue 4)");
+        return;
+      default:
+        assertNever(frame);
+    }
+  }
+
+  private onHello(session: AgentSession, hello: HelloFrame): void {
+    if (session.helloAt) {
+      session.close(CloseCode.BAD_FRAME, "hello may be sent only once per connection");
+      return;
+    }
+    if (hello.hostId !== session.hostId) {
+      session.close(CloseCode.UNAUTHORIZED, `the credential belongs to host ${session.hostId}, not ${hello.hostId}`);
+      return;
+    }
+    clearTimeout(session.helloTimer);
+    session.helloAt = new Date();
+    const previous = this.registry.replace(session);
+    if (previous) {
+      this.log.info(
+        { hostId: session.hostId, old: previous.id, new: session.id },
+        "agent reconnected; closing the old link",
+      );
+      previous.close(CloseCode.SUPERSEDED, "superseded by a newer connection of this host");
+    }
+    this.presence.connected(session.hostId, hello, session.helloAt);
+    session.send({
+      type: "welcome",
+      protocolVersion: PROTOCOL_VERSION,
+      hostId: session.hostId,
+      projectId: session.projectId,
+      heartbeatMs: this.heartbeatMs,
+    });
+    // Commands sent on a link that dropped before their result: same ids, so the agent
+    // answers from its record instead of running them again.
+    for (const command of this.pending.forHost(session.hostId)) session.send(command);
+    this.log.info({ hostId: session.hostId, session: session.id, agentVersion: hello.agentVersion }, "agent connected");
+  }
+
+  private tick(): void {
+    for (const session of this.registry.values()) {
+      if (session.missedPongs >= 2) {
+        this.log.warn(
+          { hostId: session.hostId, session: session.id },
+          "agent missed two heartbeats; terminating its link",
+        );
+        session.socket.terminate();
+        continue;
+      }
+      session.missedPongs++;
+      try {
+        session.socket.ping();
+      } catch {
+        // Socket already closing: its close event will clean up.
+      }
+    }
+  }
+}
+
+/** Answers a refused upgrade with a plain HTTP error (JSON body) and closes the socket. */
+function rejectUpgrade(socket: Duplex, status: number, code: string, message: string): void {
+  const body = JSON.stringify({ code, message });
+  socket.end(
+    `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ""}\r\n` +
+      "Connection: close\r\nContent-Type: application/json\r\n" +
+      `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+  );
+}

@@ -1,0 +1,3 @@
+export { HOST_ID_HEADER } from "./authenticate.ts";
+export { CommandFailedError, CommandTimeoutError, HostOfflineError } from "./errors.ts";
+export { AgentHub, type AgentHubOptions } from "./hub.ts";

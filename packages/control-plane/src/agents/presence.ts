@@ -1,0 +1,118 @@
+import { type Db, nodes } from "@keelson/db";
+import type { HelloFrame, HostFacts } from "@keelson/protocol";
+import { eq } from "drizzle-orm";
+import type { FastifyBaseLogger } from "fastify";
+
+/** Columns of a node row that the link keeps up to date. */
+export interface PresencePatch {
+  name?: string;
+  primaryIp?: string;
+  facts?: HostFacts;
+  agentVersion?: string;
+  agentStatus?: string;
+  agentError?: string | null;
+  agentConnected?: 0 | 1;
+  lastSeen?: string;
+  status?: string;
+}
+
+export interface PresenceOptions {
+  /** State changes (connect, disconnect, facts, status) reach the table within this. Default 100 ms. */
+  flushDelayMs?: number;
+  /** Heartbeat-only `lastSeen` updates are written at most this often per host. Default 30 s. */
+  seenIntervalMs?: number;
+}
+
+/**
+ * Writes agent presence to the nodes table in batches. Ten thousand agents each answering a
+ * ping every few seconds would otherwise be ten thousand SQLite transactions per interval;
+ * here heartbeats only mark a host as seen in memory and one transaction per `seenIntervalMs`
+ * writes them all, while state changes are coalesced per host and written within
+ * `flushDelayMs` (a connect storm becomes a few large transactions, not thousands of small).
+ */
+export class PresenceWriter {
+  private readonly changes = new Map<string, PresencePatch>();
+  private readonly seen = new Map<string, string>();
+  private readonly flushDelayMs: number;
+  private readonly seenTimer: NodeJS.Timeout;
+  private changeTimer: NodeJS.Timeout | undefined;
+  private readonly touchStatement;
+  private closed = false;
+
+  constructor(
+    private readonly db: Db,
+    private readonly log: FastifyBaseLogger,
+    options: PresenceOptions = {},
+  ) {
+    this.flushDelayMs = options.flushDelayMs ?? 100;
+    this.touchStatement = db.$client.prepare("UPDATE nodes SET last_seen = ? WHERE id = ?");
+    this.seenTimer = setInterval(() => this.flush(), options.seenIntervalMs ?? 30_000);
+    this.seenTimer.unref();
+  }
+
+  /**
+   * A control plane that died without draining left hosts marked connected; nothing is
+   * connected to a process that just started.
+   */
+  resetAll(): number {
+    return this.db.update(nodes).set({ agentConnected: 0 }).where(eq(nodes.agentConnected, 1)).run().changes;
+  }
+
+  connected(hostId: string, hello: HelloFrame, now = new Date()): void {
+    this.change(hostId, {
+      name: hello.hostname,
+      primaryIp: hello.primaryIp,
+      facts: hello.facts,
+      agentVersion: hello.agentVersion,
+      agentStatus: hello.agentStatus,
+      agentError: hello.agentError ?? null,
+      agentConnected: 1,
+      lastSeen: now.toISOString(),
+      status: "ok",
+    });
+  }
+
+  disconnected(hostId: string, now = new Date()): void {
+    this.change(hostId, { agentConnected: 0, lastSeen: now.toISOString() });
+  }
+
+  change(hostId: string, patch: PresencePatch): void {
+    if (this.closed) return;
+    this.changes.set(hostId, { ...this.changes.get(hostId), ...patch });
+    this.changeTimer ??= setTimeout(() => this.flush(), this.flushDelayMs);
+  }
+
+  /** A heartbeat: remembered now, written with the next periodic flush. */
+  touch(hostId: string, now = new Date()): void {
+    if (this.closed) return;
+    this.seen.set(hostId, now.toISOString());
+  }
+
+  /** Writes everything pending in one transaction. */
+  flush(): void {
+    if (this.changeTimer) clearTimeout(this.changeTimer);
+    this.changeTimer = undefined;
+    if (this.changes.size === 0 && this.seen.size === 0) return;
+    const changes = [...this.changes];
+    const seen = [...this.seen];
+    this.changes.clear();
+    this.seen.clear();
+    try {
+      this.db.$client.transaction(() => {
+        for (const [hostId, patch] of changes) this.db.update(nodes).set(patch).where(eq(nodes.id, hostId)).run();
+        for (const [hostId, at] of seen) this.touchStatement.run(at, hostId);
+      })();
+    } catch (err) {
+      // Presence is advisory and rewritten on the next event; losing one batch must not take
+      // the hub down.
+      this.log.error({ err, hosts: changes.length + seen.length }, "could not write agent presence");
+    }
+  }
+
+  /** Final flush; later events are ignored (the database may be closing). */
+  close(): void {
+    this.flush();
+    this.closed = true;
+    clearInterval(this.seenTimer);
+  }
+}

@@ -1,0 +1,59 @@
+import { randomUUID } from "node:crypto";
+import { cloudProviders, type Db, nodePools, nodes } from "@keelson/db";
+import { and, eq } from "drizzle-orm";
+import { consumeJoinToken } from "../domain/identity/join-tokens.ts";
+import { ApiError } from "../http/errors.ts";
+import { generateSecret, hashSecret } from "../identity/tokens.ts";
+
+export interface RegistrationInput {
+  joinToken: string;
+  hostname: string;
+  primaryIp?: string;
+  agentVersion?: string;
+}
+
+export interface Registration {
+  hostId: string;
+  /** The host credential; returned once, stored only as a hash. */
+  credential: string;
+  projectId: string;
+}
+
+/**
+ * Registers a host with a one-time join token: the token is spent and the node created in one
+ * transaction, so a failed registration does not burn the token and two agents racing with
+ * one token cannot both get in. The node joins the project's local node pool, unattached.
+ */
+export function registerHost(db: Db, input: RegistrationInput, now = new Date()): Registration {
+  const hostId = randomUUID();
+  const credential = generateSecret("khc");
+  return db.transaction((tx) => {
+    const projectId = consumeJoinToken(tx, input.joinToken, hostId, now);
+    const pool = tx
+      .select({ id: nodePools.id })
+      .from(nodePools)
+      .innerJoin(cloudProviders, eq(nodePools.cloudProviderId, cloudProviders.id))
+      .where(and(eq(nodePools.projectId, projectId), eq(cloudProviders.type, "local")))
+      .get();
+    if (!pool) {
+      // Every project is created with one; reaching this means someone deleted it by hand.
+      throw new ApiError(409, "no_local_node_pool", `project ${projectId} has no local node pool to register hosts in`);
+    }
+    tx.insert(nodes)
+      .values({
+        id: hostId,
+        projectId,
+        nodePoolId: pool.id,
+        clusterId: null,
+        name: input.hostname,
+        primaryIp: input.primaryIp ?? "",
+        status: "ok",
+        credentialHash: hashSecret(credential),
+        agentVersion: input.agentVersion ?? "",
+        agentConnected: 0,
+        createdAt: now.toISOString(),
+      })
+      .run();
+    return { hostId, credential, projectId };
+  });
+}

@@ -1,0 +1,72 @@
+import type { ControlFrame } from "@keelson/protocol";
+import { closeReason, encodeFrame } from "@keelson/protocol";
+import type WebSocket from "ws";
+
+let nextSessionId = 1;
+
+/** One authenticated agent connection. */
+export class AgentSession {
+  /** For logs: tells apart the sockets of one host across reconnects. */
+  readonly id = nextSessionId++;
+  /** Set once the hello was accepted; until then the session is not in the registry. */
+  helloAt: Date | undefined;
+  /** Pings sent since the last pong. */
+  missedPongs = 0;
+  helloTimer: NodeJS.Timeout | undefined;
+
+  constructor(
+    readonly socket: WebSocket,
+    readonly hostId: string,
+    readonly projectId: string,
+  ) {}
+
+  get open(): boolean {
+    return this.socket.readyState === this.socket.OPEN;
+  }
+
+  send(frame: ControlFrame): boolean {
+    if (!this.open) return false;
+    this.socket.send(encodeFrame(frame));
+    return true;
+  }
+
+  close(code: number, reason: string): void {
+    if (this.socket.readyState === this.socket.CLOSED) return;
+    this.socket.close(code, closeReason(reason));
+  }
+}
+
+/**
+ * The current session of each host. A reconnect replaces the old session; the old socket's
+ * `close` event, which can fire after the new session registered, removes the entry only if
+ * it still points at that very session object (the stale-socket guard).
+ */
+export class SessionRegistry<S extends { hostId: string } = AgentSession> {
+  private readonly byHost = new Map<string, S>();
+
+  /** Makes `session` current for its host; returns the session it replaced, if any. */
+  replace(session: S): S | undefined {
+    const previous = this.byHost.get(session.hostId);
+    this.byHost.set(session.hostId, session);
+    return previous === session ? undefined : previous;
+  }
+
+  /** Removes `session` if it is still its host's current one; false for a stale socket. */
+  removeIfCurrent(session: S): boolean {
+    if (this.byHost.get(session.hostId) !== session) return false;
+    this.byHost.delete(session.hostId);
+    return true;
+  }
+
+  get(hostId: string): S | undefined {
+    return this.byHost.get(hostId);
+  }
+
+  get size(): number {
+    return this.byHost.size;
+  }
+
+  values(): IterableIterator<S> {
+    return this.byHost.values();
+  }
+}

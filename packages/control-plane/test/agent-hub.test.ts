@@ -1,0 +1,648 @@
+import type { AddressInfo } from "node:net";
+import { joinTokens, nodePools, nodes } from "@keelson/db";
+import {
+  AGENT_LINK_PATH,
+  CloseCode,
+  type ControlFrame,
+  type HelloFrame,
+  type HostFacts,
+  PROTOCOL_VERSION,
+  parseControlFrame,
+} from "@keelson/protocol";
+import { eq } from "drizzle-orm";
+import { afterEach, describe, expect, it } from "vitest";
+import WebSocket from "ws";
+import { CommandFailedError, CommandTimeoutError, HostOfflineError } from "../src/agents/errors.ts";
+import { PresenceWriter } from "../src/agents/presence.ts";
+import { SessionRegistry } from "../src/agents/sessions.ts";
+import { hashSecret } from "../src/identity/tokens.ts";
+import { ADMIN_TOKEN, createTestApp, type TestApp } from "./helpers.ts";
+
+const facts = (hostname: string): HostFacts => ({
+  hostname,
+  os: { platform: "linux", family: "debian", distro: "Ubuntu", release: "22.04", kernel: "6.5.0" },
+  arch: "x64",
+  cpu: { model: "Test CPU", count: 2 },
+  memory: { totalBytes: 4 * 1024 ** 3 },
+  disks: [],
+  interfaces: [{ name: "eth0", mac: "02:00:00:00:00:01", addresses: ["10.1.2.3"] }],
+  primaryIp: "10.1.2.3",
+  agentVersion: "0.1.0",
+});
+
+const hello = (hostId: string, overrides: Partial<HelloFrame> = {}): HelloFrame => ({
+  type: "hello",
+  protocolVersion: PROTOCOL_VERSION,
+  hostId,
+  agentVersion: "0.1.0",
+  hostname: "worker-1",
+  primaryIp: "10.1.2.3",
+  facts: facts("worker-1"),
+  agentStatus: "running",
+  ...overrides,
+});
+
+interface Peer {
+  ws: WebSocket;
+  frames: ControlFrame[];
+  next<T extends ControlFrame["type"]>(type: T): Promise<Extract<ControlFrame, { type: T }>>;
+  closed: Promise<{ code: number; reason: string }>;
+  send(frame: unknown): void;
+}
+
+/** A raw protocol peer: lets a test send anything, including frames a real agent never would. */
+function connect(
+  url: string,
+  credential: string | undefined,
+  options: WebSocket.ClientOptions & { hostId?: string } = {},
+): Promise<Peer> {
+  const headers: Record<string, string> = {};
+  if (credential !== undefined) headers.authorization = `Bearer ${credential}`;
+  if (options.hostId) headers["x-keelson-host-id"] = options.hostId;
+  const ws = new WebSocket(url, { ...options, headers });
+  const frames: ControlFrame[] = [];
+  const waiters: { type: string; resolve: (f: ControlFrame) => void }[] = [];
+  ws.on("message", (data) => {
+    const parsed = parseControlFrame(data as Buffer);
+    if (!parsed.ok) throw new Error(parsed.error.message);
+    const waiter = waiters.find((w) => w.type === parsed.frame.type);
+    if (waiter) {
+      waiters.splice(waiters.indexOf(waiter), 1);
+      waiter.resolve(parsed.frame);
+    } else frames.push(parsed.frame);
+  });
+  const closed = new Promise<{ code: number; reason: string }>((resolve) =>
+    ws.on("close", (code, reason) => resolve({ code, reason: reason.toString() })),
+  );
+  return new Promise((resolve, reject) => {
+    ws.once("open", () =>
+      resolve({
+        ws,
+        frames,
+        closed,
+        send: (frame) => ws.send(typeof frame === "string" ? frame : JSON.stringify(frame)),
+        next: (type) => {
+          const queued = frames.findIndex((f) => f.type === type);
+          if (queued >= 0) return Promise.resolve(frames.splice(queued, 1)[0] as never);
+          return new Promise((res) => waiters.push({ type, resolve: res as (f: ControlFrame) => void }));
+        },
+      }),
+    );
+    ws.once("unexpected-response", (_req, res) => {
+      let body = "";
+      res.on("data", (c) => (body += c));
+      res.on("end", () => reject(Object.assign(new Error(`HTTP ${res.statusCode}`), { status: res.statusCode, body })));
+    });
+    ws.once("error", reject);
+  });
+}
+
+async function waitFor<T>(what: string, probe: () => T | undefined | false, timeoutMs = 3000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = probe();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+let t: TestApp | undefined;
+afterEach(async () => {
+  await t?.close();
+  t = undefined;
+});
+
+async function start(agentHub: NonNullable<Parameters<typeof createTestApp>[0]>["agentHub"] = {}) {
+  t = await createTestApp({ runOperations: false, agentHub: { presence: { flushDelayMs: 5 }, ...agentHub } });
+  await t.app.listen({ host: "127.0.0.1", port: 0 });
+  const { port } = t.app.server.address() as AddressInfo;
+  return { t, base: `http://127.0.0.1:${port}`, url: `ws://127.0.0.1:${port}${AGENT_LINK_PATH}` };
+}
+
+async function mintJoinToken(app: TestApp, projectId = app.projectId): Promise<string> {
+  const res = await app.request({
+    method: "POST",
+    url: `/v1/projects/${projectId}/joinTokens`,
+    payload: {},
+    token: ADMIN_TOKEN,
+  });
+  expect(res.statusCode).toBe(201);
+  return res.json().token;
+}
+
+async function register(app: TestApp, hostname = "worker-1") {
+  const joinToken = await mintJoinToken(app);
+  const res = await app.request({
+    method: "POST",
+    url: "/v1/agents/register",
+    payload: { joinToken, hostname },
+    token: null,
+  });
+  expect(res.statusCode).toBe(201);
+  return res.json() as { hostId: string; credential: string; projectId: string };
+}
+
+const nodeRow = (app: TestApp, id: string) => app.db.select().from(nodes).where(eq(nodes.id, id)).get();
+
+describe("POST /v1/agents/register", () => {
+  it("spends the join token and creates an unattached node in the local pool, storing only the credential hash", async () => {
+    const { t } = await start();
+    const joinToken = await mintJoinToken(t);
+    const res = await t.request({
+      method: "POST",
+      url: "/v1/agents/register",
+      payload: { joinToken, hostname: "worker-7", primaryIp: "10.0.0.7", agentVersion: "0.1.0" },
+      token: null,
+    });
+    expect(res.statusCode).toBe(201);
+    const body = res.json();
+    expect(body).toEqual({
+      hostId: expect.any(String),
+      credential: expect.stringMatching(/^khc_/),
+      projectId: t.projectId,
+    });
+    const row = nodeRow(t, body.hostId);
+    expect(row).toMatchObject({
+      projectId: t.projectId,
+      name: "worker-7",
+      primaryIp: "10.0.0.7",
+      clusterId: null,
+      agentConnected: 0,
+    });
+    expect(row?.credentialHash).toBe(hashSecret(body.credential));
+    const pool = t.db
+      .select()
+      .from(nodePools)
+      .where(eq(nodePools.id, row?.nodePoolId as string))
+      .get();
+    expect(pool?.projectId).toBe(t.projectId);
+    const tokenRow = t.db
+      .select()
+      .from(joinTokens)
+      .where(eq(joinTokens.tokenHash, hashSecret(joinToken)))
+      .get();
+    expect(tokenRow).toMatchObject({ usedByNodeId: body.hostId, usedAt: expect.any(String) });
+  });
+
+  it("refuses a used, an expired and an unknown join token with distinct clear messages", async () => {
+    const { t } = await start();
+    const joinToken = await mintJoinToken(t);
+    const first = await t.request({
+      method: "POST",
+      url: "/v1/agents/register",
+      payload: { joinToken, hostname: "a" },
+      token: null,
+    });
+    expect(first.statusCode).toBe(201);
+    const again = await t.request({
+      method: "POST",
+      url: "/v1/agents/register",
+      payload: { joinToken, hostname: "b" },
+      token: null,
+    });
+    expect(again.statusCode).toBe(403);
+    expect(again.json()).toMatchObject({
+      code: "join_token_used",
+      message: expect.stringContaining("already been used"),
+    });
+
+    const expired = await mintJoinToken(t);
+    t.db
+      .update(joinTokens)
+      .set({ expiresAt: "2000-01-01T00:00:00.000Z" })
+      .where(eq(joinTokens.tokenHash, hashSecret(expired)))
+      .run();
+    const late = await t.request({
+      method: "POST",
+      url: "/v1/agents/register",
+      payload: { joinToken: expired, hostname: "c" },
+      token: null,
+    });
+    expect(late.statusCode).toBe(403);
+    expect(late.json()).toMatchObject({ code: "join_token_expired", message: expect.stringContaining("expired") });
+
+    const unknown = await t.request({
+      method: "POST",
+      url: "/v1/agents/register",
+      payload: { joinToken: "kjt_nope", hostname: "d" },
+      token: null,
+    });
+    expect(unknown.statusCode).toBe(403);
+    expect(unknown.json().code).toBe("join_token_unknown");
+    expect(t.db.select().from(nodes).all()).toHaveLength(1);
+  });
+
+  it("answers 400 naming the field for a bad body and does not spend the token", async () => {
+    const { t } = await start();
+    const joinToken = await mintJoinToken(t);
+    for (const payload of [
+      { joinToken, hostname: "bad host!" },
+      { joinToken },
+      { joinToken, hostname: "ok", extra: 1 },
+      { hostname: "x" },
+    ]) {
+      const res = await t.request({ method: "POST", url: "/v1/agents/register", payload, token: null });
+      expect(res.statusCode).toBe(400);
+      expect(res.json().field).toBeTruthy();
+    }
+    const ok = await t.request({
+      method: "POST",
+      url: "/v1/agents/register",
+      payload: { joinToken, hostname: "ok" },
+      token: null,
+    });
+    expect(ok.statusCode).toBe(201);
+  });
+});
+
+describe("agent hub", () => {
+  it("refuses the upgrade with 401 for a missing, unknown or mismatched credential", async () => {
+    const { t, url } = await start();
+    const { hostId, credential } = await register(t);
+    for (const [cred, opts] of [
+      [undefined, {}],
+      ["khc_wrong", {}],
+      [credential, { hostId: "someone-else" }],
+    ] as const) {
+      const err = await connect(url, cred, opts).then(
+        () => undefined,
+        (e: { status?: number; body?: string }) => e,
+      );
+      expect(err?.status).toBe(401);
+      expect(JSON.parse(err?.body ?? "{}").message).toBeTruthy();
+    }
+    expect(t.app.keelson.agents.isConnected(hostId)).toBe(false);
+  });
+
+  it("answers a hello with welcome and records the host as connected; the close marks it gone", async () => {
+    const { t, url } = await start({ heartbeatMs: 5000 });
+    const { hostId, credential, projectId } = await register(t);
+    const peer = await connect(url, credential, { hostId });
+    peer.send(
+      hello(hostId, {
+        hostname: "renamed-host",
+        primaryIp: "10.9.9.9",
+        agentVersion: "0.3.0",
+        agentError: "last upgrade failed",
+      }),
+    );
+    expect(await peer.next("welcome")).toEqual({
+      type: "welcome",
+      protocolVersion: PROTOCOL_VERSION,
+      hostId,
+      projectId,
+      heartbeatMs: 5000,
+    });
+    const row = await waitFor("node row", () => nodeRow(t, hostId)?.agentConnected === 1 && nodeRow(t, hostId));
+    expect(row).toMatchObject({
+      name: "renamed-host",
+      primaryIp: "10.9.9.9",
+      agentVersion: "0.3.0",
+      agentStatus: "running",
+      agentError: "last upgrade failed",
+      status: "ok",
+      lastSeen: expect.any(String),
+    });
+    expect(row.facts).toMatchObject({ hostname: "worker-1", cpu: { count: 2 } });
+    expect(t.app.keelson.agents.isConnected(hostId)).toBe(true);
+
+    peer.send({ type: "status", agentStatus: "updating", agentVersion: "0.3.0" });
+    await waitFor("status update", () => nodeRow(t, hostId)?.agentStatus === "updating");
+    expect(nodeRow(t, hostId)?.agentError).toBeNull();
+
+    peer.ws.close(1000);
+    await waitFor("disconnect", () => nodeRow(t, hostId)?.agentConnected === 0);
+    expect(t.app.keelson.agents.isConnected(hostId)).toBe(false);
+  });
+
+  it.each([
+    ["garbage", "{not json", CloseCode.BAD_FRAME],
+    ["an unknown type", { type: "shout" }, CloseCode.BAD_FRAME],
+    ["a frame before hello", { type: "status", agentStatus: "running", agentVersion: "1" }, CloseCode.BAD_FRAME],
+    ["a hello missing its facts", { ...hello("x"), facts: undefined }, CloseCode.BAD_FRAME],
+    ["a hello of another protocol version", { type: "hello", protocolVersion: 999 }, CloseCode.PROTOCOL_MISMATCH],
+  ])("closes the link on %s", async (_name, frame, code) => {
+    const { t, url } = await start();
+    const { hostId, credential } = await register(t);
+    const peer = await connect(url, credential);
+    peer.send(frame);
+    const closed = await peer.closed;
+    expect(closed.code).toBe(code);
+    expect(closed.reason.length).toBeGreaterThan(5);
+    expect(t.app.keelson.agents.isConnected(hostId)).toBe(false);
+  });
+
+  it("closes with BAD_FRAME on a bad frame after hello, and UNAUTHORIZED on a hello naming another host", async () => {
+    const { t, url } = await start();
+    const { hostId, credential } = await register(t);
+    const peer = await connect(url, credential);
+    peer.send(hello(hostId));
+    await peer.next("welcome");
+    peer.send({ type: "facts", facts: { ...facts("x"), cpu: { model: "x", count: -1 } } });
+    expect((await peer.closed).code).toBe(CloseCode.BAD_FRAME);
+
+    const liar = await connect(url, credential);
+    liar.send(hello("another-host"));
+    expect((await liar.closed).code).toBe(CloseCode.UNAUTHORIZED);
+  });
+
+  it("closes a connection that sends no hello in time", async () => {
+    const { t, url } = await start({ helloTimeoutMs: 100 });
+    const { credential } = await register(t);
+    const peer = await connect(url, credential);
+    expect((await peer.closed).code).toBe(CloseCode.HELLO_TIMEOUT);
+  });
+
+  it("replaces the old session on reconnect; the old socket's late close does not remove the new one", async () => {
+    const { t, url } = await start();
+    const { hostId, credential } = await register(t);
+    const first = await connect(url, credential);
+    first.send(hello(hostId));
+    await first.next("welcome");
+    const second = await connect(url, credential);
+    second.send(hello(hostId, { agentVersion: "0.2.0" }));
+    await second.next("welcome");
+    const old = await first.closed;
+    expect(old.code).toBe(CloseCode.SUPERSEDED);
+    // Give the server time to process the old socket's close completely.
+    await new Promise((r) => setTimeout(r, 50));
+    t.app.keelson.agents.flushPresence();
+    expect(t.app.keelson.agents.isConnected(hostId)).toBe(true);
+    expect(nodeRow(t, hostId)).toMatchObject({ agentConnected: 1, agentVersion: "0.2.0" });
+    // And the new session still works end to end.
+    const reply = t.app.keelson.agents.sendCommand(hostId, "ping", {});
+    const command = await second.next("command");
+    second.send({ type: "result", id: command.id, ok: true, result: { at: "now" } });
+    await expect(reply).resolves.toEqual({ at: "now" });
+  });
+
+  it("terminates a peer that stops answering pings, and keeps one that answers", async () => {
+    const { t, url } = await start({ heartbeatMs: 60 });
+    const silent = await register(t, "silent");
+    const lively = await register(t, "lively");
+    const mute = await connect(url, silent.credential, { autoPong: false });
+    mute.send(hello(silent.hostId));
+    await mute.next("welcome");
+    const good = await connect(url, lively.credential);
+    good.send(hello(lively.hostId));
+    await good.next("welcome");
+    const closed = await mute.closed;
+    // Terminated (no close frame): 1006 on the client side.
+    expect(closed.code).toBe(1006);
+    await waitFor("silent host marked gone", () => nodeRow(t, silent.hostId)?.agentConnected === 0);
+    expect(t.app.keelson.agents.isConnected(lively.hostId)).toBe(true);
+    expect(good.ws.readyState).toBe(WebSocket.OPEN);
+  });
+
+  it("relays commands and settles each id once: result, agent failure, bad result, timeout, offline", async () => {
+    const { t, url } = await start();
+    const { hostId, credential } = await register(t);
+    const agents = t.app.keelson.agents;
+    await expect(agents.sendCommand(hostId, "ping", {})).rejects.toBeInstanceOf(HostOfflineError);
+    const peer = await connect(url, credential);
+    peer.send(hello(hostId));
+    await peer.next("welcome");
+
+    const ok = agents.sendCommand(hostId, "ping", {}, { timeoutMs: 2000 });
+    const c1 = await peer.next("command");
+    expect(c1).toMatchObject({ name: "ping", payload: {}, timeoutMs: 2000 });
+    peer.send({ type: "result", id: c1.id, ok: true, result: { at: "t1" } });
+    // A duplicate result is ignored, not an error and not a second settlement.
+    peer.send({ type: "result", id: c1.id, ok: false, error: { code: "FAILED", message: "dup" } });
+    await expect(ok).resolves.toEqual({ at: "t1" });
+
+    const failed = agents.sendCommand(hostId, "agent.upgrade", {
+      name: "keelson-agent",
+      version: "9",
+      url: "file:///x",
+    });
+    const c2 = await peer.next("command");
+    peer.send({ type: "result", id: c2.id, ok: false, error: { code: "FAILED", message: "disk full" } });
+    const err = await failed.catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(CommandFailedError);
+    expect((err as CommandFailedError).agentCode).toBe("FAILED");
+    expect((err as Error).message).toContain("disk full");
+
+    const bad = agents.sendCommand(hostId, "ping", {});
+    const c3 = await peer.next("command");
+    peer.send({ type: "result", id: c3.id, ok: true, result: { at: 42 } });
+    await expect(bad).rejects.toMatchObject({ agentCode: "BAD_RESULT" });
+
+    const slow = agents.sendCommand(hostId, "ping", {}, { timeoutMs: 50 });
+    const c4 = await peer.next("command");
+    await expect(slow).rejects.toBeInstanceOf(CommandTimeoutError);
+    // The late answer changes nothing and does not close the link.
+    peer.send({ type: "result", id: c4.id, ok: true, result: { at: "late" } });
+    await new Promise((r) => setTimeout(r, 30));
+    expect(agents.isConnected(hostId)).toBe(true);
+  });
+
+  it("re-delivers an unanswered command with the same id after the host reconnects", async () => {
+    const { t, url } = await start();
+    const { hostId, credential } = await register(t);
+    const first = await connect(url, credential);
+    first.send(hello(hostId));
+    await first.next("welcome");
+    const reply = t.app.keelson.agents.sendCommand(hostId, "ping", {}, { timeoutMs: 5000 });
+    const sent = await first.next("command");
+    first.ws.terminate();
+    await waitFor("disconnect", () => !t.app.keelson.agents.isConnected(hostId));
+    const second = await connect(url, credential);
+    second.send(hello(hostId));
+    await second.next("welcome");
+    const again = await second.next("command");
+    expect(again).toEqual(sent);
+    second.send({ type: "result", id: again.id, ok: true, result: { at: "from the record" } });
+    await expect(reply).resolves.toEqual({ at: "from the record" });
+  });
+
+  it("answers token.verify for the host's project, the admin token, and nothing else", async () => {
+    const { t, url } = await start();
+    const { hostId, credential } = await register(t);
+    const peer = await connect(url, credential);
+    peer.send(hello(hostId));
+    await peer.next("welcome");
+    const cases = [
+      [t.token, true],
+      [ADMIN_TOKEN, true],
+      [t.otherToken, false],
+      ["kpt_made_up", false],
+    ] as const;
+    for (const [i, [token, valid]] of cases.entries()) {
+      peer.send({ type: "token.verify", id: `v${i}`, token });
+      expect(await peer.next("token.verified")).toEqual({ type: "token.verified", id: `v${i}`, valid });
+    }
+  });
+
+  it("drains on close: going-away to every agent, hosts marked disconnected, no new links", async () => {
+    const { t: app, url } = await start();
+    const a = await register(app, "a");
+    const b = await register(app, "b");
+    const pa = await connect(url, a.credential);
+    pa.send(hello(a.hostId));
+    await pa.next("welcome");
+    const pb = await connect(url, b.credential);
+    pb.send(hello(b.hostId));
+    await pb.next("welcome");
+    const pending = app.app.keelson.agents
+      .sendCommand(a.hostId, "ping", {}, { timeoutMs: 10_000 })
+      .catch((e: unknown) => e);
+    await pa.next("command");
+    t = undefined;
+    await app.app.close();
+    expect((await pa.closed).code).toBe(CloseCode.GOING_AWAY);
+    expect((await pb.closed).code).toBe(CloseCode.GOING_AWAY);
+    expect(await pending).toBeInstanceOf(HostOfflineError);
+    expect(nodeRow(app, a.hostId)?.agentConnected).toBe(0);
+    expect(nodeRow(app, b.hostId)?.agentConnected).toBe(0);
+    await expect(connect(url, a.credential)).rejects.toBeTruthy();
+    await app.close();
+  });
+
+  it("marks hosts left connected by a crashed control plane as disconnected on start", async () => {
+    const first = await createTestApp({ runOperations: false });
+    const { hostId } = await register(first);
+    first.db.update(nodes).set({ agentConnected: 1 }).where(eq(nodes.id, hostId)).run();
+    await first.close(true);
+    t = await createTestApp({ runOperations: false, dataDir: first.dataDir });
+    expect(nodeRow(t, hostId)?.agentConnected).toBe(0);
+  });
+});
+
+describe("SessionRegistry (stale-socket guard)", () => {
+  it("lets only the current session of a host remove itself", () => {
+    const registry = new SessionRegistry<{ hostId: string; n: number }>();
+    const old = { hostId: "h", n: 1 };
+    const fresh = { hostId: "h", n: 2 };
+    expect(registry.replace(old)).toBeUndefined();
+    expect(registry.replace(fresh)).toBe(old);
+    // The old socket's late close arrives now: it must not unregister the new session.
+    expect(registry.removeIfCurrent(old)).toBe(false);
+    expect(registry.get("h")).toBe(fresh);
+    expect(registry.removeIfCurrent(fresh)).toBe(true);
+    expect(registry.get("h")).toBeUndefined();
+    expect(registry.replace(fresh)).toBeUndefined();
+    expect(registry.replace(fresh)).toBeUndefined();
+  });
+});
+
+describe("PresenceWriter", () => {
+  it("keeps heartbeats in memory and writes them in one batch", async () => {
+    const { t } = await start();
+    const hosts = await Promise.all([register(t, "p1"), register(t, "p2"), register(t, "p3")]);
+    const writer = new PresenceWriter(t.db, t.app.log, { seenIntervalMs: 60_000, flushDelayMs: 60_000 });
+    for (const h of hosts) writer.touch(h.hostId, new Date("2030-01-01T00:00:00.000Z"));
+    // Nothing written until the periodic flush.
+    for (const h of hosts) expect(nodeRow(t, h.hostId)?.lastSeen).toBeNull();
+    const before = t.db.$client.prepare("select total_changes() as n").get() as { n: number };
+    writer.flush();
+    for (const h of hosts) expect(nodeRow(t, h.hostId)?.lastSeen).toBe("2030-01-01T00:00:00.000Z");
+    const after = t.db.$client.prepare("select total_changes() as n").get() as { n: number };
+    expect(after.n - before.n).toBe(3);
+    // After close (the database may be closing) events are ignored.
+    writer.close();
+    writer.touch(hosts[0]?.hostId as string);
+    writer.flush();
+    expect(nodeRow(t, hosts[0]?.hostId as string)?.lastSeen).toBe("2030-01-01T00:00:00.000Z");
+  });
+});
+
+describe("POST /v1/agents/ping", () => {
+  it("pings every connected host of a project and reports round trips; admin only", async () => {
+    const { t, url } = await start();
+    const a = await register(t, "a");
+    const b = await register(t, "b");
+    const peers = await Promise.all(
+      [a, b].map(async (h, i) => {
+        const peer = await connect(url, h.credential);
+        peer.send(hello(h.hostId));
+        await peer.next("welcome");
+        // Host a answers, host b fails.
+        peer.ws.on("message", (data) => {
+          const frame = JSON.parse(String(data));
+          if (frame.type !== "command") return;
+          peer.send(
+            i === 0
+              ? { type: "result", id: frame.id, ok: true, result: { at: "now" } }
+              : { type: "result", id: frame.id, ok: false, error: { code: "FAILED", message: "sim" } },
+          );
+        });
+        return peer;
+      }),
+    );
+    const denied = await t.request({ method: "POST", url: "/v1/agents/ping", payload: {} });
+    expect(denied.statusCode).toBe(403);
+    const res = await t.request({
+      method: "POST",
+      url: "/v1/agents/ping",
+      payload: { projectId: t.projectId },
+      token: ADMIN_TOKEN,
+    });
+    expect(res.statusCode).toBe(200);
+    expect(res.json()).toMatchObject({
+      hosts: 2,
+      ok: 1,
+      failed: 1,
+      timedOut: 0,
+      offline: 0,
+      latencyMs: { min: expect.any(Number) },
+    });
+    const other = await t.request({
+      method: "POST",
+      url: "/v1/agents/ping",
+      payload: { projectId: t.otherProjectId },
+      token: ADMIN_TOKEN,
+    });
+    expect(other.json()).toMatchObject({ hosts: 0, ok: 0, latencyMs: null });
+    const bad = await t.request({
+      method: "POST",
+      url: "/v1/agents/ping",
+      payload: { timeoutMs: 0 },
+      token: ADMIN_TOKEN,
+    });
+    expect(bad.statusCode).toBe(400);
+    expect(bad.json().field).toBe("timeoutMs");
+    for (const p of peers) p.ws.close();
+  });
+});
+
+describe("simulated fleet (test/sim) against the real hub", () => {
+  it("registers, connects and answers commands with the configured failure rate", async () => {
+    const { startSimulator } = await import("../../../test/sim/index.ts");
+    const { t, base } = await start();
+    let n = 0;
+    // Deterministic "random": every 4th command fails.
+    const sim = await startSimulator({
+      url: base,
+      adminToken: ADMIN_TOKEN,
+      projectId: t.projectId,
+      count: 12,
+      latencyMs: 5,
+      failureRate: 0.25,
+      random: () => (n++ % 4 === 0 ? 0 : 0.99),
+    });
+    try {
+      expect(sim.connectedCount()).toBe(12);
+      expect(t.app.keelson.agents.connectedHosts(t.projectId)).toHaveLength(12);
+      await waitFor("rows", () => t.db.select().from(nodes).where(eq(nodes.agentConnected, 1)).all().length === 12);
+      const names = t.db
+        .select({ name: nodes.name })
+        .from(nodes)
+        .all()
+        .map((r) => r.name)
+        .sort();
+      expect(names[0]).toBe("sim-00001");
+      const res = await t.request({ method: "POST", url: "/v1/agents/ping", payload: {}, token: ADMIN_TOKEN });
+      expect(res.json()).toMatchObject({ hosts: 12, ok: 9, failed: 3, timedOut: 0 });
+      expect(res.json().latencyMs.min).toBeGreaterThanOrEqual(4);
+      // Killed agents reconnect by themselves, with the same identity.
+      sim.agents[0]?.kill();
+      await waitFor("reconnect", () => (sim.agents[0]?.connects ?? 0) >= 2, 5000);
+      expect(t.db.select().from(nodes).all()).toHaveLength(12);
+    } finally {
+      await sim.stop();
+    }
+    await waitFor("all gone", () => t.app.keelson.agents.connectedCount === 0);
+  });
+});

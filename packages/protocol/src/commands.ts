@@ -1,0 +1,122 @@
+import { type Static, Type } from "typebox";
+
+/**
+ * Commands the control plane sends to an agent. Each has a payload schema (what the agent
+ * receives) and a result schema (what a successful `result` frame carries back); both sides
+ * validate against them, so adding a command here is the whole contract.
+ */
+
+const Text = (maxLength: number) => Type.String({ maxLength });
+
+export const PingPayload = Type.Object({}, { additionalProperties: false });
+export const PingResult = Type.Object(
+  {
+    /** The agent's clock when it answered (ISO 8601), useful for spotting clock skew. */
+    at: Text(64),
+  },
+  { additionalProperties: false },
+);
+
+/** Self-upgrade request relayed from `PUT /v1/hosts/{uuid}/hostagent`. */
+export const AgentUpgradePayload = Type.Object(
+  {
+    name: Type.String({ minLength: 1, maxLength: 255 }),
+    version: Type.String({ minLength: 1, maxLength: 128 }),
+    /** http, https or file URL of the package tarball. */
+    url: Type.String({ minLength: 1, maxLength: 4096 }),
+    /** Hex sha256 of the package; when absent the agent fetches `<url>.sha256`. */
+    sha256: Type.Optional(Type.String({ pattern: "^[0-9a-fA-F]{64}$" })),
+  },
+  { additionalProperties: false },
+);
+export const AgentUpgradeResult = Type.Object(
+  {
+    /** True when the agent took the request; the outcome shows later in its status. */
+    accepted: Type.Boolean(),
+    status: Type.Union([Type.Literal("running"), Type.Literal("updating")]),
+  },
+  { additionalProperties: false },
+);
+
+/** An etcd member as the joining master must list it in `initial-cluster`. */
+export const EtcdMember = Type.Object(
+  {
+    name: Type.String({ minLength: 1, maxLength: 253 }),
+    peerUrl: Type.String({ minLength: 1, maxLength: 512 }),
+    clientUrl: Type.String({ minLength: 1, maxLength: 512 }),
+  },
+  { additionalProperties: false },
+);
+
+/**
+ * Makes the host a node of a cluster (attach): the agent keeps this as its desired state
+ * (surviving restarts) and runs its phases until they all run; progress arrives as
+ * `node.report` frames, not in the result.
+ */
+export const NodeJoinPayload = Type.Object(
+  {
+    clusterId: Type.String({ minLength: 1, maxLength: 128 }),
+    clusterName: Type.String({ minLength: 1, maxLength: 255 }),
+    role: Type.Union([Type.Literal("master"), Type.Literal("worker")]),
+    kubeRoleVersion: Text(128),
+    /** The cluster's spec fields (domain/clusters/spec.ts), as stored. */
+    settings: Type.Record(Type.String(), Type.Unknown()),
+    masterVipVrouterId: Text(8),
+    /** PEM of the cluster CA, which signs every node certificate. */
+    caCertPem: Type.String({ minLength: 1, maxLength: 16_384 }),
+    /** https://host:port of the cluster's API (VIP, DNS name or first master). */
+    apiEndpoint: Text(512),
+    /** Masters: the etcd members already running (empty for the first master). */
+    etcdMembers: Type.Array(EtcdMember, { maxItems: 64 }),
+  },
+  { additionalProperties: false },
+);
+export const NodeJoinResult = Type.Object({ accepted: Type.Boolean() }, { additionalProperties: false });
+
+/**
+ * Takes the host out of its cluster (detach): drain, stop the phases in descending order, on a
+ * master remove its etcd member first (unless it is the last member), clean what the phases
+ * wrote. Answers once the node is clean.
+ */
+export const NodeLeavePayload = Type.Object(
+  {
+    clusterId: Type.String({ minLength: 1, maxLength: 128 }),
+    /** The cluster's last node: no drain target and no etcd member removal. */
+    lastNode: Type.Boolean(),
+  },
+  { additionalProperties: false },
+);
+export const NodeLeaveResult = Type.Object({ clean: Type.Boolean() }, { additionalProperties: false });
+
+export const Commands = {
+  ping: { payload: PingPayload, result: PingResult },
+  "agent.upgrade": { payload: AgentUpgradePayload, result: AgentUpgradeResult },
+  "node.join": { payload: NodeJoinPayload, result: NodeJoinResult },
+  "node.leave": { payload: NodeLeavePayload, result: NodeLeaveResult },
+} as const;
+
+export type CommandName = keyof typeof Commands;
+export const COMMAND_NAMES = Object.keys(Commands) as CommandName[];
+export type CommandPayload<N extends CommandName> = Static<(typeof Commands)[N]["payload"]>;
+export type CommandResult<N extends CommandName> = Static<(typeof Commands)[N]["result"]>;
+
+/** Per-command default timeout when the caller gives none. */
+export const DEFAULT_COMMAND_TIMEOUT_MS = 30_000;
+/** Upper bound on any command's timeout, so a pending command cannot be held forever. */
+export const MAX_COMMAND_TIMEOUT_MS = 15 * 60_000;
+
+/**
+ * Codes in a failed `result`. TIMEOUT: the handler overran `timeoutMs`. UNKNOWN_COMMAND: the
+ * agent has no handler. INTERRUPTED: the agent restarted while the command ran, so it will not
+ * run it again. BAD_RESULT: the handler returned something the result schema refuses.
+ * FAILED: the handler threw.
+ */
+export const CommandErrorCode = {
+  TIMEOUT: "TIMEOUT",
+  UNKNOWN_COMMAND: "UNKNOWN_COMMAND",
+  INTERRUPTED: "INTERRUPTED",
+  BAD_RESULT: "BAD_RESULT",
+  FAILED: "FAILED",
+  ABORTED: "ABORTED",
+} as const;
+export type CommandErrorCode = (typeof CommandErrorCode)[keyof typeof CommandErrorCode];

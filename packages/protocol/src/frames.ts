@@ -1,0 +1,225 @@
+import { type Static, type TSchema, Type } from "typebox";
+import { type CommandName, Commands } from "./commands.ts";
+import { HostFacts } from "./facts.ts";
+import { CERT_PROFILE_NAMES, NodePhaseReport } from "./phases.ts";
+
+/**
+ * Every frame of the agent link, as JSON text messages discriminated on `type`.
+ * Agent -> control plane: hello, facts, status, result, token.verify.
+ * Control plane -> agent: welcome, command, token.verified.
+ * Frames are strict (no additional properties): a field one side does not know means the
+ * versions differ, and PROTOCOL_VERSION is the place to say so.
+ */
+
+const strict = { additionalProperties: false } as const;
+const Id = Type.String({ minLength: 1, maxLength: 128 });
+const Text = (maxLength = 255) => Type.String({ maxLength });
+
+export const AgentStatus = Type.Union([Type.Literal("running"), Type.Literal("updating")]);
+export type AgentStatus = Static<typeof AgentStatus>;
+
+// ---- agent -> control plane -------------------------------------------------------------
+
+export const HelloFrame = Type.Object(
+  {
+    type: Type.Literal("hello"),
+    protocolVersion: Type.Integer({ minimum: 0 }),
+    hostId: Id,
+    agentVersion: Text(128),
+    hostname: Type.String({ minLength: 1, maxLength: 253 }),
+    primaryIp: Text(64),
+    facts: HostFacts,
+    agentStatus: AgentStatus,
+    agentError: Type.Optional(Text(4096)),
+  },
+  strict,
+);
+
+export const FactsFrame = Type.Object({ type: Type.Literal("facts"), facts: HostFacts }, strict);
+
+export const StatusFrame = Type.Object(
+  {
+    type: Type.Literal("status"),
+    agentStatus: AgentStatus,
+    agentVersion: Text(128),
+    agentError: Type.Optional(Text(4096)),
+  },
+  strict,
+);
+
+export const CommandError = Type.Object({ code: Text(64), message: Text(4096) }, strict);
+export type CommandError = Static<typeof CommandError>;
+
+/** Exactly one per command id; `result` is checked against the command's result schema. */
+export const ResultFrame = Type.Union([
+  Type.Object({ type: Type.Literal("result"), id: Id, ok: Type.Literal(true), result: Type.Unknown() }, strict),
+  Type.Object({ type: Type.Literal("result"), id: Id, ok: Type.Literal(false), error: CommandError }, strict),
+]);
+
+/** The agent asks whether an X-Auth-Token presented to its local API belongs to its project. */
+export const TokenVerifyFrame = Type.Object(
+  { type: Type.Literal("token.verify"), id: Id, token: Type.String({ minLength: 1, maxLength: 1024 }) },
+  strict,
+);
+
+/** The node's phase report, sent whenever a phase or the node status changes. */
+export const NodeReportFrame = Type.Object(
+  {
+    type: Type.Literal("node.report"),
+    /** The cluster the agent believes it belongs to (null once it left). */
+    clusterId: Type.Union([Id, Type.Null()]),
+    report: NodePhaseReport,
+    /** Masters: the API server on this node answers its health check. */
+    apiResponding: Type.Boolean(),
+  },
+  strict,
+);
+
+/** The agent asks the control plane to sign a CSR with its cluster's CA. */
+export const CertSignFrame = Type.Object(
+  {
+    type: Type.Literal("cert.sign"),
+    id: Id,
+    profile: Type.Enum(CERT_PROFILE_NAMES),
+    csrPem: Type.String({ minLength: 1, maxLength: 16_384 }),
+    dnsNames: Type.Array(Text(253), { maxItems: 32 }),
+    ipAddresses: Type.Array(Text(64), { maxItems: 32 }),
+  },
+  strict,
+);
+
+/** The node bouncer asks whether a bearer token was issued for this node's cluster. */
+export const ClusterTokenVerifyFrame = Type.Object(
+  { type: Type.Literal("cluster-token.verify"), id: Id, token: Type.String({ minLength: 1, maxLength: 1024 }) },
+  strict,
+);
+
+export const AgentFrame = Type.Union([
+  HelloFrame,
+  FactsFrame,
+  StatusFrame,
+  ResultFrame,
+  TokenVerifyFrame,
+  NodeReportFrame,
+  CertSignFrame,
+  ClusterTokenVerifyFrame,
+]);
+
+// ---- control plane -> agent -------------------------------------------------------------
+
+export const WelcomeFrame = Type.Object(
+  {
+    type: Type.Literal("welcome"),
+    protocolVersion: Type.Integer({ minimum: 0 }),
+    hostId: Id,
+    projectId: Id,
+    /** The control plane pings this often; an agent that hears nothing for ~2.5x reconnects. */
+    heartbeatMs: Type.Integer({ minimum: 1 }),
+  },
+  strict,
+);
+
+function commandFrame<N extends CommandName>(name: N) {
+  return Type.Object(
+    {
+      type: Type.Literal("command"),
+      id: Id,
+      name: Type.Literal(name),
+      payload: Commands[name].payload as (typeof Commands)[N]["payload"],
+      timeoutMs: Type.Integer({ minimum: 1 }),
+    },
+    strict,
+  );
+}
+
+/** One variant per command so `payload` narrows with `name`. */
+export const CommandFrame = Type.Union([
+  commandFrame("ping"),
+  commandFrame("agent.upgrade"),
+  commandFrame("node.join"),
+  commandFrame("node.leave"),
+]);
+
+export const TokenVerifiedFrame = Type.Object(
+  { type: Type.Literal("token.verified"), id: Id, valid: Type.Boolean() },
+  strict,
+);
+
+export const CertSignedFrame = Type.Union([
+  Type.Object(
+    {
+      type: Type.Literal("cert.signed"),
+      id: Id,
+      ok: Type.Literal(true),
+      certPem: Type.String({ maxLength: 16_384 }),
+      caCertPem: Type.String({ maxLength: 16_384 }),
+    },
+    strict,
+  ),
+  Type.Object({ type: Type.Literal("cert.signed"), id: Id, ok: Type.Literal(false), error: CommandError }, strict),
+]);
+
+export const ClusterTokenVerifiedFrame = Type.Object(
+  {
+    type: Type.Literal("cluster-token.verified"),
+    id: Id,
+    /** Who the token was issued to, or null when it is not valid for this node's cluster. */
+    subject: Type.Union([Text(255), Type.Null()]),
+  },
+  strict,
+);
+
+export const ControlFrame = Type.Union([
+  WelcomeFrame,
+  CommandFrame,
+  TokenVerifiedFrame,
+  CertSignedFrame,
+  ClusterTokenVerifiedFrame,
+]);
+
+// ---- static types -----------------------------------------------------------------------
+
+export type HelloFrame = Static<typeof HelloFrame>;
+export type FactsFrame = Static<typeof FactsFrame>;
+export type StatusFrame = Static<typeof StatusFrame>;
+export type ResultFrame = Static<typeof ResultFrame>;
+export type TokenVerifyFrame = Static<typeof TokenVerifyFrame>;
+export type AgentFrame = Static<typeof AgentFrame>;
+export type WelcomeFrame = Static<typeof WelcomeFrame>;
+export type CommandFrame = Static<typeof CommandFrame>;
+export type TokenVerifiedFrame = Static<typeof TokenVerifiedFrame>;
+export type ControlFrame = Static<typeof ControlFrame>;
+export type NodeReportFrame = Static<typeof NodeReportFrame>;
+export type CertSignFrame = Static<typeof CertSignFrame>;
+export type ClusterTokenVerifyFrame = Static<typeof ClusterTokenVerifyFrame>;
+export type CertSignedFrame = Static<typeof CertSignedFrame>;
+export type ClusterTokenVerifiedFrame = Static<typeof ClusterTokenVerifiedFrame>;
+export type AgentFrameType = AgentFrame["type"];
+export type ControlFrameType = ControlFrame["type"];
+
+/** The hello without its `type` and `protocolVersion`, which the link client fills in. */
+export type HelloPayload = Omit<HelloFrame, "type" | "protocolVersion">;
+
+/** Variant schemas by `type`, used to explain why a frame was refused. */
+export const AGENT_FRAME_SCHEMAS: Readonly<Record<AgentFrameType, TSchema>> = {
+  hello: HelloFrame,
+  facts: FactsFrame,
+  status: StatusFrame,
+  result: ResultFrame,
+  "token.verify": TokenVerifyFrame,
+  "node.report": NodeReportFrame,
+  "cert.sign": CertSignFrame,
+  "cluster-token.verify": ClusterTokenVerifyFrame,
+};
+export const CONTROL_FRAME_SCHEMAS: Readonly<Record<ControlFrameType, TSchema>> = {
+  welcome: WelcomeFrame,
+  command: CommandFrame,
+  "token.verified": TokenVerifiedFrame,
+  "cert.signed": CertSignedFrame,
+  "cluster-token.verified": ClusterTokenVerifiedFrame,
+};
+
+/** Compile-time exhaustiveness check for `switch (frame.type)`. */
+export function assertNever(value: never, what = "frame"): never {
+  throw new Error(`unhandled ${what}: ${JSON.stringify(value)}`);
+}

@@ -1,0 +1,3 @@
+export { SimAgent, type SimBehaviour } from "./agent.ts";
+export { type JoinTokenSource, registerFleet, type SimIdentity } from "./register.ts";
+export { type Simulator, type SimulatorOptions, startSimulator } from "./simulator.ts";

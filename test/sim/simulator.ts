@@ -1,0 +1,128 @@
+import { SimAgent, type SimBehaviour } from "./agent.ts";
+import { AGENT_LINK_PATH } from "./deps.ts";
+import { runPool } from "./pool.ts";
+import { type JoinTokenSource, registerFleet, type SimIdentity } from "./register.ts";
+
+export interface SimulatorOptions {
+  /** The control plane's http(s) URL. */
+  url: string;
+  count: number;
+  /** One join token: enough for count 1 (join tokens are one-time). */
+  joinToken?: string;
+  /** One join token per agent. */
+  joinTokens?: string[];
+  /** Or: mint one join token per agent through the API with the admin token. */
+  adminToken?: string;
+  projectId?: string;
+  /** Already registered hosts (a fleet reconnecting): skips registration. */
+  identities?: SimIdentity[];
+  /** Delay before answering a command. Default 0. */
+  latencyMs?: number;
+  /** Probability (0..1) that a command is answered ok: false. Default 0. */
+  failureRate?: number;
+  /** Registrations and connection attempts in flight. Default 200. */
+  concurrency?: number;
+  /** Hostname prefix; agents are <prefix>-00001 and so on. Default "sim". */
+  namePrefix?: string;
+  /** Reconnect (with backoff) when the link drops. Default true. */
+  reconnect?: boolean;
+  /** The link URL, when it is not <url>/v1/agents/link (the benchmark's bare baseline server). */
+  linkUrl?: string;
+  random?: () => number;
+  /** Give up waiting for every agent's welcome after this. Default 120 s. */
+  connectTimeoutMs?: number;
+}
+
+export interface Simulator {
+  agents: SimAgent[];
+  identities: SimIdentity[];
+  /** Time to register the fleet (0 when identities were given). */
+  registerMs: number;
+  /** Time from the first connection attempt to the last welcome. */
+  connectMs: number;
+  connectedCount(): number;
+  /** Commands answered and failures injected, over all agents. */
+  stats(): { connected: number; commands: number; failures: number; fatal: number };
+  stop(): Promise<void>;
+}
+
+/**
+ * N simulated agents in this process, each with its own WebSocket speaking the real protocol
+ * (packages/protocol): registration with join tokens, hello with facts, heartbeats (ws answers
+ * pings), command results with configurable latency and failure rate. Resolves when every
+ * agent has been welcomed.
+ */
+export async function startSimulator(options: SimulatorOptions): Promise<Simulator> {
+  const base = options.url.replace(/\/+$/, "");
+  const prefix = options.namePrefix ?? "sim";
+  const hostnames = Array.from({ length: options.count }, (_, i) => `${prefix}-${String(i + 1).padStart(5, "0")}`);
+  const concurrency = options.concurrency ?? 200;
+
+  const registerStart = performance.now();
+  const identities =
+    options.identities ??
+    (await registerFleet(base, hostnames, tokenSource(options), { concurrency: Math.min(concurrency, 50) }));
+  const registerMs = options.identities ? 0 : performance.now() - registerStart;
+
+  const behaviour: SimBehaviour = {
+    latencyMs: options.latencyMs ?? 0,
+    failureRate: options.failureRate ?? 0,
+    random: options.random ?? Math.random,
+    reconnect: options.reconnect ?? true,
+  };
+  const linkUrl = options.linkUrl ?? `${base.replace(/^http/, "ws")}${AGENT_LINK_PATH}`;
+  const agents = identities.map(
+    (id, index) =>
+      new SimAgent({
+        index: index + 1,
+        hostname: hostnames[index] ?? `${prefix}-${index + 1}`,
+        hostId: id.hostId,
+        credential: id.credential,
+        linkUrl,
+        behaviour,
+      }),
+  );
+
+  const connectStart = performance.now();
+  const timeoutMs = options.connectTimeoutMs ?? 120_000;
+  try {
+    await runPool(agents.length, concurrency, async (i) => {
+      const agent = agents[i] as SimAgent;
+      // Under a connect storm some handshakes fail; the agent retries with backoff by itself.
+      if (await agent.connect(timeoutMs)) return;
+      throw new Error(
+        `simulated agent ${agent.hostname} did not connect${agent.fatal ? `: ${agent.fatal.reason}` : ` within ${timeoutMs} ms`}`,
+      );
+    });
+  } catch (err) {
+    // Leave nothing connected behind a failed start.
+    await Promise.all(agents.map((a) => a.stop()));
+    throw err;
+  }
+  const connectMs = performance.now() - connectStart;
+
+  const simulator: Simulator = {
+    agents,
+    identities,
+    registerMs,
+    connectMs,
+    connectedCount: () => agents.filter((a) => a.connected).length,
+    stats: () => ({
+      connected: agents.filter((a) => a.connected).length,
+      commands: agents.reduce((n, a) => n + a.commands, 0),
+      failures: agents.reduce((n, a) => n + a.failures, 0),
+      fatal: agents.filter((a) => a.fatal).length,
+    }),
+    async stop() {
+      await runPool(agents.length, 1000, (i) => (agents[i] as SimAgent).stop());
+    },
+  };
+  return simulator;
+}
+
+function tokenSource(options: SimulatorOptions): JoinTokenSource {
+  if (options.joinTokens) return { joinTokens: options.joinTokens };
+  if (options.joinToken) return { joinTokens: [options.joinToken] };
+  if (options.adminToken && options.projectId) return { adminToken: options.adminToken, projectId: options.projectId };
+  throw new Error("startSimulator needs joinToken(s), adminToken + projectId, or identities");
+}
