@@ -5,7 +5,7 @@ import { createCluster, deleteCluster, updateCluster, type WriteResult } from ".
 import { presentClusterV3, presentClusterV4 } from "../domain/clusters/presenters.ts";
 import { clusterReadSchemaV3, clusterReadSchemaV4 } from "../domain/clusters/read-schema.ts";
 import type { ApiVersion } from "../domain/clusters/spec.ts";
-import { buildClusterViews, findCluster, listClusterRows } from "../domain/clusters/views.ts";
+import { findCluster, getClusterView, listClusterViews } from "../domain/clusters/views.ts";
 import { listClusterNodeViews } from "../domain/nodes/nodes.ts";
 import { presentNodeV4 } from "../domain/nodes/present.ts";
 import { NodeV4 } from "../domain/nodes/schemas.ts";
@@ -77,8 +77,7 @@ export const clusterRoutes: FastifyPluginAsyncTypebox = async (app) => {
         },
       },
       async (request) => {
-        const rows = listClusterRows(k.db, request.params.project_uuid);
-        return buildClusterViews(k.db, k.catalogue, request.params.project_uuid, rows).map(present);
+        return listClusterViews(k.db, k.catalogue, request.params.project_uuid).map(present);
       },
     );
 
@@ -93,8 +92,7 @@ export const clusterRoutes: FastifyPluginAsyncTypebox = async (app) => {
         },
       },
       async (request) => {
-        const row = findCluster(k.db, request.params.project_uuid, request.params.uuid);
-        return present(buildClusterViews(k.db, k.catalogue, request.params.project_uuid, [row])[0] as never);
+        return present(getClusterView(k.db, k.catalogue, request.params.project_uuid, request.params.uuid));
       },
     );
 

@@ -1,5 +1,5 @@
-import { cloudProviders, clusters, type Db, nodePools, nodes } from "@keelson/db";
-import { and, eq, isNotNull, sql } from "drizzle-orm";
+import { cloudProviders, clusters, type Db, nodePools } from "@keelson/db";
+import { and, eq, sql } from "drizzle-orm";
 import type { Catalogue } from "../../catalogue/catalogue.ts";
 import { notFound } from "../../http/errors.ts";
 import { countRoles, masterHealth, type NodeHealthInput, type RoleCounts, workerHealth } from "./health.ts";
@@ -7,46 +7,51 @@ import type { ClusterView } from "./presenters.ts";
 
 export type ClusterRow = typeof clusters.$inferSelect;
 
-const healthColumns = {
-  clusterId: nodes.clusterId,
-  isMaster: nodes.isMaster,
-  status: nodes.status,
-  agentConnected: nodes.agentConnected,
-  apiResponding: nodes.apiResponding,
+/**
+ * The health inputs of a cluster's nodes, as one JSON array per cluster row: the health rule
+ * itself stays in health.ts, and a read needs one query whatever the number of nodes.
+ */
+const nodeHealthJson = sql<string>`(
+  select json_group_array(json_object(
+    'isMaster', n.is_master, 'status', n.status,
+    'agentConnected', n.agent_connected, 'apiResponding', n.api_responding))
+  from nodes n where n.cluster_id = ${clusters.id})`;
+
+const viewColumns = {
+  cluster: clusters,
+  providerName: cloudProviders.name,
+  providerType: cloudProviders.type,
+  poolName: nodePools.name,
+  nodes: nodeHealthJson,
 };
 
 /**
  * Cluster reads are the hottest path of the API. Building a drizzle query costs far more than
- * running it, so the read queries are prepared once per database and reused.
+ * running it, so the read queries are prepared once per database and reused, and one query
+ * brings a cluster with its provider, pool and node health.
  */
 function prepareReads(db: Db) {
   const projectId = sql.placeholder("projectId");
+  const joined = () =>
+    db
+      .select(viewColumns)
+      .from(clusters)
+      .innerJoin(cloudProviders, eq(cloudProviders.id, clusters.cloudProviderId))
+      .innerJoin(nodePools, eq(nodePools.id, clusters.nodePoolId));
   return {
     cluster: db
       .select()
       .from(clusters)
       .where(and(eq(clusters.id, sql.placeholder("clusterId")), eq(clusters.projectId, projectId)))
       .prepare(),
-    clusters: db.select().from(clusters).where(eq(clusters.projectId, projectId)).orderBy(clusters.createdAt).prepare(),
-    providers: db
-      .select({ id: cloudProviders.id, name: cloudProviders.name, type: cloudProviders.type })
-      .from(cloudProviders)
-      .where(eq(cloudProviders.projectId, projectId))
+    view: joined()
+      .where(and(eq(clusters.id, sql.placeholder("clusterId")), eq(clusters.projectId, projectId)))
       .prepare(),
-    pools: db
-      .select({ id: nodePools.id, name: nodePools.name })
-      .from(nodePools)
-      .where(eq(nodePools.projectId, projectId))
-      .prepare(),
-    clusterNodes: db
-      .select(healthColumns)
-      .from(nodes)
-      .where(eq(nodes.clusterId, sql.placeholder("clusterId")))
-      .prepare(),
-    attachedNodes: db
-      .select(healthColumns)
-      .from(nodes)
-      .where(and(eq(nodes.projectId, projectId), isNotNull(nodes.clusterId)))
+    views: joined().where(eq(clusters.projectId, projectId)).orderBy(clusters.createdAt).prepare(),
+    roles: db
+      .select({ nodes: nodeHealthJson })
+      .from(clusters)
+      .where(eq(clusters.id, sql.placeholder("clusterId")))
       .prepare(),
   };
 }
@@ -76,52 +81,49 @@ export function findCluster(db: Pick<Db, "select">, projectId: string, clusterId
   return row;
 }
 
-export function listClusterRows(db: Db, projectId: string): ClusterRow[] {
-  return reads(db).clusters.all({ projectId });
-}
-
-function groupByCluster(rows: (NodeHealthInput & { clusterId: string | null })[]): Map<string, NodeHealthInput[]> {
-  const grouped = new Map<string, NodeHealthInput[]>();
-  for (const row of rows) {
-    if (!row.clusterId) continue;
-    const list = grouped.get(row.clusterId) ?? [];
-    list.push(row);
-    grouped.set(row.clusterId, list);
-  }
-  return grouped;
+function parseNodes(json: string | null): NodeHealthInput[] {
+  return json ? (JSON.parse(json) as NodeHealthInput[]) : [];
 }
 
 export function roleCountsOf(db: Db, clusterId: string): RoleCounts {
-  return countRoles(reads(db).clusterNodes.all({ clusterId }));
+  return countRoles(parseNodes(reads(db).roles.get({ clusterId })?.nodes ?? null));
 }
 
-/**
- * What the presenters need for clusters of one project, from a fixed number of prepared
- * queries (providers, pools, attached nodes) whatever the number of clusters.
- */
-export function buildClusterViews(db: Db, catalogue: Catalogue, projectId: string, rows: ClusterRow[]): ClusterView[] {
-  if (rows.length === 0) return [];
-  const statements = reads(db);
-  const providers = new Map(statements.providers.all({ projectId }).map((p) => [p.id, p]));
-  const pools = new Map(statements.pools.all({ projectId }).map((p) => [p.id, p]));
-  const nodesByCluster =
-    rows.length === 1
-      ? new Map([[rows[0]?.id as string, statements.clusterNodes.all({ clusterId: rows[0]?.id as string })]])
-      : groupByCluster(statements.attachedNodes.all({ projectId }));
-  return rows.map((row) => {
-    const provider = providers.get(row.cloudProviderId);
-    const roles = countRoles(nodesByCluster.get(row.id) ?? []);
-    // Manual-deploy clusters count what is attached, not what was asked for at create.
-    const spec =
-      provider?.type === "local" ? { ...row.spec, numMasters: roles.masters, numWorkers: roles.workers } : row.spec;
-    return {
-      row: { ...row, spec },
-      cloudProvider: { uuid: row.cloudProviderId, name: provider?.name ?? "", type: provider?.type ?? "" },
-      nodePool: { uuid: row.nodePoolId, name: pools.get(row.nodePoolId)?.name ?? "" },
-      masterStatus: masterHealth(roles.masters, roles.healthyMasters),
-      workerStatus: workerHealth(roles.workers, roles.healthyWorkers),
-      upgrade: catalogue.upgradeTargets(row.kubeRoleVersion),
-      etcdVersion: catalogue.find(row.kubeRoleVersion)?.etcdVersion ?? "",
-    } satisfies ClusterView;
-  });
+type JoinedRow = {
+  cluster: ClusterRow;
+  providerName: string;
+  providerType: string;
+  poolName: string;
+  nodes: string | null;
+};
+
+function toView(catalogue: Catalogue, r: JoinedRow): ClusterView {
+  const row = r.cluster;
+  const roles = countRoles(parseNodes(r.nodes));
+  // Manual-deploy clusters count what is attached, not what was asked for at create.
+  const spec =
+    r.providerType === "local" ? { ...row.spec, numMasters: roles.masters, numWorkers: roles.workers } : row.spec;
+  return {
+    row: { ...row, spec },
+    cloudProvider: { uuid: row.cloudProviderId, name: r.providerName, type: r.providerType },
+    nodePool: { uuid: row.nodePoolId, name: r.poolName },
+    masterStatus: masterHealth(roles.masters, roles.healthyMasters),
+    workerStatus: workerHealth(roles.workers, roles.healthyWorkers),
+    upgrade: catalogue.upgradeTargets(row.kubeRoleVersion),
+    etcdVersion: catalogue.find(row.kubeRoleVersion)?.etcdVersion ?? "",
+  };
+}
+
+/** One cluster of a project, ready for the presenters; 404 when the project has no such cluster. */
+export function getClusterView(db: Db, catalogue: Catalogue, projectId: string, clusterId: string): ClusterView {
+  const row = reads(db).view.get({ clusterId, projectId });
+  if (!row) throw notFound("cluster", clusterId);
+  return toView(catalogue, row);
+}
+
+/** Every cluster of a project, oldest first, ready for the presenters, from one query. */
+export function listClusterViews(db: Db, catalogue: Catalogue, projectId: string): ClusterView[] {
+  return reads(db)
+    .views.all({ projectId })
+    .map((r) => toView(catalogue, r));
 }
