@@ -10,6 +10,7 @@ import { listClusterNodeViews } from "../domain/nodes/nodes.ts";
 import { presentNodeV4 } from "../domain/nodes/present.ts";
 import { NodeV4 } from "../domain/nodes/schemas.ts";
 import { sendNoBody } from "../http/no-body.ts";
+import { SnapshotCache } from "../http/snapshot-cache.ts";
 import { warnIgnoredFields } from "../http/warnings.ts";
 import {
   ClusterWriteBody,
@@ -36,6 +37,10 @@ function reportIgnored(reply: FastifyReply, query: { fieldValidation?: string },
 
 export const clusterRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const k = app.keelson;
+  // Cluster records depend on the database and the (immutable) catalogue only. They are sent
+  // as JSON text, so the response schemas document them; cluster-presenters.test.ts checks the
+  // presenters against those schemas.
+  const snapshots = new SnapshotCache(k.db);
 
   for (const version of ["v4", "v3"] as const) {
     const tags = [`clusters ${version}`];
@@ -76,8 +81,12 @@ export const clusterRoutes: FastifyPluginAsyncTypebox = async (app) => {
           response: { 200: Type.Array(readSchemas[version]), 403: clusterErrors[403] },
         },
       },
-      async (request) => {
-        return listClusterViews(k.db, k.catalogue, request.params.project_uuid).map(present);
+      async (request, reply) => {
+        const projectId = request.params.project_uuid;
+        const body = snapshots.get(`${version}:list:${projectId}`, () =>
+          JSON.stringify(listClusterViews(k.db, k.catalogue, projectId).map(present)),
+        );
+        return reply.type("application/json; charset=utf-8").send(body as never);
       },
     );
 
@@ -91,8 +100,12 @@ export const clusterRoutes: FastifyPluginAsyncTypebox = async (app) => {
           response: { 200: readSchemas[version], 403: clusterErrors[403], 404: clusterErrors[404] },
         },
       },
-      async (request) => {
-        return present(getClusterView(k.db, k.catalogue, request.params.project_uuid, request.params.uuid));
+      async (request, reply) => {
+        const { project_uuid, uuid } = request.params;
+        const body = snapshots.get(`${version}:one:${project_uuid}:${uuid}`, () =>
+          JSON.stringify(present(getClusterView(k.db, k.catalogue, project_uuid, uuid))),
+        );
+        return reply.type("application/json; charset=utf-8").send(body as never);
       },
     );
 

@@ -1,0 +1,39 @@
+import type { Db } from "@keelson/db";
+
+/**
+ * Serialized read responses, valid for as long as the database has not changed.
+ *
+ * SQLite's `total_changes()` counts every row this connection has written since it opened, and
+ * the control plane writes through that one connection only. While the counter stands still,
+ * a read computed from the database alone (no clock, no request state) gives the same bytes, so
+ * the bytes can be served again; the first write anywhere drops every entry at once. This
+ * trades nothing in correctness for the hot read paths and is bounded in size.
+ */
+export class SnapshotCache {
+  private readonly changes;
+  private seen = -1;
+  private readonly entries = new Map<string, string>();
+
+  constructor(
+    db: Db,
+    private readonly maxEntries = 2000,
+  ) {
+    this.changes = db.$client.prepare("select total_changes()").pluck();
+  }
+
+  get(key: string, produce: () => string): string {
+    const now = this.changes.get() as number;
+    if (now !== this.seen) {
+      this.entries.clear();
+      this.seen = now;
+    }
+    const hit = this.entries.get(key);
+    if (hit !== undefined) return hit;
+    const value = produce();
+    // produce() only reads; if it wrote anyway the counter moved and the entry must not outlive it.
+    if ((this.changes.get() as number) !== now) return value;
+    if (this.entries.size >= this.maxEntries) this.entries.clear();
+    this.entries.set(key, value);
+    return value;
+  }
+}

@@ -1,0 +1,58 @@
+import { projects } from "@keelson/db";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { SnapshotCache } from "../src/http/snapshot-cache.ts";
+import { createTestApp, type TestApp } from "./helpers.ts";
+
+describe("SnapshotCache", () => {
+  let t: TestApp;
+  beforeEach(async () => {
+    t = await createTestApp({ runOperations: false });
+  });
+  afterEach(async () => t.close());
+
+  it("serves the same bytes while nothing was written, and recomputes after any write", () => {
+    const cache = new SnapshotCache(t.db);
+    let calls = 0;
+    const produce = () => `v${++calls}`;
+    expect(cache.get("k", produce)).toBe("v1");
+    expect(cache.get("k", produce)).toBe("v1");
+    t.db.update(projects).set({ name: "renamed" }).where(projectsIdIs(t.otherProjectId)).run();
+    expect(cache.get("k", produce)).toBe("v2");
+  });
+
+  it("does not keep a value whose computation wrote to the database", () => {
+    const cache = new SnapshotCache(t.db);
+    let n = 0;
+    const writing = () => {
+      t.db
+        .update(projects)
+        .set({ name: `w${++n}` })
+        .where(projectsIdIs(t.otherProjectId))
+        .run();
+      return `w${n}`;
+    };
+    expect(cache.get("k", writing)).toBe("w1");
+    expect(cache.get("k", writing)).toBe("w2");
+  });
+
+  it("reflects a cluster update in the next read", async () => {
+    const t2 = await createTestApp();
+    try {
+      const base = `/v4/${t2.projectId}/clusters`;
+      const { uuid } = (await t2.request({ method: "POST", url: base, payload: { name: "c" } })).json();
+      await t2.app.keelson.runner.idle();
+      expect((await t2.request({ method: "GET", url: `${base}/${uuid}` })).json().certExpiryHrs).toBe(24);
+      await t2.request({ method: "PUT", url: `${base}/${uuid}`, payload: { certExpiryHrs: 7 } });
+      expect((await t2.request({ method: "GET", url: `${base}/${uuid}` })).json().certExpiryHrs).toBe(7);
+      expect((await t2.request({ method: "GET", url: base })).json()[0].certExpiryHrs).toBe(7);
+    } finally {
+      await t2.close();
+    }
+  });
+});
+
+import { eq } from "drizzle-orm";
+
+function projectsIdIs(id: string) {
+  return eq(projects.id, id);
+}
