@@ -23,6 +23,8 @@ import { build } from "esbuild";
 const repoRoot = resolve(import.meta.dirname, "..");
 const agentDir = join(repoRoot, "packages", "agent");
 const ENTRY = "agent.mjs";
+/** The node bouncer runs as its own supervised process; a packed agent has no tsx to run its sources. */
+const BOUNCER = "node-bouncer.mjs";
 
 export interface PackResult {
   file: string;
@@ -40,22 +42,8 @@ export async function packAgent(options: { version?: string; out?: string } = {}
   mkdirSync(out, { recursive: true });
   const staging = mkdtempSync(join(tmpdir(), "keelson-pack-"));
   try {
-    await build({
-      entryPoints: [join(agentDir, "src", "main.ts")],
-      outfile: join(staging, ENTRY),
-      bundle: true,
-      platform: "node",
-      format: "esm",
-      target: "node20",
-      // CommonJS dependencies call require(); an ES module has none unless we make one.
-      banner: {
-        js: 'import { createRequire as __keelsonRequire } from "node:module";\nconst require = __keelsonRequire(import.meta.url);',
-      },
-      define: { __KEELSON_AGENT_VERSION__: JSON.stringify(version) },
-      legalComments: "none",
-      logLevel: "warning",
-    });
-    const entrySha = sha256(readFileSync(join(staging, ENTRY)));
+    await bundle(join(agentDir, "src", "main.ts"), join(staging, ENTRY), version);
+    await bundle(join(agentDir, "src", "phases", "bouncer", "server.ts"), join(staging, BOUNCER), version);
     const manifest = {
       format: 1,
       name: "keelson-agent",
@@ -63,7 +51,7 @@ export async function packAgent(options: { version?: string; out?: string } = {}
       entry: ENTRY,
       nodeMajor: 20,
       createdAt: new Date().toISOString(),
-      files: { [ENTRY]: entrySha },
+      files: Object.fromEntries([ENTRY, BOUNCER].map((f) => [f, sha256(readFileSync(join(staging, f)))])),
     };
     writeFileSync(join(staging, "manifest.json"), `${JSON.stringify(manifest, null, 2)}\n`);
     const file = join(out, `keelson-agent-${version}.tar.gz`);
@@ -78,6 +66,7 @@ export async function packAgent(options: { version?: string; out?: string } = {}
       "-C",
       staging,
       "manifest.json",
+      BOUNCER,
       ENTRY,
     ]);
     const digest = sha256(readFileSync(file));
@@ -86,6 +75,24 @@ export async function packAgent(options: { version?: string; out?: string } = {}
   } finally {
     rmSync(staging, { recursive: true, force: true });
   }
+}
+
+async function bundle(entry: string, outfile: string, version: string): Promise<void> {
+  await build({
+    entryPoints: [entry],
+    outfile,
+    bundle: true,
+    platform: "node",
+    format: "esm",
+    target: "node20",
+    // CommonJS dependencies call require(); an ES module has none unless we make one.
+    banner: {
+      js: 'import { createRequire as __keelsonRequire } from "node:module";\nconst require = __keelsonRequire(import.meta.url);',
+    },
+    define: { __KEELSON_AGENT_VERSION__: JSON.stringify(version) },
+    legalComments: "none",
+    logLevel: "warning",
+  });
 }
 
 function sha256(data: Buffer): string {

@@ -22,7 +22,8 @@ describe("pnpm pack:agent", () => {
     await unpackTarball(result.file, dir);
     const manifest = await verifyPackageDir(dir, "9.8.7-test");
     expect(manifest).toMatchObject({ name: "keelson-agent", version: "9.8.7-test", entry: "agent.mjs", nodeMajor: 20 });
-    expect(Object.keys(manifest.files)).toEqual(["agent.mjs"]);
+    // The node bouncer is a separate program the phases supervise; it ships beside the agent.
+    expect(Object.keys(manifest.files).sort()).toEqual(["agent.mjs", "node-bouncer.mjs"]);
 
     // The bundle carries every dependency: it runs from a directory without node_modules.
     const entry = join(dir, manifest.entry);

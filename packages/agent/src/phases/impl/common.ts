@@ -1,0 +1,71 @@
+import { createHash } from "node:crypto";
+import { readTextOrUndefined, writeFileIfChanged } from "../../services/atomic-file.ts";
+import type { ServiceSpec, ServiceStatus } from "../../services/types.ts";
+import { type Phase, type PhaseContext, PhaseError } from "../types.ts";
+
+/** Identity helper that gives phase objects their contextual type. */
+export function definePhase(phase: Phase): Phase {
+  return phase;
+}
+
+export interface DesiredFile {
+  path: string;
+  content: string;
+  mode?: number;
+}
+
+/** Writes the files that differ; returns the paths it wrote. */
+export function writeFiles(files: DesiredFile[]): string[] {
+  return files.filter((f) => writeFileIfChanged(f.path, f.content, f.mode ?? 0o644)).map((f) => f.path);
+}
+
+/** Throws naming every file that is missing or no longer what the node config says. */
+export function expectFiles(files: DesiredFile[]): void {
+  const problems: string[] = [];
+  for (const file of files) {
+    const actual = readTextOrUndefined(file.path);
+    if (actual === undefined) problems.push(`${file.path} is missing`);
+    else if (actual !== file.content) problems.push(`${file.path} differs from the node's configuration`);
+  }
+  if (problems.length > 0) throw new PhaseError(problems.join("; "));
+}
+
+/** Short content hash: put in a service's environment so a config change means a restart. */
+export function hashOf(...parts: (string | undefined)[]): string {
+  const hash = createHash("sha256");
+  for (const part of parts) hash.update(part ?? "\0");
+  return hash.digest("hex").slice(0, 16);
+}
+
+/** The environment every service gets: PATH, plus the node binary for the stand-ins. */
+export function serviceEnv(extra: Record<string, string> = {}): Record<string, string> {
+  return {
+    PATH: process.env.PATH ?? "/usr/sbin:/usr/bin:/sbin:/bin",
+    KEELSON_NODE_BIN: process.execPath,
+    ...extra,
+  };
+}
+
+/**
+ * Installs the spec and brings the service up healthy. A changed spec (new flags, new config
+ * hash) restarts a running service so it picks the change up.
+ */
+export async function ensureService(ctx: PhaseContext, spec: ServiceSpec): Promise<ServiceStatus> {
+  const changed = await ctx.services.install(spec);
+  const current = await ctx.services.status(spec.name);
+  if (changed && current.pid !== null) {
+    ctx.log.info({ service: spec.name }, "configuration changed; restarting service");
+    await ctx.services.restart(spec.name);
+  } else {
+    await ctx.services.start(spec.name);
+  }
+  return ctx.services.waitHealthy(spec.name, { timeoutMs: ctx.config.timeouts.serviceStartMs, signal: ctx.signal });
+}
+
+export async function expectServiceRunning(ctx: PhaseContext, name: string): Promise<ServiceStatus> {
+  const status = await ctx.services.status(name);
+  if (status.state !== "running") throw new PhaseError(status.detail);
+  return status;
+}
+
+export const NOTHING_TO_DO = undefined;

@@ -1,0 +1,191 @@
+import { existsSync } from "node:fs";
+import { setTimeout as sleep } from "node:timers/promises";
+import { readTextOrUndefined } from "../../services/atomic-file.ts";
+import type { ServiceSpec } from "../../services/types.ts";
+import { type PhaseContext, PhaseError } from "../types.ts";
+import { definePhase, ensureService, expectServiceRunning, hashOf, serviceEnv } from "./common.ts";
+import { etcdUrls } from "./etcd.ts";
+import { cniFiles } from "./network.ts";
+
+/**
+ * kubelet, kube-proxy (and, on masters, the kube-apiserver) from the node package as
+ * supervised services bound to the primary IP. The kube-apiserver runs as a service where a
+ * real kubelet would run it as a static pod; it starts in the kubelet phase, before the kubelet,
+ * since the kubelet registers the node with it.
+ */
+
+function hostOf(ip: string): string {
+  return ip.includes(":") ? `[${ip}]` : ip;
+}
+
+function apiserverSpec(ctx: PhaseContext): ServiceSpec {
+  const { config, paths } = ctx;
+  return {
+    name: "kube-apiserver",
+    description: "Kubernetes API server",
+    command: ctx.binary("kube-apiserver"),
+    args: [
+      `--bind-address=${config.primaryIp}`,
+      `--advertise-address=${config.primaryIp}`,
+      `--secure-port=${config.ports.apiServer}`,
+      `--tls-cert-file=${paths.cert("apiserver")}`,
+      `--tls-private-key-file=${paths.key("apiserver")}`,
+      `--client-ca-file=${paths.caCert}`,
+      `--etcd-servers=${etcdUrls(ctx).client}`,
+      `--etcd-cafile=${paths.caCert}`,
+      `--etcd-certfile=${paths.cert("etcd-client")}`,
+      `--etcd-keyfile=${paths.key("etcd-client")}`,
+      `--authentication-token-webhook-config-file=${paths.apiserverWebhookConfig}`,
+      `--service-cluster-ip-range=${config.cluster.servicesCidr}`,
+      ...(config.cluster.runtimeConfig ? [`--runtime-config=${config.cluster.runtimeConfig}`] : []),
+    ],
+    env: serviceEnv({ KEELSON_CONFIG_HASH: hashOf(readTextOrUndefined(paths.apiserverWebhookConfig)) }),
+    health: {
+      kind: "http",
+      url: `https://${hostOf(config.primaryIp)}:${config.ports.apiServer}/readyz`,
+      ca: readTextOrUndefined(paths.caCert),
+    },
+    stopTimeoutMs: config.timeouts.serviceStopMs,
+  };
+}
+
+function kubeletSpec(ctx: PhaseContext): ServiceSpec {
+  const { config, paths } = ctx;
+  return {
+    name: "kubelet",
+    description: "kubelet",
+    command: ctx.binary("kubelet"),
+    args: [
+      `--config=${paths.kubeletConfig}`,
+      `--kubeconfig=${paths.kubeletKubeconfig}`,
+      `--hostname-override=${config.nodeName}`,
+      `--node-ip=${config.primaryIp}`,
+      `--dynamic-config-dir=${paths.kubeletDynamicDir}`,
+    ],
+    env: serviceEnv({
+      KEELSON_CONFIG_HASH: hashOf(
+        readTextOrUndefined(paths.kubeletConfig),
+        readTextOrUndefined(paths.kubeletKubeconfig),
+      ),
+    }),
+    health: { kind: "http", url: `http://${hostOf(config.primaryIp)}:${config.ports.kubeletHealthz}/healthz` },
+    stopTimeoutMs: config.timeouts.serviceStopMs,
+  };
+}
+
+function kubeProxySpec(ctx: PhaseContext): ServiceSpec {
+  const { config, paths } = ctx;
+  return {
+    name: "kube-proxy",
+    description: "kube-proxy",
+    command: ctx.binary("kube-proxy"),
+    args: [`--config=${paths.kubeProxyConfig}`, `--hostname-override=${config.nodeName}`],
+    env: serviceEnv({
+      KEELSON_CONFIG_HASH: hashOf(
+        readTextOrUndefined(paths.kubeProxyConfig),
+        readTextOrUndefined(paths.kubeProxyKubeconfig),
+      ),
+    }),
+    health: { kind: "http", url: `http://${hostOf(config.primaryIp)}:${config.ports.kubeProxyHealthz}/healthz` },
+    stopTimeoutMs: config.timeouts.serviceStopMs,
+  };
+}
+
+export const kubelet = definePhase({
+  id: "kubelet",
+  async start(ctx) {
+    const notes: string[] = [];
+    if (ctx.config.role === "master") {
+      const api = await ensureService(ctx, apiserverSpec(ctx));
+      notes.push(`kube-apiserver pid ${api.pid}`);
+    }
+    const status = await ensureService(ctx, kubeletSpec(ctx));
+    notes.push(`kubelet pid ${status.pid}`);
+    return { message: notes.join("; ") };
+  },
+  async stop(ctx) {
+    await ctx.services.stop("kubelet");
+    let message: string | undefined;
+    if (ctx.intent === "detach") {
+      // The node leaves the cluster: its Node object goes too (while this master's API still answers).
+      try {
+        await ctx.kubeApi.deleteNode(ctx.config.nodeName, ctx.signal);
+        message = `node ${ctx.config.nodeName} removed from the cluster`;
+      } catch (err) {
+        message = `could not remove node ${ctx.config.nodeName} from the cluster: ${(err as Error).message}`;
+      }
+    }
+    if (ctx.config.role === "master") await ctx.services.stop("kube-apiserver");
+    return message ? { message } : undefined;
+  },
+  async status(ctx) {
+    if (ctx.config.role === "master") await expectServiceRunning(ctx, "kube-apiserver");
+    await expectServiceRunning(ctx, "kubelet");
+    return undefined;
+  },
+});
+
+export const kubeProxy = definePhase({
+  id: "kube-proxy",
+  async start(ctx) {
+    const status = await ensureService(ctx, kubeProxySpec(ctx));
+    return { message: `kube-proxy pid ${status.pid}` };
+  },
+  async stop(ctx) {
+    await ctx.services.stop("kube-proxy");
+    return undefined;
+  },
+  async status(ctx) {
+    await expectServiceRunning(ctx, "kube-proxy");
+    return undefined;
+  },
+});
+
+/** What must hold before the node is of use; the first unmet condition, or undefined. */
+async function unmet(ctx: PhaseContext): Promise<string | undefined> {
+  const services = ["containerd", "kubelet", "kube-proxy"];
+  if (ctx.config.role === "master") services.push("etcd", "node-bouncer", "kube-apiserver");
+  for (const name of services) {
+    const status = await ctx.services.status(name);
+    if (status.state !== "running") return `service ${name}: ${status.detail}`;
+  }
+  for (const file of cniFiles(ctx.config, ctx.paths)) {
+    if (!existsSync(file.path)) return `CNI configuration ${file.path}`;
+  }
+  try {
+    await ctx.kubeApi.ready(ctx.signal);
+  } catch (err) {
+    return `the Kubernetes API at ${ctx.kubeApi.url} to be ready (${(err as Error).message})`;
+  }
+  try {
+    const node = await ctx.kubeApi.getNode(ctx.config.nodeName, ctx.signal);
+    if (!node) return `node ${ctx.config.nodeName} to register with ${ctx.kubeApi.url}`;
+  } catch (err) {
+    return `node ${ctx.config.nodeName} to register (${(err as Error).message})`;
+  }
+  return undefined;
+}
+
+export const waitForServices = definePhase({
+  id: "wait-for-services",
+  async start(ctx) {
+    const timeoutMs = ctx.config.timeouts.waitForServicesMs;
+    const deadline = Date.now() + timeoutMs;
+    let delay = 100;
+    for (;;) {
+      const waitingFor = await unmet(ctx);
+      if (!waitingFor) return undefined;
+      if (Date.now() >= deadline) throw new PhaseError(`waited ${timeoutMs} ms; still waiting for ${waitingFor}`);
+      await sleep(Math.min(delay, Math.max(0, deadline - Date.now())), undefined, { signal: ctx.signal });
+      delay = Math.min(delay * 2, 1000);
+    }
+  },
+  async stop() {
+    return undefined;
+  },
+  async status(ctx) {
+    const waitingFor = await unmet(ctx);
+    if (waitingFor) throw new PhaseError(`not ready: waiting for ${waitingFor}`);
+    return undefined;
+  },
+});

@@ -1,0 +1,195 @@
+import { rmSync } from "node:fs";
+import { join } from "node:path";
+import { readTextOrUndefined } from "../../services/atomic-file.ts";
+import type { ServiceSpec } from "../../services/types.ts";
+import { type PhaseContext, PhaseError } from "../types.ts";
+import {
+  type DesiredFile,
+  definePhase,
+  ensureService,
+  expectFiles,
+  expectServiceRunning,
+  hashOf,
+  serviceEnv,
+  writeFiles,
+} from "./common.ts";
+import { parseIpv4 } from "./net.ts";
+
+/** Master-only phases at the top of the list: app catalog (deprecated), keepalived, coredns. */
+
+const APP_CATALOG_NOTE = "deprecated: the app catalog is always disabled; this phase does nothing";
+
+export const appCatalog = definePhase({
+  id: "app-catalog",
+  async start() {
+    return { message: APP_CATALOG_NOTE };
+  },
+  async stop() {
+    return { message: APP_CATALOG_NOTE };
+  },
+  async status() {
+    return { message: APP_CATALOG_NOTE };
+  },
+});
+
+interface Vip {
+  address: string;
+  iface: string;
+  routerId: number;
+}
+
+function vipOf(ctx: PhaseContext): Vip | undefined {
+  const c = ctx.config.cluster;
+  if (!c.masterVipIpv4) return undefined;
+  if (parseIpv4(c.masterVipIpv4) === undefined)
+    throw new PhaseError(`masterVipIpv4 "${c.masterVipIpv4}" is not an IPv4 address`);
+  if (!c.masterVipIface)
+    throw new PhaseError("masterVipIpv4 is set but masterVipIface is not: keepalived needs the interface");
+  const routerId = Number(c.masterVipVrouterId);
+  if (
+    c.masterVipVrouterId === undefined ||
+    c.masterVipVrouterId === "" ||
+    !Number.isInteger(routerId) ||
+    routerId < 0 ||
+    routerId > 254
+  ) {
+    throw new PhaseError(`masterVipVrouterId "${c.masterVipVrouterId ?? ""}" must be an integer from 0 to 254`);
+  }
+  return { address: c.masterVipIpv4, iface: c.masterVipIface, routerId };
+}
+
+export function renderKeepalivedConf(ctx: PhaseContext, vip: Vip): string {
+  const { config } = ctx;
+  // VRRP authentication takes at most 8 characters; derived from the cluster so masters agree.
+  const pass = hashOf(config.clusterId).slice(0, 8);
+  return [
+    "# Written by keelson-agent (keepalived phase); local changes are overwritten.",
+    "global_defs {",
+    `  router_id keelson_${config.nodeId.replace(/[^A-Za-z0-9]/g, "").slice(0, 12)}`,
+    "  enable_script_security",
+    "}",
+    "",
+    "vrrp_instance keelson_api_vip {",
+    "  state BACKUP",
+    `  interface ${vip.iface}`,
+    `  virtual_router_id ${vip.routerId}`,
+    "  priority 100",
+    "  advert_int 1",
+    "  nopreempt",
+    `  unicast_src_ip ${config.primaryIp}`,
+    "  authentication {",
+    "    auth_type PASS",
+    `    auth_pass ${pass}`,
+    "  }",
+    "  virtual_ipaddress {",
+    `    ${vip.address}/32 dev ${vip.iface}`,
+    "  }",
+    "}",
+    "",
+  ].join("\n");
+}
+
+function keepalivedSpec(ctx: PhaseContext, conf: string): ServiceSpec {
+  const { paths, config } = ctx;
+  return {
+    name: "keepalived",
+    description: "keepalived (API server VIP)",
+    command: ctx.binary("keepalived", { fallbackDirs: config.systemBinDirs }),
+    args: [
+      "--dont-fork",
+      "--log-console",
+      "--vrrp",
+      `--use-file=${paths.keepalivedConf}`,
+      `--pid=${join(paths.runDir, "keepalived-main.pid")}`,
+      `--vrrp_pid=${join(paths.runDir, "keepalived-vrrp.pid")}`,
+    ],
+    env: serviceEnv({ KEELSON_CONFIG_HASH: hashOf(conf) }),
+    stopTimeoutMs: config.timeouts.serviceStopMs,
+  };
+}
+
+const NO_VIP = "masterVipIpv4 is not set: keepalived is not needed";
+
+export const keepalived = definePhase({
+  id: "keepalived",
+  async start(ctx) {
+    const vip = vipOf(ctx);
+    if (!vip) {
+      await ctx.services.uninstall("keepalived");
+      return { message: NO_VIP };
+    }
+    const conf = renderKeepalivedConf(ctx, vip);
+    writeFiles([{ path: ctx.paths.keepalivedConf, content: conf }]);
+    const status = await ensureService(ctx, keepalivedSpec(ctx, conf));
+    return { message: `VIP ${vip.address} on ${vip.iface}, virtual router ${vip.routerId} (pid ${status.pid})` };
+  },
+  async stop(ctx) {
+    await ctx.services.stop("keepalived");
+    if (ctx.intent === "detach") rmSync(ctx.paths.keepalivedConf, { force: true });
+    return vipOf(ctx) ? undefined : { message: NO_VIP };
+  },
+  async status(ctx) {
+    const vip = vipOf(ctx);
+    if (!vip) return { message: NO_VIP };
+    expectFiles([{ path: ctx.paths.keepalivedConf, content: renderKeepalivedConf(ctx, vip) }]);
+    await expectServiceRunning(ctx, "keepalived");
+    return undefined;
+  },
+});
+
+function corefile(ctx: PhaseContext): DesiredFile {
+  const { config, paths } = ctx;
+  const ip = config.primaryIp;
+  const host = ip.includes(":") ? `[${ip}]` : ip;
+  return {
+    path: paths.corefile,
+    content: [
+      "# Written by keelson-agent (coredns phase).",
+      ".:53 {",
+      `    bind ${ip}`,
+      "    errors",
+      `    health ${host}:${config.ports.corednsHealth}`,
+      `    ready ${host}:${config.ports.corednsReady}`,
+      "    kubernetes cluster.local in-addr.arpa ip6.arpa {",
+      `        endpoint ${config.apiServerUrl}`,
+      `        tls ${paths.cert("kubelet")} ${paths.key("kubelet")} ${paths.caCert}`,
+      "        pods insecure",
+      "        fallthrough in-addr.arpa ip6.arpa",
+      "    }",
+      "    forward . /etc/resolv.conf",
+      "    cache 30",
+      "    loop",
+      "    reload",
+      "}",
+      "",
+    ].join("\n"),
+  };
+}
+
+export const coredns = definePhase({
+  id: "coredns",
+  async start(ctx) {
+    const file = corefile(ctx);
+    writeFiles([file]);
+    const host = ctx.config.primaryIp.includes(":") ? `[${ctx.config.primaryIp}]` : ctx.config.primaryIp;
+    const status = await ensureService(ctx, {
+      name: "coredns",
+      description: "CoreDNS",
+      command: ctx.binary("coredns"),
+      args: ["-conf", ctx.paths.corefile],
+      env: serviceEnv({ KEELSON_CONFIG_HASH: hashOf(readTextOrUndefined(file.path)) }),
+      health: { kind: "http", url: `http://${host}:${ctx.config.ports.corednsHealth}/health` },
+      stopTimeoutMs: ctx.config.timeouts.serviceStopMs,
+    });
+    return { message: `coredns pid ${status.pid}` };
+  },
+  async stop(ctx) {
+    await ctx.services.stop("coredns");
+    return undefined;
+  },
+  async status(ctx) {
+    expectFiles([corefile(ctx)]);
+    await expectServiceRunning(ctx, "coredns");
+    return undefined;
+  },
+});

@@ -1,0 +1,176 @@
+import { readdirSync, rmSync, statSync } from "node:fs";
+import { join } from "node:path";
+import { readTextOrUndefined, writeFileAtomic } from "../../services/atomic-file.ts";
+import type { ServiceSpec } from "../../services/types.ts";
+import { type PhaseContext, PhaseError } from "../types.ts";
+import {
+  definePhase,
+  ensureService,
+  expectFiles,
+  expectServiceRunning,
+  hashOf,
+  serviceEnv,
+  writeFiles,
+} from "./common.ts";
+import { runtimeFiles } from "./render.ts";
+
+/** Configure container runtime: containerd's config.toml (mirrors), docker's daemon.json, package repos. */
+export const configureRuntime = definePhase({
+  id: "configure-runtime",
+  async start(ctx) {
+    const { present, absent } = runtimeFiles(ctx.config, ctx.paths);
+    const written = writeFiles(present);
+    for (const path of absent) rmSync(path, { force: true });
+    return {
+      message: written.length > 0 ? `wrote ${written.map((p) => p.split("/").pop()).join(", ")}` : "up to date",
+    };
+  },
+  async stop() {
+    return undefined;
+  },
+  async status(ctx) {
+    const { present, absent } = runtimeFiles(ctx.config, ctx.paths);
+    expectFiles(present);
+    const stale = absent.filter((path) => readTextOrUndefined(path) !== undefined);
+    if (stale.length > 0) throw new PhaseError(`${stale.join(", ")} should not exist with this cluster's settings`);
+    return undefined;
+  },
+});
+
+export function ctrArgs(ctx: PhaseContext, ...args: string[]): string[] {
+  return ["--address", ctx.paths.containerdSocket, "--namespace", "k8s.io", ...args];
+}
+
+function containerdSpec(ctx: PhaseContext): ServiceSpec {
+  const { paths } = ctx;
+  return {
+    name: "containerd",
+    description: "container runtime",
+    command: ctx.binary("containerd"),
+    args: [
+      "--config",
+      paths.containerdConfig,
+      "--address",
+      paths.containerdSocket,
+      "--root",
+      paths.containerdRoot,
+      "--state",
+      paths.containerdState,
+    ],
+    env: serviceEnv({ KEELSON_CONFIG_HASH: hashOf(readTextOrUndefined(paths.containerdConfig)) }),
+    // ctr talks to containerd over its socket: the same probe works for the real one.
+    health: {
+      kind: "exec",
+      command: ctx.binary("ctr"),
+      args: ["--address", paths.containerdSocket, "version"],
+      env: serviceEnv(),
+    },
+    stopTimeoutMs: ctx.config.timeouts.serviceStopMs,
+  };
+}
+
+export const startRuntime = definePhase({
+  id: "start-runtime",
+  async start(ctx) {
+    const status = await ensureService(ctx, containerdSpec(ctx));
+    return { message: `containerd running (pid ${status.pid})` };
+  },
+  async stop(ctx) {
+    await ctx.services.stop("containerd");
+    return undefined;
+  },
+  async status(ctx) {
+    await expectServiceRunning(ctx, "containerd");
+    return undefined;
+  },
+});
+
+interface ImportRecord {
+  [file: string]: { size: number; mtimeMs: number; refs: string[] };
+}
+
+function userImageTarballs(ctx: PhaseContext): string[] {
+  try {
+    return readdirSync(ctx.paths.userImages)
+      .filter((f) => f.endsWith(".tar"))
+      .sort()
+      .map((f) => join(ctx.paths.userImages, f));
+  } catch {
+    return [];
+  }
+}
+
+function importRecordFile(ctx: PhaseContext): string {
+  return join(ctx.paths.keelsonVar, "user-images.json");
+}
+
+function readImportRecord(ctx: PhaseContext): ImportRecord {
+  try {
+    return JSON.parse(readTextOrUndefined(importRecordFile(ctx)) ?? "{}") as ImportRecord;
+  } catch {
+    return {};
+  }
+}
+
+async function listImages(ctx: PhaseContext): Promise<Set<string>> {
+  const out = await ctx.run(ctx.binary("ctr"), ctrArgs(ctx, "images", "ls", "-q"));
+  return new Set(
+    out.stdout
+      .split("\n")
+      .map((l) => l.trim())
+      .filter(Boolean),
+  );
+}
+
+/**
+ * Load user images: every `*.tar` in <host root>/var/lib/keelson/images is imported into the
+ * runtime (namespace k8s.io) once; status checks that the tags each archive carried are listed.
+ */
+export const loadUserImages = definePhase({
+  id: "load-user-images",
+  async start(ctx) {
+    const tarballs = userImageTarballs(ctx);
+    if (tarballs.length === 0) return { message: `no user images in ${ctx.paths.userImages}` };
+    const record = readImportRecord(ctx);
+    const next: ImportRecord = {};
+    let imported = 0;
+    for (const file of tarballs) {
+      const { size, mtimeMs } = statSync(file);
+      const known = record[file];
+      if (known && known.size === size && known.mtimeMs === mtimeMs) {
+        next[file] = known;
+        continue;
+      }
+      const out = await ctx.run(ctx.binary("ctr"), ctrArgs(ctx, "images", "import", file));
+      const refs = [...out.stdout.matchAll(/^unpacking (\S+)/gm)].map((m) => m[1]!);
+      if (refs.length === 0) throw new PhaseError(`ctr imported ${file} but named no image: ${out.stdout.trim()}`);
+      next[file] = { size, mtimeMs, refs };
+      imported++;
+    }
+    writeFileAtomic(importRecordFile(ctx), `${JSON.stringify(next, null, 2)}\n`);
+    const present = await listImages(ctx);
+    const missing = Object.values(next)
+      .flatMap((r) => r.refs)
+      .filter((ref) => !present.has(ref));
+    if (missing.length > 0) throw new PhaseError(`imported, but the runtime does not list ${missing.join(", ")}`);
+    return { message: `${tarballs.length} archive(s), ${imported} imported now` };
+  },
+  async stop() {
+    return undefined;
+  },
+  async status(ctx) {
+    const tarballs = userImageTarballs(ctx);
+    if (tarballs.length === 0) return { message: `no user images in ${ctx.paths.userImages}` };
+    const record = readImportRecord(ctx);
+    const notImported = tarballs.filter((f) => {
+      const known = record[f];
+      const { size, mtimeMs } = statSync(f);
+      return !known || known.size !== size || known.mtimeMs !== mtimeMs;
+    });
+    if (notImported.length > 0) throw new PhaseError(`not imported yet: ${notImported.join(", ")}`);
+    const present = await listImages(ctx);
+    const missing = tarballs.flatMap((f) => record[f]!.refs).filter((ref) => !present.has(ref));
+    if (missing.length > 0) throw new PhaseError(`the runtime no longer lists ${missing.join(", ")}`);
+    return { message: `${tarballs.length} archive(s) loaded` };
+  },
+});

@@ -1,0 +1,10 @@
+export * from "./cleanup.ts";
+export * from "./config.ts";
+export * from "./context.ts";
+export * from "./engine.ts";
+export { ALL_PHASES } from "./impl/index.ts";
+export * from "./kube-api.ts";
+export * from "./paths.ts";
+export * from "./reconciler.ts";
+export * from "./state-file.ts";
+export * from "./types.ts";

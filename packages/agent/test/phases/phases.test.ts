@@ -1,0 +1,433 @@
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createServer, type Server } from "node:net";
+import { join } from "node:path";
+import { execa } from "execa";
+import { afterAll, describe, expect, it } from "vitest";
+import type { NodeConfig, NodeConfigInput } from "../../src/phases/config.ts";
+import { buildContext } from "../../src/phases/context.ts";
+import { certRequests } from "../../src/phases/impl/certs.ts";
+import { miscChecks } from "../../src/phases/impl/checks.ts";
+import { parseMemberList } from "../../src/phases/impl/etcd.ts";
+import { appCatalog, keepalived } from "../../src/phases/impl/masters.ts";
+import { cniFiles, configureCni, networkConfig } from "../../src/phases/impl/network.ts";
+import { drainPods, nodeTaints, uncordon } from "../../src/phases/impl/node-api.ts";
+import { prepareConfig } from "../../src/phases/impl/prepare-config.ts";
+import { cpuSettings, renderContainerdConfig } from "../../src/phases/impl/render.ts";
+import { configureRuntime, loadUserImages, startRuntime } from "../../src/phases/impl/runtime.ts";
+import type { KubeApi, KubeNode, PodRef } from "../../src/phases/kube-api.ts";
+import { nodePaths } from "../../src/phases/paths.ts";
+import type { PhaseIntent } from "../../src/phases/types.ts";
+import { DirectSupervisor, killAllFromPidFiles } from "../../src/services/direct.ts";
+import { fakeHost, freePort, nodeConfig, tempDir, testLog } from "./helpers.ts";
+
+/** An in-memory Kubernetes API holding nodes and pods, with the merge-patch semantics of the real one. */
+class FakeKube implements KubeApi {
+  url = "https://fake-apiserver";
+  nodes = new Map<string, KubeNode>();
+  pods: (PodRef & { node: string })[] = [];
+  evicted: string[] = [];
+  async ready() {}
+  async getNode(name: string) {
+    return structuredClone(this.nodes.get(name));
+  }
+  async patchNode(
+    name: string,
+    patch: { metadata?: { labels?: Record<string, string> }; spec?: Record<string, unknown> },
+  ) {
+    const node = this.nodes.get(name);
+    if (!node) throw new Error("404");
+    node.metadata.labels = { ...node.metadata.labels, ...patch.metadata?.labels };
+    node.spec = { ...node.spec, ...patch.spec };
+    return structuredClone(node);
+  }
+  async deleteNode(name: string) {
+    this.nodes.delete(name);
+  }
+  async listPodsOnNode(nodeName: string) {
+    return this.pods.filter((p) => p.node === nodeName);
+  }
+  async evictPod(pod: PodRef) {
+    this.evicted.push(`${pod.namespace}/${pod.name}`);
+    this.pods = this.pods.filter((p) => !(p.namespace === pod.namespace && p.name === pod.name));
+  }
+}
+
+const roots: string[] = [];
+const supervisors: DirectSupervisor[] = [];
+
+function setup(input: Partial<NodeConfigInput> = {}) {
+  const root = tempDir("phase");
+  roots.push(root);
+  const config: NodeConfig = nodeConfig({
+    hostRoot: join(root, "host"),
+    primaryIp: "127.0.0.11",
+    host: fakeHost(root),
+    ...input,
+  });
+  const services = new DirectSupervisor({ hostRoot: config.hostRoot, log: testLog() });
+  supervisors.push(services);
+  const kube = new FakeKube();
+  kube.nodes.set(config.nodeName, { metadata: { name: config.nodeName, labels: {} }, spec: {} });
+  const ctx = (intent: PhaseIntent = "start") =>
+    buildContext(
+      {
+        config,
+        paths: nodePaths(config.hostRoot),
+        log: testLog(),
+        services,
+        kubeApi: kube,
+        signCsr: async () => {
+          throw new Error("unused");
+        },
+      },
+      { signal: AbortSignal.timeout(20_000), intent, regenerateCerts: false, log: testLog() },
+    );
+  return { root, config, services, kube, ctx, paths: nodePaths(config.hostRoot) };
+}
+
+afterAll(() => {
+  for (const s of supervisors) s.close();
+  for (const root of roots) {
+    killAllFromPidFiles(join(root, "host"));
+    rmSync(root, { recursive: true, force: true });
+  }
+});
+
+describe("misc checks", () => {
+  it("passes on a prepared host", async () => {
+    const { ctx } = setup();
+    expect(await miscChecks.start(ctx())).toEqual({ message: expect.stringMatching(/swap off/) });
+  });
+
+  it("names every problem and the command that fixes it", async () => {
+    const root = tempDir("host");
+    roots.push(root);
+    const host = fakeHost(root, {
+      swaps: "Filename Type Size Used Priority\n/dev/sda2 partition 1048572 0 -2\n",
+      modules: "overlay 151552 0 - Live 0x0\n",
+      sysctls: { "net.ipv4.ip_forward": "0" },
+    });
+    const port = await freePort("127.0.0.11");
+    const squatter: Server = createServer();
+    await new Promise<void>((r) => squatter.listen({ host: "127.0.0.11", port }, () => r()));
+    try {
+      const { ctx } = setup({ host, ports: { kubeletHealthz: port } });
+      const error = await miscChecks.status(ctx("status")).catch((e: Error) => e.message);
+      expect(error).toMatch(/swap is on \(\/dev\/sda2\).*swapoff -a/);
+      expect(error).toMatch(/kernel module\(s\) br_netfilter not loaded: run "modprobe br_netfilter"/);
+      expect(error).toMatch(/sysctl net\.ipv4\.ip_forward is 0, needs 1: run "sysctl -w net\.ipv4\.ip_forward=1"/);
+      expect(error).toMatch(/sysctl net\.bridge\.bridge-nf-call-iptables is missing/);
+      expect(error).toContain(`port ${port} (kubelet healthz) on 127.0.0.11 is taken by another process`);
+    } finally {
+      squatter.close();
+    }
+  });
+
+  it("accepts a built-in module that only /sys shows", async () => {
+    const root = tempDir("host");
+    roots.push(root);
+    const host = fakeHost(root, { modules: "overlay 1 0 - Live 0x0\n" });
+    mkdirSync(join(host.sysRoot, "module", "br_netfilter"), { recursive: true });
+    const { ctx } = setup({ host });
+    await expect(miscChecks.status(ctx("status"))).resolves.toBeUndefined();
+  });
+});
+
+describe("configuration rendering", () => {
+  it("writes prepare-config files and notices drift", async () => {
+    const { ctx, paths } = setup({
+      cluster: { cpuManagerPolicy: "static", reservedCPUs: "0", topologyManagerPolicy: "best-effort" },
+    });
+    await prepareConfig.start(ctx());
+    const kubelet = JSON.parse(readFileSync(paths.kubeletConfig, "utf8"));
+    expect(kubelet).toMatchObject({
+      kind: "KubeletConfiguration",
+      address: "127.0.0.11",
+      cpuManagerPolicy: "static",
+      reservedSystemCPUs: "0",
+      topologyManagerPolicy: "best-effort",
+      clusterDNS: ["10.21.0.10"],
+    });
+    await expect(prepareConfig.status(ctx("status"))).resolves.toBeUndefined();
+    writeFileSync(paths.kubeletConfig, "{}");
+    await expect(prepareConfig.status(ctx("status"))).rejects.toThrow(/kubelet-config.json differs/);
+  });
+
+  it("checks CPU policy against this host", () => {
+    const base = setup().config;
+    const withCpu = (cluster: Partial<NodeConfig["cluster"]>) => ({
+      ...base,
+      cluster: { ...base.cluster, ...cluster },
+    });
+    expect(() => cpuSettings(withCpu({ cpuManagerPolicy: "static" }), 4)).toThrow(/static needs reservedCPUs/);
+    expect(() => cpuSettings(withCpu({ reservedCPUs: "0-7" }), 4)).toThrow(
+      /names CPU 4, 5, 6, 7, but this host has 4 CPU/,
+    );
+    expect(() => cpuSettings(withCpu({ reservedCPUs: "0-3" }), 4)).toThrow(/reserves every CPU/);
+    expect(() => cpuSettings(withCpu({ reservedCPUs: "1-x" }), 4)).toThrow(/not a CPU number or range/);
+    expect(cpuSettings(withCpu({ cpuManagerPolicy: "static", reservedCPUs: "0,2" }), 4)).toEqual({
+      cpuManagerPolicy: "static",
+      topologyManagerPolicy: "none",
+      reservedSystemCPUs: "0,2",
+    });
+  });
+
+  it("puts private registries and live restore into the runtime config, and repo files beside it", async () => {
+    const { ctx, config, paths } = setup({
+      cluster: {
+        quayPrivateRegistry: "https://quay.mirror.local/",
+        k8sPrivateRegistry: "k8s.mirror.local",
+        dockerLiveRestoreEnabled: true,
+        dockerUbuntuPackageRepoUrl: "https://apt.mirror.local/docker",
+        containerRuntime: "docker",
+      },
+    });
+    const toml = renderContainerdConfig(config, paths);
+    expect(toml).toContain(
+      '[plugins."io.containerd.grpc.v1.cri".registry.mirrors."quay.io"]\n  endpoint = ["https://quay.mirror.local"]',
+    );
+    expect(toml).toContain('mirrors."registry.k8s.io"]\n  endpoint = ["https://k8s.mirror.local"]');
+    expect(toml).toContain('sandbox_image = "k8s.mirror.local/pause:3.9"');
+    expect(toml).not.toContain('"docker.io"');
+    await configureRuntime.start(ctx());
+    expect(JSON.parse(readFileSync(paths.dockerDaemonJson, "utf8"))["live-restore"]).toBe(true);
+    expect(readFileSync(paths.aptDockerList, "utf8")).toContain("deb https://apt.mirror.local/docker stable main");
+    expect(existsSync(paths.yumDockerRepo)).toBe(false);
+    await expect(configureRuntime.status(ctx("status"))).resolves.toBeUndefined();
+  });
+
+  it("writes the CNI configuration of each plugin with the CIDR and MTU, and none for noop", async () => {
+    const flannel = setup({ cluster: { networkPlugin: "flannel", containersCidr: "10.50.0.0/16", mtuSize: "1450" } });
+    const files = cniFiles(flannel.config, flannel.paths);
+    expect(files.map((f) => f.path.split("/").slice(-2).join("/"))).toEqual([
+      "net.d/10-keelson-flannel.conflist",
+      "kube-flannel/net-conf.json",
+    ]);
+    expect(JSON.parse(files[0]!.content).plugins[0].delegate.mtu).toBe(1450);
+    expect(JSON.parse(files[1]!.content).Network).toBe("10.50.0.0/16");
+    await configureCni.start(flannel.ctx());
+
+    // Switching the plugin removes the other plugin's conflist.
+    const weave = { ...flannel.config, cluster: { ...flannel.config.cluster, networkPlugin: "weave" as const } };
+    const weaveFiles = cniFiles(weave, flannel.paths);
+    expect(weaveFiles[1]!.content).toContain('IPALLOC_RANGE="10.50.0.0/16"');
+
+    const noop = setup({ cluster: { networkPlugin: "noop" } });
+    expect(cniFiles(noop.config, noop.paths)).toEqual([]);
+    expect(await configureCni.start(noop.ctx())).toEqual({
+      message: "networkPlugin noop: no CNI configuration written",
+    });
+    await expect(configureCni.status(noop.ctx("status"))).resolves.toEqual({ message: expect.stringMatching(/noop/) });
+  });
+
+  it("refuses overlapping ranges, a bad MTU and a primary IP this host does not have", async () => {
+    const overlap = setup({ cluster: { containersCidr: "10.0.0.0/8", servicesCidr: "10.21.0.0/16" } });
+    await expect(networkConfig.start(overlap.ctx())).rejects.toThrow(
+      /containersCidr 10.0.0.0\/8 and servicesCidr 10.21.0.0\/16 overlap/,
+    );
+    const mtu = setup({ cluster: { mtuSize: "100" } });
+    await expect(networkConfig.start(mtu.ctx())).rejects.toThrow(/mtuSize "100" must be an integer from 576 to 9216/);
+    const foreign = setup({ primaryIp: "192.0.2.77" });
+    await expect(networkConfig.start(foreign.ctx())).rejects.toThrow(/192.0.2.77 is not an address of this host/);
+    const inside = setup({ primaryIp: "127.0.0.11", cluster: { containersCidr: "127.0.0.0/16" } });
+    await expect(networkConfig.start(inside.ctx())).rejects.toThrow(/lies inside 127.0.0.0\/16/);
+  });
+});
+
+describe("certificates", () => {
+  it("asks for the apiserver SANs clients use, and etcd certificates only on masters", () => {
+    const { config } = setup({
+      cluster: { servicesCidr: "10.96.0.0/12", masterVipIpv4: "10.0.0.100", externalDnsName: "api.example.com" },
+    });
+    const api = certRequests(config).find((r) => r.profile === "apiserver")!;
+    expect(api.ips).toEqual(["127.0.0.11", "127.0.0.1", "10.96.0.1", "10.0.0.100"]);
+    expect(api.dns).toEqual(
+      expect.arrayContaining(["kubernetes.default.svc.cluster.local", "api.example.com", "host-11"]),
+    );
+    expect(certRequests(config).map((r) => r.profile)).toEqual([
+      "kubelet",
+      "kube-proxy",
+      "apiserver",
+      "bouncer",
+      "etcd-server",
+      "etcd-peer",
+      "etcd-client",
+    ]);
+    const worker = setup({ role: "worker" }).config;
+    expect(certRequests(worker).map((r) => r.profile)).toEqual(["kubelet", "kube-proxy"]);
+    expect(certRequests(worker)[0]).toMatchObject({ commonName: "system:node:host-11", organization: "system:nodes" });
+  });
+});
+
+describe("Kubernetes API phases", () => {
+  it("labels and taints a master unless workloads are allowed there, keeping other taints", async () => {
+    const { ctx, kube, config } = setup();
+    kube.nodes.get(config.nodeName)!.spec = { taints: [{ key: "user/dedicated", value: "gpu", effect: "NoSchedule" }] };
+    await nodeTaints.start(ctx());
+    const node = kube.nodes.get(config.nodeName)!;
+    expect(node.metadata.labels).toMatchObject({
+      "node-role.kubernetes.io/master": "",
+      "node-role.kubernetes.io/control-plane": "",
+    });
+    expect(node.spec?.taints?.map((t) => t.key)).toEqual([
+      "user/dedicated",
+      "node-role.kubernetes.io/master",
+      "node-role.kubernetes.io/control-plane",
+    ]);
+    await expect(nodeTaints.status(ctx("status"))).resolves.toBeUndefined();
+
+    const open = setup({ cluster: { allowWorkloadsOnMaster: 1 } });
+    await nodeTaints.start(open.ctx());
+    expect(open.kube.nodes.get(open.config.nodeName)!.spec?.taints).toEqual([]);
+    const worker = setup({ role: "worker" });
+    await nodeTaints.start(worker.ctx());
+    expect(worker.kube.nodes.get(worker.config.nodeName)!.metadata.labels).toHaveProperty(
+      ["node-role.kubernetes.io/worker"],
+      "",
+    );
+    // A taint added by hand to a worker is ours to remove: status says so.
+    worker.kube.nodes.get(worker.config.nodeName)!.spec!.taints = [
+      { key: "node-role.kubernetes.io/master", effect: "NoSchedule" },
+    ];
+    await expect(nodeTaints.status(worker.ctx("status"))).rejects.toThrow(/should not be there/);
+  });
+
+  it("drains by cordoning and evicting (not DaemonSet pods), and uncordons only its own cordon", async () => {
+    const { ctx, kube, config, paths } = setup();
+    kube.pods = [
+      { namespace: "default", name: "web-1", node: config.nodeName },
+      { namespace: "kube-system", name: "proxy-x", ownerKind: "DaemonSet", node: config.nodeName },
+      { namespace: "default", name: "elsewhere", node: "other" },
+    ];
+    expect(await drainPods.stop(ctx("stop"))).toEqual({ message: "cordoned; evicted 1 pod(s)" });
+    expect(kube.evicted).toEqual(["default/web-1"]);
+    expect(kube.nodes.get(config.nodeName)!.spec?.unschedulable).toBe(true);
+    expect(existsSync(paths.cordonMarker)).toBe(true);
+    await expect(uncordon.status(ctx("status"))).rejects.toThrow(/still cordoned by Keelson/);
+    expect(await uncordon.start(ctx())).toEqual({ message: "uncordoned (Keelson had cordoned it)" });
+    expect(kube.nodes.get(config.nodeName)!.spec?.unschedulable).toBe(false);
+
+    // The user cordons the node: a drain leaves no marker, and start leaves the cordon alone.
+    kube.nodes.get(config.nodeName)!.spec!.unschedulable = true;
+    await drainPods.stop(ctx("stop"));
+    expect(existsSync(paths.cordonMarker)).toBe(false);
+    expect((await uncordon.start(ctx()))?.message).toMatch(/left cordoned: the cordon was not made by Keelson/);
+    expect(kube.nodes.get(config.nodeName)!.spec?.unschedulable).toBe(true);
+    await expect(uncordon.status(ctx("status"))).resolves.toEqual({ message: "cordoned by a user: left as is" });
+  });
+
+  it("fails taints with a clear error when the node never registered", async () => {
+    const { ctx, kube, config } = setup();
+    kube.nodes.delete(config.nodeName);
+    await expect(nodeTaints.start(ctx())).rejects.toThrow(
+      `node ${config.nodeName} is not registered with https://fake-apiserver`,
+    );
+    expect(await drainPods.stop(ctx("stop"))).toEqual({ message: "node not registered: nothing to drain" });
+  });
+});
+
+describe("master extras", () => {
+  it("reports the app catalog as deprecated and keepalived as not needed without a VIP", async () => {
+    const { ctx } = setup();
+    expect((await appCatalog.start(ctx()))?.message).toMatch(/deprecated/);
+    expect(await keepalived.start(ctx())).toEqual({ message: "masterVipIpv4 is not set: keepalived is not needed" });
+    expect(await keepalived.status(ctx("status"))).toEqual({
+      message: "masterVipIpv4 is not set: keepalived is not needed",
+    });
+  });
+
+  it("writes the VRRP instance and fails naming the keepalived binary and where it looked", async () => {
+    const { ctx, paths, config } = setup({
+      cluster: { masterVipIpv4: "10.0.0.100", masterVipIface: "eth1", masterVipVrouterId: "77" },
+      systemBinDirs: ["/nonexistent/sbin"],
+    });
+    const error = await keepalived.start(ctx()).catch((e: Error) => e.message);
+    expect(error).toBe(
+      `required binary "keepalived" not found; looked for ${config.nodePackage}/bin/keepalived, /nonexistent/sbin/keepalived`,
+    );
+    // The configuration is written before the binary is looked for, so the operator can read it.
+    const conf = readFileSync(paths.keepalivedConf, "utf8");
+    expect(conf).toContain("interface eth1");
+    expect(conf).toContain("virtual_router_id 77");
+    expect(conf).toContain("10.0.0.100/32 dev eth1");
+    await expect(keepalived.status(ctx("status"))).rejects.toThrow(/keepalived is not installed/);
+  });
+
+  it("validates the VIP settings", async () => {
+    const noIface = setup({ cluster: { masterVipIpv4: "10.0.0.100", masterVipVrouterId: "1" } });
+    await expect(keepalived.start(noIface.ctx())).rejects.toThrow(/masterVipIface is not/);
+    const badId = setup({
+      cluster: { masterVipIpv4: "10.0.0.100", masterVipIface: "eth0", masterVipVrouterId: "300" },
+    });
+    await expect(keepalived.start(badId.ctx())).rejects.toThrow(
+      /masterVipVrouterId "300" must be an integer from 0 to 254/,
+    );
+  });
+});
+
+describe("container runtime and user images", () => {
+  it("starts the runtime, imports user image archives, and notices an archive not yet imported", async () => {
+    const { ctx, paths, services } = setup();
+    expect((await loadUserImages.status(ctx("status")))?.message).toMatch(/no user images/);
+    await configureRuntime.start(ctx());
+    await startRuntime.start(ctx());
+    await expect(startRuntime.status(ctx("status"))).resolves.toBeUndefined();
+
+    // A docker-save archive: manifest.json names the tags.
+    const build = join(paths.root, "..", "image");
+    mkdirSync(build, { recursive: true });
+    writeFileSync(
+      join(build, "manifest.json"),
+      JSON.stringify([{ Config: "c.json", RepoTags: ["example.com/app:1.0"], Layers: [] }]),
+    );
+    mkdirSync(paths.userImages, { recursive: true });
+    await execa("tar", ["-cf", join(paths.userImages, "app.tar"), "-C", build, "manifest.json"]);
+    await expect(loadUserImages.status(ctx("status"))).rejects.toThrow(/not imported yet: .*app.tar/);
+    expect(await loadUserImages.start(ctx())).toEqual({ message: "1 archive(s), 1 imported now" });
+    await expect(loadUserImages.status(ctx("status"))).resolves.toEqual({ message: "1 archive(s) loaded" });
+    const listed = await execa(join(ctx().config.nodePackage, "bin", "ctr"), [
+      "--address",
+      paths.containerdSocket,
+      "-n",
+      "k8s.io",
+      "images",
+      "ls",
+      "-q",
+    ]);
+    expect(listed.stdout.trim()).toBe("example.com/app:1.0");
+
+    await startRuntime.stop(ctx("stop"));
+    expect(services.livePids()).toEqual({});
+    await expect(startRuntime.status(ctx("status"))).rejects.toThrow(/containerd is stopped/);
+  }, 20_000);
+
+  it("fails a phase whose binary is missing, naming it", async () => {
+    const root = tempDir("pkg");
+    roots.push(root);
+    mkdirSync(join(root, "bin"));
+    const { ctx } = setup({ nodePackage: root });
+    await configureRuntime.start(ctx());
+    await expect(startRuntime.start(ctx())).rejects.toThrow(
+      `required binary "containerd" not found; looked for ${root}/bin/containerd`,
+    );
+  });
+});
+
+describe("etcd helpers", () => {
+  it("parses etcdctl member list output, including an unstarted member", () => {
+    const members = parseMemberList(
+      "8e9e05c52164694d, started, node-a, https://10.0.0.1:2380, https://10.0.0.1:2379, false\n" +
+        "a8266ecf031671f3, unstarted, , https://10.0.0.2:2380, , false\n",
+    );
+    expect(members).toEqual([
+      {
+        id: "8e9e05c52164694d",
+        status: "started",
+        name: "node-a",
+        peerUrls: ["https://10.0.0.1:2380"],
+        clientUrls: ["https://10.0.0.1:2379"],
+      },
+      { id: "a8266ecf031671f3", status: "unstarted", name: "", peerUrls: ["https://10.0.0.2:2380"], clientUrls: [] },
+    ]);
+  });
+});
