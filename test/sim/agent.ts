@@ -6,10 +6,14 @@ import {
   encodeFrame,
   FATAL_CLOSE_CODES,
   type HostFacts,
+  type NodePhaseStatus,
+  type PhaseId,
+  type PhaseStatusRecord,
   PROTOCOL_VERSION,
   parseControlFrame,
   WebSocket,
 } from "./deps.ts";
+import { type SimMembership, simPhases, simReport } from "./node.ts";
 
 export interface SimBehaviour {
   /** Delay before answering a command. */
@@ -18,6 +22,10 @@ export interface SimBehaviour {
   failureRate: number;
   random: () => number;
   reconnect: boolean;
+  /** Time from `node.join` until the node reports its phases running (or failed). */
+  phaseTimeMs: number;
+  /** The phase an agent fails at (only when the node's role runs it); undefined: none. */
+  failPhase?: PhaseId | ((hostname: string) => PhaseId | undefined);
 }
 
 export interface SimAgentInit {
@@ -55,12 +63,34 @@ export class SimAgent {
   private readonly answered = new Map<string, AgentFrame>();
   private welcomeWaiters: ((ok: boolean) => void)[] = [];
   private reconnectTimer: NodeJS.Timeout | undefined;
+  /** The cluster this node belongs to, as the last accepted `node.join` said. */
+  membership: SimMembership | undefined;
+  nodeStatus: NodePhaseStatus = "ok";
+  phases: PhaseStatusRecord[] = [];
+  /** `node.report` frames sent. */
+  reports = 0;
+  /** This agent's phase time and failing phase; start as the behaviour says, tests may change them. */
+  phaseTimeMs: number;
+  failPhase: PhaseId | undefined;
+  private convergeTimer: NodeJS.Timeout | undefined;
 
   constructor(private readonly init: SimAgentInit) {
     this.index = init.index;
     this.hostname = init.hostname;
     this.hostId = init.hostId;
     this.credential = init.credential;
+    this.phaseTimeMs = init.behaviour.phaseTimeMs;
+    const fail = init.behaviour.failPhase;
+    this.failPhase = typeof fail === "function" ? fail(init.hostname) : fail;
+  }
+
+  /**
+   * Makes `phase` fail from now on (undefined: nothing fails) and, on a node of a cluster, runs
+   * its phases again: how a test breaks a node, or fixes it and watches it recover.
+   */
+  setFailPhase(phase: PhaseId | undefined): void {
+    this.failPhase = phase;
+    if (this.membership) this.converge();
   }
 
   /**
@@ -84,6 +114,7 @@ export class SimAgent {
   stop(): Promise<void> {
     this.stopped = true;
     clearTimeout(this.reconnectTimer);
+    clearTimeout(this.convergeTimer);
     const ws = this.ws;
     if (!ws || ws.readyState === WebSocket.CLOSED) return Promise.resolve();
     return new Promise((resolve) => {
@@ -186,6 +217,8 @@ export class SimAgent {
         this.connected = true;
         this.connects++;
         this.backoff.connected();
+        // Like the real agent: after every (re)connect the control plane hears where the node is.
+        this.sendReport();
         this.settleWelcome(true);
         return;
       case "command":
@@ -194,7 +227,7 @@ export class SimAgent {
       case "token.verified":
       case "cert.signed":
       case "cluster-token.verified":
-        // The simulator makes none of these requests (cert.* and cluster-token.* are issue 4).
+        // The simulator signs nothing and runs no node bouncer, so it never asks.
         return;
       default: {
         const never: never = frame;
@@ -212,23 +245,29 @@ export class SimAgent {
     this.commands++;
     const { latencyMs, failureRate, random } = this.init.behaviour;
     const answer = () => {
-      const result = this.resultFor(frame, random() < failureRate);
+      const { result, afterAnswer } = this.resultFor(frame, random() < failureRate);
       this.answered.set(frame.id, result);
       if (this.answered.size > RECORD_LIMIT) this.answered.delete(this.answered.keys().next().value as string);
       this.send(result);
+      afterAnswer?.();
     };
     if (latencyMs > 0) setTimeout(answer, latencyMs);
     else answer();
   }
 
-  private resultFor(frame: CommandFrame, fail: boolean): AgentFrame {
+  /** The result frame, and what to do once it is sent (a join's phases run after its answer). */
+  private resultFor(frame: CommandFrame, fail: boolean): { result: AgentFrame; afterAnswer?: () => void } {
+    const ok = (result: unknown) => ({ type: "result" as const, id: frame.id, ok: true as const, result });
+    const refuse = (message: string) => ({
+      result: { type: "result" as const, id: frame.id, ok: false as const, error: { code: "FAILED", message } },
+    });
     if (fail) {
       this.failures++;
-      return { type: "result", id: frame.id, ok: false, error: { code: "FAILED", message: "simulated failure" } };
+      return refuse("simulated failure");
     }
     switch (frame.name) {
       case "ping":
-        return { type: "result", id: frame.id, ok: true, result: { at: new Date().toISOString() } };
+        return { result: ok({ at: new Date().toISOString() }) };
       case "agent.upgrade": {
         // Pretend to upgrade: report updating now, running on the new version shortly after.
         const version = frame.payload.version;
@@ -236,22 +275,76 @@ export class SimAgent {
           this.agentVersion = version;
           this.send({ type: "status", agentStatus: "running", agentVersion: version });
         }, this.init.behaviour.latencyMs + 10);
-        return { type: "result", id: frame.id, ok: true, result: { accepted: true, status: "updating" } };
+        return { result: ok({ accepted: true, status: "updating" }) };
       }
-      case "node.join":
-      case "node.leave":
-        // issue 4: node phases are not simulated yet; say so rather than pretend.
-        return {
-          type: "result",
-          id: frame.id,
-          ok: false,
-          error: { code: "UNKNOWN_COMMAND", message: `the simulator does not simulate ${frame.name} yet` },
-        };
+      case "node.join": {
+        const { clusterId, role } = frame.payload;
+        if (this.membership && this.membership.clusterId !== clusterId) {
+          return refuse(`this host is a node of cluster ${this.membership.clusterId}; detach it first`);
+        }
+        if (this.membership) {
+          // A join re-sent for the cluster the node is in (a control-plane restart): keep going.
+          return { result: ok({ accepted: true }), afterAnswer: () => this.sendReport() };
+        }
+        this.membership = { clusterId, role };
+        return { result: ok({ accepted: true }), afterAnswer: () => this.converge() };
+      }
+      case "node.leave": {
+        if (this.membership && this.membership.clusterId !== frame.payload.clusterId) {
+          return refuse(`this host is a node of cluster ${this.membership.clusterId}, not ${frame.payload.clusterId}`);
+        }
+        // Leaving a cluster it is not in (any more) is already done: answer clean again.
+        clearTimeout(this.convergeTimer);
+        this.membership = undefined;
+        this.nodeStatus = "ok";
+        this.phases = [];
+        this.sendReport();
+        return { result: ok({ clean: true }) };
+      }
       default: {
         const never: never = frame;
         throw new Error(`unhandled command ${JSON.stringify(never)}`);
       }
     }
+  }
+
+  /**
+   * Runs the simulated phases: `converging` at once, then after `phaseTimeMs` all running
+   * (`ok`), or with `failPhase` failed: `converging` with the failure, then `failed` (the
+   * retry budget spent) after another `phaseTimeMs`.
+   */
+  private converge(): void {
+    const membership = this.membership;
+    if (!membership) return;
+    clearTimeout(this.convergeTimer);
+    this.setNode("converging", simPhases(membership.role, "converging", new Date()));
+    const failing =
+      this.failPhase && simPhases(membership.role, "ok", new Date()).some((p) => p.id === this.failPhase)
+        ? this.failPhase
+        : undefined;
+    this.convergeTimer = setTimeout(() => {
+      if (this.membership !== membership) return;
+      if (!failing) {
+        this.setNode("ok", simPhases(membership.role, "ok", new Date()));
+        return;
+      }
+      const error = `simulated failure of phase ${failing}`;
+      this.setNode("converging", simPhases(membership.role, { failed: failing, error }, new Date()));
+      this.convergeTimer = setTimeout(() => {
+        if (this.membership === membership) this.setNode("failed", this.phases);
+      }, this.phaseTimeMs);
+    }, this.phaseTimeMs);
+  }
+
+  private setNode(status: NodePhaseStatus, phases: PhaseStatusRecord[]): void {
+    this.nodeStatus = status;
+    this.phases = phases;
+    this.sendReport();
+  }
+
+  private sendReport(): void {
+    const report = simReport(this.membership, this.nodeStatus, this.phases);
+    if (this.send({ type: "node.report", ...report })) this.reports++;
   }
 
   private settleWelcome(ok: boolean): void {

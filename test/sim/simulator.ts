@@ -1,5 +1,5 @@
 import { SimAgent, type SimBehaviour } from "./agent.ts";
-import { AGENT_LINK_PATH } from "./deps.ts";
+import { AGENT_LINK_PATH, type PhaseId } from "./deps.ts";
 import { runPool } from "./pool.ts";
 import { type JoinTokenSource, registerFleet, type SimIdentity } from "./register.ts";
 
@@ -20,6 +20,18 @@ export interface SimulatorOptions {
   latencyMs?: number;
   /** Probability (0..1) that a command is answered ok: false. Default 0. */
   failureRate?: number;
+  /**
+   * After `node.join`: the node reports `converging` at once and, this much later, every phase
+   * running (status `ok`). Default 0.
+   */
+  phaseTimeMs?: number;
+  /**
+   * The phase an agent fails (when its role runs it): one for every agent, or chosen per
+   * hostname. The node reports `converging` with the phase failed, then `failed`. Later, per
+   * agent: `agent.setFailPhase(id | undefined)`, which also re-runs a joined node's phases (how
+   * a test makes a node recover).
+   */
+  failPhase?: PhaseId | ((hostname: string) => PhaseId | undefined);
   /** Registrations and connection attempts in flight. Default 200. */
   concurrency?: number;
   /** Hostname prefix; agents are <prefix>-00001 and so on. Default "sim". */
@@ -42,14 +54,16 @@ export interface Simulator {
   connectMs: number;
   connectedCount(): number;
   /** Commands answered and failures injected, over all agents. */
-  stats(): { connected: number; commands: number; failures: number; fatal: number };
+  stats(): { connected: number; commands: number; failures: number; fatal: number; reports: number };
   stop(): Promise<void>;
 }
 
 /**
  * N simulated agents in this process, each with its own WebSocket speaking the real protocol
  * (packages/protocol): registration with join tokens, hello with facts, heartbeats (ws answers
- * pings), command results with configurable latency and failure rate. Resolves when every
+ * pings), command results with configurable latency and failure rate, node membership
+ * (`node.join` / `node.leave`) with `node.report` frames shaped like the real phase engine's
+ * after a configurable phase time, optionally failing a phase. Resolves when every
  * agent has been welcomed.
  */
 export async function startSimulator(options: SimulatorOptions): Promise<Simulator> {
@@ -69,6 +83,8 @@ export async function startSimulator(options: SimulatorOptions): Promise<Simulat
     failureRate: options.failureRate ?? 0,
     random: options.random ?? Math.random,
     reconnect: options.reconnect ?? true,
+    phaseTimeMs: options.phaseTimeMs ?? 0,
+    failPhase: options.failPhase,
   };
   const linkUrl = options.linkUrl ?? `${base.replace(/^http/, "ws")}${AGENT_LINK_PATH}`;
   const agents = identities.map(
@@ -112,6 +128,7 @@ export async function startSimulator(options: SimulatorOptions): Promise<Simulat
       commands: agents.reduce((n, a) => n + a.commands, 0),
       failures: agents.reduce((n, a) => n + a.failures, 0),
       fatal: agents.filter((a) => a.fatal).length,
+      reports: agents.reduce((n, a) => n + a.reports, 0),
     }),
     async stop() {
       await runPool(agents.length, 1000, (i) => (agents[i] as SimAgent).stop());

@@ -5,7 +5,15 @@ import { FactsMonitor } from "./facts.ts";
 import { LinkClient } from "./link/index.ts";
 import { buildLocalApi } from "./local-api/server.ts";
 import { TokenCheck } from "./local-api/token-check.ts";
+import {
+  bouncerVerifyUrl,
+  NodeController,
+  NodeEnvError,
+  readNodeTuning,
+  registerBouncerEndpoint,
+} from "./node/index.ts";
 import { ensureRegistered, RegistrationError } from "./registration.ts";
+import { createServiceManager } from "./services/index.ts";
 import { StateDir } from "./state-dir.ts";
 import { AUTH_EXIT_CODE, CONFIG_EXIT_CODE, notifyReady, RESTART_EXIT_CODE } from "./upgrade/ipc.ts";
 import { validateUpgradeRequest } from "./upgrade/request.ts";
@@ -26,10 +34,12 @@ if (process.argv.includes("--version")) {
 const bootLog = pino({ name: "keelson-agent", level: process.env.KEELSON_LOG_LEVEL?.trim() || "info" });
 
 let config: ReturnType<typeof readAgentConfig>;
+let nodeTuning: ReturnType<typeof readNodeTuning>;
 try {
   config = readAgentConfig(process.env, process.argv.slice(2));
+  nodeTuning = readNodeTuning(process.env);
 } catch (err) {
-  if (!(err instanceof ConfigError)) throw err;
+  if (!(err instanceof ConfigError) && !(err instanceof NodeEnvError)) throw err;
   bootLog.fatal(err.message);
   process.exit(CONFIG_EXIT_CODE);
 }
@@ -84,6 +94,7 @@ let linkUp = false;
 let lastSeen: string | null = null;
 let apiListening = false;
 let readySent = false;
+let bouncerUrl: string | undefined;
 
 const upgrader: Upgrader = new Upgrader({
   stateDir,
@@ -122,11 +133,32 @@ const link: LinkClient = new LinkClient({
     ping: async () => ({ at: new Date().toISOString() }),
     // Answers at once; the upgrade continues in the background and reports through status.
     "agent.upgrade": async (payload) => upgrader.start(validateUpgradeRequest(payload)),
+    // Accepted at once (the phases run on and report through node.report); leave answers when clean.
+    "node.join": async (payload) => node.join(payload),
+    "node.leave": async (payload, ctx) => node.leave(payload, ctx.signal),
   },
+});
+
+const node: NodeController = new NodeController({
+  stateDir: config.stateDir,
+  nodePackage: config.nodePackage,
+  hostRoot: config.hostRoot,
+  host: () => ({ hostId, hostname: facts.current.hostname, primaryIp: facts.current.primaryIp }),
+  link,
+  services: () =>
+    createServiceManager({
+      hostRoot: config.hostRoot,
+      override: process.env.KEELSON_SERVICE_MANAGER?.trim() || undefined,
+      log: log.child({ component: "services" }),
+    }),
+  log: log.child({ component: "node" }),
+  tuning: nodeTuning,
+  bouncerVerifyUrl: () => bouncerUrl,
 });
 
 link.on("connected", () => {
   linkUp = true;
+  node.connected();
   signalReady();
 });
 link.on("disconnected", (info) => {
@@ -145,8 +177,9 @@ link.on("fatal", (info) => {
 const api = buildLocalApi({
   hostId,
   tokens: new TokenCheck({ localToken, verify: (token) => link.verifyProjectToken(token) }),
-  hostRecord: () =>
-    buildHostRecord({
+  hostRecord: () => {
+    const membership = node.snapshot();
+    return buildHostRecord({
       id: hostId,
       facts: facts.current,
       responding: linkUp,
@@ -155,12 +188,17 @@ const api = buildLocalApi({
       agentStatus: upgrader.status,
       agentError: upgrader.error ?? null,
       roles: [],
-      nodeStatus: "ok",
-      clusterUuid: null,
-      phases: [],
-    }),
+      nodeStatus: membership.nodeStatus,
+      clusterUuid: membership.clusterId,
+      phases: membership.phases,
+    });
+  },
   upgrade: (body) => upgrader.start(validateUpgradeRequest(body)),
   log: log.child({ component: "local-api" }),
+});
+const bouncerEndpoint = registerBouncerEndpoint(api, {
+  stateDir,
+  verify: (token) => link.verifyClusterToken(token),
 });
 
 let stopping: Promise<never> | undefined;
@@ -175,7 +213,10 @@ function stopProcess(reason: string, code: number): Promise<never> {
     }, 20_000).unref();
     facts.stop();
     await upgrader.abort();
+    // A join or leave still running gets the link's grace period, then its abort signal.
     await link.stop({ graceMs: 5_000 });
+    // The node's services keep running (like systemd units); the next start picks them up.
+    await node.close();
     await api.close();
     process.exit(code);
   })();
@@ -191,6 +232,11 @@ try {
   process.exit(1);
 }
 apiListening = true;
+const bound = api.server.address();
+bouncerUrl = bouncerVerifyUrl(
+  { host: config.listen.host, port: typeof bound === "object" && bound ? bound.port : config.listen.port },
+  bouncerEndpoint.path,
+);
 log.info(
   { listen: `${config.listen.host}:${config.listen.port}`, version: AGENT_VERSION, stateDir: config.stateDir },
   "keelson-agent started",
@@ -204,6 +250,8 @@ facts.start(
   (err) => log.warn({ err }, "collecting host facts failed"),
 );
 link.start();
+// A host that is a node of a cluster keeps running its phases across agent restarts.
+void node.resume().catch((err) => log.error({ err }, "resuming the node failed"));
 
 /** The launcher keeps a freshly upgraded version only once it is up: API listening, link welcomed. */
 function signalReady(): void {

@@ -6,6 +6,7 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance } from "fastify";
 import { AgentHub, type AgentHubOptions } from "./agents/hub.ts";
 import { loadCatalogue } from "./catalogue/catalogue.ts";
 import type { Keelson } from "./context.ts";
+import { followClusterHealth } from "./domain/clusters/health-follower.ts";
 import { ensureDefaultProject } from "./domain/projects/projects.ts";
 import { installAuth } from "./http/auth.ts";
 import { stripCompatPrefix } from "./http/compat-prefix.ts";
@@ -28,7 +29,7 @@ export interface AppOptions {
   /** false keeps recorded operations pending (tests of resume-after-restart). Default true. */
   runOperations?: boolean;
   /** Agent hub tuning (tests and benchmarks shorten the heartbeat). */
-  agentHub?: Omit<AgentHubOptions, "db" | "identity" | "log">;
+  agentHub?: Omit<AgentHubOptions, "db" | "identity" | "log" | "cipher">;
 }
 
 export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
@@ -42,7 +43,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
 
   const runner = new OperationRunner(options.db, app.log);
   const identity = new IdentityResolver(options.db, hashSecret(options.adminToken));
-  const agents = new AgentHub({ ...options.agentHub, db: options.db, identity, log: app.log });
+  const agents = new AgentHub({ ...options.agentHub, db: options.db, identity, cipher: options.cipher, log: app.log });
   agents.attach(app.server);
   const keelson: Keelson = {
     db: options.db,
@@ -57,6 +58,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   app.decorate("keelson", keelson);
   ensureDefaultProject(keelson);
   registerOperationKinds(keelson);
+  const stopFollowingHealth = followClusterHealth(keelson);
 
   installErrorHandlers(app);
   acceptEmptyJsonBodies(app);
@@ -86,6 +88,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   });
   app.addHook("preClose", async () => {
     await runner.stop();
+    stopFollowingHealth();
     // Drain the agent links with going-away before the listener stops.
     await agents.close();
   });

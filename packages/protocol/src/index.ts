@@ -1,6 +1,7 @@
 export * from "./backoff.ts";
 export * from "./close-codes.ts";
 export * from "./commands.ts";
+export * from "./etcd-member.ts";
 export * from "./facts.ts";
 export * from "./frames.ts";
 export * from "./host-record.ts";

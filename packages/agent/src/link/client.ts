@@ -5,6 +5,7 @@ import {
   assertNever,
   Backoff,
   type BackoffOptions,
+  type CertProfile,
   CloseCode,
   CommandErrorCode,
   type CommandFrame,
@@ -20,6 +21,7 @@ import {
   type HelloPayload,
   type HostFacts,
   MAX_FRAME_BYTES,
+  type NodeReportFrame,
   PROTOCOL_VERSION,
   parseControlFrame,
   type RawFrame,
@@ -65,8 +67,10 @@ export interface LinkClientOptions {
   backoff?: BackoffOptions;
   /** Without a welcome within this after opening, the attempt is abandoned. Default 10 s. */
   welcomeTimeoutMs?: number;
-  /** How long a token.verify may wait for its answer. Default 5 s. */
+  /** How long a token.verify or cluster-token.verify may wait for its answer. Default 5 s. */
   verifyTimeoutMs?: number;
+  /** How long a cert.sign may wait for its answer. Default 30 s. */
+  signTimeoutMs?: number;
   /** How many handled command ids are remembered. Default 500. */
   recordLimit?: number;
 }
@@ -90,8 +94,37 @@ export class LinkUnavailableError extends Error {
   override name = "LinkUnavailableError";
 }
 
+/** The control plane answered a signing request with a refusal (wrong SANs, not a master, ...). */
+export class CertificateRefusedError extends Error {
+  override name = "CertificateRefusedError";
+  constructor(
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export interface CertificateRequest {
+  profile: CertProfile;
+  csrPem: string;
+  /** The SANs the CSR asks for; the control plane checks them against this node. */
+  dnsNames: string[];
+  ipAddresses: string[];
+}
+
+export interface SignedCertificatePem {
+  certPem: string;
+  caCertPem: string;
+}
+
+/** The answer frames a request waits for, by the request's frame type. */
+type AnswerFrame = Extract<ControlFrame, { type: "token.verified" | "cert.signed" | "cluster-token.verified" }>;
+
 interface Waiter {
-  resolve(valid: boolean): void;
+  /** The frame type that settles it: an answer of another type with the same id is ignored. */
+  answer: AnswerFrame["type"];
+  settle(frame: AnswerFrame): void;
   reject(err: Error): void;
   timer: NodeJS.Timeout;
 }
@@ -107,13 +140,13 @@ export class LinkClient extends EventEmitter<LinkClientEvents> {
   private readonly backoff: Backoff;
   private readonly record: CommandRecord;
   private readonly running = new Map<string, { controller: AbortController; done: Promise<void> }>();
-  private readonly verifications = new Map<string, Waiter>();
+  private readonly requests = new Map<string, Waiter>();
   private ws: WebSocket | undefined;
   private welcome: WelcomeFrame | undefined;
   private watchdog: NodeJS.Timeout | undefined;
   private reconnectTimer: NodeJS.Timeout | undefined;
   private stopped = true;
-  private nextVerifyId = 1;
+  private nextRequestId = 1;
 
   constructor(private readonly options: LinkClientOptions) {
     super();
@@ -176,22 +209,94 @@ export class LinkClient extends EventEmitter<LinkClientEvents> {
     return this.send({ type: "facts", facts });
   }
 
+  /** Sends the node's phase report; false when not connected (send it again after the next welcome). */
+  sendNodeReport(report: Omit<NodeReportFrame, "type">): boolean {
+    return this.send({ type: "node.report", ...report });
+  }
+
   /**
    * Asks the control plane whether `token` is a valid token of this host's project (or the
    * admin token). Rejects with LinkUnavailableError when there is no link to ask over; callers
    * cache answers (see local-api/token-check.ts).
    */
   verifyProjectToken(token: string): Promise<boolean> {
-    if (!this.connected) return Promise.reject(new LinkUnavailableError("not connected to the control plane"));
-    const id = `v${this.nextVerifyId++}`;
-    return new Promise<boolean>((resolve, reject) => {
-      const timeoutMs = this.options.verifyTimeoutMs ?? 5_000;
-      const timer = setTimeout(() => {
-        this.verifications.delete(id);
-        reject(new LinkUnavailableError(`the control plane did not answer a token check within ${timeoutMs} ms`));
-      }, timeoutMs);
-      this.verifications.set(id, { resolve, reject, timer });
-      this.send({ type: "token.verify", id, token });
+    return this.request(
+      (id) => ({ type: "token.verify", id, token }),
+      "token.verified",
+      this.options.verifyTimeoutMs ?? 5_000,
+      "a token check",
+    ).then((frame) => (frame as Extract<AnswerFrame, { type: "token.verified" }>).valid);
+  }
+
+  /**
+   * Asks the control plane who a bearer token presented to this node's bouncer was issued to
+   * for this node's cluster: the subject, or null when the token is not valid for it.
+   */
+  verifyClusterToken(token: string): Promise<string | null> {
+    return this.request(
+      (id) => ({ type: "cluster-token.verify", id, token }),
+      "cluster-token.verified",
+      this.options.verifyTimeoutMs ?? 5_000,
+      "a cluster token check",
+    ).then((frame) => (frame as Extract<AnswerFrame, { type: "cluster-token.verified" }>).subject);
+  }
+
+  /**
+   * Has the control plane sign a CSR with this node's cluster CA. Rejects with
+   * LinkUnavailableError when offline or unanswered in time, CertificateRefusedError when the
+   * control plane refuses.
+   */
+  async signCertificate(
+    request: CertificateRequest,
+    options: { timeoutMs?: number; signal?: AbortSignal } = {},
+  ): Promise<SignedCertificatePem> {
+    const frame = (await this.request(
+      (id) => ({ type: "cert.sign", id, ...request }),
+      "cert.signed",
+      options.timeoutMs ?? this.options.signTimeoutMs ?? 30_000,
+      `signing the ${request.profile} certificate`,
+      options.signal,
+    )) as Extract<AnswerFrame, { type: "cert.signed" }>;
+    if (!frame.ok) throw new CertificateRefusedError(frame.error.code, frame.error.message);
+    return { certPem: frame.certPem, caCertPem: frame.caCertPem };
+  }
+
+  /** Sends a request frame with a fresh id and waits for the answer of `answer` type with that id. */
+  private request(
+    build: (id: string) => AgentFrame,
+    answer: AnswerFrame["type"],
+    timeoutMs: number,
+    what: string,
+    signal?: AbortSignal,
+  ): Promise<AnswerFrame> {
+    if (!this.connected) {
+      return Promise.reject(new LinkUnavailableError(`not connected to the control plane (${what})`));
+    }
+    if (signal?.aborted) return Promise.reject(signal.reason as Error);
+    const id = `r${this.nextRequestId++}`;
+    return new Promise<AnswerFrame>((resolve, reject) => {
+      const onAbort = () => finish(() => reject(signal?.reason as Error));
+      const finish = (action: () => void) => {
+        if (this.requests.get(id) !== waiter) return;
+        this.requests.delete(id);
+        clearTimeout(waiter.timer);
+        signal?.removeEventListener("abort", onAbort);
+        action();
+      };
+      const waiter: Waiter = {
+        answer,
+        settle: (frame) => finish(() => resolve(frame)),
+        reject: (err) => finish(() => reject(err)),
+        timer: setTimeout(
+          () =>
+            waiter.reject(new LinkUnavailableError(`the control plane did not answer ${what} within ${timeoutMs} ms`)),
+          timeoutMs,
+        ),
+      };
+      this.requests.set(id, waiter);
+      signal?.addEventListener("abort", onAbort, { once: true });
+      if (!this.send(build(id)))
+        waiter.reject(new LinkUnavailableError(`not connected to the control plane (${what})`));
     });
   }
 
@@ -295,18 +400,14 @@ export class LinkClient extends EventEmitter<LinkClientEvents> {
         }
         this.onCommand(frame);
         return;
-      case "token.verified": {
-        const waiter = this.verifications.get(frame.id);
-        if (!waiter) return;
-        this.verifications.delete(frame.id);
-        clearTimeout(waiter.timer);
-        waiter.resolve(frame.valid);
+      case "token.verified":
+      case "cert.signed":
+      case "cluster-token.verified": {
+        // A late answer (after its timeout) finds no waiter and is dropped.
+        const waiter = this.requests.get(frame.id);
+        if (waiter?.answer === frame.type) waiter.settle(frame);
         return;
       }
-      case "cert.signed":
-      case "cluster-token.verified":
-        // issue 4: answers to requests this client does not make yet.
-        return;
       default:
         assertNever(frame);
     }
@@ -357,10 +458,8 @@ export class LinkClient extends EventEmitter<LinkClientEvents> {
     clearTimeout(this.watchdog);
     this.ws = undefined;
     this.welcome = undefined;
-    for (const [id, waiter] of this.verifications) {
-      clearTimeout(waiter.timer);
+    for (const waiter of [...this.requests.values()]) {
       waiter.reject(new LinkUnavailableError("the link closed before the control plane answered"));
-      this.verifications.delete(id);
     }
   }
 

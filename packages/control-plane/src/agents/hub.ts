@@ -5,7 +5,9 @@ import {
   AGENT_LINK_PATH,
   type AgentFrame,
   assertNever,
+  type CertSignFrame,
   CloseCode,
+  type ClusterTokenVerifyFrame,
   type CommandName,
   type CommandPayload,
   type CommandResult,
@@ -14,15 +16,21 @@ import {
   type HelloFrame,
   MAX_COMMAND_TIMEOUT_MS,
   MAX_FRAME_BYTES,
+  type NodeReportFrame,
   PROTOCOL_VERSION,
   parseAgentFrame,
   type RawFrame,
 } from "@keelson/protocol";
 import type { FastifyBaseLogger } from "fastify";
 import { type WebSocket, WebSocketServer } from "ws";
+import { verifyClusterAccessToken } from "../domain/kubeconfig/access-tokens.ts";
 import type { IdentityResolver } from "../identity/identity.ts";
+import type { SecretCipher } from "../secrets/cipher.ts";
 import { HostAuthenticator } from "./authenticate.ts";
+import { NodeCertificateSigner } from "./cert-signer.ts";
 import { HostOfflineError } from "./errors.ts";
+import { NodeEvents } from "./node-events.ts";
+import { NodeReportWriter } from "./node-reports.ts";
 import { PendingCommands } from "./pending-commands.ts";
 import { type PresenceOptions, PresenceWriter } from "./presence.ts";
 import { AgentSession, SessionRegistry } from "./sessions.ts";
@@ -30,6 +38,8 @@ import { AgentSession, SessionRegistry } from "./sessions.ts";
 export interface AgentHubOptions {
   db: Db;
   identity: IdentityResolver;
+  /** Opens cluster CA keys to sign node certificates (cert.sign). */
+  cipher: SecretCipher;
   log: FastifyBaseLogger;
   /** Ping interval; a peer that misses two pongs in a row is terminated. Default 15 s. */
   heartbeatMs?: number;
@@ -43,16 +53,22 @@ export interface AgentHubOptions {
 /**
  * The control plane's end of the agent link (DESIGN.md "Agent link"): authenticates the
  * upgrade, validates every frame, keeps one session per host, pings, relays commands and
- * records presence in the nodes table.
+ * records presence in the nodes table. Node reports are stored and announced on `nodeEvents`
+ * (operations wait on them); certificate and cluster-token requests are answered here.
  */
 export class AgentHub {
   readonly heartbeatMs: number;
+  /** Node reports and link changes, as they happen. */
+  readonly nodeEvents = new NodeEvents();
   private readonly helloTimeoutMs: number;
   private readonly drainTimeoutMs: number;
   private readonly log: FastifyBaseLogger;
   private readonly identity: IdentityResolver;
   private readonly auth: HostAuthenticator;
   private readonly presence: PresenceWriter;
+  private readonly reports: NodeReportWriter;
+  private readonly signer: NodeCertificateSigner;
+  private readonly db: Db;
   private readonly wss: WebSocketServer;
   private readonly registry = new SessionRegistry<AgentSession>();
   /** Every open socket, helloed or not, so a drain reaches them all. */
@@ -70,6 +86,9 @@ export class AgentHub {
     this.identity = options.identity;
     this.auth = new HostAuthenticator(options.db);
     this.presence = new PresenceWriter(options.db, options.log, options.presence);
+    this.reports = new NodeReportWriter(options.db);
+    this.signer = new NodeCertificateSigner(options.db, options.cipher);
+    this.db = options.db;
     // Frames up to 4x the protocol limit reach the parser and get BAD_FRAME with a reason;
     // beyond that ws itself closes with 1009 before buffering more.
     this.wss = new WebSocketServer({
@@ -220,6 +239,7 @@ export class AgentHub {
     if (!this.registry.removeIfCurrent(session)) return;
     this.presence.disconnected(session.hostId);
     this.log.info({ hostId: session.hostId, session: session.id, code, reason }, "agent disconnected");
+    this.nodeEvents.emit({ type: "link", hostId: session.hostId, connected: false });
   }
 
   private onMessage(session: AgentSession, data: RawFrame): void {
@@ -264,11 +284,13 @@ export class AgentHub {
         return;
       }
       case "node.report":
+        this.onNodeReport(session, frame);
+        return;
       case "cert.sign":
+        this.onCertSign(session, frame);
+        return;
       case "cluster-token.verify":
-        // issue 4: node phases, certificates and cluster tokens are handled by their own
-        // modules once they exist; until then these frames are accepted and ignored.
-        this.log.debug({ hostId: session.hostId, type: frame.type }, "frame not handled yet (issue 4)");
+        this.onClusterTokenVerify(session, frame);
         return;
       default:
         assertNever(frame);
@@ -306,6 +328,56 @@ export class AgentHub {
     // answers from its record instead of running them again.
     for (const command of this.pending.forHost(session.hostId)) session.send(command);
     this.log.info({ hostId: session.hostId, session: session.id, agentVersion: hello.agentVersion }, "agent connected");
+    this.nodeEvents.emit({ type: "link", hostId: session.hostId, connected: true });
+  }
+
+  // ---- node frames (phases, certificates, cluster tokens) --------------------------------
+
+  private onNodeReport(session: AgentSession, frame: NodeReportFrame): void {
+    const outcome = this.reports.apply(session.hostId, frame);
+    if (!outcome.stored) {
+      this.log.debug(
+        { hostId: session.hostId, reported: frame.clusterId, expected: outcome.expected },
+        "node report of another cluster membership ignored",
+      );
+      return;
+    }
+    this.nodeEvents.emit({
+      type: "node-report",
+      hostId: session.hostId,
+      clusterId: frame.clusterId,
+      report: frame.report,
+      apiResponding: frame.apiResponding,
+    });
+  }
+
+  private onCertSign(session: AgentSession, frame: CertSignFrame): void {
+    this.signer.sign(session.hostId, frame).then(
+      (answer) => {
+        if (!answer.ok)
+          this.log.warn(
+            { hostId: session.hostId, profile: frame.profile, error: answer.error.message },
+            "certificate request refused",
+          );
+        session.send(answer);
+      },
+      (err: unknown) => {
+        this.log.error({ err, hostId: session.hostId, profile: frame.profile }, "signing a node certificate failed");
+        session.send({
+          type: "cert.signed",
+          id: frame.id,
+          ok: false,
+          error: { code: "FAILED", message: "the control plane could not sign the request; see its log" },
+        });
+      },
+    );
+  }
+
+  private onClusterTokenVerify(session: AgentSession, frame: ClusterTokenVerifyFrame): void {
+    // Only tokens issued for the cluster this node is in: a bouncer of another cluster gets null.
+    const clusterId = this.reports.clusterOf(session.hostId);
+    const subject = clusterId ? verifyClusterAccessToken(this.db, clusterId, frame.token) : null;
+    session.send({ type: "cluster-token.verified", id: frame.id, subject });
   }
 
   private tick(): void {

@@ -68,7 +68,8 @@ export class PresenceWriter {
       agentError: hello.agentError ?? null,
       agentConnected: 1,
       lastSeen: now.toISOString(),
-      status: "ok",
+      // No `status` here: it is the node's Kubernetes state, which only its node.report sets
+      // (a reconnect of a converging or failed node must not read as ok).
     });
   }
 

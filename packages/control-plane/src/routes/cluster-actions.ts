@@ -1,7 +1,10 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
+import { attachNodes } from "../domain/clusters/attach.ts";
+import { detachNodes } from "../domain/clusters/detach.ts";
 import { findCluster } from "../domain/clusters/views.ts";
 import { notImplemented } from "../http/errors.ts";
+import { sendNoBody } from "../http/no-body.ts";
 import { clusterErrors, ProjectClusterParams, ProjectParams } from "./cluster-schemas.ts";
 import { ErrorBody, NoBody } from "./common-schemas.ts";
 
@@ -13,8 +16,21 @@ const AttachEntries = Type.Array(
     },
     { additionalProperties: false },
   ),
-  { minItems: 1, description: "Node attach/detach entries (spec §2.6)" },
+  { minItems: 1, maxItems: 10_000, description: "Node attach/detach entries (spec §2.6)" },
 );
+
+const ATTACH_RULES =
+  "Nodes of the project whose agent is connected and that are in no cluster; manual-deploy clusters only. " +
+  "Several masters in one request only while the cluster has none (then one master per request: etcd grows " +
+  "one member at a time); workers only once the cluster has a master or with masters in the same request. " +
+  "Each violation is a 400 naming the entry (`[i].uuid`) and the rule; an unknown node or cluster is a 404; " +
+  "nothing changes on any error. The nodes read as attached and `converging` at once; an operation " +
+  "(`cluster.attach`) joins masters one at a time, then the workers, and settles the cluster's status.";
+const DETACH_RULES =
+  "Nodes attached to this cluster, each listed once with `isMaster` saying its role (400 otherwise; 404 for an " +
+  "unknown node). Detaching masters that would lose etcd quorum is a 409 (`quorum_loss`) unless every node of " +
+  "the cluster is detached: the remaining masters must keep a healthy majority, and workers need a master. " +
+  "An operation (`cluster.detach`) drains, stops and cleans the workers, then the masters one at a time.";
 
 const UpgradeQueryV4 = Type.Object({
   type: Type.Union([Type.Literal("minor"), Type.Literal("patch")], { description: "Which upgrade target to go to" }),
@@ -44,8 +60,9 @@ const laterIssue = (what: string) =>
   notImplemented(`${what} needs the node phases and orchestration, which come in a later release`);
 
 /**
- * Attach, detach, upgrade and the staggered restarts: complete routes (schemas, auth,
- * validation, unknown-cluster 404) whose work lands with the node phases.
+ * Attach and detach (domain/clusters/attach.ts, detach.ts: rules, then an operation that runs
+ * the node phases); upgrade and the staggered restarts: complete routes (schemas, auth,
+ * validation, unknown-cluster 404) whose work comes in a later release.
  */
 export const clusterActionRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const k = app.keelson;
@@ -59,14 +76,18 @@ export const clusterActionRoutes: FastifyPluginAsyncTypebox = async (app) => {
           schema: {
             tags,
             summary: `${action === "attach" ? "Attach nodes to" : "Detach nodes from"} a manual-deploy cluster`,
+            description: action === "attach" ? ATTACH_RULES : DETACH_RULES,
             params: ProjectClusterParams,
             body: AttachEntries,
             response: { 200: NoBody, ...clusterErrors },
           },
         },
-        async (request) => {
-          findCluster(k.db, request.params.project_uuid, request.params.uuid);
-          throw laterIssue(action === "attach" ? "attaching nodes" : "detaching nodes");
+        async (request, reply) => {
+          const { project_uuid: projectId, uuid: clusterId } = request.params;
+          const entries = request.body.map((e, i) => ({ uuid: e.uuid, isMaster: e.isMaster, field: `[${i}].uuid` }));
+          if (action === "attach") attachNodes(k, projectId, clusterId, entries);
+          else detachNodes(k, projectId, clusterId, entries);
+          return sendNoBody(reply);
         },
       );
     }

@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
-import { detachNode, getNodeView, listNodeViews } from "../domain/nodes/nodes.ts";
+import { getNodeView, listNodeViews, updateNode } from "../domain/nodes/nodes.ts";
 import { presentNodeV3, presentNodeV4 } from "../domain/nodes/present.ts";
 import { NodeV3, NodeV4 } from "../domain/nodes/schemas.ts";
 import { sendNoBody } from "../http/no-body.ts";
@@ -11,12 +11,22 @@ const NodeParams = Type.Object({
   project_uuid: Type.String({ description: "Project UUID" }),
   uuid: Type.String({ description: "Node UUID" }),
 });
-/** §4.3: only `clusterUuid` may be sent, and only null (detach). */
+/**
+ * §4.3: only `clusterUuid` may be sent, and only null (detach). The schema takes any object so
+ * the domain can answer every other body with a 400 that says what is allowed.
+ */
 const NodeUpdateBody = Type.Object(
-  { clusterUuid: Type.Null({ description: "Must be null: detaches the node from its cluster" }) },
-  { additionalProperties: false },
+  {
+    clusterUuid: Type.Optional(
+      Type.Union([Type.Null(), Type.Unknown()], { description: "Must be null: detaches the node from its cluster" }),
+    ),
+  },
+  {
+    additionalProperties: true,
+    description: 'Exactly {"clusterUuid": null}; any other body is a 400 (only the cluster can be cleared)',
+  },
 );
-const errors = { 400: ErrorBody, 403: ErrorBody, 404: ErrorBody, 501: ErrorBody };
+const errors = { 400: ErrorBody, 403: ErrorBody, 404: ErrorBody, 409: ErrorBody };
 
 /** Nodes v4 (§4.3) and v3 (§4.7): the project's registered hosts. */
 export const nodeRoutes: FastifyPluginAsyncTypebox = async (app) => {
@@ -63,13 +73,16 @@ export const nodeRoutes: FastifyPluginAsyncTypebox = async (app) => {
         schema: {
           tags,
           summary: "Detach a node from its cluster (body {clusterUuid: null})",
+          description:
+            "Detaches an attached node like POST .../clusters/{uuid}/detach would (same rules: 409 when etcd would " +
+            "lose quorum); an unattached node answers 200 with nothing to do. Any other body is a 400.",
           params: NodeParams,
           body: NodeUpdateBody,
           response: { 200: NoBody, ...errors },
         },
       },
       async (request, reply) => {
-        detachNode(db, request.params.project_uuid, request.params.uuid);
+        updateNode(app.keelson, request.params.project_uuid, request.params.uuid, request.body);
         return sendNoBody(reply);
       },
     );

@@ -1,11 +1,12 @@
 import { randomUUID } from "node:crypto";
-import { addons, cloudProviders, clusters, type Db, nodePools, nodes } from "@keelson/db";
-import { and, eq, inArray } from "drizzle-orm";
+import { addons, cloudProviders, clusters, type Db, nodePools } from "@keelson/db";
+import { and, eq } from "drizzle-orm";
 import type { Keelson } from "../../context.ts";
 import { ApiError, badRequest, conflict, notImplemented } from "../../http/errors.ts";
 import { activeOperationFor, recordOperation } from "../../operations/store.ts";
 import type { OperationRow } from "../../operations/types.ts";
 import { createClusterCa } from "../../pki/cluster-ca.ts";
+import { assignNodes, checkAttachEntries, type MembershipPlan } from "./attach.ts";
 import { CLUSTER_OPS } from "./operations.ts";
 import { type ApiVersion, type ClusterSpec, parseClusterCreate, parseClusterUpdate } from "./spec.ts";
 import { type ClusterRow, findCluster } from "./views.ts";
@@ -46,29 +47,16 @@ function resolvePlacement(db: Db, projectId: string, nodePoolUuid: string | unde
   return row;
 }
 
-/** Every node named at create must be a node of the project; an unknown one is a 400 that names it. */
-function checkNamedNodes(db: Db, projectId: string, masterNodes: string[], workerNodes: string[]): void {
-  const named = [
-    ...masterNodes.map((uuid, i) => ({ uuid, field: `masterNodes[${i}]` })),
-    ...workerNodes.map((uuid, i) => ({ uuid, field: `workerNodes[${i}]` })),
+/**
+ * Nodes named at create (`masterNodes`, `workerNodes`) follow the attach rules of attach.ts
+ * against a cluster with no masters yet; an unknown node is a 400 naming the body field.
+ */
+function checkNamedNodes(k: Keelson, projectId: string, masterNodes: string[], workerNodes: string[]): MembershipPlan {
+  const entries = [
+    ...masterNodes.map((uuid, i) => ({ uuid, isMaster: true, field: `masterNodes[${i}]` })),
+    ...workerNodes.map((uuid, i) => ({ uuid, isMaster: false, field: `workerNodes[${i}]` })),
   ];
-  if (named.length === 0) return;
-  const seen = new Set<string>();
-  for (const { uuid, field } of named) {
-    if (seen.has(uuid)) throw badRequest(field, `node ${uuid} is listed more than once`);
-    seen.add(uuid);
-  }
-  const known = new Set(
-    db
-      .select({ id: nodes.id })
-      .from(nodes)
-      .where(and(eq(nodes.projectId, projectId), inArray(nodes.id, [...seen])))
-      .all()
-      .map((n) => n.id),
-  );
-  const unknown = named.find((n) => !known.has(n.uuid));
-  if (unknown) throw badRequest(unknown.field, `node ${unknown.uuid} is not a node of this project`, "unknown_node");
-  throw notImplemented("attaching nodes at create needs the node phases, which come in a later release");
+  return checkAttachEntries(k, projectId, entries, { unknownNode: 400, existingMasters: 0 });
 }
 
 function assertNameFree(db: Pick<Db, "select">, projectId: string, name: string): void {
@@ -94,7 +82,7 @@ export async function createCluster(
       `auto-deploy clusters on ${placement.providerType} need the cloud drivers, which come in a later release`,
     );
   }
-  checkNamedNodes(k.db, projectId, parsed.masterNodes, parsed.workerNodes);
+  const plan = checkNamedNodes(k, projectId, parsed.masterNodes, parsed.workerNodes);
   assertNameFree(k.db, projectId, spec.name);
 
   const id = randomUUID();
@@ -111,7 +99,8 @@ export async function createCluster(
         nodePoolId: placement.nodePoolId,
         cloudProviderId: placement.cloudProviderId,
         kubeRoleVersion: spec.kubeRoleVersion,
-        status: "pending",
+        // With masters named, the cluster is being created until the first one is ok.
+        status: plan.masters.length > 0 ? "creating" : "pending",
         taskStatus: "creating",
         lastOp: "create",
         masterVipVrouterId: spec.masterVipIpv4 ? chooseVrouterId(tx) : "",
@@ -130,6 +119,7 @@ export async function createCluster(
       version,
     }));
     if (addonRows.length > 0) tx.insert(addons).values(addonRows).run();
+    assignNodes(tx, id, plan);
     const operation = recordOperation(tx, {
       projectId,
       kind: CLUSTER_OPS.create,

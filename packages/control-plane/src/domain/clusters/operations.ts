@@ -1,15 +1,31 @@
-import { clusters, type Db, nodes } from "@keelson/db";
+import { clusters, type Db } from "@keelson/db";
 import { eq } from "drizzle-orm";
 import type { Keelson } from "../../context.ts";
-import { notImplemented } from "../../http/errors.ts";
-import type { OperationKind, StepContext } from "../../operations/types.ts";
+import {
+  OperationInterrupted,
+  type OperationKind,
+  type OperationRow,
+  type OperationStep,
+  type StepContext,
+} from "../../operations/types.ts";
 import { settledClusterStatus } from "./health.ts";
+import {
+  attachedNodeIds,
+  convergeTimeoutMs,
+  deadlineIn,
+  joinNode,
+  leaveNode,
+  leaveTimeoutMs,
+  workerJoin,
+} from "./membership.ts";
 import { roleCountsOf } from "./views.ts";
 
 export const CLUSTER_OPS = {
   create: "cluster.create",
   update: "cluster.update",
   delete: "cluster.delete",
+  attach: "cluster.attach",
+  detach: "cluster.detach",
 } as const;
 
 /** Ends a cluster task: status from the nodes, taskStatus success, lastOk when the cluster is ok. */
@@ -36,48 +52,184 @@ function recordFailure(ctx: StepContext, error: Error): void {
     .run();
 }
 
+/**
+ * A failed membership task also settles the cluster's status from its nodes: `creating` was
+ * the task's doing and must not outlive it (a failed first master reads `error`, none `pending`).
+ */
+function recordMembershipFailure(ctx: StepContext, error: Error): void {
+  const status = settledClusterStatus(roleCountsOf(ctx.db, ctx.op.targetId));
+  ctx.db
+    .update(clusters)
+    .set({ status, taskStatus: "error", taskError: error.message })
+    .where(eq(clusters.id, ctx.op.targetId))
+    .run();
+}
+
 function clusterExists(db: Db, clusterId: string): boolean {
   return db.select({ id: clusters.id }).from(clusters).where(eq(clusters.id, clusterId)).get() !== undefined;
 }
 
-export function clusterOperationKinds(_k: Keelson): OperationKind[] {
+function stringList(value: unknown): string[] {
+  return Array.isArray(value) ? value.filter((v): v is string => typeof v === "string") : [];
+}
+
+/** The nodes an attach (`masters`/`workers`) or a create (`masterNodes`/`workerNodes`) brings in. */
+function joiningNodes(op: OperationRow): { masters: string[]; workers: string[] } {
+  const p = op.params as Record<string, unknown>;
+  return {
+    masters: stringList(p.masters ?? p.masterNodes),
+    workers: stringList(p.workers ?? p.workerNodes),
+  };
+}
+
+function joinedSoFar(ctx: StepContext): Set<string> {
+  return new Set(stringList(ctx.progress.joined));
+}
+
+/**
+ * Masters join one at a time, each only after the one before is ok (an etcd member is added
+ * to a running cluster one by one). Progress names the masters that converged, so a resumed
+ * operation does not join them again.
+ */
+function joinMastersStep(k: Keelson, masters: string[]): OperationStep {
+  return {
+    name: "join-masters",
+    run: async (ctx) => {
+      const joined = joinedSoFar(ctx);
+      for (const id of masters) {
+        if (joined.has(id)) continue;
+        await joinNode(k, ctx, ctx.op.targetId, id, deadlineIn(convergeTimeoutMs(), ctx));
+        joined.add(id);
+        ctx.saveProgress({ joined: [...joined] });
+      }
+    },
+  };
+}
+
+/** Saves a growing list at most every `everyMs` (a thousand workers are not a thousand cursor writes). */
+function throttledProgress(ctx: StepContext, key: string, initial: Set<string>, everyMs = 250) {
+  const ids = new Set(initial);
+  let last = 0;
+  let dirty = false;
+  const save = () => {
+    if (!dirty) return;
+    dirty = false;
+    last = Date.now();
+    ctx.saveProgress({ [key]: [...ids] });
+  };
+  return {
+    add(id: string) {
+      ids.add(id);
+      dirty = true;
+      if (Date.now() - last >= everyMs) save();
+    },
+    flush: save,
+  };
+}
+
+/** Why several nodes failed, briefly: the first three reasons and how many more. */
+function summarise(what: string, total: number, errors: Error[]): Error {
+  const shown = errors.slice(0, 3).map((e) => e.message);
+  const more = errors.length > 3 ? `; and ${errors.length - 3} more` : "";
+  return new Error(`${errors.length} of ${total} ${what}: ${shown.join("; ")}${more}`);
+}
+
+/** Settles every promise; rethrows an interruption first, then the failures in one error. */
+async function allOrSummary(what: string, total: number, tasks: Promise<unknown>[]): Promise<void> {
+  const results = await Promise.allSettled(tasks);
+  const errors = results.flatMap((r) =>
+    r.status === "rejected" ? [r.reason instanceof Error ? r.reason : new Error(String(r.reason))] : [],
+  );
+  if (errors.some((e) => e instanceof OperationInterrupted)) throw new OperationInterrupted();
+  if (errors.length === 1) throw errors[0];
+  if (errors.length > 1) throw summarise(what, total, errors);
+}
+
+/** Workers join together, under one deadline, once the masters of the request are ok. */
+function joinWorkersStep(k: Keelson, workers: string[]): OperationStep {
+  return {
+    name: "join-workers",
+    run: async (ctx) => {
+      const joined = joinedSoFar(ctx);
+      const progress = throttledProgress(ctx, "joined", joined);
+      const deadline = deadlineIn(convergeTimeoutMs(), ctx);
+      const todo = workers.filter((id) => !joined.has(id));
+      if (todo.length === 0) return;
+      const shared = workerJoin(ctx.db, ctx.op.targetId);
+      try {
+        await allOrSummary(
+          "workers did not join",
+          todo.length,
+          todo.map(async (id) => {
+            if (await joinNode(k, ctx, ctx.op.targetId, id, deadline, shared)) progress.add(id);
+          }),
+        );
+      } finally {
+        progress.flush();
+      }
+    },
+  };
+}
+
+/**
+ * Workers leave together, then masters one at a time (each an etcd member removal that needs
+ * the others' quorum); the last node of the cluster leaves as `lastNode`. Nodes no longer in
+ * the cluster are skipped, so the step is safe to run again.
+ */
+async function releaseNodes(k: Keelson, ctx: StepContext, only?: { masters: string[]; workers: string[] }) {
+  const clusterId = ctx.op.targetId;
+  const attached = attachedNodeIds(ctx.db, clusterId);
+  const workers = only ? only.workers : attached.filter((n) => n.isMaster === 0).map((n) => n.id);
+  const masters = only ? only.masters : attached.filter((n) => n.isMaster === 1).map((n) => n.id);
+  const workerDeadline = deadlineIn(leaveTimeoutMs(), ctx);
+  await allOrSummary(
+    "workers did not leave",
+    workers.length,
+    workers.map((id) => leaveNode(k, ctx, clusterId, id, workerDeadline)),
+  );
+  for (const id of masters) await leaveNode(k, ctx, clusterId, id, deadlineIn(leaveTimeoutMs(), ctx));
+}
+
+export function clusterOperationKinds(k: Keelson): OperationKind[] {
   return [
     {
       kind: CLUSTER_OPS.create,
+      // The nodes named at create were attached in the create transaction; they join here.
       steps: (op) => [
-        {
-          name: "attach-nodes",
-          run: () => {
-            const params = op.params as { masterNodes?: string[]; workerNodes?: string[] };
-            if ((params.masterNodes?.length ?? 0) + (params.workerNodes?.length ?? 0) > 0) {
-              throw notImplemented("attaching nodes needs the node phases");
-            }
-          },
-        },
+        joinMastersStep(k, joiningNodes(op).masters),
+        joinWorkersStep(k, joiningNodes(op).workers),
         { name: "settle", run: (ctx) => settle(ctx.db, ctx.op.targetId) },
       ],
-      onFailed: recordFailure,
+      onFailed: recordMembershipFailure,
     },
     {
       kind: CLUSTER_OPS.update,
-      // Settings reach the nodes through their phases; with no phases yet there is nothing to push.
+      // Settings reach the nodes through their phases when they next run.
       steps: () => [{ name: "settle", run: (ctx) => settle(ctx.db, ctx.op.targetId) }],
       onFailed: recordFailure,
     },
     {
+      kind: CLUSTER_OPS.attach,
+      steps: (op) => [
+        joinMastersStep(k, joiningNodes(op).masters),
+        joinWorkersStep(k, joiningNodes(op).workers),
+        { name: "settle", run: (ctx) => settle(ctx.db, ctx.op.targetId) },
+      ],
+      onFailed: recordMembershipFailure,
+    },
+    {
+      kind: CLUSTER_OPS.detach,
+      steps: (op) => [
+        { name: "leave", run: (ctx) => releaseNodes(k, ctx, joiningNodes(op)) },
+        { name: "settle", run: (ctx) => settle(ctx.db, ctx.op.targetId) },
+      ],
+      onFailed: recordMembershipFailure,
+    },
+    {
       kind: CLUSTER_OPS.delete,
       steps: () => [
-        {
-          name: "release-nodes",
-          run: (ctx) => {
-            const attached = ctx.db
-              .select({ id: nodes.id })
-              .from(nodes)
-              .where(eq(nodes.clusterId, ctx.op.targetId))
-              .all();
-            if (attached.length > 0) throw notImplemented("detaching nodes needs the node phases");
-          },
-        },
+        // A cluster goes only once every node left it clean.
+        { name: "release-nodes", run: (ctx) => releaseNodes(k, ctx) },
         {
           name: "remove",
           run: (ctx) => {
@@ -87,7 +239,8 @@ export function clusterOperationKinds(_k: Keelson): OperationKind[] {
           },
         },
       ],
-      onFailed: recordFailure,
+      // Not left `deleting`: that would refuse every later request, a retried delete included.
+      onFailed: recordMembershipFailure,
     },
   ];
 }

@@ -9,13 +9,15 @@ export type ClusterRow = typeof clusters.$inferSelect;
 
 /**
  * The health inputs of a cluster's nodes, as one JSON array per cluster row: the health rule
- * itself stays in health.ts, and a read needs one query whatever the number of nodes.
+ * itself stays in health.ts, and a read needs one query whatever the number of nodes. The
+ * outer column is written out qualified: drizzle renders `${clusters.id}` as a bare "id" in a
+ * single-table select, which inside the subquery would mean n.id.
  */
 const nodeHealthJson = sql<string>`(
   select json_group_array(json_object(
     'isMaster', n.is_master, 'status', n.status,
     'agentConnected', n.agent_connected, 'apiResponding', n.api_responding))
-  from nodes n where n.cluster_id = ${clusters.id})`;
+  from nodes n where n.cluster_id = "clusters"."id")`;
 
 const viewColumns = {
   cluster: clusters,

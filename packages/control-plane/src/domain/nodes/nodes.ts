@@ -1,6 +1,8 @@
 import { cloudProviders, clusters, type Db, nodePools, nodes } from "@keelson/db";
 import { and, asc, eq, type SQL } from "drizzle-orm";
-import { notFound, notImplemented } from "../../http/errors.ts";
+import type { Keelson } from "../../context.ts";
+import { badRequest, notFound } from "../../http/errors.ts";
+import { detachNodes } from "../clusters/detach.ts";
 import type { NodeExtras, NodeRow } from "./present.ts";
 
 /** A node row with what its records need, read in one joined query. */
@@ -55,16 +57,33 @@ export function getNodeView(db: Db, projectId: string, nodeId: string): NodeView
   return view;
 }
 
+const ONLY_CLUSTER =
+  'only the node\'s cluster can be changed, and only cleared: send {"clusterUuid": null} to detach it';
+
+/** The PUT body of §4.3: exactly `{clusterUuid: null}`; anything else is a 400 that says so. */
+function checkNodeUpdate(body: unknown): void {
+  if (typeof body !== "object" || body === null || Array.isArray(body)) {
+    throw badRequest("body", `the body must be a JSON object: ${ONLY_CLUSTER}`, "only_cluster_can_change");
+  }
+  const other = Object.keys(body).find((key) => key !== "clusterUuid");
+  if (other !== undefined)
+    throw badRequest(other, `${other} cannot be changed: ${ONLY_CLUSTER}`, "only_cluster_can_change");
+  if (!("clusterUuid" in body) || (body as { clusterUuid: unknown }).clusterUuid !== null) {
+    throw badRequest("clusterUuid", `clusterUuid must be null: ${ONLY_CLUSTER}`, "only_cluster_can_change");
+  }
+}
+
 /**
  * `PUT nodes/{uuid}` with `{clusterUuid: null}` (§3: only the cluster property of a node can
- * change, and only to detach). An unattached node is already there: nothing to do. Detaching
- * an attached node means running its stop phases, which come with the node phases.
+ * change, and only to detach). An unattached node is already there: nothing to do. An attached
+ * one is detached from its cluster like `POST .../detach` would, by the same rules (quorum).
  */
-export function detachNode(db: Db, projectId: string, nodeId: string): void {
-  const view = getNodeView(db, projectId, nodeId);
-  if (view.row.clusterId !== null) {
-    throw notImplemented("detaching an attached node comes with the node phases; use the cluster's detach later");
-  }
+export function updateNode(k: Keelson, projectId: string, nodeId: string, body: unknown): void {
+  checkNodeUpdate(body);
+  const view = getNodeView(k.db, projectId, nodeId);
+  const clusterId = view.row.clusterId;
+  if (clusterId === null) return;
+  detachNodes(k, projectId, clusterId, [{ uuid: nodeId, isMaster: view.row.isMaster === 1, field: "clusterUuid" }]);
 }
 
 /** Nodes attached to one cluster (for `GET /v4/{project_uuid}/clusters/{uuid}/nodes`). */

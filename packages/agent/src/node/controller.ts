@@ -1,0 +1,376 @@
+import { rmSync } from "node:fs";
+import { join } from "node:path";
+import type {
+  CommandPayload,
+  CommandResult,
+  NodePhaseReport,
+  NodePhaseStatus,
+  NodeReportFrame,
+  NodeRole,
+  PhaseStatusRecord,
+} from "@keelson/protocol";
+import type { Logger } from "pino";
+import type { CertificateRequest, SignedCertificatePem } from "../link/client.ts";
+import type { NodeConfig } from "../phases/config.ts";
+import { certRequests } from "../phases/impl/certs.ts";
+import {
+  ALL_PHASES,
+  cleanNode,
+  type KubeApi,
+  type Phase,
+  PhaseEngine,
+  Reconciler,
+  type SignCsr,
+} from "../phases/index.ts";
+import type { ServiceManager } from "../services/types.ts";
+import {
+  clearDesiredState,
+  DESIRED_STATE_FILE,
+  type DesiredState,
+  loadDesiredState,
+  saveDesiredState,
+} from "./desired-state.ts";
+import { buildNodeConfig, type NodeTuning } from "./node-config.ts";
+import { CoalescingReporter } from "./reporter.ts";
+
+/**
+ * The node controller: the agent's side of cluster membership. `node.join` becomes the desired
+ * state (persisted, so a restart resumes), which drives the phase engine through the reconcile
+ * loop; every phase or node-status change goes to the control plane as a coalesced
+ * `node.report` (and one after every reconnect). `node.leave` drains, stops the phases with the
+ * detach intent (a master leaves etcd there, through the other members), cleans what the phases
+ * wrote and forgets the membership.
+ */
+
+export const PHASE_STATE_FILE = "phases.json";
+
+/** What the controller needs of the link (LinkClient has it; tests pass a fake). */
+export interface NodeLink {
+  sendNodeReport(report: Omit<NodeReportFrame, "type">): boolean;
+  signCertificate(request: CertificateRequest, options?: { signal?: AbortSignal }): Promise<SignedCertificatePem>;
+}
+
+/** The host as it is now: a join records its name and address for as long as it is a member. */
+export interface HostIdentity {
+  hostId: string;
+  hostname: string;
+  primaryIp: string;
+}
+
+export interface NodeControllerOptions {
+  stateDir: string;
+  nodePackage: string;
+  hostRoot: string;
+  host: () => HostIdentity;
+  link: NodeLink;
+  /** Made on first need (a resumed or new membership): hosts in no cluster never start one. */
+  services: () => Promise<ServiceManager>;
+  log: Logger;
+  tuning?: Partial<NodeTuning>;
+  /** Where the node bouncer verifies bearer tokens (this agent's endpoint), once known. */
+  bouncerVerifyUrl?: () => string | undefined;
+  /** Default: every phase implementation. Tests swap in their own. */
+  phases?: Phase[];
+  /** Default: the cluster's API with the kubelet's credentials. */
+  kubeApi?: (config: NodeConfig) => KubeApi | undefined;
+  reportIntervalMs?: number;
+  phaseTimeoutMs?: number;
+}
+
+export interface NodeSnapshot {
+  clusterId: string | null;
+  role: NodeRole | null;
+  nodeStatus: NodePhaseStatus;
+  phases: PhaseStatusRecord[];
+}
+
+export class NodeMembershipError extends Error {
+  override name = "NodeMembershipError";
+}
+
+interface Running {
+  desired: DesiredState;
+  config: NodeConfig;
+  engine: PhaseEngine;
+  reconciler: Reconciler;
+}
+
+export class NodeController {
+  private readonly desiredFile: string;
+  private readonly phaseFile: string;
+  private readonly reporter: CoalescingReporter;
+  private desired: DesiredState | undefined;
+  private running: Running | undefined;
+  /** join, leave and resume one at a time, in arrival order. */
+  private queue: Promise<unknown> = Promise.resolve();
+  private servicesPromise: Promise<ServiceManager> | undefined;
+  private closed = false;
+
+  constructor(private readonly options: NodeControllerOptions) {
+    this.desiredFile = join(options.stateDir, DESIRED_STATE_FILE);
+    this.phaseFile = join(options.stateDir, PHASE_STATE_FILE);
+    this.desired = loadDesiredState(this.desiredFile);
+    this.reporter = new CoalescingReporter(
+      () => this.sendReport(),
+      options.reportIntervalMs ?? 200,
+      (err) => options.log.warn({ err }, "building the node report failed"),
+    );
+  }
+
+  /** The cluster this host is a node of, as persisted. */
+  get clusterId(): string | null {
+    return this.desired?.join.clusterId ?? null;
+  }
+
+  /** For the host record: membership, node status and the phase list. */
+  snapshot(): NodeSnapshot {
+    if (!this.desired) return { clusterId: null, role: null, nodeStatus: "ok", phases: [] };
+    const engine = this.running?.engine;
+    return {
+      clusterId: this.desired.join.clusterId,
+      role: this.desired.join.role,
+      nodeStatus: engine?.nodeStatus ?? "converging",
+      phases: engine?.list() ?? [],
+    };
+  }
+
+  /** After an agent start: a host that is a member runs its phases again (reusing certificates). */
+  resume(): Promise<void> {
+    return this.serial(async () => {
+      const desired = this.desired;
+      if (!desired || this.running) return;
+      this.options.log.info({ clusterId: desired.join.clusterId, role: desired.join.role }, "resuming node");
+      await this.startRunning(desired, this.options.tuning?.regenerateCerts ?? false);
+    });
+  }
+
+  /** The link (re)connected: the control plane hears where the node stands. */
+  connected(): void {
+    void this.reporter.flush();
+  }
+
+  join(payload: CommandPayload<"node.join">): Promise<CommandResult<"node.join">> {
+    return this.serial(async () => {
+      const current = this.desired;
+      if (current && current.join.clusterId !== payload.clusterId) {
+        throw new NodeMembershipError(
+          `this host is a node of cluster ${current.join.clusterId}; detach it before it joins ${payload.clusterId}`,
+        );
+      }
+      if (current && current.join.role !== payload.role) {
+        throw new NodeMembershipError(
+          `this host is a ${current.join.role} of cluster ${current.join.clusterId}, not a ${payload.role}; detach it first`,
+        );
+      }
+      const host = this.options.host();
+      const desired: DesiredState = {
+        version: 1,
+        join: payload,
+        hostname: current?.hostname ?? host.hostname,
+        primaryIp: current?.primaryIp ?? host.primaryIp,
+        joinedAt: current?.joinedAt ?? new Date().toISOString(),
+      };
+      saveDesiredState(this.desiredFile, desired);
+      this.desired = desired;
+      if (!current) {
+        this.options.log.info({ clusterId: payload.clusterId, role: payload.role }, "joining cluster");
+        // A phase list of an earlier membership must not make this one look started.
+        rmSync(this.phaseFile, { force: true });
+        // New membership, new cluster CA: never reuse certificates an earlier one left behind.
+        await this.startRunning(desired, true, true);
+        return { accepted: true };
+      }
+      // The same join again (a control-plane restart) or one with news (more etcd members,
+      // changed settings): keep going, and rebuild the engine only when its config changed
+      // (or the loop stopped, as after a leave that failed).
+      const running = this.running;
+      const config = this.configFor(desired);
+      if (running?.reconciler.running && JSON.stringify(running.config) === JSON.stringify(config)) {
+        running.desired = desired;
+        running.reconciler.poke();
+        void this.reporter.flush();
+        return { accepted: true };
+      }
+      await this.stopRunning();
+      await this.startRunning(desired, false);
+      return { accepted: true };
+    });
+  }
+
+  leave(payload: CommandPayload<"node.leave">, signal?: AbortSignal): Promise<CommandResult<"node.leave">> {
+    return this.serial(async () => {
+      const current = this.desired;
+      if (!current) {
+        // Already out of every cluster (a leave re-sent after it finished): nothing left to do.
+        await this.reporter.flush();
+        return { clean: true };
+      }
+      if (current.join.clusterId !== payload.clusterId) {
+        throw new NodeMembershipError(
+          `this host is a node of cluster ${current.join.clusterId}, not of ${payload.clusterId}`,
+        );
+      }
+      this.options.log.info({ clusterId: payload.clusterId, lastNode: payload.lastNode }, "leaving cluster");
+      const running = this.running ?? (await this.startEngine(current));
+      this.running = running;
+      const { engine, reconciler } = running;
+      // Whatever the loop is doing (a start waiting on a service) is moot now.
+      engine.abort();
+      await reconciler.halt();
+      const onAbort = () => engine.abort();
+      signal?.addEventListener("abort", onAbort, { once: true });
+      try {
+        engine.setNodeStatus("converging");
+        // Drain first (the stop-only phase), except on the cluster's last node: nowhere to go.
+        await engine.stop({ intent: "detach", skipStopOnly: payload.lastNode });
+      } finally {
+        signal?.removeEventListener("abort", onAbort);
+      }
+      // A drain that could not finish does not keep the node in the cluster (its pods go with
+      // it either way); any other phase that could not stop (etcd could not remove the
+      // member, a service that will not die) does: the control plane may ask again.
+      const stuck = engine.list().filter((p) => p.state === "failed" && p.id !== "drain-pods");
+      if (stuck.length > 0) {
+        engine.setNodeStatus("failed");
+        await this.reporter.flush();
+        const first = stuck[0] as PhaseStatusRecord;
+        throw new Error(`cannot leave cluster ${payload.clusterId}: ${first.id} did not stop: ${first.lastError}`);
+      }
+      const drain = engine.list().find((p) => p.id === "drain-pods");
+      if (drain?.state === "failed") {
+        this.options.log.warn({ error: drain.lastError }, "drain failed; leaving the cluster anyway");
+      }
+      await cleanNode(engine.paths, await this.services());
+      rmSync(this.phaseFile, { force: true });
+      clearDesiredState(this.desiredFile);
+      this.desired = undefined;
+      this.running = undefined;
+      engine.removeAllListeners();
+      await this.reporter.flush();
+      this.options.log.info({ clusterId: payload.clusterId }, "left cluster; node cleaned");
+      return { clean: true };
+    });
+  }
+
+  /** Stops managing (agent shutdown): the node's services keep running, like systemd units. */
+  async close(): Promise<void> {
+    this.closed = true;
+    this.reporter.close();
+    await this.serial(() => this.stopRunning());
+    (await this.servicesPromise?.catch(() => undefined))?.close();
+  }
+
+  // ---- internals -----------------------------------------------------------------------
+
+  private serial<T>(work: () => Promise<T>): Promise<T> {
+    const next = this.queue.then(work, work);
+    this.queue = next.catch(() => undefined);
+    return next;
+  }
+
+  private services(): Promise<ServiceManager> {
+    this.servicesPromise ??= this.options.services();
+    return this.servicesPromise;
+  }
+
+  private configFor(desired: DesiredState): NodeConfig {
+    const tuning = this.options.tuning;
+    return buildNodeConfig(desired, {
+      hostId: this.options.host().hostId,
+      nodePackage: this.options.nodePackage,
+      hostRoot: this.options.hostRoot,
+      bouncerVerifyUrl: this.options.bouncerVerifyUrl?.(),
+      hostChecks: tuning?.hostChecks,
+      timeouts: tuning?.timeouts,
+    });
+  }
+
+  private async startEngine(desired: DesiredState): Promise<Running> {
+    const config = this.configFor(desired);
+    const engine = new PhaseEngine({
+      config,
+      phases: this.options.phases ?? ALL_PHASES,
+      stateFile: this.phaseFile,
+      log: this.options.log.child({ component: "phases" }),
+      services: await this.services(),
+      signCsr: this.signCsr(config),
+      kubeApi: this.options.kubeApi?.(config),
+      phaseTimeoutMs: this.options.phaseTimeoutMs,
+    });
+    engine.on("change", () => this.reporter.changed());
+    engine.on("node-status", () => this.reporter.changed());
+    const reconciler = new Reconciler(
+      engine,
+      this.options.log.child({ component: "reconciler" }),
+      this.options.tuning?.reconcile,
+    );
+    return { desired, config, engine, reconciler };
+  }
+
+  private async startRunning(desired: DesiredState, regenerateCerts: boolean, fresh = false): Promise<void> {
+    if (this.closed) return;
+    const running = await this.startEngine(desired);
+    this.running = running;
+    if (fresh) {
+      // The control plane sees the new membership converging at once, however fast the
+      // phases then run (coalescing could otherwise fold it straight into ok).
+      this.options.link.sendNodeReport({
+        clusterId: desired.join.clusterId,
+        report: running.engine.report(),
+        apiResponding: false,
+      });
+    }
+    running.reconciler.run({ regenerateCerts });
+    this.reporter.changed();
+  }
+
+  private async stopRunning(): Promise<void> {
+    const running = this.running;
+    if (!running) return;
+    running.engine.abort();
+    await running.reconciler.halt();
+    running.engine.removeAllListeners();
+    this.running = undefined;
+  }
+
+  /** CSRs go to the control plane with the SANs the phase asked for, so it can check them. */
+  private signCsr(config: NodeConfig): SignCsr {
+    const requests = certRequests(config);
+    return async (csrPem, profile, signal) => {
+      const request = requests.find((r) => r.profile === profile);
+      const signed = await this.options.link.signCertificate(
+        { profile, csrPem, dnsNames: request?.dns ?? [], ipAddresses: request?.ips ?? [] },
+        { signal },
+      );
+      return { certPem: signed.certPem, caPem: signed.caCertPem };
+    };
+  }
+
+  private async sendReport(): Promise<boolean> {
+    const desired = this.desired;
+    const engine = this.running?.engine;
+    if (!desired) {
+      return this.options.link.sendNodeReport({
+        clusterId: null,
+        report: { status: "ok", phases: [] },
+        apiResponding: false,
+      });
+    }
+    const report: NodePhaseReport = engine ? engine.report() : { status: "converging", phases: [] };
+    return this.options.link.sendNodeReport({
+      clusterId: desired.join.clusterId,
+      report,
+      apiResponding: desired.join.role === "master" && engine !== undefined && (await this.apiResponding()),
+    });
+  }
+
+  /** The API server on this master answers its health check (its service probe). */
+  private async apiResponding(): Promise<boolean> {
+    try {
+      const status = await (await this.services()).status("kube-apiserver");
+      return status.state === "running";
+    } catch {
+      return false;
+    }
+  }
+}

@@ -1,0 +1,66 @@
+import { EventEmitter } from "node:events";
+import type { NodePhaseReport } from "@keelson/protocol";
+
+/** A node report the hub accepted and stored (nodes.status / api_responding / phases). */
+export interface NodeReportEvent {
+  type: "node-report";
+  hostId: string;
+  clusterId: string | null;
+  report: NodePhaseReport;
+  apiResponding: boolean;
+}
+
+/** A host's link came up (after its hello) or went down. */
+export interface NodeLinkEvent {
+  type: "link";
+  hostId: string;
+  connected: boolean;
+}
+
+export type NodeEvent = NodeReportEvent | NodeLinkEvent;
+
+/**
+ * In-process events about nodes, so operations waiting for a node wake up when it reports
+ * instead of polling the database. `on(hostId, ...)` is keyed: an attach of 1,000 nodes keeps
+ * 1,000 listeners, and each report reaches only its own host's listener, not all of them.
+ * Listeners run synchronously right after the row was written, so a reader that checks the
+ * row and subscribes in the same tick cannot miss a change.
+ */
+export class NodeEvents {
+  /** Every event, for listeners that want them all (logs, future event streams). */
+  readonly all = new EventEmitter<{ "node-report": [NodeReportEvent]; link: [NodeLinkEvent] }>();
+  private readonly byHost = new Map<string, Set<(event: NodeEvent) => void>>();
+
+  constructor() {
+    this.all.setMaxListeners(0);
+  }
+
+  /** Calls `listener` for each event of `hostId` until the returned function is called. */
+  on(hostId: string, listener: (event: NodeEvent) => void): () => void {
+    let set = this.byHost.get(hostId);
+    if (!set) {
+      set = new Set();
+      this.byHost.set(hostId, set);
+    }
+    set.add(listener);
+    return () => {
+      const current = this.byHost.get(hostId);
+      if (!current) return;
+      current.delete(listener);
+      if (current.size === 0) this.byHost.delete(hostId);
+    };
+  }
+
+  emit(event: NodeEvent): void {
+    if (event.type === "node-report") this.all.emit("node-report", event);
+    else this.all.emit("link", event);
+    const set = this.byHost.get(event.hostId);
+    if (!set) return;
+    for (const listener of [...set]) listener(event);
+  }
+
+  /** Listeners currently registered for one host (tests). */
+  listenerCount(hostId: string): number {
+    return this.byHost.get(hostId)?.size ?? 0;
+  }
+}

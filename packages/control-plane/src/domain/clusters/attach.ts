@@ -1,0 +1,215 @@
+import { cloudProviders, clusters, type Db, nodes } from "@keelson/db";
+import { and, eq, inArray, isNull } from "drizzle-orm";
+import type { Keelson } from "../../context.ts";
+import { ApiError, badRequest, conflict } from "../../http/errors.ts";
+import { activeOperationFor, recordOperation } from "../../operations/store.ts";
+import type { OperationRow } from "../../operations/types.ts";
+import { CLUSTER_OPS } from "./operations.ts";
+import { type ClusterRow, findCluster } from "./views.ts";
+
+/**
+ * Attaching hosts to a manual-deploy cluster (spec §3, §4.1 attach; issue 4). The rules, each
+ * a 400 that names the entry (`[2].uuid`) and the rule, checked before anything changes:
+ * - every node is a node of the project (else 404) and listed once;
+ * - its agent is connected (it must run the phases) and it is in no cluster;
+ * - several masters in one request only while the cluster has none; afterwards one master per
+ *   request, because etcd grows by one member at a time;
+ * - workers only when the cluster has a master or masters come in the same request.
+ * The cluster must be a manual-deploy (local provider) cluster that is not being deleted.
+ */
+
+type Tx = Pick<Db, "select" | "update" | "insert">;
+
+export interface MembershipEntry {
+  uuid: string;
+  isMaster: boolean;
+  /** How the client named this entry, for errors: `[0].uuid`, `masterNodes[1]`. */
+  field: string;
+}
+
+export interface MembershipPlan {
+  /** In request order: masters join one at a time in this order. */
+  masters: string[];
+  workers: string[];
+}
+
+export interface AttachCheckOptions {
+  /** An unknown node: 404 (attach, the node is a resource named in the request) or 400 (create body). */
+  unknownNode: 404 | 400;
+  /** Masters the cluster already has (0 for a cluster being created). */
+  existingMasters: number;
+}
+
+/** Request entries -> plan; throws the first violation. Reads only. */
+export function checkAttachEntries(
+  k: Pick<Keelson, "db" | "agents">,
+  projectId: string,
+  entries: MembershipEntry[],
+  options: AttachCheckOptions,
+): MembershipPlan {
+  const seen = new Set<string>();
+  for (const entry of entries) {
+    if (seen.has(entry.uuid)) {
+      throw badRequest(entry.field, `node ${entry.uuid} is listed more than once`, "duplicate_node");
+    }
+    seen.add(entry.uuid);
+  }
+  const rows = new Map(
+    (entries.length === 0
+      ? []
+      : k.db
+          .select({
+            id: nodes.id,
+            name: nodes.name,
+            clusterId: nodes.clusterId,
+            agentConnected: nodes.agentConnected,
+            clusterName: clusters.name,
+          })
+          .from(nodes)
+          .leftJoin(clusters, eq(clusters.id, nodes.clusterId))
+          .where(and(eq(nodes.projectId, projectId), inArray(nodes.id, [...seen])))
+          .all()
+    ).map((r) => [r.id, r]),
+  );
+
+  const masters: string[] = [];
+  const workers: string[] = [];
+  for (const entry of entries) {
+    const row = rows.get(entry.uuid);
+    if (!row) {
+      const message = `node ${entry.uuid} is not a node of this project`;
+      if (options.unknownNode === 404) throw new ApiError(404, "not_found", message, entry.field);
+      throw badRequest(entry.field, message, "unknown_node");
+    }
+    // The hub knows a link the batched presence write has not recorded yet; rows written by an
+    // earlier process (or a test) know hosts the hub has not seen. Either means connected.
+    if (!k.agents.isConnected(row.id) && row.agentConnected !== 1) {
+      throw badRequest(
+        entry.field,
+        `node ${row.name} (${row.id}) is not connected: its agent has no link to the control plane, so it cannot run the node phases`,
+        "node_offline",
+      );
+    }
+    if (row.clusterId !== null) {
+      throw badRequest(
+        entry.field,
+        `node ${row.name} (${row.id}) is already attached to cluster ${row.clusterName ?? ""} (${row.clusterId}); detach it first`,
+        "node_attached",
+      );
+    }
+    if (entry.isMaster) {
+      if (options.existingMasters > 0 && masters.length >= 1) {
+        throw badRequest(
+          entry.field,
+          `node ${row.name} (${row.id}): only one master can be attached per request once the cluster has masters ` +
+            `(it has ${options.existingMasters}); etcd grows by one member at a time`,
+          "one_master_at_a_time",
+        );
+      }
+      masters.push(row.id);
+    } else {
+      workers.push(row.id);
+    }
+  }
+  if (workers.length > 0 && masters.length === 0 && options.existingMasters === 0) {
+    const first = entries.find((e) => !e.isMaster) as MembershipEntry;
+    throw badRequest(
+      first.field,
+      `node ${first.uuid}: workers can be attached only once the cluster has a master, or together with masters in the same request`,
+      "master_required",
+    );
+  }
+  return { masters, workers };
+}
+
+export function clusterProviderType(db: Pick<Db, "select">, cluster: ClusterRow): string {
+  return (
+    db
+      .select({ type: cloudProviders.type })
+      .from(cloudProviders)
+      .where(eq(cloudProviders.id, cluster.cloudProviderId))
+      .get()?.type ?? ""
+  );
+}
+
+/** Membership changes are for manual-deploy clusters that are not on their way out. */
+export function assertMembershipChangeable(k: Pick<Keelson, "db">, cluster: ClusterRow, action: string): void {
+  const type = clusterProviderType(k.db, cluster);
+  if (type !== "local") {
+    throw badRequest(
+      "uuid",
+      `cluster ${cluster.name} (${cluster.id}) is an auto-deploy cluster on ${type}: nodes can be ${action} only on manual-deploy (local provider) clusters`,
+      "not_manual_deploy",
+    );
+  }
+  if (cluster.status === "deleting" || activeOperationFor(k.db, cluster.id, [CLUSTER_OPS.delete])) {
+    throw conflict(`cluster ${cluster.id} is being deleted`, "cluster_deleting");
+  }
+}
+
+export function masterCount(db: Pick<Db, "select">, clusterId: string): { masters: number; okMasters: number } {
+  const rows = db
+    .select({ status: nodes.status })
+    .from(nodes)
+    .where(and(eq(nodes.clusterId, clusterId), eq(nodes.isMaster, 1)))
+    .all();
+  return { masters: rows.length, okMasters: rows.filter((r) => r.status === "ok").length };
+}
+
+/**
+ * Puts the planned nodes into the cluster (inside the caller's transaction). They read as
+ * attached and `converging` from now on; the operation makes them converge. A node another
+ * request attached in between makes the whole transaction fail (nothing changes).
+ */
+export function assignNodes(tx: Tx, clusterId: string, plan: MembershipPlan): void {
+  const assign = (ids: string[], isMaster: 0 | 1) => {
+    if (ids.length === 0) return;
+    const changed = tx
+      .update(nodes)
+      .set({ clusterId, isMaster, status: "converging", apiResponding: 0, phases: [] })
+      .where(and(inArray(nodes.id, ids), isNull(nodes.clusterId)))
+      .run().changes;
+    if (changed !== ids.length) {
+      throw conflict("a node of the request was attached to a cluster by another request meanwhile", "node_attached");
+    }
+  };
+  assign(plan.masters, 1);
+  assign(plan.workers, 0);
+}
+
+/** `POST .../clusters/{uuid}/attach`: checks, then in one transaction assigns and records `cluster.attach`. */
+export function attachNodes(
+  k: Keelson,
+  projectId: string,
+  clusterId: string,
+  entries: MembershipEntry[],
+): OperationRow {
+  const cluster = findCluster(k.db, projectId, clusterId);
+  assertMembershipChangeable(k, cluster, "attached");
+  const before = masterCount(k.db, clusterId);
+  const plan = checkAttachEntries(k, projectId, entries, { unknownNode: 404, existingMasters: before.masters });
+  // No await between the checks and the transaction: nothing else can change the rows meanwhile.
+  const operation = k.db.transaction((tx) => {
+    assignNodes(tx, clusterId, plan);
+    const firstMasters = before.masters === 0 && plan.masters.length > 0;
+    tx.update(clusters)
+      .set({
+        // Until a master is ok the cluster is still being created.
+        ...(before.okMasters === 0 ? { status: "creating" } : {}),
+        taskStatus: firstMasters ? "creating" : "updating",
+        taskError: "",
+        lastOp: "attach",
+      })
+      .where(eq(clusters.id, clusterId))
+      .run();
+    return recordOperation(tx, {
+      projectId,
+      kind: CLUSTER_OPS.attach,
+      targetType: "cluster",
+      targetId: clusterId,
+      params: { masters: plan.masters, workers: plan.workers },
+    });
+  });
+  k.runner.enqueue(operation);
+  return operation;
+}

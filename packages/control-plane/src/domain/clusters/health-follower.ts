@@ -1,0 +1,62 @@
+import { clusters } from "@keelson/db";
+import { eq } from "drizzle-orm";
+import type { NodeLinkEvent, NodeReportEvent } from "../../agents/node-events.ts";
+import type { Keelson } from "../../context.ts";
+import { activeOperationFor } from "../../operations/store.ts";
+import { settledClusterStatus } from "./health.ts";
+import { roleCountsOf } from "./views.ts";
+
+/**
+ * Keeps an idle cluster's `status` and `lastOk` following its nodes between tasks: a master
+ * that fails later turns the cluster `error` once quorum is gone, a failed node that recovers
+ * turns it back `ok`, and every report while the cluster is ok refreshes `lastOk` ("when the
+ * cluster last reported OK"). While an operation runs on the cluster it owns the status and
+ * this stays out of the way. Changes are coalesced per cluster over `delayMs`, so a burst of
+ * reports costs one update.
+ */
+export function followClusterHealth(k: Keelson, delayMs = 200): () => void {
+  const dirty = new Set<string>();
+  let timer: NodeJS.Timeout | undefined;
+  const clusterOfHost = k.db.$client.prepare<[string], { cluster_id: string | null }>(
+    "SELECT cluster_id FROM nodes WHERE id = ?",
+  );
+
+  const flush = () => {
+    timer = undefined;
+    if (!k.db.$client.open) return;
+    const ids = [...dirty];
+    dirty.clear();
+    // Link changes reach the nodes table in batches; health needs them now.
+    k.agents.flushPresence();
+    for (const id of ids) {
+      try {
+        const row = k.db.select({ status: clusters.status }).from(clusters).where(eq(clusters.id, id)).get();
+        if (!row || row.status === "deleting" || activeOperationFor(k.db, id)) continue;
+        const status = settledClusterStatus(roleCountsOf(k.db, id));
+        k.db
+          .update(clusters)
+          .set({ status, ...(status === "ok" ? { lastOk: new Date().toISOString() } : {}) })
+          .where(eq(clusters.id, id))
+          .run();
+      } catch (err) {
+        k.log.warn({ err, clusterId: id }, "could not follow cluster health");
+      }
+    }
+  };
+  const mark = (clusterId: string | null) => {
+    if (!clusterId) return;
+    dirty.add(clusterId);
+    timer ??= setTimeout(flush, delayMs);
+    timer.unref();
+  };
+  const onReport = (event: NodeReportEvent) => mark(event.clusterId);
+  const onLink = (event: NodeLinkEvent) => mark(clusterOfHost.get(event.hostId)?.cluster_id ?? null);
+
+  k.agents.nodeEvents.all.on("node-report", onReport);
+  k.agents.nodeEvents.all.on("link", onLink);
+  return () => {
+    k.agents.nodeEvents.all.off("node-report", onReport);
+    k.agents.nodeEvents.all.off("link", onLink);
+    if (timer) clearTimeout(timer);
+  };
+}

@@ -1,0 +1,42 @@
+import { type Db, nodes } from "@keelson/db";
+import { type CommandPayload, etcdMemberFor, type NodeRole } from "@keelson/protocol";
+import { and, asc, eq, ne } from "drizzle-orm";
+import { clusterApiServerUrl } from "../kubeconfig/endpoint.ts";
+import type { ClusterRow } from "./views.ts";
+
+/**
+ * The `node.join` a node gets: the cluster's settings, its CA, where the API is, and (for a
+ * master) the etcd members it joins. Built right before sending, so a master joining after
+ * another one lists that one as soon as it is ok.
+ */
+export function buildJoinPayload(
+  db: Db,
+  cluster: ClusterRow,
+  node: { id: string; role: NodeRole },
+): CommandPayload<"node.join"> {
+  return {
+    clusterId: cluster.id,
+    clusterName: cluster.name,
+    role: node.role,
+    kubeRoleVersion: cluster.kubeRoleVersion,
+    settings: cluster.spec ?? {},
+    masterVipVrouterId: cluster.masterVipVrouterId,
+    caCertPem: cluster.caCertPem,
+    // A master is attached (its row says so) before its join is built, so a cluster without a
+    // VIP or DNS name always has a first master's address here.
+    apiEndpoint: clusterApiServerUrl(db, cluster) ?? "",
+    etcdMembers: node.role === "master" ? runningEtcdMembers(db, cluster.id, node.id) : [],
+  };
+}
+
+/** The cluster's masters that joined (status ok), other than `exceptId`, oldest first. */
+export function runningEtcdMembers(db: Db, clusterId: string, exceptId: string) {
+  return db
+    .select({ id: nodes.id, primaryIp: nodes.primaryIp })
+    .from(nodes)
+    .where(and(eq(nodes.clusterId, clusterId), eq(nodes.isMaster, 1), eq(nodes.status, "ok"), ne(nodes.id, exceptId)))
+    .orderBy(asc(nodes.createdAt), asc(nodes.id))
+    .all()
+    .filter((m) => m.primaryIp !== "")
+    .map((m) => etcdMemberFor(m.id, m.primaryIp));
+}

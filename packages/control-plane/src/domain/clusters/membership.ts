@@ -1,0 +1,284 @@
+import { clusters, type Db, nodes } from "@keelson/db";
+import { type CommandPayload, MAX_COMMAND_TIMEOUT_MS, type NodeRole } from "@keelson/protocol";
+import { eq } from "drizzle-orm";
+import type { Keelson } from "../../context.ts";
+import type { StepContext } from "../../operations/types.ts";
+import { buildJoinPayload } from "./join-payload.ts";
+import {
+  type Deadline,
+  NodeDeadlineError,
+  type ObservedNode,
+  sendWhenOnline,
+  type Verdict,
+  waitForNode,
+} from "./node-link.ts";
+import type { ClusterRow } from "./views.ts";
+
+/**
+ * Joining nodes to a cluster and taking them out, one node at a time, as operation steps use
+ * them (operations.ts). Each function is idempotent: after a restart it may run again for a
+ * node it already handled and finds nothing left to do.
+ */
+
+const DEFAULT_CONVERGE_TIMEOUT_MS = 10 * 60_000;
+
+/** How long a node may take from its join to `ok` (env KEELSON_NODE_CONVERGE_TIMEOUT_MS). */
+export function convergeTimeoutMs(): number {
+  return positiveEnv("KEELSON_NODE_CONVERGE_TIMEOUT_MS", DEFAULT_CONVERGE_TIMEOUT_MS);
+}
+
+/** How long a node may take to drain, stop and clean (env KEELSON_NODE_LEAVE_TIMEOUT_MS). */
+export function leaveTimeoutMs(): number {
+  return positiveEnv("KEELSON_NODE_LEAVE_TIMEOUT_MS", MAX_COMMAND_TIMEOUT_MS);
+}
+
+function positiveEnv(name: string, fallback: number): number {
+  const value = Number(process.env[name]);
+  return Number.isFinite(value) && value > 0 ? value : fallback;
+}
+
+function seconds(ms: number): string {
+  return `${(ms / 1000).toFixed(ms < 10_000 ? 1 : 0)} s`;
+}
+
+export function deadlineIn(ms: number, ctx: StepContext): Deadline {
+  return { at: Date.now() + ms, signal: ctx.signal };
+}
+
+interface NodeInfo {
+  id: string;
+  name: string;
+  clusterId: string | null;
+  isMaster: number;
+}
+
+/**
+ * The per-node reads and writes of joins and leaves, prepared once per database: a batch of a
+ * thousand workers would otherwise build and prepare each query a thousand times.
+ */
+function prepareStatements(db: Db) {
+  const c = db.$client;
+  return {
+    info: c.prepare<[string], { id: string; name: string; cluster_id: string | null; is_master: number }>(
+      "SELECT id, name, cluster_id, is_master FROM nodes WHERE id = ?",
+    ),
+    observe: c.prepare<
+      [string],
+      { cluster_id: string | null; status: string; api_responding: number; phases: string | null }
+    >("SELECT cluster_id, status, api_responding, phases FROM nodes WHERE id = ?"),
+    markJoined: c.prepare<[string, string]>("UPDATE nodes SET actual_kube_role_version = ? WHERE id = ?"),
+    release: c.prepare<[string]>(
+      "UPDATE nodes SET cluster_id = NULL, is_master = 0, api_responding = 0, status = 'ok', phases = '[]', " +
+        "actual_kube_role_version = '' WHERE id = ?",
+    ),
+    other: c.prepare<[string, string], { id: string }>("SELECT id FROM nodes WHERE cluster_id = ? AND id != ? LIMIT 1"),
+  };
+}
+
+const prepared = new WeakMap<Db, ReturnType<typeof prepareStatements>>();
+
+function statements(db: Db) {
+  let s = prepared.get(db);
+  if (!s) {
+    s = prepareStatements(db);
+    prepared.set(db, s);
+  }
+  return s;
+}
+
+function nodeInfo(db: Db, nodeId: string): NodeInfo | undefined {
+  const row = statements(db).info.get(nodeId);
+  return row && { id: row.id, name: row.name, clusterId: row.cluster_id, isMaster: row.is_master };
+}
+
+function parsePhases(text: string | null): unknown[] {
+  if (!text) return [];
+  try {
+    const value: unknown = JSON.parse(text);
+    return Array.isArray(value) ? value : [];
+  } catch {
+    return [];
+  }
+}
+
+function describe(node: { id: string; name: string }): string {
+  return `node ${node.name} (${node.id})`;
+}
+
+function observe(db: Db, nodeId: string): ObservedNode | undefined {
+  const row = statements(db).observe.get(nodeId);
+  if (!row) return undefined;
+  return {
+    clusterId: row.cluster_id,
+    status: row.status,
+    apiResponding: row.api_responding === 1,
+    phases: parsePhases(row.phases),
+  };
+}
+
+interface PhaseLike {
+  id?: unknown;
+  name?: unknown;
+  state?: unknown;
+  lastError?: unknown;
+}
+
+/** "phase "Start etcd" (start-etcd): <error>" for the first failed phase, if any. */
+function failedPhase(phases: unknown[]): string | undefined {
+  const failed = (phases as PhaseLike[]).find((p) => p && p.state === "failed");
+  if (!failed) return undefined;
+  const error = typeof failed.lastError === "string" && failed.lastError !== "" ? failed.lastError : "no error given";
+  return `phase "${String(failed.name)}" (${String(failed.id)}): ${error}`;
+}
+
+/** Where a node is in its phases, for a timeout message. */
+function progressOf(node: ObservedNode | undefined): string {
+  if (!node) return "the node is gone";
+  const failed = failedPhase(node.phases);
+  if (failed) return `status ${node.status}; failing ${failed}`;
+  const current = (node.phases as PhaseLike[]).find((p) => p && p.state !== "running" && p.state !== "not-started");
+  const pending = (node.phases as PhaseLike[]).find((p) => p && p.state === "not-started" && p.id !== "drain-pods");
+  const at = current ?? pending;
+  const api = node.apiResponding ? "" : "; API server not responding";
+  return `status ${node.status}${at ? `; at phase ${String(at.id)} (${String(at.state)})` : ""}${api}`;
+}
+
+export class NodeFailedError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "NodeFailedError";
+  }
+}
+
+function readCluster(db: Db, clusterId: string): ClusterRow {
+  const row = db.select().from(clusters).where(eq(clusters.id, clusterId)).get();
+  if (!row) throw new Error(`cluster ${clusterId} no longer exists`);
+  return row;
+}
+
+/**
+ * Sends `node.join` to one node (waiting for its agent if it is offline) and waits until it
+ * reports `ok` for this cluster (a master also with its API server responding), or `failed`.
+ * A node that already reports ok for the cluster (a resumed operation) is not joined again.
+ * Returns false when the node is no longer attached to the cluster (nothing to do).
+ */
+export async function joinNode(
+  k: Keelson,
+  ctx: StepContext,
+  clusterId: string,
+  nodeId: string,
+  deadline: Deadline,
+  /** Workers of one batch get the same payload: build it once (see workerJoin). */
+  shared?: WorkerJoin,
+): Promise<boolean> {
+  const info = nodeInfo(ctx.db, nodeId);
+  if (!info || info.clusterId !== clusterId) {
+    ctx.log.warn({ nodeId, clusterId }, "node no longer attached to the cluster; not joining it");
+    return false;
+  }
+  const role: NodeRole = info.isMaster === 1 ? "master" : "worker";
+  const label = describe(info);
+  const judge = (node: ObservedNode | undefined): Verdict<true> => {
+    if (!node || node.clusterId !== clusterId) {
+      return { failed: new NodeFailedError(`${label} was detached from the cluster while joining`) };
+    }
+    if (node.status === "ok" && (role === "worker" || node.apiResponding)) return { done: true };
+    if (node.status === "failed") {
+      const phase = failedPhase(node.phases);
+      return {
+        failed: new NodeFailedError(`${label} failed${phase ? ` in ${phase}` : ": it reported status failed"}`),
+      };
+    }
+    return undefined;
+  };
+  const now = judge(observe(ctx.db, nodeId));
+  const join =
+    role === "worker" && shared
+      ? shared
+      : (() => {
+          const cluster = readCluster(ctx.db, clusterId);
+          return { cluster, payload: buildJoinPayload(ctx.db, cluster, { id: nodeId, role }) };
+        })();
+  if (now && "done" in now) {
+    markJoined(ctx.db, nodeId, join.cluster.kubeRoleVersion);
+    return true;
+  }
+
+  const result = await sendWhenOnline(k.agents, nodeId, "node.join", join.payload, deadline, label);
+  if (!result.accepted) throw new NodeFailedError(`${label} did not accept node.join for cluster ${join.cluster.name}`);
+  ctx.log.debug({ nodeId, role }, "node accepted node.join");
+  await waitForNode(
+    k.agents,
+    nodeId,
+    () => observe(ctx.db, nodeId),
+    judge,
+    deadline,
+    () =>
+      new NodeDeadlineError(
+        `${label} did not converge within ${seconds(convergeTimeoutMs())}: ${progressOf(observe(ctx.db, nodeId))}`,
+      ),
+  );
+  markJoined(ctx.db, nodeId, join.cluster.kubeRoleVersion);
+  return true;
+}
+
+export interface WorkerJoin {
+  cluster: ClusterRow;
+  payload: CommandPayload<"node.join">;
+}
+
+/**
+ * The node.join every worker of a batch gets (workers list no etcd members, so it does not
+ * depend on the node): read and built once, not a thousand times.
+ */
+export function workerJoin(db: Db, clusterId: string): WorkerJoin {
+  const cluster = readCluster(db, clusterId);
+  return { cluster, payload: buildJoinPayload(db, cluster, { id: "", role: "worker" }) };
+}
+
+/** A converged node runs the cluster's kube role version. */
+function markJoined(db: Db, nodeId: string, kubeRoleVersion: string): void {
+  statements(db).markJoined.run(kubeRoleVersion, nodeId);
+}
+
+/** Whether the cluster has a node other than `nodeId` (one indexed lookup, not a scan). */
+function hasOtherNodes(db: Db, clusterId: string, nodeId: string): boolean {
+  return statements(db).other.get(clusterId, nodeId) !== undefined;
+}
+
+/** Nodes still attached to a cluster. */
+export function attachedNodeIds(db: Db, clusterId: string): { id: string; isMaster: number }[] {
+  return db.select({ id: nodes.id, isMaster: nodes.isMaster }).from(nodes).where(eq(nodes.clusterId, clusterId)).all();
+}
+
+/**
+ * Takes one node out of the cluster: `node.leave` (drain, stop, etcd member removal, clean;
+ * `lastNode` when no other node remains), then the row goes back to unattached `ok`. A node no
+ * longer in the cluster is skipped.
+ */
+export async function leaveNode(
+  k: Keelson,
+  ctx: StepContext,
+  clusterId: string,
+  nodeId: string,
+  deadline: Deadline,
+): Promise<void> {
+  const info = nodeInfo(ctx.db, nodeId);
+  if (!info || info.clusterId !== clusterId) return;
+  const label = describe(info);
+  const result = await sendWhenOnline(
+    k.agents,
+    nodeId,
+    "node.leave",
+    { clusterId, lastNode: !hasOtherNodes(ctx.db, clusterId, nodeId) },
+    deadline,
+    label,
+  );
+  if (!result.clean) throw new NodeFailedError(`${label} left the cluster but could not clean up after itself`);
+  releaseNode(ctx.db, nodeId);
+}
+
+/** Back to an unattached node: no cluster, no role, nothing running. */
+export function releaseNode(db: Db, nodeId: string): void {
+  statements(db).release.run(nodeId);
+}
