@@ -10,11 +10,11 @@ import { supportedRoleVersions } from "../domain/catalogue/role-versions.ts";
 import { findCluster } from "../domain/clusters/views.ts";
 import { getProject } from "../domain/projects/projects.ts";
 import { sendNoBody } from "../http/no-body.ts";
-import { ErrorBody, NoBody } from "./common-schemas.ts";
+import { errorResponses, NoBody } from "./common-schemas.ts";
 
 const TAGS = ["role versions and add-ons"];
 
-const errors = (...codes: number[]) => Object.fromEntries(codes.map((code) => [code, ErrorBody]));
+const errors = errorResponses;
 
 const ProjectParams = Type.Object({ projectId: Type.String({ description: "Project UUID" }) });
 const ClusterParams = Type.Object({

@@ -18,11 +18,11 @@ import { getProject } from "../domain/projects/projects.ts";
 import { callerOf, canSeeProject } from "../http/auth.ts";
 import { forbidden, notFound, notImplemented } from "../http/errors.ts";
 import { sendNoBody } from "../http/no-body.ts";
-import { ErrorBody, NoBody } from "./common-schemas.ts";
+import { errorResponses, NoBody } from "./common-schemas.ts";
 
 const TAGS = ["cloud providers"];
 
-const errors = (...codes: number[]) => Object.fromEntries(codes.map((code) => [code, ErrorBody]));
+const errors = errorResponses;
 
 const ProjectParams = Type.Object({ project_uuid: Type.String({ description: "Project UUID" }) });
 const ProviderParams = Type.Object({

@@ -2,8 +2,8 @@ import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
 import { attachNodes } from "../domain/clusters/attach.ts";
 import { detachNodes } from "../domain/clusters/detach.ts";
-import { findCluster } from "../domain/clusters/views.ts";
-import { notImplemented } from "../http/errors.ts";
+import { currentRollingRestarts } from "../domain/clusters/rollout.ts";
+import { type RestartScope, startRestart, startUpgrade } from "../domain/clusters/rollout-requests.ts";
 import { sendNoBody } from "../http/no-body.ts";
 import { clusterErrors, ProjectClusterParams, ProjectParams } from "./cluster-schemas.ts";
 import { ErrorBody, NoBody } from "./common-schemas.ts";
@@ -56,13 +56,44 @@ const UpgradeBodyV4 = Type.Object(
 );
 const UpgradeBodyV3 = Type.Object(upgradeCommon, { additionalProperties: false });
 
-const laterIssue = (what: string) =>
-  notImplemented(`${what} needs the node phases and orchestration, which come in a later release`);
+const UPGRADE_RULES =
+  "Target: v4 `type=patch` -> patchUpgradeRoleVersion, `type=minor` -> minorUpgradeRoleVersion; v3 (no query) " +
+  "goes to the patch target when there is one, else the minor target. No such target in the catalogue: 400 " +
+  "(`no_upgrade_target`). A cluster with a master or a node not ok: 400 (`cluster_unhealthy`) unless v4 " +
+  "`force=true`. `batchUpgradePercent` 1-100 (default 10; batches are that percent of the workers rounded down, " +
+  "at least 1); v4 `batchUpgradeNodes` must each be a worker of the cluster (400 naming `batchUpgradeNodes[i]`). " +
+  "A restart, upgrade, attach or detach still running on the cluster: 409 (`cluster_busy`). The operation " +
+  "(`cluster.upgrade`) upgrades masters one at a time, then the batchUpgradeNodes together, then the other " +
+  "workers in batches; each node's actualKubeRoleVersion moves when it is back ok; status `upgrading` and " +
+  "`upgradingTo` until done. A node that fails or does not come back within KEELSON_NODE_RESTART_TIMEOUT_MS " +
+  "(default 10 min) stops the rollout (taskStatus `error`); a new upgrade request resumes, skipping nodes " +
+  "already at the target. The node package directory stays the agents' KEELSON_NODE_PACKAGE in this release.";
+
+const RESTART_RULES =
+  "Restart = drain, stop the node's phases and start them again, keeping its certificates. Masters one at a " +
+  "time (the next only once the previous is ok with its API server responding and every master's etcd runs), " +
+  "then workers in batches of `batchPercent` percent (query, 1-100, default 10; rounded down, at least 1). " +
+  "`restart` does masters then workers. A node not back within KEELSON_NODE_RESTART_TIMEOUT_MS (default 10 min) " +
+  "fails the operation (taskStatus `error`, taskError naming the node and phase) and no further node is touched. " +
+  "409 (`cluster_busy`) while a restart, upgrade, attach or detach runs on the cluster. taskStatus `restarting` " +
+  "while it runs.";
+
+const RestartQuery = Type.Object({
+  batchPercent: Type.Optional(
+    Type.Number({ minimum: 1, maximum: 100, description: "Percent of the workers restarted together (default 10)" }),
+  ),
+});
+
+const RESTART_SCOPE: Record<"restart" | "restartWorkers" | "restartMasters", RestartScope> = {
+  restart: "all",
+  restartWorkers: "workers",
+  restartMasters: "masters",
+};
 
 /**
  * Attach and detach (domain/clusters/attach.ts, detach.ts: rules, then an operation that runs
- * the node phases); upgrade and the staggered restarts: complete routes (schemas, auth,
- * validation, unknown-cluster 404) whose work comes in a later release.
+ * the node phases); upgrade and the staggered restarts (domain/clusters/rollout-requests.ts,
+ * rollout.ts: rules, then a rolling operation).
  */
 export const clusterActionRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const k = app.keelson;
@@ -98,15 +129,21 @@ export const clusterActionRoutes: FastifyPluginAsyncTypebox = async (app) => {
         schema: {
           tags,
           summary: `Upgrade a cluster (${version})`,
+          description: UPGRADE_RULES,
           params: ProjectClusterParams,
           ...(version === "v4" ? { querystring: UpgradeQueryV4 } : {}),
           body: Type.Optional(version === "v4" ? UpgradeBodyV4 : UpgradeBodyV3),
           response: { 200: NoBody, ...clusterErrors },
         },
       },
-      async (request) => {
-        findCluster(k.db, request.params.project_uuid, request.params.uuid);
-        throw laterIssue("upgrading a cluster");
+      async (request, reply) => {
+        const query = (request.query ?? {}) as { type?: "patch" | "minor"; force?: boolean };
+        const body = request.body ?? {};
+        startUpgrade(k, request.params.project_uuid, request.params.uuid, version, {
+          ...(version === "v4" ? { type: query.type, force: query.force } : {}),
+          ...body,
+        });
+        return sendNoBody(reply);
       },
     );
   }
@@ -118,13 +155,16 @@ export const clusterActionRoutes: FastifyPluginAsyncTypebox = async (app) => {
         schema: {
           tags: ["clusters v3"],
           summary: `Staggered ${action === "restart" ? "restart of every node" : action === "restartWorkers" ? "restart of the workers" : "restart of the masters"}`,
+          description: RESTART_RULES,
           params: ProjectClusterParams,
+          querystring: RestartQuery,
           response: { 200: NoBody, ...clusterErrors },
         },
       },
-      async (request) => {
-        findCluster(k.db, request.params.project_uuid, request.params.uuid);
-        throw laterIssue("a staggered restart");
+      async (request, reply) => {
+        const { project_uuid: projectId, uuid: clusterId } = request.params;
+        startRestart(k, projectId, clusterId, RESTART_SCOPE[action], request.query.batchPercent);
+        return sendNoBody(reply);
       },
     );
   }
@@ -135,16 +175,15 @@ export const clusterActionRoutes: FastifyPluginAsyncTypebox = async (app) => {
       schema: {
         tags: ["clusters v3"],
         summary: "Nodes of the rolling restarts in progress",
+        description:
+          "One entry per node of every unfinished restart of the project; runState true while that node is up (ok).",
         params: ProjectParams,
         response: {
           200: Type.Array(Type.Object({ name: Type.String(), runState: Type.Boolean() })),
           403: ErrorBody,
-          501: ErrorBody,
         },
       },
     },
-    async () => {
-      throw laterIssue("listing rolling restarts");
-    },
+    async (request) => currentRollingRestarts(k.db, request.params.project_uuid),
   );
 };

@@ -11,3 +11,6 @@ export const ErrorBody = Type.Object(
 
 /** A 200 answer without a body, as the spec describes most writes. */
 export const NoBody = Type.Null({ description: "No body" });
+
+/** Response schemas for the error statuses a route can answer, e.g. `errorResponses(400, 403, 404)`. */
+export const errorResponses = (...codes: number[]) => Object.fromEntries(codes.map((code) => [code, ErrorBody]));

@@ -7,11 +7,11 @@ import {
 } from "../domain/external-clusters/external-clusters.ts";
 import { getProject } from "../domain/projects/projects.ts";
 import { notImplemented } from "../http/errors.ts";
-import { ErrorBody, NoBody } from "./common-schemas.ts";
+import { errorResponses, NoBody } from "./common-schemas.ts";
 
 const TAGS = ["external clusters"];
 
-const errors = (...codes: number[]) => Object.fromEntries(codes.map((code) => [code, ErrorBody]));
+const errors = errorResponses;
 
 const ProjectParams = Type.Object({ projectId: Type.String({ description: "Project UUID" }) });
 const ClusterParams = Type.Object({

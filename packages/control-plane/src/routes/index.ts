@@ -1,11 +1,14 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
+import { agentPackageRoutes } from "./agent-packages.ts";
 import { agentRoutes } from "./agents.ts";
 import { catalogueRoutes } from "./catalogue.ts";
 import { cloudProviderRoutes } from "./cloud-providers.ts";
 import { clusterActionRoutes } from "./cluster-actions.ts";
 import { clusterRoutes } from "./clusters.ts";
+import { eventRoutes } from "./events.ts";
 import { externalClusterRoutes } from "./external-clusters.ts";
 import { healthRoutes } from "./health.ts";
+import { hostUpgradeRoutes } from "./host-upgrades.ts";
 import { hostRoutes } from "./hosts.ts";
 import { keystoneRoutes } from "./keystone.ts";
 import { kubeconfigRoutes } from "./kubeconfig.ts";
@@ -30,4 +33,7 @@ export const registerRoutes: FastifyPluginAsyncTypebox = async (app) => {
   await app.register(operationRoutes);
   await app.register(agentRoutes);
   await app.register(hostRoutes);
+  await app.register(agentPackageRoutes);
+  await app.register(hostUpgradeRoutes);
+  await app.register(eventRoutes);
 };

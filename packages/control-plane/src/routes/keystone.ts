@@ -11,6 +11,7 @@ import {
 } from "../domain/identity/keystone.ts";
 import { callerOf, canSeeProject } from "../http/auth.ts";
 import { ApiError } from "../http/errors.ts";
+import { ErrorBody } from "./common-schemas.ts";
 
 /**
  * Keystone v3 token API, the part existing clients use to log in: `POST` issues a
@@ -18,10 +19,6 @@ import { ApiError } from "../http/errors.ts";
  * Also reachable as /qbert/keystone/... through the compat prefix rewrite.
  */
 
-const ErrorBody = Type.Object(
-  { code: Type.String(), message: Type.String(), field: Type.Optional(Type.String()) },
-  { description: "Error: `{code, message, field?}`" },
-);
 const Domain = Type.Object({ id: Type.Optional(Type.String()), name: Type.Optional(Type.String()) });
 
 const AuthRequest = Type.Object(

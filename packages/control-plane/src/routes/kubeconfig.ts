@@ -3,11 +3,7 @@ import { Type } from "typebox";
 import { issueKubeconfig } from "../domain/kubeconfig/kubeconfig.ts";
 import { issueWebCliSession } from "../domain/webcli/webcli.ts";
 import { callerOf } from "../http/auth.ts";
-
-const ErrorBody = Type.Object(
-  { code: Type.String(), message: Type.String(), field: Type.Optional(Type.String()) },
-  { description: "Error" },
-);
+import { ErrorBody } from "./common-schemas.ts";
 
 const KubeconfigParams = Type.Object({
   project_uuid: Type.String({ minLength: 1, description: "Project UUID" }),

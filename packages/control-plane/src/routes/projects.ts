@@ -25,6 +25,7 @@ import {
 } from "../domain/projects/projects.ts";
 import { callerOf } from "../http/auth.ts";
 import { PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH } from "../identity/passwords.ts";
+import { errorResponses } from "./common-schemas.ts";
 
 /**
  * Identity extensions (DESIGN.md "Identity"): projects, their API tokens, users (for the
@@ -32,11 +33,7 @@ import { PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH } from "../identity/passwords.
  * responses; everything is stored hashed.
  */
 
-const ErrorBody = Type.Object(
-  { code: Type.String(), message: Type.String(), field: Type.Optional(Type.String()) },
-  { description: "Error: `{code, message, field?}`" },
-);
-const errors = (...codes: number[]) => Object.fromEntries(codes.map((code) => [code, ErrorBody]));
+const errors = errorResponses;
 /** Answers without a body (send() with no payload); the schema only documents that. */
 const NoBody = Type.Unsafe<undefined>({ description: "No body" });
 const Timestamp = Type.String({ description: "ISO-8601 UTC timestamp" });

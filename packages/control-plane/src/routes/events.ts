@@ -1,0 +1,65 @@
+import type { ServerResponse } from "node:http";
+import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
+import { Type } from "typebox";
+import { followProjectEvents } from "../domain/events/project-events.ts";
+import { ErrorBody } from "./common-schemas.ts";
+
+/** A comment line this often keeps proxies and clients from timing an idle stream out. */
+const HEARTBEAT_MS = 15_000;
+
+/**
+ * `GET /v4/{project_uuid}/events` (extension): server-sent events of the project's operations
+ * (`operation.started`, `operation.step` — a step is a batch of a rollout —, `operation.finished`)
+ * and nodes (`node.report`, `node.connected`, `node.disconnected`, `node.agent`), each with a
+ * JSON `data:` line, so a client shows progress without polling. Authenticated like every
+ * route, with the X-Auth-Token header. No replay: a client that reconnects reads current state
+ * from the REST resources, then follows the stream.
+ */
+export const eventRoutes: FastifyPluginAsyncTypebox = async (app) => {
+  const k = app.keelson;
+  const open = new Set<ServerResponse>();
+
+  // An open stream would hold app.close() until the client leaves; end them all first.
+  app.addHook("preClose", async () => {
+    for (const res of open) res.end();
+  });
+
+  app.get(
+    "/v4/:project_uuid/events",
+    {
+      schema: {
+        tags: ["events"],
+        summary: "Live operation and node changes of the project, as server-sent events (extension)",
+        params: Type.Object({ project_uuid: Type.String() }),
+        produces: ["text/event-stream"],
+        response: { 200: Type.String({ description: "text/event-stream" }), 403: ErrorBody },
+      },
+    },
+    async (request, reply) => {
+      reply.hijack();
+      const res = reply.raw;
+      res.writeHead(200, {
+        "content-type": "text/event-stream; charset=utf-8",
+        "cache-control": "no-cache, no-transform",
+        connection: "keep-alive",
+        "x-accel-buffering": "no",
+      });
+      res.write(": keelson events\n\n");
+      let seq = 0;
+      const stop = followProjectEvents(k, request.params.project_uuid, (name, data) => {
+        seq++;
+        res.write(`id: ${seq}\nevent: ${name}\ndata: ${JSON.stringify(data)}\n\n`);
+      });
+      const heartbeat = setInterval(() => res.write(": heartbeat\n\n"), HEARTBEAT_MS);
+      heartbeat.unref();
+      open.add(res);
+      const cleanup = () => {
+        stop();
+        clearInterval(heartbeat);
+        open.delete(res);
+      };
+      res.on("close", cleanup);
+      request.raw.on("close", cleanup);
+    },
+  );
+};

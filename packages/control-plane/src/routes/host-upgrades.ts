@@ -1,0 +1,72 @@
+import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
+import { AGENT_VERSION_PATTERN } from "@keelson/protocol";
+import { Type } from "typebox";
+import { requestHostAgentUpgrade, requirePackage } from "../domain/hosts/agent-upgrade-request.ts";
+import { ErrorBody } from "./common-schemas.ts";
+
+const Body = Type.Object(
+  {
+    version: Type.String({
+      pattern: AGENT_VERSION_PATTERN,
+      description: "Agent version to install; must be stored on this control plane (POST /v1/agentPackages)",
+    }),
+    hosts: Type.Array(Type.String({ minLength: 1, maxLength: 128 }), {
+      minItems: 1,
+      maxItems: 10_000,
+      description: "Host (node) uuids of the project, upgraded in this order",
+    }),
+    batchSize: Type.Optional(
+      Type.Integer({
+        minimum: 1,
+        maximum: 1000,
+        description: "Hosts upgraded at once (default 1); masters of one cluster are never in the same batch",
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
+
+/**
+ * Agents download from the URL they are given, so it must name this control plane as the
+ * hosts reach it: KEELSON_PUBLIC_URL when set (a proxy in front), else the address this
+ * request came to.
+ */
+function baseUrlOf(request: { protocol: string; host: string }): string {
+  return process.env.KEELSON_PUBLIC_URL || `${request.protocol}://${request.host}`;
+}
+
+/** Host-agent upgrades as an operation (extension; the CLI's `upgrade-hosts` calls it). */
+export const hostUpgradeRoutes: FastifyPluginAsyncTypebox = async (app) => {
+  const k = app.keelson;
+  app.post(
+    "/v4/:project_uuid/hostAgentUpgrades",
+    {
+      schema: {
+        tags: ["hosts"],
+        summary: "Upgrade the agents of the given hosts, batch by batch (extension)",
+        description:
+          "Records a `hosts.upgrade` operation: each batch's agents get the control-plane-served package; the next " +
+          "batch starts when every host of this one is back `running` at the new version (timeout " +
+          "KEELSON_HOST_UPGRADE_TIMEOUT_MS, default 10 min). A host that fails stops the rollout; the operation's " +
+          "error names it. 400: unknown version; 404: a host not in the project; 409: a host offline, or a rollout " +
+          "already running.",
+        params: Type.Object({ project_uuid: Type.String() }),
+        body: Body,
+        response: {
+          200: Type.Object({
+            operationId: Type.String(),
+            batches: Type.Array(Type.Array(Type.String()), { description: "The hosts of each batch, in order" }),
+          }),
+          400: ErrorBody,
+          403: ErrorBody,
+          404: ErrorBody,
+          409: ErrorBody,
+        },
+      },
+    },
+    async (request) => {
+      const pkg = await requirePackage(k.dataDir, request.body.version);
+      return requestHostAgentUpgrade(k, request.params.project_uuid, request.body, baseUrlOf(request), pkg);
+    },
+  );
+};
