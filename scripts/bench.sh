@@ -4,7 +4,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/ensure-deps.sh
 names=("$@")
-[ ${#names[@]} -eq 0 ] && names=($(ls test/bench))
+if [ ${#names[@]} -eq 0 ]; then
+  for run in test/bench/*/run.ts; do names+=("$(basename "$(dirname "$run")")"); done
+fi
 for name in "${names[@]}"; do
   echo "== bench: $name"
   node --import tsx "test/bench/$name/run.ts"
