@@ -303,4 +303,38 @@ describe("agents end to end", () => {
     expect(local.body.host_agent.version).toBe(NEW_VERSION);
     expect(local.body.message).toBe(record.message);
   });
+
+  it("upgrades an agent through a hosts.upgrade operation from a package uploaded to the control plane", async () => {
+    const file = join(scratch, "packages", `keelson-agent-${NEW_VERSION}.tar.gz`);
+    const upload = await fetch(`${server.url}/v1/agentPackages`, {
+      method: "POST",
+      headers: { "x-auth-token": ADMIN, "content-type": "application/octet-stream" },
+      body: readFileSync(file),
+    });
+    expect(upload.status).toBe(200);
+    expect(await upload.json()).toMatchObject({ version: NEW_VERSION });
+
+    const res = await api<{ operationId: string }>(`${server.url}/v4/${projectId}/hostAgentUpgrades`, projectToken, {
+      method: "POST",
+      body: { version: NEW_VERSION, hosts: [ids["host-b"]] },
+    });
+    expect(res.status).toBe(200);
+    const op = await waitUntil(
+      "the hosts.upgrade operation settled",
+      async () => {
+        const list = await api<{ uuid: string; state: string; error: string | null }[]>(
+          `${server.url}/v4/${projectId}/operations?target=${projectId}`,
+          projectToken,
+        );
+        const found = list.body.find((o) => o.uuid === res.body.operationId);
+        return found && (found.state === "succeeded" || found.state === "failed") ? found : undefined;
+      },
+      90_000,
+    );
+    expect(op).toMatchObject({ state: "succeeded", error: null });
+    const record = await hostRecord(ids["host-b"] as string);
+    expect(record.host_agent).toEqual({ version: NEW_VERSION, status: "running" });
+    const b = agents["host-b"] as AgentProc;
+    expect(readFileSync(join(b.stateDir, "versions", "current", "manifest.json"), "utf8")).toContain(NEW_VERSION);
+  });
 });

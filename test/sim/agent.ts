@@ -69,6 +69,17 @@ export class SimAgent {
   phases: PhaseStatusRecord[] = [];
   /** `node.report` frames sent. */
   reports = 0;
+  /** `node.restart` / `node.upgrade` commands carried out (re-deliveries answered from the record not counted). */
+  restarts = 0;
+  upgrades = 0;
+  /** The kube role version the last `node.upgrade` asked for. */
+  kubeRoleVersion: string | undefined;
+  /** `agent.upgrade` commands carried out. */
+  agentUpgrades = 0;
+  /** How long a simulated agent upgrade takes; tests may change it (a huge value: it never comes back). */
+  upgradeTimeMs = 20;
+  /** Set: the next agent upgrades fail with this reason (the agent keeps its version, like the real one). */
+  upgradeFailure: string | undefined;
   /** This agent's phase time and failing phase; start as the behaviour says, tests may change them. */
   phaseTimeMs: number;
   failPhase: PhaseId | undefined;
@@ -269,13 +280,11 @@ export class SimAgent {
       case "ping":
         return { result: ok({ at: new Date().toISOString() }) };
       case "agent.upgrade": {
-        // Pretend to upgrade: report updating now, running on the new version shortly after.
-        const version = frame.payload.version;
-        setTimeout(() => {
-          this.agentVersion = version;
-          this.send({ type: "status", agentStatus: "running", agentVersion: version });
-        }, this.init.behaviour.latencyMs + 10);
-        return { result: ok({ accepted: true, status: "updating" }) };
+        this.agentUpgrades++;
+        return {
+          result: ok({ accepted: true, status: "updating" }),
+          afterAnswer: () => this.upgrade(frame.payload.version),
+        };
       }
       case "node.join": {
         const { clusterId, role } = frame.payload;
@@ -301,11 +310,67 @@ export class SimAgent {
         this.sendReport();
         return { result: ok({ clean: true }) };
       }
+      case "node.restart":
+      case "node.upgrade": {
+        if (!this.membership || this.membership.clusterId !== frame.payload.clusterId) {
+          return refuse(`this host is not a node of cluster ${frame.payload.clusterId}`);
+        }
+        if (frame.name === "node.upgrade") {
+          this.upgrades++;
+          this.kubeRoleVersion = frame.payload.kubeRoleVersion;
+        } else {
+          this.restarts++;
+        }
+        // converge() reports `converging` at once (right after the answer), then `ok`: the control
+        // plane waits for that `converging` before it takes an `ok` as the end of the restart.
+        return { result: ok({ accepted: true }), afterAnswer: () => this.converge() };
+      }
+      case "node.settings": {
+        const membership = this.membership;
+        if (!membership || membership.clusterId !== frame.payload.clusterId) {
+          return refuse(`this host is not a node of cluster ${frame.payload.clusterId}`);
+        }
+        // A master with backups on answers like a real one after its first good run (cheaply: at once).
+        const backups = membership.role === "master" && frame.payload.settings.isEtcdBackupEnabled === true;
+        return {
+          result: ok({ applied: true }),
+          afterAnswer: backups
+            ? () =>
+                this.send({
+                  type: "backup.report",
+                  clusterId: membership.clusterId,
+                  ok: true,
+                  file: "/var/lib/keelson/etcd-backups/etcd-interval-sim.db",
+                  at: new Date().toISOString(),
+                })
+            : undefined,
+        };
+      }
       default: {
         const never: never = frame;
         throw new Error(`unhandled command ${JSON.stringify(never)}`);
       }
     }
+  }
+
+  /**
+   * Like the real agent's self-upgrade: status `updating` at once; after `upgradeTimeMs` either
+   * `running` at the old version with the error (`upgradeFailure`), or a restart: the link
+   * drops and comes back with a hello at the new version.
+   */
+  private upgrade(version: string): void {
+    this.send({ type: "status", agentStatus: "updating", agentVersion: this.agentVersion });
+    setTimeout(() => {
+      if (this.stopped) return;
+      if (this.upgradeFailure) {
+        const agentError = `upgrade to ${version} failed: ${this.upgradeFailure}`;
+        this.send({ type: "status", agentStatus: "running", agentVersion: this.agentVersion, agentError });
+        return;
+      }
+      this.agentVersion = version;
+      if (this.init.behaviour.reconnect) this.ws?.terminate();
+      else this.send({ type: "status", agentStatus: "running", agentVersion: version });
+    }, this.upgradeTimeMs);
   }
 
   /**

@@ -1,5 +1,6 @@
 import { buildHostRecord, type HelloPayload } from "@keelson/protocol";
 import pino from "pino";
+import { EtcdBackups, readBackupMinuteMs } from "./backups/index.ts";
 import { ConfigError, readAgentConfig } from "./config.ts";
 import { FactsMonitor } from "./facts.ts";
 import { LinkClient } from "./link/index.ts";
@@ -35,9 +36,11 @@ const bootLog = pino({ name: "keelson-agent", level: process.env.KEELSON_LOG_LEV
 
 let config: ReturnType<typeof readAgentConfig>;
 let nodeTuning: ReturnType<typeof readNodeTuning>;
+let backupMinuteMs: number;
 try {
   config = readAgentConfig(process.env, process.argv.slice(2));
   nodeTuning = readNodeTuning(process.env);
+  backupMinuteMs = readBackupMinuteMs(process.env);
 } catch (err) {
   if (!(err instanceof ConfigError) && !(err instanceof NodeEnvError)) throw err;
   bootLog.fatal(err.message);
@@ -136,7 +139,16 @@ const link: LinkClient = new LinkClient({
     // Accepted at once (the phases run on and report through node.report); leave answers when clean.
     "node.join": async (payload) => node.join(payload),
     "node.leave": async (payload, ctx) => node.leave(payload, ctx.signal),
+    "node.settings": async (payload) => node.settings(payload),
+    "node.restart": async (payload, ctx) => node.restart(payload, ctx.signal),
+    "node.upgrade": async (payload, ctx) => node.upgrade(payload, ctx.signal),
   },
+});
+
+const backups = new EtcdBackups({
+  log: log.child({ component: "backups" }),
+  send: (report) => link.sendBackupReport(report),
+  minuteMs: backupMinuteMs,
 });
 
 const node: NodeController = new NodeController({
@@ -154,11 +166,13 @@ const node: NodeController = new NodeController({
   log: log.child({ component: "node" }),
   tuning: nodeTuning,
   bouncerVerifyUrl: () => bouncerUrl,
+  backups,
 });
 
 link.on("connected", () => {
   linkUp = true;
   node.connected();
+  backups.connected();
   signalReady();
 });
 link.on("disconnected", (info) => {
@@ -217,6 +231,7 @@ function stopProcess(reason: string, code: number): Promise<never> {
     await link.stop({ graceMs: 5_000 });
     // The node's services keep running (like systemd units); the next start picks them up.
     await node.close();
+    await backups.close();
     await api.close();
     process.exit(code);
   })();

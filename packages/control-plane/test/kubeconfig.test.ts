@@ -448,3 +448,63 @@ describe("POST webcli", () => {
     }
   });
 });
+
+describe("revoking the credential a kubeconfig was issued to", () => {
+  const bearerOf = (yaml: string) => (parse(yaml) as Kubeconfig).users[0]?.user.token as string;
+
+  it("revokes the kubeconfig tokens a project token minted when the token is revoked", async () => {
+    const c = await insertCluster({ externalDnsName: "api.revoke.example.test" });
+    const minted = (
+      await t.request({ method: "POST", url: `/v1/projects/${t.projectId}/tokens`, token: ADMIN_TOKEN })
+    ).json();
+    const { res } = await getKubeconfig(c.id, "", minted.token);
+    const bearer = bearerOf(res.body);
+    const { res: kept } = await getKubeconfig(c.id);
+    expect(verifyClusterAccessToken(t.db, c.id, bearer)).toBe(minted.id);
+
+    const revoked = await t.request({
+      method: "DELETE",
+      url: `/v1/projects/${t.projectId}/tokens/${minted.id}`,
+      token: ADMIN_TOKEN,
+    });
+    expect(revoked.statusCode).toBe(200);
+    expect(verifyClusterAccessToken(t.db, c.id, bearer)).toBeNull();
+    // Kubeconfigs of other credentials are untouched.
+    expect(verifyClusterAccessToken(t.db, c.id, bearerOf(kept.body))).toBe(tokenId);
+  });
+
+  it("revokes a user's kubeconfig tokens when the user is deleted", async () => {
+    const c = await insertCluster({ externalDnsName: "api.revoke-user.example.test" });
+    const user = (
+      await t.request({
+        method: "POST",
+        url: `/v1/projects/${t.projectId}/users`,
+        token: ADMIN_TOKEN,
+        payload: { name: "kube-user", password: "a-long-password" },
+      })
+    ).json();
+    const login = await t.request({
+      method: "POST",
+      url: "/keystone/v3/auth/tokens",
+      token: null,
+      payload: {
+        auth: {
+          identity: { methods: ["password"], password: { user: { name: "kube-user", password: "a-long-password" } } },
+          scope: { project: { id: t.projectId } },
+        },
+      },
+    });
+    expect(login.statusCode, login.body).toBe(201);
+    const { res } = await getKubeconfig(c.id, "", login.headers["x-subject-token"] as string);
+    const bearer = bearerOf(res.body);
+    expect(verifyClusterAccessToken(t.db, c.id, bearer)).toBe(user.id);
+
+    const deleted = await t.request({
+      method: "DELETE",
+      url: `/v1/projects/${t.projectId}/users/${user.id}`,
+      token: ADMIN_TOKEN,
+    });
+    expect(deleted.statusCode).toBe(200);
+    expect(verifyClusterAccessToken(t.db, c.id, bearer)).toBeNull();
+  });
+});

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { stripCompatPrefix } from "../src/http/compat-prefix.ts";
 import { createTestApp, type TestApp } from "./helpers.ts";
 
 describe("app skeleton", () => {
@@ -17,6 +18,15 @@ describe("app skeleton", () => {
   it("serves the same route under /qbert", async () => {
     const res = await t.request({ method: "GET", url: "/qbert/healthz", token: null });
     expect(res.statusCode).toBe(200);
+  });
+
+  it("keeps a path when /qbert is followed by a query", () => {
+    const rewrite = (url: string) => stripCompatPrefix({ url } as Parameters<typeof stripCompatPrefix>[0]);
+    expect(rewrite("/qbert?nocatalog=1")).toBe("/?nocatalog=1");
+    expect(rewrite("/qbert")).toBe("/");
+    expect(rewrite("/qbert/v1/projects?x=1")).toBe("/v1/projects?x=1");
+    expect(rewrite("/qbertz/v1/projects")).toBe("/qbertz/v1/projects");
+    expect(rewrite("/resmgr/v1/hosts/h")).toBe("/v1/hosts/h");
   });
 
   it("answers unknown routes with a JSON 404", async () => {

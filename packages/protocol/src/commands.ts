@@ -88,11 +88,59 @@ export const NodeLeavePayload = Type.Object(
 );
 export const NodeLeaveResult = Type.Object({ clean: Type.Boolean() }, { additionalProperties: false });
 
+/**
+ * The cluster's settings changed (cluster update): the node keeps them in its desired state
+ * (the phases use them when they next run) and re-reads what it schedules from them (etcd
+ * backups). Only nodes with a live link get it; others get the settings with their next join.
+ */
+export const NodeSettingsPayload = Type.Object(
+  {
+    clusterId: Type.String({ minLength: 1, maxLength: 128 }),
+    /** The cluster's spec fields, as `node.join` carries them. */
+    settings: Type.Record(Type.String(), Type.Unknown()),
+  },
+  { additionalProperties: false },
+);
+export const NodeSettingsResult = Type.Object({ applied: Type.Boolean() }, { additionalProperties: false });
+
+/**
+ * Restarts the node's phases in place (staggered restart): drain, stop every phase, start them
+ * again. Certificates are kept unless `regenerateCerts`. The agent reports `converging` before
+ * it answers, then its phases as they start (issue 5).
+ */
+export const NodeRestartPayload = Type.Object(
+  {
+    clusterId: Type.String({ minLength: 1, maxLength: 128 }),
+    regenerateCerts: Type.Boolean(),
+  },
+  { additionalProperties: false },
+);
+export const NodeRestartResult = Type.Object({ accepted: Type.Boolean() }, { additionalProperties: false });
+
+/**
+ * Moves the node to another kube role version (cluster upgrade): the agent keeps the new
+ * version and settings in its desired state and restarts its phases like `node.restart`.
+ * The node package directory stays the agent's KEELSON_NODE_PACKAGE in this release.
+ */
+export const NodeUpgradePayload = Type.Object(
+  {
+    clusterId: Type.String({ minLength: 1, maxLength: 128 }),
+    kubeRoleVersion: Type.String({ minLength: 1, maxLength: 128 }),
+    /** The cluster's spec fields after the upgrade, as stored. */
+    settings: Type.Record(Type.String(), Type.Unknown()),
+  },
+  { additionalProperties: false },
+);
+export const NodeUpgradeResult = Type.Object({ accepted: Type.Boolean() }, { additionalProperties: false });
+
 export const Commands = {
   ping: { payload: PingPayload, result: PingResult },
   "agent.upgrade": { payload: AgentUpgradePayload, result: AgentUpgradeResult },
   "node.join": { payload: NodeJoinPayload, result: NodeJoinResult },
   "node.leave": { payload: NodeLeavePayload, result: NodeLeaveResult },
+  "node.settings": { payload: NodeSettingsPayload, result: NodeSettingsResult },
+  "node.restart": { payload: NodeRestartPayload, result: NodeRestartResult },
+  "node.upgrade": { payload: NodeUpgradePayload, result: NodeUpgradeResult },
 } as const;
 
 export type CommandName = keyof typeof Commands;

@@ -94,6 +94,21 @@ export const ClusterTokenVerifyFrame = Type.Object(
   strict,
 );
 
+/** A master's etcd backup run (or why backups cannot be scheduled): the cluster's backup status. */
+export const BackupReportFrame = Type.Object(
+  {
+    type: Type.Literal("backup.report"),
+    clusterId: Id,
+    ok: Type.Boolean(),
+    error: Type.Optional(Text(4096)),
+    /** The snapshot file written (ok runs), as a path on the host. */
+    file: Type.Optional(Text(4096)),
+    /** When the run finished (ISO 8601). */
+    at: Text(64),
+  },
+  strict,
+);
+
 export const AgentFrame = Type.Union([
   HelloFrame,
   FactsFrame,
@@ -103,6 +118,7 @@ export const AgentFrame = Type.Union([
   NodeReportFrame,
   CertSignFrame,
   ClusterTokenVerifyFrame,
+  BackupReportFrame,
 ]);
 
 // ---- control plane -> agent -------------------------------------------------------------
@@ -138,6 +154,9 @@ export const CommandFrame = Type.Union([
   commandFrame("agent.upgrade"),
   commandFrame("node.join"),
   commandFrame("node.leave"),
+  commandFrame("node.settings"),
+  commandFrame("node.restart"),
+  commandFrame("node.upgrade"),
 ]);
 
 export const TokenVerifiedFrame = Type.Object(
@@ -192,6 +211,7 @@ export type ControlFrame = Static<typeof ControlFrame>;
 export type NodeReportFrame = Static<typeof NodeReportFrame>;
 export type CertSignFrame = Static<typeof CertSignFrame>;
 export type ClusterTokenVerifyFrame = Static<typeof ClusterTokenVerifyFrame>;
+export type BackupReportFrame = Static<typeof BackupReportFrame>;
 export type CertSignedFrame = Static<typeof CertSignedFrame>;
 export type ClusterTokenVerifiedFrame = Static<typeof ClusterTokenVerifiedFrame>;
 export type AgentFrameType = AgentFrame["type"];
@@ -210,6 +230,7 @@ export const AGENT_FRAME_SCHEMAS: Readonly<Record<AgentFrameType, TSchema>> = {
   "node.report": NodeReportFrame,
   "cert.sign": CertSignFrame,
   "cluster-token.verify": ClusterTokenVerifyFrame,
+  "backup.report": BackupReportFrame,
 };
 export const CONTROL_FRAME_SCHEMAS: Readonly<Record<ControlFrameType, TSchema>> = {
   welcome: WelcomeFrame,

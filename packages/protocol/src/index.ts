@@ -1,3 +1,4 @@
+export * from "./agent-package.ts";
 export * from "./backoff.ts";
 export * from "./close-codes.ts";
 export * from "./commands.ts";

@@ -5,6 +5,7 @@ import {
   assertNever,
   Backoff,
   type BackoffOptions,
+  type BackupReportFrame,
   type CertProfile,
   CloseCode,
   CommandErrorCode,
@@ -212,6 +213,11 @@ export class LinkClient extends EventEmitter<LinkClientEvents> {
   /** Sends the node's phase report; false when not connected (send it again after the next welcome). */
   sendNodeReport(report: Omit<NodeReportFrame, "type">): boolean {
     return this.send({ type: "node.report", ...report });
+  }
+
+  /** A master's etcd backup result; false when there is no link to send it on. */
+  sendBackupReport(report: Omit<BackupReportFrame, "type">): boolean {
+    return this.send({ type: "backup.report", ...report });
   }
 
   /**

@@ -75,6 +75,8 @@ export interface NodeControllerOptions {
   kubeApi?: (config: NodeConfig) => KubeApi | undefined;
   reportIntervalMs?: number;
   phaseTimeoutMs?: number;
+  /** Told the node's config whenever membership or settings change (etcd backups). */
+  backups?: { apply(config: NodeConfig | undefined): void };
 }
 
 export interface NodeSnapshot {
@@ -197,6 +199,24 @@ export class NodeController {
     });
   }
 
+  /**
+   * New cluster settings (a cluster update): kept in the desired state, where the phases take
+   * them from when they next run; what is scheduled from them (backups) follows at once.
+   */
+  settings(payload: CommandPayload<"node.settings">): Promise<CommandResult<"node.settings">> {
+    return this.serial(async () => {
+      const current = this.desired;
+      if (!current || current.join.clusterId !== payload.clusterId) {
+        throw new NodeMembershipError(`this host is not a node of cluster ${payload.clusterId}`);
+      }
+      const desired: DesiredState = { ...current, join: { ...current.join, settings: payload.settings } };
+      saveDesiredState(this.desiredFile, desired);
+      this.desired = desired;
+      this.options.backups?.apply(this.configFor(desired));
+      return { applied: true };
+    });
+  }
+
   leave(payload: CommandPayload<"node.leave">, signal?: AbortSignal): Promise<CommandResult<"node.leave">> {
     return this.serial(async () => {
       const current = this.desired;
@@ -211,6 +231,7 @@ export class NodeController {
         );
       }
       this.options.log.info({ clusterId: payload.clusterId, lastNode: payload.lastNode }, "leaving cluster");
+      this.options.backups?.apply(undefined);
       const running = this.running ?? (await this.startEngine(current));
       this.running = running;
       const { engine, reconciler } = running;
@@ -252,6 +273,43 @@ export class NodeController {
     });
   }
 
+  /**
+   * Staggered restart: drain, stop every phase, start them again (certificates kept unless
+   * asked). `converging` is reported before the answer, so the control plane never takes the
+   * node's earlier `ok` for the end of this restart; the phases then report as they start.
+   */
+  restart(payload: CommandPayload<"node.restart">, signal?: AbortSignal): Promise<CommandResult<"node.restart">> {
+    return this.serial(async () => {
+      const current = this.memberOf(payload.clusterId);
+      this.options.log.info({ clusterId: payload.clusterId }, "restarting node phases");
+      await this.restartPhases(current, payload.regenerateCerts, signal);
+      return { accepted: true };
+    });
+  }
+
+  /**
+   * Cluster upgrade: the new kube role version and settings become the desired state
+   * (persisted first, so an agent restart resumes at the new version), then the phases restart
+   * as in `restart`. The node package directory stays KEELSON_NODE_PACKAGE in this release.
+   */
+  upgrade(payload: CommandPayload<"node.upgrade">, signal?: AbortSignal): Promise<CommandResult<"node.upgrade">> {
+    return this.serial(async () => {
+      const current = this.memberOf(payload.clusterId);
+      const desired: DesiredState = {
+        ...current,
+        join: { ...current.join, kubeRoleVersion: payload.kubeRoleVersion, settings: payload.settings },
+      };
+      saveDesiredState(this.desiredFile, desired);
+      this.desired = desired;
+      this.options.log.info(
+        { clusterId: payload.clusterId, from: current.join.kubeRoleVersion, to: payload.kubeRoleVersion },
+        "upgrading node",
+      );
+      await this.restartPhases(desired, false, signal);
+      return { accepted: true };
+    });
+  }
+
   /** Stops managing (agent shutdown): the node's services keep running, like systemd units. */
   async close(): Promise<void> {
     this.closed = true;
@@ -261,6 +319,43 @@ export class NodeController {
   }
 
   // ---- internals -----------------------------------------------------------------------
+
+  private memberOf(clusterId: string): DesiredState {
+    const current = this.desired;
+    if (!current || current.join.clusterId !== clusterId) {
+      throw new NodeMembershipError(
+        `this host is ${current ? `a node of cluster ${current.join.clusterId}` : "in no cluster"}, not of ${clusterId}`,
+      );
+    }
+    return current;
+  }
+
+  /** Drain and stop every phase (intent stop), then start the reconcile loop again. */
+  private async restartPhases(desired: DesiredState, regenerateCerts: boolean, signal?: AbortSignal): Promise<void> {
+    const running = this.running ?? (await this.startEngine(desired));
+    this.running = running;
+    const { engine, reconciler } = running;
+    engine.abort();
+    await reconciler.halt();
+    engine.setNodeStatus("converging");
+    this.options.link.sendNodeReport({
+      clusterId: desired.join.clusterId,
+      report: engine.report(),
+      apiResponding: false,
+    });
+    const onAbort = () => engine.abort();
+    signal?.addEventListener("abort", onAbort, { once: true });
+    try {
+      await engine.stop({ intent: "stop" });
+    } finally {
+      signal?.removeEventListener("abort", onAbort);
+    }
+    engine.removeAllListeners();
+    this.running = undefined;
+    // A phase that would not stop is retried by the start (its start is idempotent); the
+    // restart goes on either way, so the node does not stay stopped.
+    await this.startRunning(desired, regenerateCerts);
+  }
 
   private serial<T>(work: () => Promise<T>): Promise<T> {
     const next = this.queue.then(work, work);
@@ -311,6 +406,7 @@ export class NodeController {
     if (this.closed) return;
     const running = await this.startEngine(desired);
     this.running = running;
+    this.options.backups?.apply(running.config);
     if (fresh) {
       // The control plane sees the new membership converging at once, however fast the
       // phases then run (coalescing could otherwise fold it straight into ok).

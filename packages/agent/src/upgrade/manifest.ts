@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import { createReadStream } from "node:fs";
 import { lstat, readdir, readFile } from "node:fs/promises";
 import { isAbsolute, join, normalize, relative, sep } from "node:path";
-import { type Static, Type } from "typebox";
+import { AgentPackageManifest, AGENT_MANIFEST_FILE as MANIFEST_FILE } from "@keelson/protocol";
 import { Compile } from "typebox/compile";
 
 /**
@@ -11,24 +11,14 @@ import { Compile } from "typebox/compile";
  * entry file the launcher runs with node, and the sha256 of every other file, so a package is
  * checked file by file after unpacking and not only as a whole.
  */
-export const PACKAGE_NAME = "keelson-agent";
-export const MANIFEST_FILE = "manifest.json";
-export const MANIFEST_FORMAT = 1;
-
-const Sha256 = Type.String({ pattern: "^[0-9a-f]{64}$" });
-export const PackageManifest = Type.Object({
-  format: Type.Literal(MANIFEST_FORMAT),
-  name: Type.Literal(PACKAGE_NAME),
-  version: Type.String({ pattern: "^[0-9A-Za-z][0-9A-Za-z.+_-]{0,127}$" }),
-  /** Path of the file node runs, relative to the package root. */
-  entry: Type.String({ minLength: 1, maxLength: 255 }),
-  /** Oldest Node.js major the package runs on. */
-  nodeMajor: Type.Integer({ minimum: 1 }),
-  createdAt: Type.String({ minLength: 1, maxLength: 64 }),
-  /** Every file of the package except manifest.json, by relative path, with its sha256. */
-  files: Type.Record(Type.String({ minLength: 1, maxLength: 1024 }), Sha256),
-});
-export type PackageManifest = Static<typeof PackageManifest>;
+export {
+  AGENT_MANIFEST_FILE as MANIFEST_FILE,
+  AGENT_MANIFEST_FORMAT as MANIFEST_FORMAT,
+  AGENT_PACKAGE_NAME as PACKAGE_NAME,
+} from "@keelson/protocol";
+/** The schema lives in packages/protocol: the control plane verifies uploaded packages with it too. */
+export const PackageManifest = AgentPackageManifest;
+export type PackageManifest = AgentPackageManifest;
 
 const manifestValidator = Compile(PackageManifest);
 

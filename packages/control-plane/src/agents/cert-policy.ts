@@ -40,6 +40,12 @@ export interface SigningNode {
 
 export interface SigningCluster {
   spec: Record<string, unknown>;
+  /**
+   * Host names and addresses of the cluster's other nodes. A node's name and address are its
+   * own report, so a host that reports another node's name or IP (or the VIP) as its own must
+   * not get a certificate naming it: that would let it act as that node's kubelet or etcd member.
+   */
+  otherNodes?: { name: string; primaryIp: string }[];
 }
 
 export interface CertProposal {
@@ -76,13 +82,26 @@ export function firstServiceIp(cidr: string): string | undefined {
   return [24, 16, 8, 0].map((shift) => Math.floor(next / 2 ** shift) % 256).join(".");
 }
 
+/** Names and addresses that belong to someone else in the cluster: other nodes, and the VIP. */
+function takenNames(cluster: SigningCluster): Set<string> {
+  const taken = new Set<string>();
+  for (const other of cluster.otherNodes ?? []) {
+    if (other.name) taken.add(other.name.toLowerCase());
+    if (other.primaryIp) taken.add(other.primaryIp.toLowerCase());
+  }
+  const vip = text(cluster.spec.masterVipIpv4);
+  if (vip) taken.add(vip.toLowerCase());
+  return taken;
+}
+
 /** Names the node itself may carry in any certificate. */
-function ownNames(node: SigningNode): { dns: Set<string>; ips: Set<string> } {
+function ownNames(node: SigningNode, taken: Set<string>): { dns: Set<string>; ips: Set<string> } {
   const dns = new Set(["localhost"]);
   const ips = new Set(["127.0.0.1"]);
-  if (node.primaryIp) ips.add(node.primaryIp.toLowerCase());
-  if (node.name && isIP(node.name) === 0) dns.add(node.name.toLowerCase());
-  else if (node.name) ips.add(node.name.toLowerCase());
+  const mine = (n: string) => n !== "" && !taken.has(n.toLowerCase());
+  if (mine(node.primaryIp)) ips.add(node.primaryIp.toLowerCase());
+  if (mine(node.name) && isIP(node.name) === 0) dns.add(node.name.toLowerCase());
+  else if (mine(node.name)) ips.add(node.name.toLowerCase());
   return { dns, ips };
 }
 
@@ -100,9 +119,13 @@ function apiNames(cluster: SigningCluster): { dns: string[]; ips: string[] } {
 }
 
 /** The common names a profile allows for this node, and the organisation it gets. */
-function subjectRule(profile: CertProfile, node: SigningNode): { names: string[]; organization?: string[] } {
+function subjectRule(
+  profile: CertProfile,
+  node: SigningNode,
+  taken: Set<string>,
+): { names: string[]; organization?: string[] } {
   // The Kubernetes node name is the host name, or the IP when the cluster does not use host names.
-  const nodeNames = [...new Set([node.name, node.primaryIp].filter((n) => n !== ""))];
+  const nodeNames = [...new Set([node.name, node.primaryIp].filter((n) => n !== "" && !taken.has(n.toLowerCase())))];
   switch (profile) {
     case "kubelet":
       return { names: nodeNames.map((n) => `system:node:${n}`), organization: ["system:nodes"] };
@@ -125,7 +148,8 @@ export function decideCertificate(node: SigningNode, cluster: SigningCluster, pr
   if (MASTER_ONLY.has(profile) && !node.isMaster) {
     return { ok: false, reason: `profile ${profile} is for masters only; host ${node.hostId} is a worker` };
   }
-  const rule = subjectRule(profile, node);
+  const taken = takenNames(cluster);
+  const rule = subjectRule(profile, node, taken);
   const commonName = proposal.commonName ?? "";
   if (!rule.names.includes(commonName)) {
     return {
@@ -133,7 +157,7 @@ export function decideCertificate(node: SigningNode, cluster: SigningCluster, pr
       reason: `profile ${profile}: common name "${commonName}" is not allowed for this node (allowed: ${rule.names.join(", ")})`,
     };
   }
-  const own = ownNames(node);
+  const own = ownNames(node, taken);
   const allowedDns = new Set(own.dns);
   const allowedIps = new Set(own.ips);
   if (profile === "apiserver") {

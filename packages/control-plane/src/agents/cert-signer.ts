@@ -1,7 +1,7 @@
 import { clusters, type Db, nodes } from "@keelson/db";
 import type { CertSignedFrame, CertSignFrame } from "@keelson/protocol";
 import * as x509 from "@peculiar/x509";
-import { eq } from "drizzle-orm";
+import { and, eq, ne } from "drizzle-orm";
 import { CertificateRequestError, signCertificate } from "../pki/sign.ts";
 import type { SecretCipher } from "../secrets/cipher.ts";
 import { decideCertificate } from "./cert-policy.ts";
@@ -78,11 +78,16 @@ export class NodeCertificateSigner {
     if (!row?.clusterId || !row.caCertPem || !row.caKeyEnc) {
       return refuse(`host ${hostId} is not attached to a cluster: there is no CA to sign with`);
     }
+    const otherNodes = this.db
+      .select({ name: nodes.name, primaryIp: nodes.primaryIp })
+      .from(nodes)
+      .where(and(eq(nodes.clusterId, row.clusterId), ne(nodes.id, hostId)))
+      .all();
     try {
       const csr = readCsr(frame.csrPem);
       const decision = decideCertificate(
         { hostId, name: row.name, primaryIp: row.primaryIp, isMaster: row.isMaster === 1 },
-        { spec: row.spec ?? {} },
+        { spec: row.spec ?? {}, otherNodes },
         {
           profile: frame.profile,
           commonName: csr.commonName,

@@ -5,6 +5,7 @@ import {
   AGENT_LINK_PATH,
   type AgentFrame,
   assertNever,
+  type BackupReportFrame,
   type CertSignFrame,
   CloseCode,
   type ClusterTokenVerifyFrame,
@@ -27,6 +28,7 @@ import { verifyClusterAccessToken } from "../domain/kubeconfig/access-tokens.ts"
 import type { IdentityResolver } from "../identity/identity.ts";
 import type { SecretCipher } from "../secrets/cipher.ts";
 import { HostAuthenticator } from "./authenticate.ts";
+import { BackupReportWriter } from "./backup-reports.ts";
 import { NodeCertificateSigner } from "./cert-signer.ts";
 import { HostOfflineError } from "./errors.ts";
 import { NodeEvents } from "./node-events.ts";
@@ -67,6 +69,7 @@ export class AgentHub {
   private readonly auth: HostAuthenticator;
   private readonly presence: PresenceWriter;
   private readonly reports: NodeReportWriter;
+  private readonly backups: BackupReportWriter;
   private readonly signer: NodeCertificateSigner;
   private readonly db: Db;
   private readonly wss: WebSocketServer;
@@ -87,6 +90,7 @@ export class AgentHub {
     this.auth = new HostAuthenticator(options.db);
     this.presence = new PresenceWriter(options.db, options.log, options.presence);
     this.reports = new NodeReportWriter(options.db);
+    this.backups = new BackupReportWriter(options.db);
     this.signer = new NodeCertificateSigner(options.db, options.cipher);
     this.db = options.db;
     // Frames up to 4x the protocol limit reach the parser and get BAD_FRAME with a reason;
@@ -135,7 +139,11 @@ export class AgentHub {
     hostId: string,
     name: N,
     payload: CommandPayload<N>,
-    options: { timeoutMs?: number } = {},
+    /**
+     * `id`: a caller that may send the same command again after a control-plane restart gives
+     * it a stable id; the agent's command record then answers a repeat without running it twice.
+     */
+    options: { timeoutMs?: number; id?: string } = {},
   ): Promise<CommandResult<N>> {
     const session = this.registry.get(hostId);
     if (this.draining) return Promise.reject(new HostOfflineError(hostId, "the control plane is shutting down"));
@@ -144,7 +152,10 @@ export class AgentHub {
       Math.max(1, Math.round(options.timeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS)),
       MAX_COMMAND_TIMEOUT_MS,
     );
-    const { frame, result } = this.pending.create(hostId, name, payload, timeoutMs);
+    if (options.id !== undefined && this.pending.has(options.id)) {
+      return Promise.reject(new Error(`command ${options.id} is already waiting for its result`));
+    }
+    const { frame, result } = this.pending.create(hostId, name, payload, timeoutMs, options.id);
     session.send(frame);
     return result;
   }
@@ -267,6 +278,13 @@ export class AgentHub {
           agentVersion: frame.agentVersion,
           agentError: frame.agentError ?? null,
         });
+        this.nodeEvents.emit({
+          type: "agent",
+          hostId: session.hostId,
+          agentVersion: frame.agentVersion,
+          agentStatus: frame.agentStatus,
+          agentError: frame.agentError ?? null,
+        });
         return;
       case "result": {
         const outcome = this.pending.settle(session.hostId, frame);
@@ -291,6 +309,9 @@ export class AgentHub {
         return;
       case "cluster-token.verify":
         this.onClusterTokenVerify(session, frame);
+        return;
+      case "backup.report":
+        this.onBackupReport(session, frame);
         return;
       default:
         assertNever(frame);
@@ -329,6 +350,13 @@ export class AgentHub {
     for (const command of this.pending.forHost(session.hostId)) session.send(command);
     this.log.info({ hostId: session.hostId, session: session.id, agentVersion: hello.agentVersion }, "agent connected");
     this.nodeEvents.emit({ type: "link", hostId: session.hostId, connected: true });
+    this.nodeEvents.emit({
+      type: "agent",
+      hostId: session.hostId,
+      agentVersion: hello.agentVersion,
+      agentStatus: hello.agentStatus,
+      agentError: hello.agentError ?? null,
+    });
   }
 
   // ---- node frames (phases, certificates, cluster tokens) --------------------------------
@@ -349,6 +377,15 @@ export class AgentHub {
       report: frame.report,
       apiResponding: frame.apiResponding,
     });
+  }
+
+  private onBackupReport(session: AgentSession, frame: BackupReportFrame): void {
+    const outcome = this.backups.apply(session.hostId, frame);
+    if (!outcome.stored) {
+      this.log.debug({ hostId: session.hostId, clusterId: frame.clusterId, why: outcome.why }, "backup report ignored");
+    } else if (!frame.ok) {
+      this.log.warn({ hostId: session.hostId, clusterId: frame.clusterId, error: frame.error }, "etcd backup failed");
+    }
   }
 
   private onCertSign(session: AgentSession, frame: CertSignFrame): void {

@@ -17,7 +17,19 @@ export interface NodeLinkEvent {
   connected: boolean;
 }
 
-export type NodeEvent = NodeReportEvent | NodeLinkEvent;
+/**
+ * What the agent says about itself (its hello, or a status frame): version and upgrade state.
+ * Host-agent upgrades wait on these; the row is written later, in the presence batch.
+ */
+export interface NodeAgentEvent {
+  type: "agent";
+  hostId: string;
+  agentVersion: string;
+  agentStatus: string;
+  agentError: string | null;
+}
+
+export type NodeEvent = NodeReportEvent | NodeLinkEvent | NodeAgentEvent;
 
 /**
  * In-process events about nodes, so operations waiting for a node wake up when it reports
@@ -28,7 +40,11 @@ export type NodeEvent = NodeReportEvent | NodeLinkEvent;
  */
 export class NodeEvents {
   /** Every event, for listeners that want them all (logs, future event streams). */
-  readonly all = new EventEmitter<{ "node-report": [NodeReportEvent]; link: [NodeLinkEvent] }>();
+  readonly all = new EventEmitter<{
+    "node-report": [NodeReportEvent];
+    link: [NodeLinkEvent];
+    agent: [NodeAgentEvent];
+  }>();
   private readonly byHost = new Map<string, Set<(event: NodeEvent) => void>>();
 
   constructor() {
@@ -53,7 +69,8 @@ export class NodeEvents {
 
   emit(event: NodeEvent): void {
     if (event.type === "node-report") this.all.emit("node-report", event);
-    else this.all.emit("link", event);
+    else if (event.type === "link") this.all.emit("link", event);
+    else this.all.emit("agent", event);
     const set = this.byHost.get(event.hostId);
     if (!set) return;
     for (const listener of [...set]) listener(event);

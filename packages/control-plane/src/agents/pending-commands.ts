@@ -35,8 +35,8 @@ export class PendingCommands {
     name: N,
     payload: CommandPayload<N>,
     timeoutMs: number,
+    id: string = randomUUID(),
   ): { frame: CommandFrame; result: Promise<CommandResult<N>> } {
-    const id = randomUUID();
     const frame = { type: "command", id, name, payload, timeoutMs } as CommandFrame;
     const result = new Promise<CommandResult<N>>((resolve, reject) => {
       const timer = setTimeout(() => {
@@ -48,6 +48,10 @@ export class PendingCommands {
       this.byHost.set(hostId, ids);
     });
     return { frame, result };
+  }
+
+  has(id: string): boolean {
+    return this.byId.has(id);
   }
 
   /** Applies an agent's result frame; only the host the command went to may answer it. */

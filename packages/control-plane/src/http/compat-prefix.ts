@@ -8,7 +8,9 @@ import type { RawRequestDefaultExpression } from "fastify";
 export function stripCompatPrefix(req: RawRequestDefaultExpression): string {
   const url = req.url ?? "/";
   if (url === "/qbert" || url.startsWith("/qbert/") || url.startsWith("/qbert?")) {
-    return url.slice("/qbert".length) || "/";
+    // `/qbert?x` keeps its query on the root path, rather than becoming the path-less `?x`.
+    const rest = url.slice("/qbert".length);
+    return rest.startsWith("/") ? rest : `/${rest}`;
   }
   if (url.startsWith("/resmgr/v1/hosts")) return url.slice("/resmgr".length);
   return url;

@@ -79,7 +79,12 @@ export class OperationRunner {
     if (this.queued.has(id)) return;
     this.queued.add(id);
     const previous = this.chains.get(targetId) ?? Promise.resolve();
-    const next = previous.then(() => this.execute(id)).finally(() => this.queued.delete(id));
+    // The chain must never reject: a rejected link would skip every later operation of the
+    // target, and the rejection would go unhandled (which stops the process).
+    const next = previous
+      .then(() => this.execute(id))
+      .catch((err) => this.log.error({ operation: id, err }, "running an operation failed"))
+      .finally(() => this.queued.delete(id));
     this.chains.set(targetId, next);
     this.active.add(next);
     void next.finally(() => {
@@ -105,8 +110,9 @@ export class OperationRunner {
       .where(eq(operations.id, id))
       .run();
     this.emit(op, "operation.started", "running");
-    const steps = kind.steps(op);
     try {
+      // Inside the try: params a kind cannot read fail the operation instead of leaving it running.
+      const steps = kind.steps(op);
       for (let i = cursor.step; i < steps.length; i++) {
         const step = steps[i];
         if (!step) break;
@@ -172,7 +178,7 @@ export class OperationRunner {
     step?: string,
     error?: string | null,
   ): void {
-    this.events.emit("event", {
+    const event: OperationEvent = {
       type,
       operationId: op.id,
       projectId: op.projectId,
@@ -181,6 +187,13 @@ export class OperationRunner {
       state,
       ...(step === undefined ? {} : { step }),
       ...(error === undefined ? {} : { error }),
-    });
+    };
+    // Listeners run synchronously inside execute(): one that throws must not turn a succeeded
+    // operation into a failed one, nor leave one stuck in `running`.
+    try {
+      this.events.emit("event", event);
+    } catch (err) {
+      this.log.error({ operation: op.id, type, err }, "an operation event listener failed");
+    }
   }
 }

@@ -81,13 +81,18 @@ export async function sendWhenOnline<N extends CommandName>(
   payload: CommandPayload<N>,
   deadline: Deadline,
   describe: string,
+  /** A stable id makes a repeat after a control-plane restart safe: the agent runs an id once. */
+  commandId?: string,
 ): Promise<CommandResult<N>> {
   for (;;) {
     if (deadline.signal.aborted) throw new OperationInterrupted();
     const left = remaining(deadline);
     if (left <= 0) throw new NodeDeadlineError(`${describe}: its agent did not answer ${name} in time`);
     if (hub.isConnected(hostId)) {
-      const sent = hub.sendCommand(hostId, name, payload, { timeoutMs: Math.min(left, MAX_COMMAND_TIMEOUT_MS) });
+      const sent = hub.sendCommand(hostId, name, payload, {
+        timeoutMs: Math.min(left, MAX_COMMAND_TIMEOUT_MS),
+        ...(commandId === undefined ? {} : { id: commandId }),
+      });
       // The command may settle after an abort made us stop listening; never leave it unhandled.
       sent.catch(() => undefined);
       try {

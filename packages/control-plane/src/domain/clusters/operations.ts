@@ -18,6 +18,7 @@ import {
   leaveTimeoutMs,
   workerJoin,
 } from "./membership.ts";
+import { pushSettings } from "./push-settings.ts";
 import { roleCountsOf } from "./views.ts";
 
 export const CLUSTER_OPS = {
@@ -204,8 +205,12 @@ export function clusterOperationKinds(k: Keelson): OperationKind[] {
     },
     {
       kind: CLUSTER_OPS.update,
-      // Settings reach the nodes through their phases when they next run.
-      steps: () => [{ name: "settle", run: (ctx) => settle(ctx.db, ctx.op.targetId) }],
+      // Connected nodes get the new settings now (what they schedule, like etcd backups,
+      // follows at once); the phases use them when they next run.
+      steps: () => [
+        { name: "push-settings", run: (ctx) => pushSettings(k, ctx) },
+        { name: "settle", run: (ctx) => settle(ctx.db, ctx.op.targetId) },
+      ],
       onFailed: recordFailure,
     },
     {

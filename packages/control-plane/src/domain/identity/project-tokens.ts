@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { type Db, tokens } from "@keelson/db";
+import { clusterAccessTokens, type Db, tokens } from "@keelson/db";
 import { and, asc, eq } from "drizzle-orm";
 import { notFound } from "../../http/errors.ts";
 import { generateSecret, hashSecret } from "../../identity/tokens.ts";
@@ -89,11 +89,20 @@ export function listTokens(db: Db, projectId: string): TokenInfo[] {
     .all();
 }
 
-/** Revocation is deletion: the resolver then no longer finds the hash. */
+/**
+ * Revocation is deletion: the resolver then no longer finds the hash. The kubeconfig bearer
+ * tokens the token minted (subject = its id, see kubeconfig/subject.ts) go with it, or a revoked
+ * token would live on as cluster-admin access for up to the cluster's certExpiryHrs.
+ */
 export function revokeToken(db: Db, projectId: string, tokenId: string): void {
-  const result = db
-    .delete(tokens)
-    .where(and(eq(tokens.id, tokenId), eq(tokens.projectId, projectId)))
-    .run();
-  if (result.changes === 0) throw notFound("token", tokenId);
+  db.transaction((tx) => {
+    const result = tx
+      .delete(tokens)
+      .where(and(eq(tokens.id, tokenId), eq(tokens.projectId, projectId)))
+      .run();
+    if (result.changes === 0) throw notFound("token", tokenId);
+    tx.delete(clusterAccessTokens)
+      .where(and(eq(clusterAccessTokens.projectId, projectId), eq(clusterAccessTokens.subject, tokenId)))
+      .run();
+  });
 }

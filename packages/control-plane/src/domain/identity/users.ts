@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { type Db, users } from "@keelson/db";
+import { clusterAccessTokens, type Db, users } from "@keelson/db";
 import { and, asc, eq } from "drizzle-orm";
 import { badRequest, conflict, notFound } from "../../http/errors.ts";
 import { hashPassword, PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH } from "../../identity/passwords.ts";
@@ -69,13 +69,21 @@ export function listUsers(db: Db, projectId: string): UserInfo[] {
   return db.select(publicColumns).from(users).where(eq(users.projectId, projectId)).orderBy(asc(users.name)).all();
 }
 
-/** Deleting a user ends its login sessions too (tokens.user_id cascades). */
+/**
+ * Deleting a user ends its login sessions too (tokens.user_id cascades), and the kubeconfig
+ * bearer tokens issued to it (subject = its id), which no foreign key ties to the user.
+ */
 export function deleteUser(db: Db, projectId: string, userId: string): void {
-  const result = db
-    .delete(users)
-    .where(and(eq(users.id, userId), eq(users.projectId, projectId)))
-    .run();
-  if (result.changes === 0) throw notFound("user", userId);
+  db.transaction((tx) => {
+    const result = tx
+      .delete(users)
+      .where(and(eq(users.id, userId), eq(users.projectId, projectId)))
+      .run();
+    if (result.changes === 0) throw notFound("user", userId);
+    tx.delete(clusterAccessTokens)
+      .where(and(eq(clusterAccessTokens.projectId, projectId), eq(clusterAccessTokens.subject, userId)))
+      .run();
+  });
 }
 
 /** For the login: the full row, hash included. Not for presenting. */

@@ -1,0 +1,2 @@
+export { readBackupMinuteMs } from "./env.ts";
+export { type BackupReport, EtcdBackups, type EtcdBackupsOptions } from "./etcd-backups.ts";

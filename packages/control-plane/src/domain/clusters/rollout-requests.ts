@@ -1,0 +1,188 @@
+import { clusters, nodes } from "@keelson/db";
+import { and, eq } from "drizzle-orm";
+import type { Keelson } from "../../context.ts";
+import { badRequest } from "../../http/errors.ts";
+import { recordOperation } from "../../operations/store.ts";
+import type { OperationRow } from "../../operations/types.ts";
+import { toStringMap } from "./coerce.ts";
+import { checkToken } from "./formats.ts";
+import { countRoles } from "./health.ts";
+import {
+  assertNotBusy,
+  clusterNodes,
+  DEFAULT_BATCH_PERCENT,
+  type RestartParams,
+  ROLLOUT_OPS,
+  type UpgradeParams,
+} from "./rollout.ts";
+import { findCluster } from "./views.ts";
+
+/**
+ * The requests that start a rolling restart or an upgrade: rules checked first (each a 400
+ * naming the field, 409 while the cluster is busy), then in one transaction the cluster's task
+ * status and the operation (rollout.ts does the work).
+ */
+
+export type RestartScope = RestartParams["scope"];
+
+function checkPercent(value: number | undefined, field: string): number {
+  if (value === undefined) return DEFAULT_BATCH_PERCENT;
+  if (!Number.isFinite(value) || value < 1 || value > 100) {
+    throw badRequest(field, `${field} must be a number from 1 to 100 (got ${value})`, "out_of_range");
+  }
+  return value;
+}
+
+/** `POST /v3/{project}/clusters/{uuid}/restart|restartWorkers|restartMasters[?batchPercent=]`. */
+export function startRestart(
+  k: Keelson,
+  projectId: string,
+  clusterId: string,
+  scope: RestartScope,
+  batchPercent?: number,
+): OperationRow {
+  const cluster = findCluster(k.db, projectId, clusterId);
+  const percent = checkPercent(batchPercent, "batchPercent");
+  assertNotBusy(k.db, clusterId);
+  const all = clusterNodes(k.db, clusterId);
+  const masters = scope === "workers" ? [] : all.masters;
+  const workers = scope === "masters" ? [] : all.workers;
+  if (masters.length + workers.length === 0) {
+    const what = scope === "all" ? "nodes" : scope;
+    throw badRequest("uuid", `cluster ${cluster.name} (${cluster.id}) has no ${what} to restart`, "nothing_to_restart");
+  }
+  const params: RestartParams = { scope, batchPercent: percent, masters, workers };
+  const operation = k.db.transaction((tx) => {
+    assertNotBusy(tx, clusterId);
+    tx.update(clusters)
+      .set({ taskStatus: "restarting", taskError: "", lastOp: "restart" })
+      .where(eq(clusters.id, clusterId))
+      .run();
+    return recordOperation(tx, {
+      projectId,
+      kind: ROLLOUT_OPS.restart,
+      targetType: "cluster",
+      targetId: clusterId,
+      params: params as unknown as Record<string, unknown>,
+    });
+  });
+  k.runner.enqueue(operation);
+  return operation;
+}
+
+export interface UpgradeRequest {
+  /** v4 only; v3 takes the patch target when there is one, else the minor target. */
+  type?: "patch" | "minor";
+  force?: boolean;
+  batchUpgradePercent?: number;
+  batchUpgradeNodes?: string[];
+  containerRuntime?: "docker" | "containerd";
+  addonOperatorImageTag?: string;
+  addonVersions?: unknown;
+}
+
+/** `POST /v4|v3/{project}/clusters/{uuid}/upgrade`. */
+export function startUpgrade(
+  k: Keelson,
+  projectId: string,
+  clusterId: string,
+  version: "v3" | "v4",
+  request: UpgradeRequest,
+): OperationRow {
+  const cluster = findCluster(k.db, projectId, clusterId);
+  const percent = checkPercent(request.batchUpgradePercent, "batchUpgradePercent");
+  if (version === "v3" && (request.type !== undefined || request.force !== undefined)) {
+    throw badRequest(request.type !== undefined ? "type" : "force", "v3 upgrade takes no query parameters", "v4_only");
+  }
+  if (version === "v3" && request.batchUpgradeNodes !== undefined) {
+    throw badRequest("batchUpgradeNodes", "batchUpgradeNodes is a v4 field", "v4_only");
+  }
+  assertNotBusy(k.db, clusterId);
+
+  const targets = k.catalogue.upgradeTargets(cluster.kubeRoleVersion);
+  const type = version === "v4" ? (request.type ?? "patch") : targets.patch ? "patch" : "minor";
+  const target = targets[type];
+  if (!target) {
+    throw badRequest(
+      "type",
+      `cluster ${cluster.name} at ${cluster.kubeRoleVersion} has no ${version === "v3" ? "" : `${type} `}upgrade ` +
+        `target in the catalogue (canUpgrade is ${targets.patch !== null || targets.minor !== null})`,
+      "no_upgrade_target",
+    );
+  }
+
+  const changes: Record<string, unknown> = {};
+  if (request.containerRuntime !== undefined) changes.containerRuntime = request.containerRuntime;
+  if (request.addonOperatorImageTag !== undefined) {
+    if (request.addonOperatorImageTag === "" || request.addonOperatorImageTag.length > 255) {
+      throw badRequest("addonOperatorImageTag", "addonOperatorImageTag must be 1 to 255 characters", "invalid_field");
+    }
+    checkToken(request.addonOperatorImageTag, "addonOperatorImageTag");
+    changes.addonOperatorImageTag = request.addonOperatorImageTag;
+  }
+  if (request.addonVersions !== undefined) {
+    changes.addonVersions = toStringMap(request.addonVersions, "addonVersions", 128);
+  }
+
+  const all = clusterNodes(k.db, clusterId);
+  const workerIds = new Map(all.workers.map((n) => [n.id, n]));
+  const chosenIds = new Set<string>();
+  (request.batchUpgradeNodes ?? []).forEach((id, i) => {
+    const field = `batchUpgradeNodes[${i}]`;
+    if (chosenIds.has(id)) throw badRequest(field, `node ${id} is listed more than once`, "duplicate_node");
+    if (!workerIds.has(id)) {
+      throw badRequest(field, `node ${id} is not a worker of cluster ${cluster.name} (${cluster.id})`, "not_a_worker");
+    }
+    chosenIds.add(id);
+  });
+
+  if (!request.force) {
+    const rows = k.db
+      .select({
+        isMaster: nodes.isMaster,
+        status: nodes.status,
+        agentConnected: nodes.agentConnected,
+        apiResponding: nodes.apiResponding,
+      })
+      .from(nodes)
+      .where(and(eq(nodes.clusterId, clusterId)))
+      .all();
+    const counts = countRoles(rows);
+    const healthy =
+      counts.masters > 0 && counts.healthyMasters === counts.masters && counts.healthyWorkers === counts.workers;
+    if (!healthy) {
+      throw badRequest(
+        version === "v4" ? "force" : "uuid",
+        `cluster ${cluster.name} is not healthy (${counts.healthyMasters} of ${counts.masters} masters and ` +
+          `${counts.healthyWorkers} of ${counts.workers} workers ok)` +
+          (version === "v4" ? "; upgrade it anyway with force=true" : ""),
+        "cluster_unhealthy",
+      );
+    }
+  }
+
+  const params: UpgradeParams = {
+    target,
+    batchPercent: percent,
+    masters: all.masters,
+    chosen: [...chosenIds].map((id) => workerIds.get(id) as (typeof all.workers)[number]),
+    workers: all.workers.filter((n) => !chosenIds.has(n.id)),
+    changes,
+  };
+  const operation = k.db.transaction((tx) => {
+    assertNotBusy(tx, clusterId);
+    tx.update(clusters)
+      .set({ status: "upgrading", taskStatus: "upgrading", taskError: "", upgradingTo: target, lastOp: "upgrade" })
+      .where(eq(clusters.id, clusterId))
+      .run();
+    return recordOperation(tx, {
+      projectId,
+      kind: ROLLOUT_OPS.upgrade,
+      targetType: "cluster",
+      targetId: clusterId,
+      params: params as unknown as Record<string, unknown>,
+    });
+  });
+  k.runner.enqueue(operation);
+  return operation;
+}

@@ -1,0 +1,394 @@
+import { clusters, type Db, nodes, operations } from "@keelson/db";
+import { and, asc, eq, inArray } from "drizzle-orm";
+import type { Keelson } from "../../context.ts";
+import { conflict } from "../../http/errors.ts";
+import { activeOperationFor } from "../../operations/store.ts";
+import {
+  OperationInterrupted,
+  type OperationKind,
+  type OperationRow,
+  type OperationStep,
+  type StepContext,
+} from "../../operations/types.ts";
+import { isHealthyNode, settledClusterStatus } from "./health.ts";
+import { deadlineIn } from "./membership.ts";
+import {
+  type NodeAction,
+  nodeRestartTimeoutMs,
+  type RolloutNode,
+  rollNode,
+  trackReports,
+  waitForEtcdMembers,
+} from "./rollout-nodes.ts";
+import { roleCountsOf } from "./views.ts";
+
+/**
+ * Rolling restarts and upgrades of a cluster's nodes (issue 5), as operations:
+ * masters one at a time (the next only once the previous is back `ok` with its API server
+ * responding and every master's etcd runs again), then workers in batches, each batch only
+ * after the previous one is back. Progress names, per step, the nodes `started` (recorded
+ * before their command is sent) and `done` (after they are back): after a control-plane crash
+ * a done node is skipped and a started one is waited for, never sent its command again, so
+ * every node is restarted or upgraded once. The first node that fails or does not come back
+ * within KEELSON_NODE_RESTART_TIMEOUT_MS stops the rollout: no further node is touched.
+ */
+
+export const ROLLOUT_OPS = { restart: "cluster.restart", upgrade: "cluster.upgrade" } as const;
+
+/** While one of these runs on a cluster, a restart or upgrade request is refused with 409. */
+export const BUSY_KINDS = [
+  ROLLOUT_OPS.restart,
+  ROLLOUT_OPS.upgrade,
+  "cluster.attach",
+  "cluster.detach",
+  "cluster.create",
+  "cluster.delete",
+];
+
+export const DEFAULT_BATCH_PERCENT = 10;
+
+/** Workers per batch: `percent` of them rounded down, at least 1. */
+export function batchSize(workers: number, percent: number): number {
+  return Math.max(1, Math.floor((workers * percent) / 100));
+}
+
+export function assertNotBusy(db: Pick<Db, "select" | "insert" | "update">, clusterId: string): void {
+  const busy = activeOperationFor(db, clusterId, BUSY_KINDS);
+  if (busy) {
+    throw conflict(
+      `cluster ${clusterId} is busy with ${busy.kind} (operation ${busy.id}, ${busy.state}); try again once it finished`,
+      "cluster_busy",
+    );
+  }
+}
+
+/** The cluster's nodes by role, in name order (the order a rollout takes them in). */
+export function clusterNodes(
+  db: Pick<Db, "select">,
+  clusterId: string,
+): { masters: RolloutNode[]; workers: RolloutNode[] } {
+  const rows = db
+    .select({ id: nodes.id, name: nodes.name, isMaster: nodes.isMaster })
+    .from(nodes)
+    .where(eq(nodes.clusterId, clusterId))
+    .orderBy(asc(nodes.name), asc(nodes.id))
+    .all();
+  const all = rows.map((r) => ({ id: r.id, name: r.name, isMaster: r.isMaster === 1 }));
+  return { masters: all.filter((n) => n.isMaster), workers: all.filter((n) => !n.isMaster) };
+}
+
+// ---- progress ---------------------------------------------------------------------------
+
+function ids(value: unknown): string[] {
+  return Array.isArray(value) ? value.filter((v): v is string => typeof v === "string") : [];
+}
+
+/**
+ * `started` is saved at once, before any command of a batch is sent; `done` at most every
+ * 250 ms and at the end of each batch. A done node not yet saved is only waited for again
+ * after a crash (it is started), so throttling it never makes a node restart twice.
+ */
+class NodeProgress {
+  readonly started: Set<string>;
+  readonly done: Set<string>;
+  private last = 0;
+  private dirty = false;
+
+  constructor(private readonly ctx: StepContext) {
+    this.started = new Set(ids(ctx.progress.started));
+    this.done = new Set(ids(ctx.progress.done));
+  }
+
+  start(nodeIds: string[]): void {
+    for (const id of nodeIds) this.started.add(id);
+    this.save();
+  }
+
+  finish(id: string): void {
+    this.done.add(id);
+    this.dirty = true;
+    if (Date.now() - this.last >= 250) this.save();
+  }
+
+  flush(): void {
+    if (this.dirty) this.save();
+  }
+
+  private save(): void {
+    this.dirty = false;
+    this.last = Date.now();
+    this.ctx.saveProgress({ started: [...this.started], done: [...this.done] });
+  }
+}
+
+// ---- steps ------------------------------------------------------------------------------
+
+interface RolloutPlan {
+  /** The command each node gets. */
+  action: (clusterId: string) => NodeAction;
+  /** Nodes with nothing left to do (an upgrade resumed by a new request skips those at the target). */
+  skip?: (ctx: StepContext, node: RolloutNode) => boolean;
+  /** After a node is back. */
+  onNodeDone?: (ctx: StepContext, node: RolloutNode) => void;
+}
+
+function nodesOf(op: OperationRow, key: string): RolloutNode[] {
+  const list = (op.params as Record<string, unknown>)[key];
+  return Array.isArray(list) ? (list as RolloutNode[]) : [];
+}
+
+function mastersStep(k: Keelson, name: string, masters: RolloutNode[], plan: RolloutPlan): OperationStep {
+  return {
+    name,
+    run: async (ctx) => {
+      const progress = new NodeProgress(ctx);
+      const clusterId = ctx.op.targetId;
+      for (const master of masters) {
+        if (progress.done.has(master.id) || plan.skip?.(ctx, master)) continue;
+        const resumed = progress.started.has(master.id);
+        if (!resumed) progress.start([master.id]);
+        const deadline = deadlineIn(nodeRestartTimeoutMs(), ctx);
+        await rollNode(k, ctx, master, plan.action(clusterId), deadline, resumed);
+        // etcd must have all its members before the next master stops its own.
+        await waitForEtcdMembers(k, ctx, clusterNodes(ctx.db, clusterId).masters, deadline);
+        plan.onNodeDone?.(ctx, master);
+        progress.finish(master.id);
+        progress.flush();
+      }
+    },
+  };
+}
+
+/** Several nodes at once; an interruption wins over failures, failures are summed up in one error. */
+async function settleBatch(total: number, tasks: Promise<void>[]): Promise<void> {
+  const errors = (await Promise.allSettled(tasks)).flatMap((r) =>
+    r.status === "rejected" ? [r.reason instanceof Error ? r.reason : new Error(String(r.reason))] : [],
+  );
+  if (errors.some((e) => e instanceof OperationInterrupted)) throw new OperationInterrupted();
+  if (errors.length === 1) throw errors[0];
+  if (errors.length > 1) {
+    const shown = errors.slice(0, 3).map((e) => e.message);
+    const more = errors.length > 3 ? `; and ${errors.length - 3} more` : "";
+    throw new Error(`${errors.length} of ${total} nodes of the batch failed: ${shown.join("; ")}${more}`);
+  }
+}
+
+/**
+ * Workers in batches: the batch a crash interrupted first (its started nodes are waited
+ * for), then the others `batch` at a time (`batch` 0: all of them together).
+ */
+function workersStep(
+  k: Keelson,
+  name: string,
+  workers: RolloutNode[],
+  batch: (count: number) => number,
+  plan: RolloutPlan,
+): OperationStep {
+  return {
+    name,
+    run: async (ctx) => {
+      const progress = new NodeProgress(ctx);
+      const clusterId = ctx.op.targetId;
+      const todo = workers.filter((n) => !progress.done.has(n.id) && !plan.skip?.(ctx, n));
+      const interrupted = todo.filter((n) => progress.started.has(n.id));
+      const fresh = todo.filter((n) => !progress.started.has(n.id));
+      const size = Math.max(1, batch(workers.length) || fresh.length);
+      const batches: { nodes: RolloutNode[]; resumed: boolean }[] = [];
+      if (interrupted.length > 0) batches.push({ nodes: interrupted, resumed: true });
+      for (let i = 0; i < fresh.length; i += size) batches.push({ nodes: fresh.slice(i, i + size), resumed: false });
+      const action = plan.action(clusterId);
+      try {
+        for (const { nodes: group, resumed } of batches) {
+          if (!resumed) progress.start(group.map((n) => n.id));
+          const deadline = deadlineIn(nodeRestartTimeoutMs(), ctx);
+          await settleBatch(
+            group.length,
+            group.map(async (node) => {
+              await rollNode(k, ctx, node, action, deadline, resumed);
+              plan.onNodeDone?.(ctx, node);
+              progress.finish(node.id);
+            }),
+          );
+          progress.flush();
+        }
+      } finally {
+        progress.flush();
+      }
+    },
+  };
+}
+
+// ---- settling ---------------------------------------------------------------------------
+
+function settledStatus(db: Db, clusterId: string): "pending" | "ok" | "error" {
+  return settledClusterStatus(roleCountsOf(db, clusterId));
+}
+
+function settleRollout(db: Db, clusterId: string, extra: Partial<typeof clusters.$inferInsert> = {}): void {
+  const status = settledStatus(db, clusterId);
+  db.update(clusters)
+    .set({
+      status,
+      taskStatus: "success",
+      taskError: "",
+      ...(status === "ok" ? { lastOk: new Date().toISOString() } : {}),
+      ...extra,
+    })
+    .where(eq(clusters.id, clusterId))
+    .run();
+}
+
+/** A stopped rollout leaves the cluster usable: status from its nodes, the error on the task. */
+function recordRolloutFailure(ctx: StepContext, error: Error): void {
+  const exists = ctx.db.select({ id: clusters.id }).from(clusters).where(eq(clusters.id, ctx.op.targetId)).get();
+  if (!exists) return;
+  ctx.db
+    .update(clusters)
+    .set({
+      status: settledStatus(ctx.db, ctx.op.targetId),
+      taskStatus: "error",
+      taskError: error.message,
+      upgradingTo: null,
+    })
+    .where(eq(clusters.id, ctx.op.targetId))
+    .run();
+}
+
+// ---- kinds ------------------------------------------------------------------------------
+
+export interface RestartParams {
+  scope: "all" | "masters" | "workers";
+  batchPercent: number;
+  masters: RolloutNode[];
+  workers: RolloutNode[];
+}
+
+export interface UpgradeParams {
+  target: string;
+  batchPercent: number;
+  masters: RolloutNode[];
+  /** batchUpgradeNodes: upgraded together, right after the masters. */
+  chosen: RolloutNode[];
+  workers: RolloutNode[];
+  /** Spec fields the upgrade changes (containerRuntime, addonOperatorImageTag, addonVersions). */
+  changes: Record<string, unknown>;
+}
+
+function percentOf(op: OperationRow): number {
+  const value = Number((op.params as Record<string, unknown>).batchPercent);
+  return Number.isFinite(value) && value >= 1 && value <= 100 ? value : DEFAULT_BATCH_PERCENT;
+}
+
+function upgradedSpec(db: Db, clusterId: string, changes: Record<string, unknown>): Record<string, unknown> {
+  const row = db.select({ spec: clusters.spec }).from(clusters).where(eq(clusters.id, clusterId)).get();
+  return { ...(row?.spec ?? {}), ...changes };
+}
+
+export function rolloutOperationKinds(k: Keelson): OperationKind[] {
+  // Resumed rollouts must tell reports to this process from rows the previous one left.
+  trackReports(k.agents);
+  const restart: RolloutPlan = {
+    action: (clusterId) => ({ name: "node.restart", payload: { clusterId, regenerateCerts: false } }),
+  };
+  return [
+    {
+      kind: ROLLOUT_OPS.restart,
+      steps: (op) => [
+        mastersStep(k, "restart-masters", nodesOf(op, "masters"), restart),
+        workersStep(k, "restart-workers", nodesOf(op, "workers"), (n) => batchSize(n, percentOf(op)), restart),
+        { name: "settle", run: (ctx) => settleRollout(ctx.db, ctx.op.targetId) },
+      ],
+      onFailed: recordRolloutFailure,
+    },
+    {
+      kind: ROLLOUT_OPS.upgrade,
+      steps: (op) => {
+        const params = op.params as unknown as UpgradeParams;
+        const target = params.target;
+        const atTarget = k.db.$client.prepare<[string], { v: string }>(
+          "SELECT actual_kube_role_version AS v FROM nodes WHERE id = ?",
+        );
+        const markUpgraded = k.db.$client.prepare<[string, string]>(
+          "UPDATE nodes SET actual_kube_role_version = ? WHERE id = ?",
+        );
+        const plan: RolloutPlan = {
+          // Settings are read when the step runs: the node gets the spec as it will be after the upgrade.
+          action: (clusterId) => ({
+            name: "node.upgrade",
+            payload: {
+              clusterId,
+              kubeRoleVersion: target,
+              settings: upgradedSpec(k.db, clusterId, params.changes ?? {}),
+            },
+          }),
+          skip: (_ctx, node) => atTarget.get(node.id)?.v === target,
+          onNodeDone: (_ctx, node) => markUpgraded.run(target, node.id),
+        };
+        return [
+          mastersStep(k, "upgrade-masters", nodesOf(op, "masters"), plan),
+          workersStep(k, "upgrade-chosen-workers", nodesOf(op, "chosen"), () => 0, plan),
+          // Batches are a percent of all the cluster's workers, the chosen ones included.
+          workersStep(
+            k,
+            "upgrade-workers",
+            nodesOf(op, "workers"),
+            (n) => batchSize(n + nodesOf(op, "chosen").length, percentOf(op)),
+            plan,
+          ),
+          {
+            name: "finish",
+            run: (ctx) =>
+              settleRollout(ctx.db, ctx.op.targetId, {
+                kubeRoleVersion: target,
+                upgradingTo: null,
+                spec: upgradedSpec(ctx.db, ctx.op.targetId, params.changes ?? {}),
+              }),
+          },
+        ];
+      },
+      onFailed: recordRolloutFailure,
+    },
+  ];
+}
+
+// ---- rolling restarts in progress ------------------------------------------------------
+
+/** `GET /v3/{project}/currentRollingRestarts`: the nodes of every unfinished restart, up or not. */
+export function currentRollingRestarts(db: Db, projectId: string): { name: string; runState: boolean }[] {
+  const ops = db
+    .select({ params: operations.params })
+    .from(operations)
+    .where(
+      and(
+        eq(operations.projectId, projectId),
+        eq(operations.kind, ROLLOUT_OPS.restart),
+        inArray(operations.state, ["pending", "running"]),
+      ),
+    )
+    .orderBy(asc(operations.createdAt))
+    .all();
+  const nodeIds: string[] = [];
+  for (const { params } of ops) {
+    const p = params as Partial<RestartParams>;
+    for (const n of [...(p.masters ?? []), ...(p.workers ?? [])]) nodeIds.push(n.id);
+  }
+  if (nodeIds.length === 0) return [];
+  const rows = new Map(
+    db
+      .select({
+        id: nodes.id,
+        isMaster: nodes.isMaster,
+        status: nodes.status,
+        agentConnected: nodes.agentConnected,
+        apiResponding: nodes.apiResponding,
+      })
+      .from(nodes)
+      .where(inArray(nodes.id, nodeIds))
+      .all()
+      .map((r) => [r.id, r]),
+  );
+  return nodeIds.map((id) => {
+    const row = rows.get(id);
+    return { name: id, runState: row !== undefined && isHealthyNode(row) };
+  });
+}

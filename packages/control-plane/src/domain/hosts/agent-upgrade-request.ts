@@ -1,0 +1,108 @@
+import { nodes } from "@keelson/db";
+import { and, eq, inArray } from "drizzle-orm";
+import type { Keelson } from "../../context.ts";
+import { badRequest, conflict, notFound } from "../../http/errors.ts";
+import { activeOperationFor, recordOperation } from "../../operations/store.ts";
+import { findPackage, packagePath } from "../agent-packages/store.ts";
+import { HOST_UPGRADE_KIND, type HostUpgradeParams } from "./agent-rollout.ts";
+
+export interface HostAgentUpgradeRequest {
+  version: string;
+  hosts: string[];
+  batchSize?: number;
+}
+
+interface HostPlacement {
+  id: string;
+  clusterId: string | null;
+  isMaster: boolean;
+}
+
+/**
+ * Splits hosts into batches of at most `size`, in the order given, such that no batch holds
+ * two masters of one cluster: a master goes into the first batch with room and no master of
+ * its cluster yet. So a cluster loses at most one master at a time, whatever the batch size.
+ */
+export function planBatches(hosts: HostPlacement[], size: number): string[][] {
+  const batches: { ids: string[]; masterClusters: Set<string> }[] = [];
+  for (const host of hosts) {
+    const cluster = host.isMaster ? host.clusterId : null;
+    let batch = batches.find((b) => b.ids.length < size && !(cluster && b.masterClusters.has(cluster)));
+    if (!batch) {
+      batch = { ids: [], masterClusters: new Set() };
+      batches.push(batch);
+    }
+    batch.ids.push(host.id);
+    if (cluster) batch.masterClusters.add(cluster);
+  }
+  return batches.map((b) => b.ids);
+}
+
+/**
+ * `POST /v4/{project_uuid}/hostAgentUpgrades`: checks the request and records a
+ * `hosts.upgrade` operation. The version must be stored on this control plane (agents download
+ * it from here); every host must be of the project and connected now (an offline host is a 409:
+ * it cannot be upgraded and would only stall the rollout). One host-agent rollout per project
+ * at a time.
+ */
+export function requestHostAgentUpgrade(
+  k: Pick<Keelson, "db" | "dataDir" | "agents" | "runner">,
+  projectId: string,
+  request: HostAgentUpgradeRequest,
+  baseUrl: string,
+  pkg: { sha256: string },
+): { operationId: string; batches: string[][] } {
+  const unique = [...new Set(request.hosts)];
+  if (unique.length !== request.hosts.length) throw badRequest("hosts", "hosts must not name a host twice");
+  const rows = k.db
+    .select({ id: nodes.id, clusterId: nodes.clusterId, isMaster: nodes.isMaster })
+    .from(nodes)
+    .where(and(eq(nodes.projectId, projectId), inArray(nodes.id, unique)))
+    .all();
+  const byId = new Map(rows.map((r) => [r.id, r]));
+  for (const id of unique) if (!byId.has(id)) throw notFound("host", id);
+  const offline = unique.filter((id) => !k.agents.isConnected(id));
+  if (offline.length > 0) {
+    throw conflict(`hosts ${offline.join(", ")} are offline: their agents are not connected`, "host_offline");
+  }
+  const batches = planBatches(
+    unique.map((id) => {
+      const row = byId.get(id) as (typeof rows)[number];
+      return { id, clusterId: row.clusterId, isMaster: row.isMaster === 1 };
+    }),
+    request.batchSize ?? 1,
+  );
+  const params: HostUpgradeParams = {
+    version: request.version,
+    sha256: pkg.sha256,
+    url: `${baseUrl.replace(/\/+$/, "")}${packagePath(request.version)}`,
+    batches,
+  };
+  const op = k.db.transaction((tx) => {
+    const running = activeOperationFor(tx, projectId, [HOST_UPGRADE_KIND]);
+    if (running) {
+      throw conflict(`a host-agent upgrade (operation ${running.id}) is already in progress`, "upgrade_in_progress");
+    }
+    return recordOperation(tx, {
+      projectId,
+      kind: HOST_UPGRADE_KIND,
+      targetType: "host-agents",
+      targetId: projectId,
+      params: params as unknown as Record<string, unknown>,
+    });
+  });
+  k.runner.enqueue(op);
+  return { operationId: op.id, batches };
+}
+
+/** The stored package of `version`, or a 400 naming `version`. */
+export async function requirePackage(dataDir: string, version: string): Promise<{ sha256: string }> {
+  const pkg = await findPackage(dataDir, version);
+  if (!pkg) {
+    throw badRequest(
+      "version",
+      `agent package ${version} is not stored on this control plane: upload it first (POST /v1/agentPackages)`,
+    );
+  }
+  return pkg;
+}

@@ -1,0 +1,106 @@
+import { get, type IncomingMessage } from "node:http";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type Fleet, startFleet, waitFor } from "./membership-harness.ts";
+
+interface SseEvent {
+  event: string;
+  data: Record<string, unknown>;
+}
+
+/**
+ * Reads a text/event-stream over real HTTP (node:http without keep-alive, so the server can
+ * close at once after the test), collecting events as they arrive.
+ */
+async function openStream(url: string, token: string | null) {
+  const res = await new Promise<IncomingMessage>((resolve, reject) => {
+    const req = get(url, { agent: false, headers: token ? { "x-auth-token": token } : {} }, resolve);
+    req.on("error", reject);
+  });
+  const events: SseEvent[] = [];
+  let raw = "";
+  res.setEncoding("utf8");
+  res.on("data", (chunk: string) => {
+    raw += chunk;
+    let end = raw.indexOf("\n\n");
+    while (end >= 0) {
+      const block = raw.slice(0, end);
+      raw = raw.slice(end + 2);
+      const fields = Object.fromEntries(
+        block
+          .split("\n")
+          .filter((l) => !l.startsWith(":"))
+          .map((l) => [l.slice(0, l.indexOf(":")), l.slice(l.indexOf(":") + 2)]),
+      );
+      if (fields.event) events.push({ event: fields.event, data: JSON.parse(fields.data ?? "null") });
+      end = raw.indexOf("\n\n");
+    }
+  });
+  res.on("error", () => undefined);
+  return {
+    status: res.statusCode,
+    contentType: res.headers["content-type"],
+    events,
+    body: () => raw,
+    close: () => res.destroy(),
+  };
+}
+
+describe("GET /v4/{project_uuid}/events", () => {
+  let f: Fleet;
+  beforeAll(async () => {
+    f = await startFleet(1, { namePrefix: "ev" });
+  });
+  afterAll(async () => {
+    await f.close();
+  });
+
+  it("streams the project's operation and node changes as named events, and nothing of other projects", async () => {
+    const url = `${f.base}/v4/${f.t.projectId}/events`;
+    const stream = await openStream(url, f.t.token);
+    const other = await openStream(`${f.base}/v4/${f.t.otherProjectId}/events`, f.t.otherToken);
+    try {
+      expect(stream.contentType).toBe("text/event-stream; charset=utf-8");
+      const clusterId = await f.createCluster("streamed");
+      const finished = await waitFor("operation.finished", () =>
+        stream.events.find((e) => e.event === "operation.finished" && e.data.targetId === clusterId),
+      );
+      expect(finished.data).toMatchObject({ projectId: f.t.projectId, state: "succeeded" });
+      const names = stream.events.filter((e) => e.data.targetId === clusterId).map((e) => e.event);
+      expect(names[0]).toBe("operation.started");
+      expect(names.at(-1)).toBe("operation.finished");
+
+      // A host's link drops and comes back: disconnected, connected, and what its agent says.
+      f.agent(0).kill();
+      await waitFor("node.agent", () => stream.events.find((e) => e.event === "node.agent"));
+      const nodeEvents = stream.events.filter((e) => e.event.startsWith("node."));
+      expect(nodeEvents.map((e) => e.event)).toEqual(
+        expect.arrayContaining(["node.disconnected", "node.connected", "node.agent", "node.report"]),
+      );
+      expect(nodeEvents.every((e) => e.data.hostId === f.id(0))).toBe(true);
+      expect(nodeEvents.find((e) => e.event === "node.agent")?.data).toMatchObject({
+        agentVersion: "0.0.0-sim",
+        agentStatus: "running",
+      });
+      expect(other.events).toEqual([]);
+    } finally {
+      stream.close();
+      other.close();
+    }
+  });
+
+  it("needs a token of the project, and drops its listeners when the client goes away", async () => {
+    const url = `${f.base}/v4/${f.t.projectId}/events`;
+    for (const token of [null, f.t.otherToken]) {
+      const refused = await openStream(url, token);
+      expect(refused.status).toBe(403);
+      await waitFor("body", () => refused.body().includes("forbidden"));
+    }
+    const runnerEvents = f.t.app.keelson.runner.events;
+    const before = runnerEvents.listenerCount("event");
+    const stream = await openStream(url, f.t.token);
+    expect(runnerEvents.listenerCount("event")).toBe(before + 1);
+    stream.close();
+    await waitFor("listeners removed", () => runnerEvents.listenerCount("event") === before);
+    expect(f.t.app.keelson.agents.nodeEvents.all.listenerCount("agent")).toBe(0);
+  });
+});

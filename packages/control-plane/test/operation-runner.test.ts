@@ -1,0 +1,71 @@
+import { closeDatabase, createTestDatabase, operations } from "@keelson/db";
+import { eq } from "drizzle-orm";
+import pino from "pino";
+import { describe, expect, it } from "vitest";
+import { createProject } from "../src/domain/projects/projects.ts";
+import { OperationRunner } from "../src/operations/runner.ts";
+import { recordOperation } from "../src/operations/store.ts";
+
+describe("OperationRunner", () => {
+  it("fails an operation whose kind cannot list its steps, and still runs the next one on that target", async () => {
+    const db = createTestDatabase();
+    try {
+      const projectId = createProject(db, "p").id;
+      const runner = new OperationRunner(db, pino({ level: "silent" }));
+      let ran = false;
+      runner.register({
+        kind: "broken",
+        steps: () => {
+          throw new Error("params of an older version");
+        },
+      });
+      runner.register({
+        kind: "fine",
+        steps: () => [
+          {
+            name: "only",
+            run: () => {
+              ran = true;
+            },
+          },
+        ],
+      });
+      runner.start();
+      const record = (kind: string) =>
+        recordOperation(db, { projectId, kind, targetType: "cluster", targetId: "target-1" });
+      const broken = record("broken");
+      const fine = record("fine");
+      runner.enqueue(broken);
+      runner.enqueue(fine);
+      await runner.idle();
+      const state = (id: string) => db.select().from(operations).where(eq(operations.id, id)).get();
+      expect(state(broken.id)).toMatchObject({ state: "failed", error: "params of an older version" });
+      expect(state(fine.id)?.state).toBe("succeeded");
+      expect(ran).toBe(true);
+      await runner.stop();
+    } finally {
+      closeDatabase(db);
+    }
+  });
+
+  it("keeps an operation's outcome when an event listener throws", async () => {
+    const db = createTestDatabase();
+    try {
+      const projectId = createProject(db, "p").id;
+      const runner = new OperationRunner(db, pino({ level: "silent" }));
+      runner.register({ kind: "fine", steps: () => [{ name: "only", run: () => undefined }] });
+      runner.events.on("event", () => {
+        throw new Error("listener bug");
+      });
+      runner.start();
+      const op = recordOperation(db, { projectId, kind: "fine", targetType: "cluster", targetId: "t" });
+      runner.enqueue(op);
+      await runner.idle();
+      const row = db.select().from(operations).where(eq(operations.id, op.id)).get();
+      expect(row).toMatchObject({ state: "succeeded", error: null });
+      await runner.stop();
+    } finally {
+      closeDatabase(db);
+    }
+  });
+});

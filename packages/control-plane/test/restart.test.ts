@@ -1,0 +1,215 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type Fleet, startFleet, waitFor } from "./membership-harness.ts";
+import { batchesOf, FleetAllocator, post, type RollSend, readyCluster, recordRolls } from "./rollout-harness.ts";
+
+const PHASE_MS = 120;
+
+let f: Fleet;
+let rolls: RollSend[];
+let pool: FleetAllocator;
+beforeAll(async () => {
+  f = await startFleet(40, { namePrefix: "rst", phaseTimeMs: PHASE_MS });
+  rolls = recordRolls(f);
+  pool = new FleetAllocator(f);
+});
+afterAll(() => f.close());
+
+const rollsTo = (ids: string[]) => rolls.filter((r) => ids.includes(r.hostId));
+
+describe("staggered restarts", () => {
+  it("restartMasters: one master at a time, each only once the one before is back", async () => {
+    const masters = pool.take(3);
+    const workers = pool.take(2);
+    const clusterId = await readyCluster(f, "rst-masters", masters, workers);
+    const ids = masters.map((a) => a.hostId);
+    const res = await post(f, `/v3/{p}/clusters/${clusterId}/restartMasters`);
+    expect(res.statusCode, res.body).toBe(200);
+    expect((await f.cluster(clusterId, "v3")).taskStatus).toBe("restarting");
+    await f.idle();
+
+    const sent = rollsTo([...ids, ...workers.map((a) => a.hostId)]);
+    expect(sent.map((r) => r.hostId)).toEqual([...ids].sort((a, b) => nameOf(a).localeCompare(nameOf(b))));
+    expect(sent.every((r) => r.name === "node.restart")).toBe(true);
+    // When each master got its restart, every node of the fleet was ok: the one before was back.
+    for (const r of sent) expect(r.busy).toEqual([]);
+    for (let i = 1; i < sent.length; i++) {
+      expect((sent[i] as RollSend).at - (sent[i - 1] as RollSend).at).toBeGreaterThanOrEqual(PHASE_MS - 5);
+    }
+    expect(masters.map((a) => a.restarts)).toEqual([1, 1, 1]);
+    expect(workers.map((a) => a.restarts)).toEqual([0, 0]);
+    expect(await f.cluster(clusterId, "v3")).toMatchObject({ status: "ok", taskStatus: "success", taskError: "" });
+  });
+
+  it("restartWorkers: batches of batchPercent (rounded down, at least 1), each after the previous is back", async () => {
+    const [master] = pool.take(1);
+    const workers = pool.take(7);
+    const clusterId = await readyCluster(f, "rst-workers", [master as never], workers);
+    const ids = workers.map((a) => a.hostId);
+    const res = await post(f, `/v3/{p}/clusters/${clusterId}/restartWorkers?batchPercent=30`);
+    expect(res.statusCode, res.body).toBe(200);
+    await f.idle();
+    const sent = rollsTo([...ids, master?.hostId as string]);
+    expect(sent.map((r) => r.hostId).sort()).toEqual([...ids].sort());
+    // 30% of 7 = 2.1 -> 2 per batch: 2, 2, 2, 1.
+    expect(batchesOf(sent, PHASE_MS / 2).map((b) => b.length)).toEqual([2, 2, 2, 1]);
+    for (const r of sent) expect(r.busy.filter((id) => !ids.includes(id) || !sameBatch(sent, r, id))).toEqual([]);
+    expect(workers.every((a) => a.restarts === 1)).toBe(true);
+    expect(master?.restarts).toBe(0);
+  });
+
+  it("restart: masters first (one at a time), then workers; default batch 10% is at least one", async () => {
+    const masters = pool.take(2);
+    const workers = pool.take(3);
+    const clusterId = await readyCluster(f, "rst-all", masters, workers);
+    const res = await post(f, `/v3/{p}/clusters/${clusterId}/restart`);
+    expect(res.statusCode, res.body).toBe(200);
+    await f.idle();
+    const all = [...masters, ...workers].map((a) => a.hostId);
+    const sent = rollsTo(all);
+    expect(
+      sent
+        .slice(0, 2)
+        .map((r) => r.hostId)
+        .sort(),
+    ).toEqual(masters.map((a) => a.hostId).sort());
+    expect(
+      sent
+        .slice(2)
+        .map((r) => r.hostId)
+        .sort(),
+    ).toEqual(workers.map((a) => a.hostId).sort());
+    expect(batchesOf(sent, PHASE_MS / 2).map((b) => b.length)).toEqual([1, 1, 1, 1, 1]);
+    expect([...masters, ...workers].map((a) => a.restarts)).toEqual([1, 1, 1, 1, 1]);
+    expect(await f.cluster(clusterId, "v3")).toMatchObject({ status: "ok", taskStatus: "success" });
+  });
+
+  it("refuses a second restart or an upgrade while one runs (409), and lists the restart's nodes", async () => {
+    const [master] = pool.take(1);
+    const workers = pool.take(2);
+    const clusterId = await readyCluster(f, "rst-busy", [master as never], workers);
+    // The master takes long to come back: the restart stays busy meanwhile.
+    (master as NonNullable<typeof master>).phaseTimeMs = 1500;
+    expect((await post(f, `/v3/{p}/clusters/${clusterId}/restart`)).statusCode).toBe(200);
+    for (const url of [
+      `/v3/{p}/clusters/${clusterId}/restart`,
+      `/v3/{p}/clusters/${clusterId}/restartWorkers`,
+      `/v4/{p}/clusters/${clusterId}/upgrade?type=patch`,
+      `/v3/{p}/clusters/${clusterId}/upgrade`,
+    ]) {
+      const res = await post(f, url, url.includes("upgrade") ? {} : undefined);
+      expect(res.statusCode, `${url}: ${res.body}`).toBe(409);
+      expect(res.json()).toMatchObject({ code: "cluster_busy" });
+    }
+    await waitFor(
+      "the master's converging report",
+      () =>
+        (f.t.db.$client.prepare("SELECT status FROM nodes WHERE id = ?").get(master?.hostId) as { status: string })
+          .status === "converging",
+    );
+    const list = await f.t.request({ method: "GET", url: `/v3/${f.t.projectId}/currentRollingRestarts` });
+    expect(list.statusCode).toBe(200);
+    const entries = list.json() as unknown as { name: string; runState: boolean }[];
+    const ours = [master?.hostId, ...workers.map((a) => a.hostId)];
+    expect(entries.filter((e) => ours.includes(e.name))).toEqual(
+      expect.arrayContaining([
+        { name: master?.hostId, runState: false },
+        { name: workers[0]?.hostId, runState: true },
+        { name: workers[1]?.hostId, runState: true },
+      ]),
+    );
+    // Another project sees none of them.
+    const other = await f.t.request({
+      method: "GET",
+      url: `/v3/${f.t.otherProjectId}/currentRollingRestarts`,
+      token: f.t.otherToken,
+    });
+    expect(other.json()).toEqual([]);
+    await f.idle();
+    (master as NonNullable<typeof master>).phaseTimeMs = PHASE_MS;
+    const after = await f.t.request({ method: "GET", url: `/v3/${f.t.projectId}/currentRollingRestarts` });
+    expect((after.json() as unknown as { name: string }[]).filter((e) => ours.includes(e.name))).toEqual([]);
+  });
+
+  it("fails when a node's phase fails, naming node and phase; no further node is touched", async () => {
+    const [master] = pool.take(1);
+    const workers = pool.take(4);
+    const clusterId = await readyCluster(f, "rst-fail", [master as never], workers);
+    const sorted = [...workers].sort((a, b) => a.hostname.localeCompare(b.hostname));
+    (sorted[1] as NonNullable<(typeof sorted)[1]>).failPhase = "kubelet";
+    const res = await post(f, `/v3/{p}/clusters/${clusterId}/restartWorkers?batchPercent=25`);
+    expect(res.statusCode).toBe(200);
+    await f.idle();
+    const cluster = await f.cluster(clusterId, "v3");
+    expect(cluster.taskStatus).toBe("error");
+    expect(cluster.taskError).toContain((sorted[1] as NonNullable<(typeof sorted)[1]>).hostId);
+    expect(cluster.taskError).toContain("kubelet");
+    expect(sorted.map((a) => a.restarts)).toEqual([1, 1, 0, 0]);
+    (sorted[1] as NonNullable<(typeof sorted)[1]>).setFailPhase(undefined);
+  });
+
+  it("fails after KEELSON_NODE_RESTART_TIMEOUT_MS, saying where the node is, touching nothing after", async () => {
+    const masters = pool.take(2);
+    const clusterId = await readyCluster(f, "rst-timeout", masters, []);
+    const sorted = [...masters].sort((a, b) => a.hostname.localeCompare(b.hostname));
+    (sorted[0] as NonNullable<(typeof sorted)[0]>).phaseTimeMs = 5000;
+    process.env.KEELSON_NODE_RESTART_TIMEOUT_MS = "400";
+    try {
+      const started = Date.now();
+      expect((await post(f, `/v3/{p}/clusters/${clusterId}/restartMasters`)).statusCode).toBe(200);
+      await f.idle();
+      expect(Date.now() - started).toBeLessThan(3000);
+    } finally {
+      delete process.env.KEELSON_NODE_RESTART_TIMEOUT_MS;
+    }
+    const cluster = await f.cluster(clusterId, "v3");
+    expect(cluster.taskStatus).toBe("error");
+    expect(cluster.taskError).toMatch(/did not come back from its restart within 0.4 s: status converging; at phase/);
+    expect(cluster.taskError).toContain((sorted[0] as NonNullable<(typeof sorted)[0]>).hostId);
+    expect(sorted.map((a) => a.restarts)).toEqual([1, 0]);
+    (sorted[0] as NonNullable<(typeof sorted)[0]>).phaseTimeMs = PHASE_MS;
+  });
+
+  it("waits for a node whose link drops mid-restart and completes once it is back", async () => {
+    const [master] = pool.take(1);
+    const workers = pool.take(2);
+    const clusterId = await readyCluster(f, "rst-link", [master as never], workers);
+    const victim = byName(workers)[0] as NonNullable<(typeof workers)[0]>;
+    victim.phaseTimeMs = 400;
+    expect((await post(f, `/v3/{p}/clusters/${clusterId}/restartWorkers?batchPercent=50`)).statusCode).toBe(200);
+    await waitFor("the victim restarting", () => victim.restarts === 1, 5000);
+    victim.kill(); // drops the socket without a close frame; the simulated agent reconnects with backoff
+    await f.idle();
+    expect(await f.cluster(clusterId, "v3")).toMatchObject({ status: "ok", taskStatus: "success" });
+    expect(workers.map((a) => a.restarts)).toEqual([1, 1]);
+    expect(victim.connects).toBeGreaterThanOrEqual(2);
+    victim.phaseTimeMs = PHASE_MS;
+  });
+
+  it("validates batchPercent and refuses clusters with nothing to restart; 404 for unknown clusters", async () => {
+    const clusterId = await f.createCluster("rst-empty");
+    for (const [url, status, field] of [
+      [`/v3/{p}/clusters/${clusterId}/restartWorkers?batchPercent=0`, 400, undefined],
+      [`/v3/{p}/clusters/${clusterId}/restartWorkers?batchPercent=101`, 400, undefined],
+      [`/v3/{p}/clusters/${clusterId}/restart`, 400, "uuid"],
+      [`/v3/{p}/clusters/00000000-0000-4000-8000-000000000000/restart`, 404, undefined],
+    ] as const) {
+      const res = await post(f, url);
+      expect(res.statusCode, `${url}: ${res.body}`).toBe(status);
+      if (field) expect(res.json()).toMatchObject({ field, code: "nothing_to_restart" });
+    }
+  });
+});
+
+function byName<T extends { hostname: string }>(list: T[]): T[] {
+  return [...list].sort((a, b) => a.hostname.localeCompare(b.hostname));
+}
+
+function nameOf(hostId: string): string {
+  return f.sim.agents.find((a) => a.hostId === hostId)?.hostname ?? "";
+}
+
+/** Whether `id` was sent in the same batch as `r` (so it may still be converging). */
+function sameBatch(sent: RollSend[], r: RollSend, id: string): boolean {
+  const other = sent.find((s) => s.hostId === id);
+  return other !== undefined && Math.abs(other.at - r.at) < PHASE_MS / 2;
+}

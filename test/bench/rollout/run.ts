@@ -1,0 +1,215 @@
+/**
+ * Rollout benchmark (issue 5): one keelson-server, 1 master + 1,000 simulated workers (test/sim,
+ * in a separate process) whose phases take a fixed 1 s after every node.join / node.restart /
+ * node.upgrade. A rolling restart (v3 `restart`, batchPercent 10) and an upgrade (v4
+ * `type=patch`, batchUpgradePercent 10) each take the master alone, then 10 batches of 100
+ * workers. The ideal makespan is (1 master + 10 batches) x 1 s; the control-plane overhead per
+ * batch is (makespan - ideal) / 11. Every node must have been restarted / upgraded once.
+ *
+ *   node --import tsx test/bench/rollout/run.ts
+ *
+ * Env: BENCH_WORKERS (default 1000), BENCH_PHASE_MS (default 1000), BENCH_PERCENT (default 10),
+ * BENCH_SERVER_NODE_ARGS (node flags for the server only, e.g. a CPU profile).
+ * Prints figures; never fails on a time.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { ask, exited, spawnNode } from "../agents/children.ts";
+import { cpuSeconds, memoryMiB } from "../agents/proc-stats.ts";
+
+const WORKERS = Number(process.env.BENCH_WORKERS ?? 1000);
+const PHASE_MS = Number(process.env.BENCH_PHASE_MS ?? 1000);
+const PERCENT = Number(process.env.BENCH_PERCENT ?? 10);
+const ADMIN_TOKEN = "bench-admin-token";
+const FROM = "1.30.6-kls.1";
+
+function log(line: string): void {
+  process.stdout.write(`${new Date().toISOString().slice(11, 19)} ${line}\n`);
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const { port } = srv.address() as { port: number };
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+async function api<T>(
+  url: string,
+  init: { method?: string; body?: unknown } = {},
+): Promise<{ status: number; body: T }> {
+  const res = await fetch(url, {
+    method: init.method ?? "GET",
+    headers: {
+      "x-auth-token": ADMIN_TOKEN,
+      ...(init.body === undefined ? {} : { "content-type": "application/json" }),
+    },
+    ...(init.body === undefined ? {} : { body: JSON.stringify(init.body) }),
+  });
+  const text = await res.text();
+  return { status: res.status, body: (text ? JSON.parse(text) : undefined) as T };
+}
+
+async function waitReady(url: string, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      if ((await fetch(`${url}/readyz`)).ok) return;
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline) throw new Error(`${url} not ready in ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+interface Operation {
+  uuid: string;
+  kind: string;
+  state: string;
+  error: string | null;
+  startedAt: string | null;
+  finishedAt: string | null;
+}
+
+async function awaitOperation(base: string, projectId: string, clusterId: string, t0: number) {
+  for (;;) {
+    const { body } = await api<Operation[]>(`${base}/v4/${projectId}/operations?target=${clusterId}&limit=1`);
+    const op = body[0];
+    if (op && (op.state === "succeeded" || op.state === "failed")) return { op, wallMs: performance.now() - t0 };
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+const serverMs = (op: Operation) =>
+  op.startedAt && op.finishedAt ? Date.parse(op.finishedAt) - Date.parse(op.startedAt) : Number.NaN;
+
+async function main(): Promise<void> {
+  const port = await freePort();
+  const dataDir = mkdtempSync(join(tmpdir(), "keelson-bench-rollout-"));
+  const base = `http://127.0.0.1:${port}`;
+  const server = spawnNode(
+    // BENCH_SERVER_NODE_ARGS, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof", profiles the server alone.
+    [
+      ...(process.env.BENCH_SERVER_NODE_ARGS?.split(" ").filter(Boolean) ?? []),
+      "packages/control-plane/bin/keelson-server.mjs",
+    ],
+    {
+      KEELSON_LISTEN: `127.0.0.1:${port}`,
+      KEELSON_DATA_DIR: dataDir,
+      KEELSON_ADMIN_TOKEN: ADMIN_TOKEN,
+      KEELSON_LOG_LEVEL: "warn",
+    },
+    { quiet: true },
+  );
+  const worker = spawnNode(["--import", "tsx", "test/bench/rollout/sim-worker.ts"], {}, { ipc: true });
+  try {
+    await waitReady(base);
+    const pid = server.pid as number;
+    const projects = await api<{ projects: { id: string; name: string }[] }>(`${base}/v1/projects`);
+    const projectId = projects.body.projects.find((p) => p.name === "default")?.id as string;
+    log(`registering and connecting ${WORKERS + 1} simulated agents (phase time ${PHASE_MS} ms)...`);
+    await ask(
+      worker,
+      { type: "start", url: base, adminToken: ADMIN_TOKEN, projectId, count: WORKERS + 1, phaseTimeMs: PHASE_MS },
+      "started",
+    );
+    const hosts = (await api<{ uuid: string; name: string }[]>(`${base}/v4/${projectId}/nodes`)).body.sort((a, b) =>
+      a.name.localeCompare(b.name),
+    );
+    const created = await api<{ uuid: string }>(`${base}/v4/${projectId}/clusters`, {
+      method: "POST",
+      body: { name: "bench-rollout", kubeRoleVersion: FROM },
+    });
+    const clusterId = created.body.uuid;
+    await awaitOperation(base, projectId, clusterId, performance.now());
+    const [first, ...rest] = hosts;
+    if (!first) throw new Error("no hosts");
+    const attach = async (body: unknown) => {
+      const t0 = performance.now();
+      const res = await api(`${base}/v4/${projectId}/clusters/${clusterId}/attach`, { method: "POST", body });
+      if (res.status !== 200) throw new Error(`attach: ${res.status} ${JSON.stringify(res.body)}`);
+      return awaitOperation(base, projectId, clusterId, t0);
+    };
+    await attach([{ uuid: first.uuid, isMaster: true }]);
+    const joined = await attach(rest.map((h) => ({ uuid: h.uuid, isMaster: false })));
+    log(`cluster of 1 master + ${rest.length} workers ready (${joined.op.state}); rolling...`);
+    await new Promise((r) => setTimeout(r, 1000));
+
+    const batches = Math.ceil(WORKERS / Math.max(1, Math.floor((WORKERS * PERCENT) / 100)));
+    const idealMs = (1 + batches) * PHASE_MS;
+    const runs: { what: string; wallMs: number; opMs: number; cpuMs: number; state: string; error: string | null }[] =
+      [];
+    for (const [what, url, body] of [
+      [
+        `v3 restart ?batchPercent=${PERCENT}`,
+        `/v3/${projectId}/clusters/${clusterId}/restart?batchPercent=${PERCENT}`,
+        undefined,
+      ],
+      [
+        `v4 upgrade type=patch batchUpgradePercent=${PERCENT}`,
+        `/v4/${projectId}/clusters/${clusterId}/upgrade?type=patch`,
+        { batchUpgradePercent: PERCENT },
+      ],
+    ] as const) {
+      const cpu0 = cpuSeconds(pid);
+      const t0 = performance.now();
+      const res = await api(`${base}${url}`, { method: "POST", ...(body ? { body } : {}) });
+      if (res.status !== 200) throw new Error(`${what}: ${res.status} ${JSON.stringify(res.body)}`);
+      const done = await awaitOperation(base, projectId, clusterId, t0);
+      const cpuMs = (cpuSeconds(pid) - cpu0) * 1000;
+      runs.push({
+        what,
+        wallMs: done.wallMs,
+        opMs: serverMs(done.op),
+        cpuMs,
+        state: done.op.state,
+        error: done.op.error,
+      });
+      log(`${what}: ${done.op.state} in ${done.wallMs.toFixed(0)} ms${done.op.error ? ` (${done.op.error})` : ""}`);
+      await new Promise((r) => setTimeout(r, 500));
+    }
+    const counts = await ask<{ restarts: number[]; upgrades: number[]; notOk: number }>(
+      worker,
+      { type: "counts" },
+      "counts",
+    );
+    const once = (list: number[]) => list.filter((n) => n === 1).length;
+    const cluster = (await api<Record<string, unknown>>(`${base}/v3/${projectId}/clusters/${clusterId}`)).body;
+    const rss = memoryMiB(pid);
+    const lines = [
+      "",
+      `Rollout benchmark — ${new Date().toISOString()}, node ${process.version}, 1 master + ${WORKERS} simulated workers, phase time ${PHASE_MS} ms, batch ${PERCENT}% (${batches} worker batches), simulators in a separate process`,
+      "",
+      `ideal makespan: (1 master + ${batches} batches) x ${PHASE_MS} ms = ${idealMs} ms`,
+      "",
+      "| rollout | state | wall ms (request..seen finished) | operation ms (server) | vs ideal | overhead per step ms | server CPU ms |",
+      "|---|---|---|---|---|---|---|",
+      ...runs.map(
+        (r) =>
+          `| ${r.what} | ${r.state} | ${r.wallMs.toFixed(0)} | ${r.opMs} | +${(((r.opMs - idealMs) / idealMs) * 100).toFixed(1)}% | ${((r.opMs - idealMs) / (batches + 1)).toFixed(0)} | ${r.cpuMs.toFixed(0)} |`,
+      ),
+      "",
+      `nodes restarted exactly once: ${once(counts.restarts)}/${WORKERS + 1}; upgraded exactly once: ${once(counts.upgrades)}/${WORKERS + 1}; not ok at the end: ${counts.notOk}`,
+      `cluster after: status ${cluster.status}, taskStatus ${cluster.taskStatus}, kubeRoleVersion ${cluster.kubeRoleVersion}; server RSS ${rss.rss.toFixed(0)} MiB (peak ${rss.peak.toFixed(0)} MiB)`,
+      "overhead per step: (operation ms - ideal) / (1 + batches): the control plane's time between one batch being back and the next",
+      "one running (sending 100 commands, storing 200 node reports, the cursor writes), plus the simulators' own timer slack.",
+    ];
+    process.stdout.write(`${lines.join("\n")}\n`);
+  } finally {
+    await ask(worker, { type: "stop" }, "stopped").catch(() => undefined);
+    if (worker.exitCode === null) worker.kill("SIGTERM");
+    await exited(worker);
+    if (server.exitCode === null) server.kill("SIGTERM");
+    await exited(server);
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+await main();

@@ -1,0 +1,43 @@
+/**
+ * Child process of the rollout benchmark: the simulated fleet (test/sim) with a fixed phase
+ * time, so the control plane's time is measured without the simulators in its process.
+ */
+import { type Simulator, startSimulator } from "../../sim/index.ts";
+
+let sim: Simulator | undefined;
+
+type Message =
+  | { type: "start"; url: string; adminToken: string; projectId: string; count: number; phaseTimeMs: number }
+  | { type: "counts" }
+  | { type: "stop" };
+
+process.on("message", async (message: Message) => {
+  try {
+    if (message.type === "start") {
+      sim = await startSimulator({
+        url: message.url,
+        count: message.count,
+        adminToken: message.adminToken,
+        projectId: message.projectId,
+        phaseTimeMs: message.phaseTimeMs,
+        concurrency: 500,
+        connectTimeoutMs: 300_000,
+      });
+      process.send?.({ type: "started", registerMs: sim.registerMs, connectMs: sim.connectMs, ...sim.stats() });
+    } else if (message.type === "counts") {
+      const agents = sim?.agents ?? [];
+      process.send?.({
+        type: "counts",
+        restarts: agents.map((a) => a.restarts),
+        upgrades: agents.map((a) => a.upgrades),
+        notOk: agents.filter((a) => a.membership && a.nodeStatus !== "ok").length,
+      });
+    } else if (message.type === "stop") {
+      await sim?.stop();
+      process.send?.({ type: "stopped", ...(sim?.stats() ?? {}) });
+      process.disconnect();
+    }
+  } catch (err) {
+    process.send?.({ type: "error", error: err instanceof Error ? err.message : String(err) });
+  }
+});
