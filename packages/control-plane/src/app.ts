@@ -2,7 +2,7 @@ import swagger from "@fastify/swagger";
 import swaggerUi from "@fastify/swagger-ui";
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import type { Db } from "@keelson/db";
-import Fastify, { type FastifyBaseLogger, type FastifyInstance } from "fastify";
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from "fastify";
 import { AgentHub, type AgentHubOptions } from "./agents/hub.ts";
 import { loadCatalogue } from "./catalogue/catalogue.ts";
 import type { Keelson } from "./context.ts";
@@ -39,6 +39,11 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     ajv: { customOptions: { removeAdditional: false, coerceTypes: "array", useDefaults: true } },
     forceCloseConnections: false,
     return503OnClosing: true,
+    // Malformed URLs (bad percent-encoding and the like) get the API's error shape too.
+    frameworkErrors: (error, _request, reply) => {
+      const status = error.statusCode && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 400;
+      (reply as FastifyReply).code(status).send({ code: "bad_request", message: error.message });
+    },
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   const runner = new OperationRunner(options.db, app.log);

@@ -41,3 +41,17 @@ describe("app skeleton", () => {
     expect(res.json().openapi).toBe("3.1.0");
   });
 });
+
+describe("malformed requests", () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await createTestApp();
+  });
+  afterAll(async () => t.close());
+
+  it("answers a badly encoded URL with a JSON 400 in the API's error shape", async () => {
+    const res = await t.request({ method: "GET", url: `/v4/${t.projectId}/clusters/%E0%A4%A` });
+    expect(res.statusCode).toBe(400);
+    expect(res.json()).toMatchObject({ code: "bad_request" });
+  });
+});

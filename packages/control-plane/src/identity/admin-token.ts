@@ -1,5 +1,5 @@
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { readOrCreateSecretFile } from "../secrets/secret-file.ts";
 import { generateSecret } from "./tokens.ts";
 
 export interface AdminTokenSource {
@@ -12,9 +12,7 @@ export interface AdminTokenSource {
 export function ensureAdminToken(dataDir: string, configured: string | undefined): AdminTokenSource {
   if (configured) return { token: configured, file: null };
   const file = join(dataDir, "admin-token");
-  if (!existsSync(file)) {
-    mkdirSync(dataDir, { recursive: true });
-    writeFileSync(file, `${generateSecret("kadm")}\n`, { mode: 0o600, flag: "wx" });
-  }
-  return { token: readFileSync(file, "utf8").trim(), file };
+  const token = readOrCreateSecretFile(file, () => `${generateSecret("kadm")}\n`).trim();
+  if (!token) throw new Error(`${file} is empty: remove it to generate a new admin token, or set KEELSON_ADMIN_TOKEN`);
+  return { token, file };
 }

@@ -1,6 +1,6 @@
 import { createCipheriv, createDecipheriv, randomBytes } from "node:crypto";
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { readOrCreateSecretFile } from "./secret-file.ts";
 
 /** AES-256-GCM for secrets at rest (cloud credentials, cluster CA keys). Format: v1.iv.tag.data (base64url). */
 export class SecretCipher {
@@ -28,9 +28,6 @@ export class SecretCipher {
 /** Loads the data dir's key, creating it (0600) on first start. */
 export function loadSecretCipher(dataDir: string): SecretCipher {
   const file = join(dataDir, "secret.key");
-  if (!existsSync(file)) {
-    mkdirSync(dataDir, { recursive: true });
-    writeFileSync(file, randomBytes(32).toString("base64"), { mode: 0o600, flag: "wx" });
-  }
-  return new SecretCipher(Buffer.from(readFileSync(file, "utf8").trim(), "base64"));
+  const key = readOrCreateSecretFile(file, () => randomBytes(32).toString("base64"));
+  return new SecretCipher(Buffer.from(key.trim(), "base64"));
 }

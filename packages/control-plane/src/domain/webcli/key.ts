@@ -1,14 +1,14 @@
 import { randomBytes } from "node:crypto";
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { readOrCreateSecretFile } from "../../secrets/secret-file.ts";
 
 export const WEBCLI_KEY_FILE = "webcli.key";
 
 // One read per data dir per process: the key is needed on every issue and verify.
 const cache = new Map<string, Buffer>();
 
-function readKey(file: string): Buffer {
-  const key = Buffer.from(readFileSync(file, "utf8").trim(), "base64");
+function parseKey(file: string, text: string): Buffer {
+  const key = Buffer.from(text.trim(), "base64");
   if (key.length < 32) throw new Error(`${file} does not hold a 32-byte base64 key`);
   return key;
 }
@@ -21,14 +21,10 @@ export function loadWebCliKey(dataDir: string): Buffer {
   const cached = cache.get(dataDir);
   if (cached) return cached;
   const file = join(dataDir, WEBCLI_KEY_FILE);
-  try {
-    mkdirSync(dataDir, { recursive: true });
-    // "wx": if another process created it first, keep theirs and read it below.
-    writeFileSync(file, randomBytes(32).toString("base64"), { mode: 0o600, flag: "wx" });
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
-  }
-  const key = readKey(file);
+  const key = parseKey(
+    file,
+    readOrCreateSecretFile(file, () => randomBytes(32).toString("base64")),
+  );
   cache.set(dataDir, key);
   return key;
 }
