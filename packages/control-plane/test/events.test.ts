@@ -72,6 +72,8 @@ describe("GET /v4/{project_uuid}/events", () => {
       // A host's link drops and comes back: disconnected, connected, and what its agent says.
       f.agent(0).kill();
       await waitFor("node.agent", () => stream.events.find((e) => e.event === "node.agent"));
+      // The agent's report follows its hello on the wire; wait for it rather than race it.
+      await waitFor("node.report", () => stream.events.find((e) => e.event === "node.report"));
       const nodeEvents = stream.events.filter((e) => e.event.startsWith("node."));
       expect(nodeEvents.map((e) => e.event)).toEqual(
         expect.arrayContaining(["node.disconnected", "node.connected", "node.agent", "node.report"]),
