@@ -107,6 +107,11 @@ export class NodeCertificateSigner {
           validHours: NODE_CERT_VALID_HOURS,
         },
       );
+      // Signing awaited: a detach that landed meanwhile must not leave the node a certificate
+      // of the cluster it just left.
+      const now = this.db.select({ clusterId: nodes.clusterId }).from(nodes).where(eq(nodes.id, hostId)).get();
+      if (now?.clusterId !== row.clusterId)
+        return refuse(`host ${hostId} left the cluster while its certificate was signed`);
       return { type: "cert.signed", id: frame.id, ok: true, certPem, caCertPem: row.caCertPem };
     } catch (err) {
       if (err instanceof CertificateRequestError) return refuse(err.message);
