@@ -1,5 +1,5 @@
-import { execFileSync } from "node:child_process";
-import { existsSync, readFileSync, rmSync } from "node:fs";
+import { execFile, execFileSync } from "node:child_process";
+import { copyFileSync, existsSync, mkdirSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestNetwork, netnsUnavailable, type TestNetwork } from "./support/netns.ts";
@@ -20,7 +20,9 @@ import { api, freePort, type Proc, start, tempDir, waitUntil } from "./support/p
  * plane listens on the root namespace's end of the test subnet. Three masters attached one at
  * a time form a real etcd cluster through the phases (bootstrap, then `member add` before each
  * further member starts); a key written through one member reads back through another; after
- * one master is detached the remaining two still take writes.
+ * one master is detached the remaining two still take writes. A rolling restart of the masters
+ * (`restartMasters`) runs under a writer that puts a key every 100 ms through all three members:
+ * no write may be lost once retried for up to one second.
  */
 
 const ADMIN = "e2e-admin-token";
@@ -211,6 +213,121 @@ describe("etcd across three masters in network namespaces", () => {
     expect(etcdctl(["m2"], ["put", "/keelson-e2e/second", "via-m2"], "m2")).toBe("OK");
     expect(etcdctl(["m1"], ["get", "/keelson-e2e/second", "--print-value-only"])).toBe("via-m2");
   });
+
+  it("restartMasters restarts each master once while a writer loses no write after a 1 s retry", async () => {
+    // The client files are copied: the writer must not depend on a host root mid-restart.
+    const pki = join(scratch, "writer-pki");
+    mkdirSync(pki, { recursive: true });
+    const from = join((dirs.m1 as NodeHostDirs).hostRoot, "etc", "keelson", "pki");
+    for (const f of ["ca.crt", "etcd-client.crt", "etcd-client.key"]) copyFileSync(join(from, f), join(pki, f));
+    const endpoints = names.map((n) => `https://${ipOf(n)}:2379`).join(",");
+    const putOnce = (key: string) =>
+      new Promise<boolean>((resolve) => {
+        execFile(
+          join(NODE_PACKAGE, "bin", "etcdctl"),
+          [
+            `--endpoints=${endpoints}`,
+            `--cacert=${join(pki, "ca.crt")}`,
+            `--cert=${join(pki, "etcd-client.crt")}`,
+            `--key=${join(pki, "etcd-client.key")}`,
+            "--dial-timeout=1s",
+            "--command-timeout=1s",
+            "put",
+            key,
+            "v",
+          ],
+          { encoding: "utf8", env: { ...process.env, ETCDCTL_API: "3" }, timeout: 3_000 },
+          (err, stdout) => resolve(!err && stdout.trim() === "OK"),
+        );
+      });
+    interface WriteResult {
+      key: string;
+      firstTryFailed: boolean;
+      /** ms from the first failure to the try that succeeded; Infinity if none did within 10 s. */
+      retryMs: number;
+    }
+    // Each write retries every 100 ms after a failure; it counts as lost when no retry
+    // started within 1 s of the first failure succeeded (tries go on for 10 s, for the figures).
+    const write = async (key: string): Promise<WriteResult> => {
+      if (await putOnce(key)) return { key, firstTryFailed: false, retryMs: 0 };
+      const failedAt = Date.now();
+      while (Date.now() - failedAt < 10_000) {
+        await new Promise((r) => setTimeout(r, 100));
+        const triedAt = Date.now();
+        if (await putOnce(key)) return { key, firstTryFailed: true, retryMs: triedAt - failedAt };
+      }
+      return { key, firstTryFailed: true, retryMs: Number.POSITIVE_INFINITY };
+    };
+    const restartsIn = (name: string) =>
+      (agents[name] as Proc).output().split('"msg":"restarting node phases"').length - 1;
+    const before = Object.fromEntries(names.map((n) => [n, restartsIn(n)]));
+    const etcdPid = (name: string) => liveServicePids(dirs[name] as NodeHostDirs).etcd;
+    const etcdBefore = Object.fromEntries(names.map((n) => [n, etcdPid(n)]));
+    for (const name of names) expect(etcdBefore[name], `${name} etcd pid`).toBeGreaterThan(0);
+
+    const writes: Promise<WriteResult>[] = [];
+    let writing = true;
+    const startedAt = Date.now();
+    const writer = (async () => {
+      for (let i = 0; writing; i++) {
+        writes.push(write(`/keelson-e2e/restart/${String(i).padStart(5, "0")}`));
+        await new Promise((r) => setTimeout(r, Math.max(0, startedAt + (i + 1) * 100 - Date.now())));
+      }
+    })();
+    try {
+      // A second of writes before the restart: the writer itself works.
+      await new Promise((r) => setTimeout(r, 1_000));
+      const res = await api(`${server.url}/v3/${projectId}/clusters/${clusterId}/restartMasters`, ADMIN, {
+        method: "POST",
+      });
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+      await waitUntil(
+        "the restartMasters operation finished",
+        async () => {
+          const ops = await api<{ kind: string; state: string; error: string | null }[]>(
+            `${server.url}/v4/${projectId}/operations?target=${clusterId}&limit=1`,
+            ADMIN,
+          );
+          const op = ops.body[0];
+          if (op?.state === "failed") throw new Error(`restartMasters failed: ${op.error}`);
+          return op?.kind === "cluster.restart" && op.state === "succeeded";
+        },
+        300_000,
+        500,
+      );
+      // A second of writes after it, too.
+      await new Promise((r) => setTimeout(r, 1_000));
+    } finally {
+      writing = false;
+      await writer;
+    }
+    const results = await Promise.all(writes);
+    const failedFirst = results.filter((r) => r.firstTryFailed);
+    const lost = results.filter((r) => r.retryMs > 1_000);
+    const maxRetry = Math.max(0, ...failedFirst.map((r) => r.retryMs));
+    process.stderr.write(
+      `[etcd restartMasters] ${((Date.now() - startedAt) / 1000).toFixed(1)} s of writing: ${results.length} writes, ` +
+        `${failedFirst.length} failed first tries, ${lost.length} not absorbed by a retry within 1 s, ` +
+        `max retry time ${Number.isFinite(maxRetry) ? `${maxRetry} ms` : "never succeeded"}\n`,
+    );
+    for (const name of names) expect(restartsIn(name) - (before[name] as number), `${name} restarts`).toBe(1);
+    // Each member really went away and came back: a new etcd process on every master.
+    for (const name of names) {
+      expect(etcdPid(name), `${name} etcd pid`).toBeGreaterThan(0);
+      expect(etcdPid(name), `${name} etcd restarted`).not.toBe(etcdBefore[name]);
+    }
+    expect(
+      lost.map((r) => r.key),
+      "writes lost",
+    ).toEqual([]);
+    // Every write that was acknowledged is there, read through one member and another.
+    const keys = etcdctl(["m2"], ["get", "/keelson-e2e/restart/", "--prefix", "--keys-only"], "m2")
+      .split("\n")
+      .filter(Boolean);
+    expect(keys.sort()).toEqual(results.map((r) => r.key).sort());
+    for (const name of names) expect((await node(name)).status, name).toBe("ok");
+    expect(members(["m1", "m2", "m3"]).every((m) => m.status === "started")).toBe(true);
+  }, 360_000);
 
   it("detaching one master removes its member; the other two still take writes", async () => {
     const d3 = dirs.m3 as NodeHostDirs;

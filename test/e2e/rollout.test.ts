@@ -10,7 +10,12 @@ import { api, freePort, type ServerProc, startServer, tempDir, waitUntil } from 
  * survives keelson-server being killed with SIGKILL in the middle: a new server on the same
  * data dir and port resumes the operation; every node was restarted exactly once (the agents'
  * own "restarting node phases" log lines), and every node ends ok, its phases running and not
- * cordoned.
+ * cordoned. The same across a SIGKILL in the middle of an upgrade (every node upgraded exactly
+ * once, the cluster at the target version). A worker whose agent (launcher and agent) is
+ * killed with SIGKILL in the middle of its restart: started again on the same state dir, it
+ * reports the lost command as interrupted and the operation fails naming the node; left away,
+ * the operation fails at the node timeout naming the node. Either way no further node is
+ * touched and a new request completes.
  */
 
 const ADMIN = "e2e-admin-token";
@@ -26,7 +31,11 @@ interface HostRecord {
   phases: { id: string; state: string }[];
 }
 
+const FROM = "1.30.6-kls.1";
+const PATCH = "1.30.8-kls.1";
+
 const restartsIn = (agent: AgentProc) => agent.output().split('"msg":"restarting node phases"').length - 1;
+const upgradesIn = (agent: AgentProc) => agent.output().split('"msg":"upgrading node"').length - 1;
 
 describe("rolling restart of real agents across a SIGKILL of the control plane", () => {
   let server: ServerProc;
@@ -37,7 +46,9 @@ describe("rolling restart of real agents across a SIGKILL of the control plane",
   const agents: Record<string, AgentProc> = {};
   const dirs: Record<string, NodeHostDirs> = {};
   const ids: Record<string, string> = {};
-  const env = { KEELSON_AGENT_HEARTBEAT_MS: "2000" };
+  // A node gets 60 s to come back: long enough for a restart here, short enough to fail clearly.
+  const env = { KEELSON_AGENT_HEARTBEAT_MS: "2000", KEELSON_NODE_RESTART_TIMEOUT_MS: "60000" };
+  const joinTokens: Record<string, string> = {};
 
   beforeAll(async () => {
     port = await freePort();
@@ -50,6 +61,7 @@ describe("rolling restart of real agents across a SIGKILL of the control plane",
         body: {},
       });
       dirs[h.name] = nodeHostDirs(join(scratch, h.name));
+      joinTokens[h.name] = joinToken.body.token;
       agents[h.name] = await startAgent({
         name: h.name,
         controlPlane: server.url,
@@ -79,13 +91,41 @@ describe("rolling restart of real agents across a SIGKILL of the control plane",
     rmSync(scratch, { recursive: true, force: true });
   }, 60_000);
 
+  const lastOperation = async (kind: string) => {
+    const ops = await api<{ kind: string; state: string; error: string | null }[]>(
+      `${server.url}/v4/${projectId}/operations?target=${clusterId}&limit=1`,
+      ADMIN,
+    );
+    const op = ops.body[0];
+    if (op?.kind !== kind) return undefined;
+    return op;
+  };
+  const expectAllOkAndUncordoned = async () => {
+    for (const h of HOSTS) {
+      const host = (await api<HostRecord>(`${server.url}/v1/hosts/${ids[h.name]}`, ADMIN)).body;
+      expect(host.nodeStatus, h.name).toBe("ok");
+      expect(host.phases.filter((p) => p.state !== "running" && p.id !== "drain-pods")).toEqual([]);
+      const marker = join((dirs[h.name] as NodeHostDirs).hostRoot, "var", "lib", "keelson", "cordoned-by-keelson");
+      expect(existsSync(marker), `${h.name} left cordoned`).toBe(false);
+    }
+  };
+  const firstWorker = [...HOSTS]
+    .filter((h) => !h.isMaster)
+    .sort((a, b) => a.name.localeCompare(b.name))[0] as (typeof HOSTS)[number];
+
   const cluster = async () =>
     (await api<Record<string, unknown>>(`${server.url}/v3/${projectId}/clusters/${clusterId}`, ADMIN)).body;
 
   it("builds a cluster of one master and two workers", async () => {
     const created = await api<{ uuid: string }>(`${server.url}/v4/${projectId}/clusters`, ADMIN, {
       method: "POST",
-      body: { name: "e2e-rollout", containersCidr: "10.40.0.0/16", servicesCidr: "10.41.0.0/16" },
+      body: {
+        name: "e2e-rollout",
+        containersCidr: "10.40.0.0/16",
+        servicesCidr: "10.41.0.0/16",
+        // Not the newest: the upgrade below has a patch target.
+        kubeRoleVersion: FROM,
+      },
     });
     expect(created.status).toBe(200);
     clusterId = created.body.uuid;
@@ -146,5 +186,217 @@ describe("rolling restart of real agents across a SIGKILL of the control plane",
       const marker = join((dirs[h.name] as NodeHostDirs).hostRoot, "var", "lib", "keelson", "cordoned-by-keelson");
       expect(existsSync(marker), `${h.name} left cordoned`).toBe(false);
     }
+  }, 300_000);
+
+  it("resumes an upgrade after SIGKILL: each node upgraded exactly once, at the target, none cordoned", async () => {
+    const before = Object.fromEntries(HOSTS.map((h) => [h.name, upgradesIn(agents[h.name] as AgentProc)]));
+    const t0 = Date.now();
+    const res = await api(`${server.url}/v4/${projectId}/clusters/${clusterId}/upgrade?type=patch`, ADMIN, {
+      method: "POST",
+      body: { batchUpgradePercent: 50 },
+    });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    await waitUntil(
+      "the first worker upgrading",
+      async () => upgradesIn(agents[firstWorker.name] as AgentProc) === (before[firstWorker.name] as number) + 1,
+      120_000,
+      50,
+    );
+    await server.stop("SIGKILL");
+    server = await startServer({ adminToken: ADMIN, port, env, dataDir: server.dataDir });
+    await waitUntil(
+      "the upgrade operation finished",
+      async () => {
+        const op = await lastOperation("cluster.upgrade");
+        if (op?.state === "failed") throw new Error(`upgrade failed: ${op.error}`);
+        return op?.state === "succeeded";
+      },
+      180_000,
+      500,
+    );
+    process.stderr.write(`[rollout] upgrade across a SIGKILL took ${((Date.now() - t0) / 1000).toFixed(1)} s\n`);
+    for (const h of HOSTS) {
+      expect(upgradesIn(agents[h.name] as AgentProc) - (before[h.name] as number), h.name).toBe(1);
+    }
+    expect(await cluster()).toMatchObject({
+      status: "ok",
+      taskStatus: "success",
+      taskError: "",
+      kubeRoleVersion: PATCH,
+    });
+    await expectAllOkAndUncordoned();
+  }, 300_000);
+
+  it("a worker whose agent is killed mid-restart fails the restart naming it; a new request completes", async () => {
+    const victim = firstWorker.name;
+    const old = agents[victim] as AgentProc;
+    const before = Object.fromEntries(HOSTS.map((h) => [h.name, restartsIn(agents[h.name] as AgentProc)]));
+    const finished = () =>
+      waitUntil(
+        "the restartWorkers operation finished",
+        async () => {
+          const op = await lastOperation("cluster.restart");
+          return op?.state === "succeeded" || op?.state === "failed" ? op : undefined;
+        },
+        120_000,
+        250,
+      );
+    const t0 = Date.now();
+    const res = await api(`${server.url}/v3/${projectId}/clusters/${clusterId}/restartWorkers?batchPercent=50`, ADMIN, {
+      method: "POST",
+    });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    await waitUntil(
+      "the worker restarting",
+      async () => restartsIn(old) === (before[victim] as number) + 1,
+      120_000,
+      20,
+    );
+    // The launcher (npx) and the agent go together, as in a crash; the node's services stay.
+    await old.stop("SIGKILL");
+    await new Promise((r) => setTimeout(r, 2_000));
+    const again = await startAgent({
+      name: victim,
+      controlPlane: server.url,
+      joinToken: joinTokens[victim],
+      stateDir: old.stateDir,
+      env: nodeHostEnv(dirs[victim] as NodeHostDirs, firstWorker.ip),
+    });
+    agents[victim] = again;
+    expect(again.hostId()).toBe(ids[victim]);
+    // The agent that comes back reports the command it lost as interrupted: the rollout stops
+    // there, well within the node timeout, and says which node and why.
+    const op = await finished();
+    const seconds = ((Date.now() - t0) / 1000).toFixed(1);
+    process.stderr.write(
+      `[rollout] restartWorkers with ${victim}'s agent killed: ${op.state} after ${seconds} s: ${op.error}\n`,
+    );
+    expect(op.state).toBe("failed");
+    expect(op.error).toContain(victim);
+    expect(op.error).toContain(ids[victim]);
+    expect(op.error).toContain("INTERRUPTED");
+    expect(Date.now() - t0).toBeLessThan(60_000);
+    expect(await cluster()).toMatchObject({ taskStatus: "error" });
+    // No further node was touched; the victim's node comes back on its own.
+    for (const h of HOSTS.filter((x) => x.name !== victim)) {
+      expect(restartsIn(agents[h.name] as AgentProc) - (before[h.name] as number), h.name).toBe(0);
+    }
+    const marker = join((dirs[victim] as NodeHostDirs).hostRoot, "var", "lib", "keelson", "cordoned-by-keelson");
+    process.stderr.write(`[rollout] ${victim} cordoned after the failed restart: ${existsSync(marker)}\n`);
+    await waitUntil(
+      `${victim} ok again`,
+      async () => (await api<HostRecord>(`${server.url}/v1/hosts/${ids[victim]}`, ADMIN)).body.nodeStatus === "ok",
+      60_000,
+      250,
+    );
+
+    // A new request goes through; every node ends ok and uncordoned.
+    const retry = await api(
+      `${server.url}/v3/${projectId}/clusters/${clusterId}/restartWorkers?batchPercent=50`,
+      ADMIN,
+      {
+        method: "POST",
+      },
+    );
+    expect(retry.status, JSON.stringify(retry.body)).toBe(200);
+    const second = await finished();
+    expect(second.error).toBeNull();
+    expect(second.state).toBe("succeeded");
+    expect(await cluster()).toMatchObject({ status: "ok", taskStatus: "success", taskError: "" });
+    await expectAllOkAndUncordoned();
+  }, 300_000);
+
+  it("a worker whose agent stays away fails the restart at the node timeout, naming it", async () => {
+    // A server with a 15 s node timeout, on the same data dir and port.
+    await server.stop();
+    server = await startServer({
+      adminToken: ADMIN,
+      port,
+      env: { ...env, KEELSON_NODE_RESTART_TIMEOUT_MS: "15000" },
+      dataDir: server.dataDir,
+    });
+    await waitUntil(
+      "three agents connected again",
+      async () => {
+        const res = await api<{ name: string; agentConnected: boolean }[]>(
+          `${server.url}/v4/${projectId}/nodes`,
+          ADMIN,
+        );
+        return HOSTS.every((h) => res.body.some((n) => n.name === h.name && n.agentConnected));
+      },
+      60_000,
+    );
+    const victim = firstWorker.name;
+    const old = agents[victim] as AgentProc;
+    const before = Object.fromEntries(HOSTS.map((h) => [h.name, restartsIn(agents[h.name] as AgentProc)]));
+    const t0 = Date.now();
+    const res = await api(`${server.url}/v3/${projectId}/clusters/${clusterId}/restartWorkers?batchPercent=50`, ADMIN, {
+      method: "POST",
+    });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    await waitUntil(
+      "the worker restarting",
+      async () => restartsIn(old) === (before[victim] as number) + 1,
+      120_000,
+      20,
+    );
+    await old.stop("SIGKILL");
+    const op = await waitUntil(
+      "the restartWorkers operation finished",
+      async () => {
+        const last = await lastOperation("cluster.restart");
+        return last?.state === "succeeded" || last?.state === "failed" ? last : undefined;
+      },
+      60_000,
+      250,
+    );
+    const elapsed = Date.now() - t0;
+    process.stderr.write(
+      `[rollout] restartWorkers with ${victim}'s agent gone: ${op.state} after ${(elapsed / 1000).toFixed(1)} s: ${op.error}\n`,
+    );
+    expect(op.state).toBe("failed");
+    expect(op.error).toContain(victim);
+    expect(op.error).toContain(ids[victim]);
+    expect(elapsed).toBeGreaterThanOrEqual(15_000);
+    expect(await cluster()).toMatchObject({ taskStatus: "error" });
+    for (const h of HOSTS.filter((x) => x.name !== victim)) {
+      expect(restartsIn(agents[h.name] as AgentProc) - (before[h.name] as number), h.name).toBe(0);
+    }
+
+    // The agent returns; a new request completes and leaves every node ok and uncordoned.
+    const again = await startAgent({
+      name: victim,
+      controlPlane: server.url,
+      joinToken: joinTokens[victim],
+      stateDir: old.stateDir,
+      env: nodeHostEnv(dirs[victim] as NodeHostDirs, firstWorker.ip),
+    });
+    agents[victim] = again;
+    await waitUntil(
+      `${victim} ok again`,
+      async () => (await api<HostRecord>(`${server.url}/v1/hosts/${ids[victim]}`, ADMIN)).body.nodeStatus === "ok",
+      60_000,
+      250,
+    );
+    const retry = await api(
+      `${server.url}/v3/${projectId}/clusters/${clusterId}/restartWorkers?batchPercent=50`,
+      ADMIN,
+      {
+        method: "POST",
+      },
+    );
+    expect(retry.status, JSON.stringify(retry.body)).toBe(200);
+    const second = await waitUntil(
+      "the second restartWorkers finished",
+      async () => {
+        const last = await lastOperation("cluster.restart");
+        return last?.state === "succeeded" || last?.state === "failed" ? last : undefined;
+      },
+      60_000,
+      250,
+    );
+    expect(second.error).toBeNull();
+    expect(second.state).toBe("succeeded");
+    await expectAllOkAndUncordoned();
   }, 300_000);
 });
