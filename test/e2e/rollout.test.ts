@@ -227,7 +227,7 @@ describe("rolling restart of real agents across a SIGKILL of the control plane",
     await expectAllOkAndUncordoned();
   }, 300_000);
 
-  it("a worker whose agent is killed mid-restart fails the restart naming it; a new request completes", async () => {
+  it("a worker whose agent is killed mid-restart is waited for: the restart completes, nothing cordoned", async () => {
     const victim = firstWorker.name;
     const old = agents[victim] as AgentProc;
     const before = Object.fromEntries(HOSTS.map((h) => [h.name, restartsIn(agents[h.name] as AgentProc)]));
@@ -264,44 +264,19 @@ describe("rolling restart of real agents across a SIGKILL of the control plane",
     });
     agents[victim] = again;
     expect(again.hostId()).toBe(ids[victim]);
-    // The agent that comes back reports the command it lost as interrupted: the rollout stops
-    // there, well within the node timeout, and says which node and why.
+    // The agent that comes back reports the command it lost as interrupted; its node controller
+    // brings the node's phases back by itself, and the rollout waits for it, then goes on.
     const op = await finished();
     const seconds = ((Date.now() - t0) / 1000).toFixed(1);
-    process.stderr.write(
-      `[rollout] restartWorkers with ${victim}'s agent killed: ${op.state} after ${seconds} s: ${op.error}\n`,
-    );
-    expect(op.state).toBe("failed");
-    expect(op.error).toContain(victim);
-    expect(op.error).toContain(ids[victim]);
-    expect(op.error).toContain("INTERRUPTED");
+    process.stderr.write(`[rollout] restartWorkers with ${victim}'s agent killed: ${op.state} after ${seconds} s\n`);
+    expect(op.error).toBeNull();
+    expect(op.state).toBe("succeeded");
     expect(Date.now() - t0).toBeLessThan(60_000);
-    expect(await cluster()).toMatchObject({ taskStatus: "error" });
-    // No further node was touched; the victim's node comes back on its own.
+    // The other worker was restarted once, in the batch after the victim's; the master not at all.
     for (const h of HOSTS.filter((x) => x.name !== victim)) {
-      expect(restartsIn(agents[h.name] as AgentProc) - (before[h.name] as number), h.name).toBe(0);
+      const expected = h.isMaster ? 0 : 1;
+      expect(restartsIn(agents[h.name] as AgentProc) - (before[h.name] as number), h.name).toBe(expected);
     }
-    const marker = join((dirs[victim] as NodeHostDirs).hostRoot, "var", "lib", "keelson", "cordoned-by-keelson");
-    process.stderr.write(`[rollout] ${victim} cordoned after the failed restart: ${existsSync(marker)}\n`);
-    await waitUntil(
-      `${victim} ok again`,
-      async () => (await api<HostRecord>(`${server.url}/v1/hosts/${ids[victim]}`, ADMIN)).body.nodeStatus === "ok",
-      60_000,
-      250,
-    );
-
-    // A new request goes through; every node ends ok and uncordoned.
-    const retry = await api(
-      `${server.url}/v3/${projectId}/clusters/${clusterId}/restartWorkers?batchPercent=50`,
-      ADMIN,
-      {
-        method: "POST",
-      },
-    );
-    expect(retry.status, JSON.stringify(retry.body)).toBe(200);
-    const second = await finished();
-    expect(second.error).toBeNull();
-    expect(second.state).toBe("succeeded");
     expect(await cluster()).toMatchObject({ status: "ok", taskStatus: "success", taskError: "" });
     await expectAllOkAndUncordoned();
   }, 300_000);

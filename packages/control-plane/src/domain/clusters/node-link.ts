@@ -13,6 +13,17 @@ import { OperationInterrupted } from "../../operations/types.ts";
  * control plane shuts down, so the step re-runs after the restart.
  */
 
+/** The agent answered a command with an error; `agentCode` is the protocol's CommandErrorCode. */
+export class NodeCommandFailed extends Error {
+  constructor(
+    message: string,
+    readonly agentCode: string,
+  ) {
+    super(message);
+    this.name = "NodeCommandFailed";
+  }
+}
+
 /** The node's agent did not do what was asked in time (offline, slow, or stuck). */
 export class NodeDeadlineError extends Error {
   constructor(message: string) {
@@ -116,7 +127,10 @@ export async function sendWhenOnline<N extends CommandName>(
           throw new NodeDeadlineError(`${describe}: its agent did not answer ${name} within ${err.timeoutMs} ms`);
         }
         if (err instanceof CommandFailedError) {
-          throw new Error(`${describe}: ${name} failed on the host: ${err.agentCode}: ${agentMessage(err)}`);
+          throw new NodeCommandFailed(
+            `${describe}: ${name} failed on the host: ${err.agentCode}: ${agentMessage(err)}`,
+            err.agentCode,
+          );
         }
         throw err;
       }

@@ -1,10 +1,17 @@
 import type { Db } from "@keelson/db";
-import type { CommandPayload } from "@keelson/protocol";
+import { CommandErrorCode, type CommandPayload } from "@keelson/protocol";
 import type { AgentHub } from "../../agents/hub.ts";
 import type { NodeEvent } from "../../agents/node-events.ts";
 import type { Keelson } from "../../context.ts";
 import type { StepContext } from "../../operations/types.ts";
-import { type Deadline, NodeDeadlineError, type ObservedNode, sendWhenOnline, waitForNode } from "./node-link.ts";
+import {
+  type Deadline,
+  NodeCommandFailed,
+  NodeDeadlineError,
+  type ObservedNode,
+  sendWhenOnline,
+  waitForNode,
+} from "./node-link.ts";
 
 /**
  * One node of a rolling restart or upgrade (rollout.ts): send `node.restart` / `node.upgrade`
@@ -131,19 +138,30 @@ export async function rollNode(
   });
   try {
     const commandId = `${ctx.op.id}:${node.id}:${action.name}`;
-    const result = await sendWhenOnline(
-      hub,
-      node.id,
-      action.name,
-      action.payload as never,
-      deadline,
-      label(node),
-      commandId,
-    );
-    if (!(result as { accepted: boolean }).accepted) {
-      throw new Error(`${label(node)} did not accept ${action.name}`);
+    try {
+      const result = await sendWhenOnline(
+        hub,
+        node.id,
+        action.name,
+        action.payload as never,
+        deadline,
+        label(node),
+        commandId,
+      );
+      if (!(result as { accepted: boolean }).accepted) {
+        throw new Error(`${label(node)} did not accept ${action.name}`);
+      }
+      ctx.log.debug({ nodeId: node.id, command: action.name, resumed }, "node accepted");
+    } catch (err) {
+      // The agent itself restarted while it ran the command. Its node controller brings the
+      // node's phases back on its own, so the node is waited for like any other.
+      if (!(err instanceof NodeCommandFailed && err.agentCode === CommandErrorCode.INTERRUPTED)) throw err;
+      ctx.log.warn(
+        { nodeId: node.id, command: action.name },
+        "agent restarted during the command; waiting for the node",
+      );
+      began = true;
     }
-    ctx.log.debug({ nodeId: node.id, command: action.name, resumed }, "node accepted");
     await waitForNode(
       hub,
       node.id,
