@@ -1,4 +1,5 @@
 export * from "./agent-package.ts";
+export * from "./agent-package-verify.ts";
 export * from "./backoff.ts";
 export * from "./close-codes.ts";
 export * from "./commands.ts";
