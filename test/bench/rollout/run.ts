@@ -13,11 +13,11 @@
  * Prints figures; never fails on a time.
  */
 import { mkdtempSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ask, exited, spawnNode } from "../agents/children.ts";
 import { cpuSeconds, memoryMiB } from "../agents/proc-stats.ts";
+import { apiAs, freePort, waitReady } from "../support/admin-api.ts";
 
 const WORKERS = Number(process.env.BENCH_WORKERS ?? 1000);
 const PHASE_MS = Number(process.env.BENCH_PHASE_MS ?? 1000);
@@ -29,45 +29,7 @@ function log(line: string): void {
   process.stdout.write(`${new Date().toISOString().slice(11, 19)} ${line}\n`);
 }
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const { port } = srv.address() as { port: number };
-      srv.close(() => resolve(port));
-    });
-  });
-}
-
-async function api<T>(
-  url: string,
-  init: { method?: string; body?: unknown } = {},
-): Promise<{ status: number; body: T }> {
-  const res = await fetch(url, {
-    method: init.method ?? "GET",
-    headers: {
-      "x-auth-token": ADMIN_TOKEN,
-      ...(init.body === undefined ? {} : { "content-type": "application/json" }),
-    },
-    ...(init.body === undefined ? {} : { body: JSON.stringify(init.body) }),
-  });
-  const text = await res.text();
-  return { status: res.status, body: (text ? JSON.parse(text) : undefined) as T };
-}
-
-async function waitReady(url: string, timeoutMs = 60_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      if ((await fetch(`${url}/readyz`)).ok) return;
-    } catch {
-      // not listening yet
-    }
-    if (Date.now() > deadline) throw new Error(`${url} not ready in ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
+const api = apiAs(ADMIN_TOKEN);
 
 interface Operation {
   uuid: string;
