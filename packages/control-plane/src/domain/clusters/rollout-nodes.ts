@@ -138,7 +138,7 @@ export async function rollNode(
   });
   try {
     const commandId = `${ctx.op.id}:${node.id}:${action.name}`;
-    try {
+    const send = async (id: string) => {
       const result = await sendWhenOnline(
         hub,
         node.id,
@@ -146,22 +146,22 @@ export async function rollNode(
         action.payload as never,
         deadline,
         label(node),
-        commandId,
+        id,
       );
-      if (!(result as { accepted: boolean }).accepted) {
-        throw new Error(`${label(node)} did not accept ${action.name}`);
-      }
-      ctx.log.debug({ nodeId: node.id, command: action.name, resumed }, "node accepted");
+      if (!(result as { accepted: boolean }).accepted) throw new Error(`${label(node)} did not accept ${action.name}`);
+    };
+    try {
+      await send(commandId);
     } catch (err) {
-      // The agent itself restarted while it ran the command. Its node controller brings the
-      // node's phases back on its own, so the node is waited for like any other.
       if (!(err instanceof NodeCommandFailed && err.agentCode === CommandErrorCode.INTERRUPTED)) throw err;
-      ctx.log.warn(
-        { nodeId: node.id, command: action.name },
-        "agent restarted during the command; waiting for the node",
-      );
-      began = true;
+      // The agent itself restarted while it ran the command, so the node's restart never
+      // finished. It is asked once more (its own id, stable across control-plane restarts); the
+      // agent reports `converging` before it answers, so the wait below cannot mistake the
+      // node's state from before for the end of this restart.
+      ctx.log.warn({ nodeId: node.id, command: action.name }, "agent restarted during the command; sending it again");
+      await send(`${commandId}:after-interrupt`);
     }
+    ctx.log.debug({ nodeId: node.id, command: action.name, resumed }, "node accepted");
     await waitForNode(
       hub,
       node.id,
