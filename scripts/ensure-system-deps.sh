@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Debian packages the tests use (real etcd for the phases, iproute2 for network namespaces,
+# Debian packages the tests use (real etcd and keepalived for the phases, iproute2 for network namespaces,
 # openssl to cross-check certificates). Installed only when missing; needs root, as on CI.
 set -euo pipefail
 need=()
 command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
 command -v etcdctl >/dev/null 2>&1 || need+=(etcd-client)
+PATH="$PATH:/usr/sbin:/sbin" command -v keepalived >/dev/null 2>&1 || need+=(keepalived)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v openssl >/dev/null 2>&1 || need+=(openssl)
 [ ${#need[@]} -eq 0 ] && exit 0

@@ -339,6 +339,8 @@ describe("master extras", () => {
   it("writes the VRRP instance and fails naming the keepalived binary and where it looked", async () => {
     const { ctx, paths, config } = setup({
       cluster: { masterVipIpv4: "10.0.0.100", masterVipIface: "eth1", masterVipVrouterId: "77" },
+      // A node package without keepalived (the fixture's runs the real one: keepalived.test.ts).
+      nodePackage: tempDir("nopkg"),
       systemBinDirs: ["/nonexistent/sbin"],
     });
     const error = await keepalived.start(ctx()).catch((e: Error) => e.message);
