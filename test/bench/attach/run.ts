@@ -1,23 +1,7 @@
-/**
- * Attach benchmark (issue 4): one keelson-server holding 1,000 simulated agents (test/sim, phase
- * time 0, in a separate process so the server is measured alone). One master is attached, then
- * the 999 others as workers in one request; the figures are the time until every node is `ok`
- * and the control plane's cost per node, next to a baseline from the same run: one `ping`
- * command to every agent at once (POST /v1/agents/ping), the bare round trip of a command.
- *
- *   node --import tsx test/bench/attach/run.ts
- *
- * Then three real agents (test/bench/attach/real-agents.ts): the wall time of each phase.
- *
- * Env: BENCH_NODES (default 1000), BENCH_REAL=0 (skip the real agents), BENCH_SERVER_NODE_ARGS (node flags for the server only, e.g. a
- * CPU profile). Prints figures; never fails on a time.
- */
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { ask, exited, spawnNode } from "../agents/children.ts";
+import { ask } from "../agents/children.ts";
 import { cpuSeconds, memoryMiB } from "../agents/proc-stats.ts";
-import { apiAs, freePort, waitReady } from "../support/admin-api.ts";
+import { apiAs } from "../support/admin-api.ts";
+import { startBenchFleet } from "../support/bench-fleet.ts";
 import { benchRealAgents, phaseTable } from "./real-agents.ts";
 
 const NODES = Number(process.env.BENCH_NODES ?? 1000);
@@ -56,30 +40,13 @@ interface PingReport {
 }
 
 async function main(): Promise<void> {
-  const port = await freePort();
-  const dataDir = mkdtempSync(join(tmpdir(), "keelson-bench-attach-"));
-  const base = `http://127.0.0.1:${port}`;
-  const server = spawnNode(
-    // BENCH_SERVER_NODE_ARGS, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof", profiles the server alone.
-    [
-      ...(process.env.BENCH_SERVER_NODE_ARGS?.split(" ").filter(Boolean) ?? []),
-      "packages/control-plane/bin/keelson-server.mjs",
-    ],
-    {
-      KEELSON_LISTEN: `127.0.0.1:${port}`,
-      KEELSON_DATA_DIR: dataDir,
-      KEELSON_ADMIN_TOKEN: ADMIN_TOKEN,
-      KEELSON_LOG_LEVEL: "warn",
-    },
-    { quiet: true },
-  );
-  const worker = spawnNode(["--import", "tsx", "test/bench/agents/sim-worker.ts"], {}, { ipc: true });
+  const fleet = await startBenchFleet({
+    name: "attach",
+    simWorker: "test/bench/agents/sim-worker.ts",
+    adminToken: ADMIN_TOKEN,
+  });
+  const { base, worker, pid, projectId } = fleet;
   try {
-    await waitReady(base);
-    const pid = server.pid as number;
-    const projects = await api<{ projects: { id: string; name: string }[] }>(`${base}/v1/projects`);
-    const projectId = projects.body.projects.find((p) => p.name === "default")?.id as string;
-
     log(`registering and connecting ${NODES} simulated agents (phase time 0)...`);
     const started = await ask<{ registerMs: number; connectMs: number; connected: number }>(
       worker,
@@ -180,12 +147,7 @@ async function main(): Promise<void> {
     ];
     process.stdout.write(`${lines.join("\n")}\n`);
   } finally {
-    await ask(worker, { type: "stop" }, "stopped").catch(() => undefined);
-    if (worker.exitCode === null) worker.kill("SIGTERM");
-    await exited(worker);
-    if (server.exitCode === null) server.kill("SIGTERM");
-    await exited(server);
-    rmSync(dataDir, { recursive: true, force: true });
+    await fleet.stop();
   }
 }
 

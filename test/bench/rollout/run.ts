@@ -1,23 +1,7 @@
-/**
- * Rollout benchmark (issue 5): one keelson-server, 1 master + 1,000 simulated workers (test/sim,
- * in a separate process) whose phases take a fixed 1 s after every node.join / node.restart /
- * node.upgrade. A rolling restart (v3 `restart`, batchPercent 10) and an upgrade (v4
- * `type=patch`, batchUpgradePercent 10) each take the master alone, then 10 batches of 100
- * workers. The ideal makespan is (1 master + 10 batches) x 1 s; the control-plane overhead per
- * batch is (makespan - ideal) / 11. Every node must have been restarted / upgraded once.
- *
- *   node --import tsx test/bench/rollout/run.ts
- *
- * Env: BENCH_WORKERS (default 1000), BENCH_PHASE_MS (default 1000), BENCH_PERCENT (default 10),
- * BENCH_SERVER_NODE_ARGS (node flags for the server only, e.g. a CPU profile).
- * Prints figures; never fails on a time.
- */
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { ask, exited, spawnNode } from "../agents/children.ts";
+import { ask } from "../agents/children.ts";
 import { cpuSeconds, memoryMiB } from "../agents/proc-stats.ts";
-import { apiAs, freePort, waitReady } from "../support/admin-api.ts";
+import { apiAs } from "../support/admin-api.ts";
+import { startBenchFleet } from "../support/bench-fleet.ts";
 
 const WORKERS = Number(process.env.BENCH_WORKERS ?? 1000);
 const PHASE_MS = Number(process.env.BENCH_PHASE_MS ?? 1000);
@@ -53,29 +37,13 @@ const serverMs = (op: Operation) =>
   op.startedAt && op.finishedAt ? Date.parse(op.finishedAt) - Date.parse(op.startedAt) : Number.NaN;
 
 async function main(): Promise<void> {
-  const port = await freePort();
-  const dataDir = mkdtempSync(join(tmpdir(), "keelson-bench-rollout-"));
-  const base = `http://127.0.0.1:${port}`;
-  const server = spawnNode(
-    // BENCH_SERVER_NODE_ARGS, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof", profiles the server alone.
-    [
-      ...(process.env.BENCH_SERVER_NODE_ARGS?.split(" ").filter(Boolean) ?? []),
-      "packages/control-plane/bin/keelson-server.mjs",
-    ],
-    {
-      KEELSON_LISTEN: `127.0.0.1:${port}`,
-      KEELSON_DATA_DIR: dataDir,
-      KEELSON_ADMIN_TOKEN: ADMIN_TOKEN,
-      KEELSON_LOG_LEVEL: "warn",
-    },
-    { quiet: true },
-  );
-  const worker = spawnNode(["--import", "tsx", "test/bench/rollout/sim-worker.ts"], {}, { ipc: true });
+  const fleet = await startBenchFleet({
+    name: "rollout",
+    simWorker: "test/bench/rollout/sim-worker.ts",
+    adminToken: ADMIN_TOKEN,
+  });
+  const { base, worker, pid, projectId } = fleet;
   try {
-    await waitReady(base);
-    const pid = server.pid as number;
-    const projects = await api<{ projects: { id: string; name: string }[] }>(`${base}/v1/projects`);
-    const projectId = projects.body.projects.find((p) => p.name === "default")?.id as string;
     log(`registering and connecting ${WORKERS + 1} simulated agents (phase time ${PHASE_MS} ms)...`);
     await ask(
       worker,
@@ -165,12 +133,7 @@ async function main(): Promise<void> {
     ];
     process.stdout.write(`${lines.join("\n")}\n`);
   } finally {
-    await ask(worker, { type: "stop" }, "stopped").catch(() => undefined);
-    if (worker.exitCode === null) worker.kill("SIGTERM");
-    await exited(worker);
-    if (server.exitCode === null) server.kill("SIGTERM");
-    await exited(server);
-    rmSync(dataDir, { recursive: true, force: true });
+    await fleet.stop();
   }
 }
 

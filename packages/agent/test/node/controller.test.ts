@@ -3,7 +3,15 @@ import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { NodeController, type NodeControllerOptions, NodeMembershipError } from "../../src/node/controller.ts";
 import { DESIRED_STATE_FILE, loadDesiredState } from "../../src/node/desired-state.ts";
-import { FakeLink, fakePhases, joinPayload, noServices, type PhaseCall, tempDir, testLog, waitFor } from "./helpers.ts";
+import {
+  FakeLink,
+  fakeNodeControllerOptions,
+  joinPayload,
+  noServices,
+  type PhaseCall,
+  tempDir,
+  waitFor,
+} from "./helpers.ts";
 
 /**
  * The node controller with the real phase engine and reconcile loop, over stand-in phases
@@ -35,28 +43,9 @@ afterEach(async () => {
 });
 
 function controller(overrides: Partial<NodeControllerOptions> = {}): NodeController {
-  const c = new NodeController({
-    stateDir,
-    nodePackage: join(root, "node-package"),
-    hostRoot,
-    host: () => ({ hostId: "host-1", hostname: "worker-1", primaryIp: "10.0.0.7" }),
-    link,
-    services: async () => services,
-    log: testLog(),
-    phases: fakePhases(hostRoot, calls),
-    reportIntervalMs: 20,
-    tuning: {
-      reconcile: {
-        checkIntervalMs: 50,
-        retryIntervalMs: 10,
-        maxRetryIntervalMs: 20,
-        retryBudget: 2,
-        fullRestartEvery: 0,
-        failedRetryIntervalMs: 40,
-      },
-    },
-    ...overrides,
-  });
+  const c = new NodeController(
+    fakeNodeControllerOptions({ root, stateDir, hostRoot, link, calls, services }, overrides),
+  );
   controllers.push(c);
   return c;
 }

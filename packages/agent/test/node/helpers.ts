@@ -2,9 +2,11 @@ import { existsSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { type CommandPayload, type NodeReportFrame, PHASES, type PhaseId } from "@keelson/protocol";
 import type { CertificateRequest, SignedCertificatePem } from "../../src/link/client.ts";
-import type { NodeLink } from "../../src/node/controller.ts";
+import type { NodeControllerOptions, NodeLink } from "../../src/node/controller.ts";
 import { type Phase, type PhaseContext, PhaseError, type PhaseIntent } from "../../src/phases/index.ts";
 import type { ServiceManager, ServiceStatus } from "../../src/services/types.ts";
+
+import { testLog } from "../phases/helpers.ts";
 
 export { tempDir, testLog } from "../phases/helpers.ts";
 
@@ -115,6 +117,45 @@ export function joinPayload(overrides: Partial<CommandPayload<"node.join">> = {}
     caCertPem: "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n",
     apiEndpoint: "https://10.0.0.1:443",
     etcdMembers: [],
+    ...overrides,
+  };
+}
+
+/**
+ * Options of a node controller driving fake phases with short, fixed reconcile timings, for
+ * tests of the controller itself; `overrides` replace any of them.
+ */
+export function fakeNodeControllerOptions(
+  parts: {
+    root: string;
+    stateDir: string;
+    hostRoot: string;
+    link: FakeLink;
+    calls: PhaseCall[];
+    services: ServiceManager;
+  },
+  overrides: Partial<NodeControllerOptions> = {},
+): NodeControllerOptions {
+  return {
+    stateDir: parts.stateDir,
+    nodePackage: join(parts.root, "node-package"),
+    hostRoot: parts.hostRoot,
+    host: () => ({ hostId: "host-1", hostname: "worker-1", primaryIp: "10.0.0.7" }),
+    link: parts.link,
+    services: async () => parts.services,
+    log: testLog(),
+    phases: fakePhases(parts.hostRoot, parts.calls),
+    reportIntervalMs: 20,
+    tuning: {
+      reconcile: {
+        checkIntervalMs: 50,
+        retryIntervalMs: 10,
+        maxRetryIntervalMs: 20,
+        retryBudget: 2,
+        fullRestartEvery: 0,
+        failedRetryIntervalMs: 40,
+      },
+    },
     ...overrides,
   };
 }

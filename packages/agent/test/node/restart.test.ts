@@ -3,7 +3,15 @@ import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { NodeController, NodeMembershipError } from "../../src/node/controller.ts";
 import { DESIRED_STATE_FILE, loadDesiredState } from "../../src/node/desired-state.ts";
-import { FakeLink, fakePhases, joinPayload, noServices, type PhaseCall, tempDir, testLog, waitFor } from "./helpers.ts";
+import {
+  FakeLink,
+  fakeNodeControllerOptions,
+  joinPayload,
+  noServices,
+  type PhaseCall,
+  tempDir,
+  waitFor,
+} from "./helpers.ts";
 
 /** node.restart and node.upgrade in the node controller, over stand-in phases (issue 5). */
 
@@ -31,27 +39,7 @@ afterEach(async () => {
 
 function controller(): NodeController {
   const services = noServices();
-  const c = new NodeController({
-    stateDir,
-    nodePackage: join(root, "node-package"),
-    hostRoot,
-    host: () => ({ hostId: "host-1", hostname: "worker-1", primaryIp: "10.0.0.7" }),
-    link,
-    services: async () => services,
-    log: testLog(),
-    phases: fakePhases(hostRoot, calls),
-    reportIntervalMs: 20,
-    tuning: {
-      reconcile: {
-        checkIntervalMs: 50,
-        retryIntervalMs: 10,
-        maxRetryIntervalMs: 20,
-        retryBudget: 2,
-        fullRestartEvery: 0,
-        failedRetryIntervalMs: 40,
-      },
-    },
-  });
+  const c = new NodeController(fakeNodeControllerOptions({ root, stateDir, hostRoot, link, calls, services }));
   controllers.push(c);
   return c;
 }
