@@ -11,14 +11,13 @@
  * packages only (development keeps running the sources) and stack traces that point into the
  * bundle (it is not minified, so they stay readable).
  */
-import { execFileSync } from "node:child_process";
-import { createHash } from "node:crypto";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { build } from "esbuild";
+import { sha256, writePackageTarball } from "./lib/tarball.ts";
 
 const repoRoot = resolve(import.meta.dirname, "..");
 const agentDir = join(repoRoot, "packages", "agent");
@@ -55,22 +54,7 @@ export async function packAgent(options: { version?: string; out?: string } = {}
     };
     writeFileSync(join(staging, "manifest.json"), `${JSON.stringify(manifest, null, 2)}\n`);
     const file = join(out, `keelson-agent-${version}.tar.gz`);
-    // Fixed owner and order: the package's content does not depend on who built it.
-    execFileSync("tar", [
-      "--sort=name",
-      "--owner=0",
-      "--group=0",
-      "--numeric-owner",
-      "-czf",
-      file,
-      "-C",
-      staging,
-      "manifest.json",
-      BOUNCER,
-      ENTRY,
-    ]);
-    const digest = sha256(readFileSync(file));
-    writeFileSync(`${file}.sha256`, `${digest}  keelson-agent-${version}.tar.gz\n`);
+    const digest = writePackageTarball(staging, ["manifest.json", BOUNCER, ENTRY], file);
     return { file, sha256: digest, version };
   } finally {
     rmSync(staging, { recursive: true, force: true });
@@ -93,10 +77,6 @@ async function bundle(entry: string, outfile: string, version: string): Promise<
     legalComments: "none",
     logLevel: "warning",
   });
-}
-
-function sha256(data: Buffer): string {
-  return createHash("sha256").update(data).digest("hex");
 }
 
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {

@@ -1,8 +1,16 @@
-import { existsSync, rmSync } from "node:fs";
+import { existsSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { packNode } from "../../scripts/pack-node.ts";
 import { type AgentProc, startAgent } from "./support/agents.ts";
-import { killNodeServices, type NodeHostDirs, nodeHostDirs, nodeHostEnv } from "./support/node-hosts.ts";
+import {
+  killNodeServices,
+  liveServicePids,
+  NODE_PACKAGE,
+  type NodeHostDirs,
+  nodeHostDirs,
+  nodeHostEnv,
+} from "./support/node-hosts.ts";
 import { api, freePort, type ServerProc, startServer, tempDir, waitUntil } from "./support/processes.ts";
 
 /**
@@ -11,7 +19,8 @@ import { api, freePort, type ServerProc, startServer, tempDir, waitUntil } from 
  * data dir and port resumes the operation; every node was restarted exactly once (the agents'
  * own "restarting node phases" log lines), and every node ends ok, its phases running and not
  * cordoned. The same across a SIGKILL in the middle of an upgrade (every node upgraded exactly
- * once, the cluster at the target version). A worker whose agent (launcher and agent) is
+ * once, the cluster at the target version, and every node's services running the binaries of
+ * the target's node package, served by the control plane). A worker whose agent (launcher and agent) is
  * killed with SIGKILL in the middle of its restart: started again on the same state dir, it
  * reports the lost command as interrupted and the operation fails naming the node; left away,
  * the operation fails at the node timeout naming the node. Either way no further node is
@@ -34,6 +43,18 @@ interface HostRecord {
 const FROM = "1.30.6-kls.1";
 const PATCH = "1.30.8-kls.1";
 
+/**
+ * The role version of the node package a service runs from: its process's command line names
+ * `<state dir>/node-packages/<roleVersion>-<sha>/…` (the test package's wrappers exec node on
+ * the package's lib/ script).
+ */
+function packageOf(dirs: NodeHostDirs, service: string): string | undefined {
+  const pid = liveServicePids(dirs)[service];
+  if (!pid) return undefined;
+  const cmdline = readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").join(" ");
+  return /node-packages\/(\d+\.\d+\.\d+-kls\.\d+)-[0-9a-f]+\//.exec(cmdline)?.[1];
+}
+
 const restartsIn = (agent: AgentProc) => agent.output().split('"msg":"restarting node phases"').length - 1;
 const upgradesIn = (agent: AgentProc) => agent.output().split('"msg":"upgrading node"').length - 1;
 
@@ -55,6 +76,20 @@ describe("rolling restart of real agents across a SIGKILL of the control plane",
     server = await startServer({ adminToken: ADMIN, port, env });
     const projects = await api<{ projects: { id: string; name: string }[] }>(`${server.url}/v1/projects`, ADMIN);
     projectId = projects.body.projects.find((p) => p.name === "default")?.id as string;
+    // The node packages of both versions, built from the test package as `pnpm pack:node` does
+    // and uploaded: nodes run the one of their cluster's version, downloaded from the server.
+    for (const [roleVersion, kubernetesVersion] of [
+      [FROM, "v1.30.6-keelson-standin"],
+      [PATCH, "v1.30.8-keelson-standin"],
+    ] as const) {
+      const built = packNode({ from: NODE_PACKAGE, roleVersion, kubernetesVersion, out: join(scratch, "packages") });
+      const uploaded = await fetch(`${server.url}/v1/nodePackages`, {
+        method: "POST",
+        headers: { "x-auth-token": ADMIN, "content-type": "application/octet-stream" },
+        body: readFileSync(built.file),
+      });
+      expect(uploaded.status, await uploaded.text()).toBe(200);
+    }
     for (const h of HOSTS) {
       const joinToken = await api<{ token: string }>(`${server.url}/v1/projects/${projectId}/joinTokens`, ADMIN, {
         method: "POST",
@@ -143,6 +178,12 @@ describe("rolling restart of real agents across a SIGKILL of the control plane",
       180_000,
       500,
     );
+    for (const h of HOSTS) {
+      const services = h.isMaster ? ["kubelet", "kube-proxy", "kube-apiserver"] : ["kubelet", "kube-proxy"];
+      for (const service of services) {
+        expect(packageOf(dirs[h.name] as NodeHostDirs, service), `${h.name} ${service}`).toBe(FROM);
+      }
+    }
   }, 200_000);
 
   it("resumes after SIGKILL: each node restarted exactly once, none left stopped or cordoned", async () => {
@@ -225,6 +266,13 @@ describe("rolling restart of real agents across a SIGKILL of the control plane",
       kubeRoleVersion: PATCH,
     });
     await expectAllOkAndUncordoned();
+    // Every node now runs the binaries of the target's package, not the ones it joined with.
+    for (const h of HOSTS) {
+      const services = h.isMaster ? ["kubelet", "kube-proxy", "kube-apiserver"] : ["kubelet", "kube-proxy"];
+      for (const service of services) {
+        expect(packageOf(dirs[h.name] as NodeHostDirs, service), `${h.name} ${service}`).toBe(PATCH);
+      }
+    }
   }, 300_000);
 
   it("a worker whose agent is killed mid-restart is waited for: the restart completes, nothing cordoned", async () => {

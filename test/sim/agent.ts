@@ -35,6 +35,14 @@ export interface SimAgentInit {
   credential: string;
   linkUrl: string;
   behaviour: SimBehaviour;
+  /** Every agent of the simulator (this one included): a master's etcd view is the fleet's masters. */
+  peers?: () => readonly SimAgent[];
+}
+
+/** What a simulated master says about etcd, as node/etcd-health.ts makes a real one say it. */
+export interface SimEtcdHealth {
+  members: number;
+  healthy: number;
 }
 
 /** Answered command ids kept per agent, like the real agent's record (smaller: sims are many). */
@@ -83,6 +91,16 @@ export class SimAgent {
   /** This agent's phase time and failing phase; start as the behaviour says, tests may change them. */
   phaseTimeMs: number;
   failPhase: PhaseId | undefined;
+  /**
+   * Set: what this master reports as its etcd health instead of the fleet's view (tests make
+   * etcd not whole with it). Undefined: members are the simulator's masters of the cluster,
+   * healthy those whose start-etcd phase runs.
+   */
+  etcdOverride: SimEtcdHealth | undefined;
+  /** False: reports carry no etcd health, like an agent older than the field. */
+  reportsEtcd = true;
+  /** The etcd health of the last report sent (undefined: it had none). */
+  lastEtcd: SimEtcdHealth | undefined;
   private convergeTimer: NodeJS.Timeout | undefined;
 
   constructor(private readonly init: SimAgentInit) {
@@ -102,6 +120,41 @@ export class SimAgent {
   setFailPhase(phase: PhaseId | undefined): void {
     this.failPhase = phase;
     if (this.membership) this.converge();
+  }
+
+  /** Sets (or clears) `etcdOverride`; a master that last reported etcd not whole reports the change. */
+  setEtcdHealth(health: SimEtcdHealth | undefined): void {
+    this.etcdOverride = health;
+    this.etcdMayHaveChanged();
+  }
+
+  /**
+   * The etcd field of this node's report: masters whose start-etcd phase runs (as the real
+   * agent), from `etcdOverride` or the fleet's view of the cluster's masters.
+   */
+  etcdHealth(): SimEtcdHealth | undefined {
+    const membership = this.membership;
+    if (!this.reportsEtcd || membership?.role !== "master" || !this.etcdRunning()) return undefined;
+    if (this.etcdOverride) return { ...this.etcdOverride };
+    const masters = (this.init.peers?.() ?? [this]).filter(
+      (a) => a.membership?.clusterId === membership.clusterId && a.membership.role === "master",
+    );
+    return { members: masters.length, healthy: masters.filter((a) => a.etcdRunning()).length };
+  }
+
+  private etcdRunning(): boolean {
+    return this.phases.some((p) => p.id === "start-etcd" && p.state === "running");
+  }
+
+  /**
+   * Like the real agent's re-check, which runs only while its last check found etcd not whole:
+   * such a master reports again when what it would say changed.
+   */
+  private etcdMayHaveChanged(): void {
+    const last = this.lastEtcd;
+    if (!last || (last.members > 0 && last.healthy === last.members)) return;
+    const now = this.etcdHealth();
+    if (now && (now.members !== last.members || now.healthy !== last.healthy)) this.sendReport();
   }
 
   /**
@@ -405,11 +458,27 @@ export class SimAgent {
     this.nodeStatus = status;
     this.phases = phases;
     this.sendReport();
+    // The other masters of the cluster may see etcd change with this one.
+    const membership = this.membership;
+    if (membership?.role !== "master" || !this.init.peers) return;
+    for (const peer of this.init.peers()) {
+      if (peer !== this && peer.membership?.clusterId === membership.clusterId) peer.etcdMayHaveChanged();
+    }
   }
 
   private sendReport(): void {
     const report = simReport(this.membership, this.nodeStatus, this.phases);
-    if (this.send({ type: "node.report", ...report })) this.reports++;
+    const etcd = this.etcdHealth();
+    if (
+      !this.send({
+        type: "node.report",
+        ...report,
+        ...(etcd ? { etcd: { ...etcd, checkedAt: new Date().toISOString() } } : {}),
+      })
+    )
+      return;
+    this.reports++;
+    this.lastEtcd = etcd;
   }
 
   private settleWelcome(ok: boolean): void {

@@ -63,8 +63,9 @@ export interface Simulator {
  * (packages/protocol): registration with join tokens, hello with facts, heartbeats (ws answers
  * pings), command results with configurable latency and failure rate, node membership
  * (`node.join` / `node.leave`) with `node.report` frames shaped like the real phase engine's
- * after a configurable phase time, optionally failing a phase. Resolves when every
- * agent has been welcomed.
+ * after a configurable phase time, optionally failing a phase; masters' reports carry etcd
+ * member health from the fleet's view of their cluster (SimAgent.etcdHealth). Resolves when
+ * every agent has been welcomed.
  */
 export async function startSimulator(options: SimulatorOptions): Promise<Simulator> {
   const base = options.url.replace(/\/+$/, "");
@@ -87,7 +88,7 @@ export async function startSimulator(options: SimulatorOptions): Promise<Simulat
     failPhase: options.failPhase,
   };
   const linkUrl = options.linkUrl ?? `${base.replace(/^http/, "ws")}${AGENT_LINK_PATH}`;
-  const agents = identities.map(
+  const agents: SimAgent[] = identities.map(
     (id, index) =>
       new SimAgent({
         index: index + 1,
@@ -96,6 +97,7 @@ export async function startSimulator(options: SimulatorOptions): Promise<Simulat
         credential: id.credential,
         linkUrl,
         behaviour,
+        peers: () => agents,
       }),
   );
 

@@ -154,6 +154,7 @@ const backups = new EtcdBackups({
 const node: NodeController = new NodeController({
   stateDir: config.stateDir,
   nodePackage: config.nodePackage,
+  controlPlane: config.controlPlane,
   hostRoot: config.hostRoot,
   host: () => ({ hostId, hostname: facts.current.hostname, primaryIp: facts.current.primaryIp }),
   link,

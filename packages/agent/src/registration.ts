@@ -1,3 +1,5 @@
+import { createHash, randomBytes } from "node:crypto";
+import { rmSync } from "node:fs";
 import { Backoff, type BackoffOptions } from "@keelson/protocol";
 import { StateDir } from "./state-dir.ts";
 
@@ -12,6 +14,18 @@ export interface HostIdentity {
 }
 
 export const IDENTITY_FILE = "identity.json";
+/**
+ * The credential this agent made for a registration under way, kept until it succeeded: a
+ * retry after a lost answer (or an agent restart in between) presents the same credential, and
+ * the control plane answers the same host again instead of a spent join token.
+ */
+export const PENDING_REGISTRATION_FILE = "registration.json";
+
+interface PendingRegistration {
+  /** sha256 of the join token it is for: another token starts over with a new credential. */
+  joinTokenSha256: string;
+  credential: string;
+}
 
 export interface RegistrationOptions {
   /** The control plane's http(s) URL. */
@@ -62,8 +76,10 @@ export async function ensureRegistered(options: RegistrationOptions): Promise<Ho
   }
   const doFetch = options.fetch ?? fetch;
   const url = `${options.controlPlane.replace(/\/+$/, "")}/v1/agents/register`;
+  const credential = pendingCredential(state, options.joinToken);
   const body = JSON.stringify({
     joinToken: options.joinToken,
+    credential,
     hostname: options.hostname,
     ...(options.primaryIp ? { primaryIp: options.primaryIp } : {}),
     ...(options.agentVersion ? { agentVersion: options.agentVersion } : {}),
@@ -89,6 +105,7 @@ export async function ensureRegistered(options: RegistrationOptions): Promise<Ho
       if (response.status === 201 || response.status === 200) {
         const identity = toIdentity(answer, options.controlPlane);
         state.writeJson(IDENTITY_FILE, identity);
+        rmSync(state.path(PENDING_REGISTRATION_FILE), { force: true });
         options.log?.info(
           { hostId: identity.hostId, projectId: identity.projectId },
           "registered with the control plane",
@@ -106,6 +123,18 @@ export async function ensureRegistered(options: RegistrationOptions): Promise<Ho
     options.log?.warn({ problem, retryInMs: delay }, "registration failed; retrying");
     await sleep(delay, options.signal);
   }
+}
+
+/** The credential of the registration under way for `joinToken`, made (and kept, 0600) on first need. */
+function pendingCredential(state: StateDir, joinToken: string): string {
+  const joinTokenSha256 = createHash("sha256").update(joinToken).digest("hex");
+  const pending = state.readJson<Partial<PendingRegistration>>(PENDING_REGISTRATION_FILE);
+  if (pending?.joinTokenSha256 === joinTokenSha256 && typeof pending.credential === "string") {
+    return pending.credential;
+  }
+  const credential = `khc_${randomBytes(32).toString("base64url")}`;
+  state.writeJson(PENDING_REGISTRATION_FILE, { joinTokenSha256, credential } satisfies PendingRegistration);
+  return credential;
 }
 
 export function readIdentity(state: StateDir): HostIdentity | undefined {

@@ -525,7 +525,15 @@ describe("ensureRegistered", () => {
     });
     expect(identity).toMatchObject({ hostId: "h9", credential: "khc_9", projectId: "p9" });
     expect(bodies).toEqual([
-      { url: "/v1/agents/register", body: { joinToken: "kjt_1", hostname: "n1", primaryIp: "10.0.0.9" } },
+      {
+        url: "/v1/agents/register",
+        body: {
+          joinToken: "kjt_1",
+          credential: expect.stringMatching(/^khc_[A-Za-z0-9_-]{43}$/),
+          hostname: "n1",
+          primaryIp: "10.0.0.9",
+        },
+      },
     ]);
     expect(statSync(join(stateDir, IDENTITY_FILE)).mode & 0o777).toBe(0o600);
     const again = await ensureRegistered({ controlPlane: url, stateDir, hostname: "n1" });

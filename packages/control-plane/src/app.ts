@@ -39,6 +39,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     ajv: { customOptions: { removeAdditional: false, coerceTypes: "array", useDefaults: true } },
     forceCloseConnections: false,
     return503OnClosing: true,
+    trustProxy: trustProxyOption(process.env.KEELSON_TRUST_PROXY),
     // Malformed URLs (bad percent-encoding and the like) get the API's error shape too.
     frameworkErrors: (error, _request, reply) => {
       const status = error.statusCode && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 400;
@@ -98,4 +99,15 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     await agents.close();
   });
   return app;
+}
+
+/**
+ * KEELSON_TRUST_PROXY: behind a reverse proxy, the client address (login throttle, logs) comes
+ * from X-Forwarded-For only when the proxy is trusted: a comma-separated list of its addresses
+ * or CIDRs. Unset: the peer address, and X-Forwarded-For is ignored (anyone
+ * could send one).
+ */
+export function trustProxyOption(value: string | undefined): boolean | string {
+  const text = value?.trim();
+  return text ? text : false;
 }

@@ -1,4 +1,7 @@
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { joinTokens, nodePools, nodes } from "@keelson/db";
 import {
   AGENT_LINK_PATH,
@@ -12,6 +15,7 @@ import {
 import { eq } from "drizzle-orm";
 import { afterEach, describe, expect, it } from "vitest";
 import WebSocket from "ws";
+import { ensureRegistered, PENDING_REGISTRATION_FILE } from "../../agent/src/registration.ts";
 import { CommandFailedError, CommandTimeoutError, HostOfflineError } from "../src/agents/errors.ts";
 import { PresenceWriter } from "../src/agents/presence.ts";
 import { SessionRegistry } from "../src/agents/sessions.ts";
@@ -231,6 +235,56 @@ describe("POST /v1/agents/register", () => {
     expect(unknown.statusCode).toBe(403);
     expect(unknown.json().code).toBe("join_token_unknown");
     expect(t.db.select().from(nodes).all()).toHaveLength(1);
+  });
+
+  it("a registration whose answer was lost is asked again with the agent's credential: the same host, once", async () => {
+    const { t, base } = await start();
+    const joinToken = await mintJoinToken(t);
+    const stateDir = mkdtempSync(join(tmpdir(), "keelson-reg-"));
+    // The real agent registration, over real HTTP; the first answer is lost after the
+    // control plane committed it (as when the connection drops on the way back).
+    let calls = 0;
+    const losingFetch: typeof fetch = async (input, init) => {
+      const answer = await fetch(input, init);
+      calls += 1;
+      if (calls === 1) throw new TypeError("socket hang up");
+      return answer;
+    };
+    const identity = await ensureRegistered({
+      controlPlane: base,
+      stateDir,
+      joinToken,
+      hostname: "lost-answer",
+      fetch: losingFetch,
+      backoff: { initialMs: 5, maxMs: 10 },
+    });
+    expect(calls).toBe(2);
+    const rows = t.db.select().from(nodes).where(eq(nodes.name, "lost-answer")).all();
+    expect(rows).toHaveLength(1);
+    expect(rows[0]?.id).toBe(identity.hostId);
+    expect(rows[0]?.credentialHash).toBe(hashSecret(identity.credential));
+    expect(existsSync(join(stateDir, PENDING_REGISTRATION_FILE))).toBe(false);
+
+    // The spent token with another credential, or none, is still refused.
+    for (const extra of [{ credential: `khc_${"A".repeat(43)}` }, {}]) {
+      const other = await t.request({
+        method: "POST",
+        url: "/v1/agents/register",
+        payload: { joinToken, hostname: "intruder", ...extra },
+        token: null,
+      });
+      expect(other.statusCode).toBe(403);
+      expect(other.json().code).toBe("join_token_used");
+    }
+    const weak = await t.request({
+      method: "POST",
+      url: "/v1/agents/register",
+      payload: { joinToken: await mintJoinToken(t), hostname: "weak", credential: "khc_short" },
+      token: null,
+    });
+    expect(weak.statusCode).toBe(400);
+    expect(weak.json()).toMatchObject({ field: "credential" });
+    rmSync(stateDir, { recursive: true, force: true });
   });
 
   it("answers 400 naming the field for a bad body and does not spend the token", async () => {

@@ -2,7 +2,7 @@ import type { AddressInfo } from "node:net";
 import { operations } from "@keelson/db";
 import { eq } from "drizzle-orm";
 import { afterEach, describe, expect, it } from "vitest";
-import { storePackageBytes } from "../src/domain/agent-packages/store.ts";
+import { agentShelf } from "../src/domain/packages/agent-shelf.ts";
 import { fakeAgentPackage, sha256 } from "./agent-package-fixtures.ts";
 import { createTestApp } from "./helpers.ts";
 import { type Fleet, fleetOf, m, recordCommands, startFleet, w, waitFor } from "./membership-harness.ts";
@@ -12,7 +12,7 @@ const pkg = fakeAgentPackage(VERSION);
 
 async function fleetWithPackage(count: number): Promise<Fleet> {
   const f = await startFleet(count, { namePrefix: "up" });
-  await storePackageBytes(f.t.dataDir, pkg);
+  await agentShelf(f.t.dataDir).storeBytes(pkg);
   return f;
 }
 
@@ -118,6 +118,43 @@ describe("host-agent upgrades as an operation", () => {
     expect(op?.state).toBe("failed");
     expect(op?.error).toContain(`host ${f.id(0)} did not come back running at ${VERSION} in time`);
     expect(f.agent(1).agentUpgrades).toBe(0);
+  });
+
+  it("a cluster rollout and a host-agent upgrade of its nodes exclude each other: the second gets 409", async () => {
+    const f = await fleetWithPackage(4);
+    fleets.push(f);
+    const [a, b, c, d] = [f.id(0), f.id(1), f.id(2), f.id(3)];
+    const clusterId = await f.createCluster("excl");
+    expect((await f.attach(clusterId, [m(a), w(b)])).statusCode).toBe(200);
+    const other = await f.createCluster("excl-other");
+    expect((await f.attach(other, [m(c), w(d)])).statusCode).toBe(200);
+    await f.idle();
+    const restart = (id: string) =>
+      f.t.request({ method: "POST", url: `/v3/${f.t.projectId}/clusters/${id}/restart`, payload: {} });
+
+    // A restart in progress keeps its nodes' agents where they are.
+    f.agent(0).phaseTimeMs = 300;
+    expect((await restart(clusterId)).statusCode).toBe(200);
+    const busy = await upgrade(f, { version: VERSION, hosts: [c, b] });
+    expect(busy.statusCode).toBe(409);
+    expect(busy.json()).toMatchObject({ code: "cluster_busy", message: expect.stringContaining(clusterId) });
+    await f.idle();
+    expect(f.agent(1).agentUpgrades).toBe(0);
+
+    // An agent rollout in progress keeps the clusters of its hosts from a restart or upgrade;
+    // a cluster none of whose nodes it upgrades is free.
+    f.agent(1).upgradeTimeMs = 400;
+    const rollout = await upgrade(f, { version: VERSION, hosts: [b] });
+    expect(rollout.statusCode, rollout.body).toBe(200);
+    const refused = await restart(clusterId);
+    expect(refused.statusCode).toBe(409);
+    expect(refused.json()).toMatchObject({ code: "cluster_busy", message: expect.stringContaining("being upgraded") });
+    expect((await restart(other)).statusCode).toBe(200);
+    await f.idle();
+    expect(operation(f, rollout.json().operationId)?.state).toBe("succeeded");
+    // Once the agent rollout ended, the restart goes through.
+    expect((await restart(clusterId)).statusCode).toBe(200);
+    await f.idle();
   });
 
   it("refuses bad requests with the right status, recording nothing", async () => {

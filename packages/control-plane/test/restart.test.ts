@@ -83,6 +83,38 @@ describe("staggered restarts", () => {
     expect(await f.cluster(clusterId, "v3")).toMatchObject({ status: "ok", taskStatus: "success" });
   });
 
+  it("requests fired at once (two upgrades, a restart, a worker restart): exactly one wins, the others get 409", async () => {
+    const [master] = pool.take(1);
+    const workers = pool.take(1);
+    const clusterId = await readyCluster(f, "rst-race", [master as never], workers, {
+      kubeRoleVersion: "1.30.6-kls.1",
+    });
+    const urls = [
+      `/v4/{p}/clusters/${clusterId}/upgrade?type=patch`,
+      `/v3/{p}/clusters/${clusterId}/restart`,
+      `/v3/{p}/clusters/${clusterId}/upgrade`,
+      `/v3/{p}/clusters/${clusterId}/restartWorkers`,
+    ];
+    const answers = await Promise.all(urls.map((url) => post(f, url, url.includes("upgrade") ? {} : undefined)));
+    const codes = answers.map((a) => a.statusCode);
+    expect(
+      codes.filter((c) => c === 200),
+      codes.join(","),
+    ).toHaveLength(1);
+    expect(
+      codes.filter((c) => c === 409),
+      codes.join(","),
+    ).toHaveLength(3);
+    for (const a of answers.filter((x) => x.statusCode === 409))
+      expect(a.json()).toMatchObject({ code: "cluster_busy" });
+    await f.idle();
+    // One operation ran, not two.
+    const ops = f.t.db.$client
+      .prepare("SELECT kind FROM operations WHERE target_id = ? AND kind IN ('cluster.restart', 'cluster.upgrade')")
+      .all(clusterId);
+    expect(ops).toHaveLength(1);
+  });
+
   it("refuses a second restart or an upgrade while one runs (409), and lists the restart's nodes", async () => {
     const [master] = pool.take(1);
     const workers = pool.take(2);

@@ -1,4 +1,5 @@
 import { type Static, Type } from "typebox";
+import { NodePackageRef } from "./node-package.ts";
 
 /**
  * Commands the control plane sends to an agent. Each has a payload schema (what the agent
@@ -68,6 +69,11 @@ export const NodeJoinPayload = Type.Object(
     apiEndpoint: Text(512),
     /** Masters: the etcd members already running (empty for the first master). */
     etcdMembers: Type.Array(EtcdMember, { maxItems: 64 }),
+    /**
+     * The node package of `kubeRoleVersion`, when the control plane stores one; without it the
+     * agent runs the package installed on the host (KEELSON_NODE_PACKAGE).
+     */
+    nodePackage: Type.Optional(NodePackageRef),
   },
   { additionalProperties: false },
 );
@@ -118,9 +124,10 @@ export const NodeRestartPayload = Type.Object(
 export const NodeRestartResult = Type.Object({ accepted: Type.Boolean() }, { additionalProperties: false });
 
 /**
- * Moves the node to another kube role version (cluster upgrade): the agent keeps the new
- * version and settings in its desired state and restarts its phases like `node.restart`.
- * The node package directory stays the agent's KEELSON_NODE_PACKAGE in this release.
+ * Moves the node to another kube role version (cluster upgrade): the agent installs the node
+ * package of that version first (while the old one still runs, so a failed download leaves the
+ * node as it was), keeps the new version, settings and package in its desired state, and
+ * restarts its phases like `node.restart` on the new package's binaries.
  */
 export const NodeUpgradePayload = Type.Object(
   {
@@ -128,6 +135,8 @@ export const NodeUpgradePayload = Type.Object(
     kubeRoleVersion: Type.String({ minLength: 1, maxLength: 128 }),
     /** The cluster's spec fields after the upgrade, as stored. */
     settings: Type.Record(Type.String(), Type.Unknown()),
+    /** The node package of `kubeRoleVersion` (see node.join). */
+    nodePackage: Type.Optional(NodePackageRef),
   },
   { additionalProperties: false },
 );

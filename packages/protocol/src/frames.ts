@@ -62,7 +62,23 @@ export const TokenVerifyFrame = Type.Object(
   strict,
 );
 
-/** The node's phase report, sent whenever a phase or the node status changes. */
+/** A master's last etcd check (agent: node/etcd-health.ts); an error counts as 0 healthy. */
+export const EtcdMemberHealth = Type.Object(
+  {
+    /** Members in `etcdctl member list`, added-but-unstarted ones included (0: unreadable). */
+    members: Type.Integer({ minimum: 0, maximum: 1024 }),
+    /** Members whose client endpoint answers `etcdctl endpoint health`. */
+    healthy: Type.Integer({ minimum: 0, maximum: 1024 }),
+    /** When the agent ran the check (ISO 8601). */
+    checkedAt: Text(64),
+  },
+  strict,
+);
+
+/**
+ * The node's phase report, sent whenever a phase or the node status changes (masters: also
+ * when their etcd health changes).
+ */
 export const NodeReportFrame = Type.Object(
   {
     type: Type.Literal("node.report"),
@@ -71,6 +87,13 @@ export const NodeReportFrame = Type.Object(
     report: NodePhaseReport,
     /** Masters: the API server on this node answers its health check. */
     apiResponding: Type.Boolean(),
+    /**
+     * Masters whose start-etcd phase runs: the etcd cluster as this member sees it. Optional:
+     * workers and agents older than this field send none (the control plane then judges etcd
+     * by the phase alone). A rolling restart takes the next master down only once a restarted
+     * master reports `healthy == members ==` the cluster's masters.
+     */
+    etcd: Type.Optional(EtcdMemberHealth),
   },
   strict,
 );
@@ -209,6 +232,7 @@ export type CommandFrame = Static<typeof CommandFrame>;
 export type TokenVerifiedFrame = Static<typeof TokenVerifiedFrame>;
 export type ControlFrame = Static<typeof ControlFrame>;
 export type NodeReportFrame = Static<typeof NodeReportFrame>;
+export type EtcdMemberHealth = Static<typeof EtcdMemberHealth>;
 export type CertSignFrame = Static<typeof CertSignFrame>;
 export type ClusterTokenVerifyFrame = Static<typeof ClusterTokenVerifyFrame>;
 export type BackupReportFrame = Static<typeof BackupReportFrame>;

@@ -1,5 +1,4 @@
 export * from "./agent-package.ts";
-export * from "./agent-package-verify.ts";
 export * from "./backoff.ts";
 export * from "./close-codes.ts";
 export * from "./commands.ts";
@@ -7,6 +6,8 @@ export * from "./etcd-member.ts";
 export * from "./facts.ts";
 export * from "./frames.ts";
 export * from "./host-record.ts";
+export * from "./node-package.ts";
+export * from "./package-verify.ts";
 export * from "./phases.ts";
 export * from "./validate.ts";
 export * from "./version.ts";

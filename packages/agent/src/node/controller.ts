@@ -30,7 +30,10 @@ import {
   loadDesiredState,
   saveDesiredState,
 } from "./desired-state.ts";
+import { etcdHealthTarget } from "./etcd-health.ts";
+import { type EtcdCheck, EtcdHealthWatch, type EtcdSubject } from "./etcd-watch.ts";
 import { buildNodeConfig, type NodeTuning } from "./node-config.ts";
+import { NodePackages } from "./node-packages.ts";
 import { CoalescingReporter } from "./reporter.ts";
 
 /**
@@ -59,7 +62,10 @@ export interface HostIdentity {
 
 export interface NodeControllerOptions {
   stateDir: string;
+  /** The host's own node package (KEELSON_NODE_PACKAGE), for clusters the control plane serves none to. */
   nodePackage: string;
+  /** The control plane's URL, which the node package URLs of node.join/node.upgrade are relative to. */
+  controlPlane?: string;
   hostRoot: string;
   host: () => HostIdentity;
   link: NodeLink;
@@ -77,6 +83,8 @@ export interface NodeControllerOptions {
   phaseTimeoutMs?: number;
   /** Told the node's config whenever membership or settings change (etcd backups). */
   backups?: { apply(config: NodeConfig | undefined): void };
+  /** Masters' etcd member health for reports. Default: the node package's etcdctl (node/etcd-health.ts). */
+  etcdCheck?: EtcdCheck;
 }
 
 export interface NodeSnapshot {
@@ -101,22 +109,35 @@ export class NodeController {
   private readonly desiredFile: string;
   private readonly phaseFile: string;
   private readonly reporter: CoalescingReporter;
+  private readonly packages: NodePackages;
   private desired: DesiredState | undefined;
   private running: Running | undefined;
   /** join, leave and resume one at a time, in arrival order. */
   private queue: Promise<unknown> = Promise.resolve();
   private servicesPromise: Promise<ServiceManager> | undefined;
   private closed = false;
+  private readonly etcdWatch: EtcdHealthWatch;
 
   constructor(private readonly options: NodeControllerOptions) {
     this.desiredFile = join(options.stateDir, DESIRED_STATE_FILE);
     this.phaseFile = join(options.stateDir, PHASE_STATE_FILE);
     this.desired = loadDesiredState(this.desiredFile);
+    this.packages = new NodePackages({
+      stateDir: options.stateDir,
+      controlPlane: options.controlPlane ?? "",
+      hostPackage: options.nodePackage,
+      log: options.log.child({ component: "node-packages" }),
+    });
     this.reporter = new CoalescingReporter(
       () => this.sendReport(),
       options.reportIntervalMs ?? 200,
       (err) => options.log.warn({ err }, "building the node report failed"),
     );
+    this.etcdWatch = new EtcdHealthWatch({
+      subject: () => this.etcdSubject(),
+      changed: () => this.reporter.changed(),
+      check: options.etcdCheck,
+    });
   }
 
   /** The cluster this host is a node of, as persisted. */
@@ -164,6 +185,8 @@ export class NodeController {
           `this host is a ${current.join.role} of cluster ${current.join.clusterId}, not a ${payload.role}; detach it first`,
         );
       }
+      // Installed before anything is saved: a package that cannot be had fails the join as it stands.
+      await this.packages.ensure(payload.nodePackage);
       const host = this.options.host();
       const desired: DesiredState = {
         version: 1,
@@ -186,7 +209,7 @@ export class NodeController {
       // changed settings): keep going, and rebuild the engine only when its config changed
       // (or the loop stopped, as after a leave that failed).
       const running = this.running;
-      const config = this.configFor(desired);
+      const config = await this.configFor(desired);
       if (running?.reconciler.running && JSON.stringify(running.config) === JSON.stringify(config)) {
         running.desired = desired;
         running.reconciler.poke();
@@ -212,7 +235,7 @@ export class NodeController {
       const desired: DesiredState = { ...current, join: { ...current.join, settings: payload.settings } };
       saveDesiredState(this.desiredFile, desired);
       this.desired = desired;
-      this.options.backups?.apply(this.configFor(desired));
+      this.options.backups?.apply(await this.configFor(desired));
       return { applied: true };
     });
   }
@@ -264,6 +287,7 @@ export class NodeController {
       await cleanNode(engine.paths, await this.services());
       rmSync(this.phaseFile, { force: true });
       clearDesiredState(this.desiredFile);
+      this.packages.prune([]);
       this.desired = undefined;
       this.running = undefined;
       engine.removeAllListeners();
@@ -288,16 +312,25 @@ export class NodeController {
   }
 
   /**
-   * Cluster upgrade: the new kube role version and settings become the desired state
-   * (persisted first, so an agent restart resumes at the new version), then the phases restart
-   * as in `restart`. The node package directory stays KEELSON_NODE_PACKAGE in this release.
+   * Cluster upgrade: the node package of the new version is installed while the old one still
+   * runs (a package that cannot be had fails the upgrade with the node as it was), then the new
+   * kube role version, settings and package become the desired state (persisted first, so an
+   * agent restart resumes at the new version), and the phases restart as in `restart`, on the
+   * new package's binaries.
    */
   upgrade(payload: CommandPayload<"node.upgrade">, signal?: AbortSignal): Promise<CommandResult<"node.upgrade">> {
     return this.serial(async () => {
       const current = this.memberOf(payload.clusterId);
+      await this.packages.ensure(payload.nodePackage, signal);
+      const { nodePackage: _previous, ...join } = current.join;
       const desired: DesiredState = {
         ...current,
-        join: { ...current.join, kubeRoleVersion: payload.kubeRoleVersion, settings: payload.settings },
+        join: {
+          ...join,
+          kubeRoleVersion: payload.kubeRoleVersion,
+          settings: payload.settings,
+          ...(payload.nodePackage ? { nodePackage: payload.nodePackage } : {}),
+        },
       };
       saveDesiredState(this.desiredFile, desired);
       this.desired = desired;
@@ -306,6 +339,8 @@ export class NodeController {
         "upgrading node",
       );
       await this.restartPhases(desired, false, signal);
+      // The package before stays for a look back; older ones go.
+      this.packages.prune([desired.join.nodePackage, current.join.nodePackage]);
       return { accepted: true };
     });
   }
@@ -314,6 +349,7 @@ export class NodeController {
   async close(): Promise<void> {
     this.closed = true;
     this.reporter.close();
+    this.etcdWatch.close();
     await this.serial(() => this.stopRunning());
     (await this.servicesPromise?.catch(() => undefined))?.close();
   }
@@ -368,11 +404,12 @@ export class NodeController {
     return this.servicesPromise;
   }
 
-  private configFor(desired: DesiredState): NodeConfig {
+  /** The node's config; its node package installed first if it is not (a state dir restored from a backup). */
+  private async configFor(desired: DesiredState): Promise<NodeConfig> {
     const tuning = this.options.tuning;
     return buildNodeConfig(desired, {
       hostId: this.options.host().hostId,
-      nodePackage: this.options.nodePackage,
+      nodePackage: await this.packages.ensure(desired.join.nodePackage),
       hostRoot: this.options.hostRoot,
       bouncerVerifyUrl: this.options.bouncerVerifyUrl?.(),
       hostChecks: tuning?.hostChecks,
@@ -381,7 +418,7 @@ export class NodeController {
   }
 
   private async startEngine(desired: DesiredState): Promise<Running> {
-    const config = this.configFor(desired);
+    const config = await this.configFor(desired);
     const engine = new PhaseEngine({
       config,
       phases: this.options.phases ?? ALL_PHASES,
@@ -453,11 +490,22 @@ export class NodeController {
       });
     }
     const report: NodePhaseReport = engine ? engine.report() : { status: "converging", phases: [] };
+    const etcd = await this.etcdWatch.forReport();
     return this.options.link.sendNodeReport({
       clusterId: desired.join.clusterId,
       report,
       apiResponding: desired.join.role === "master" && engine !== undefined && (await this.apiResponding()),
+      ...(etcd ? { etcd } : {}),
     });
+  }
+
+  /** A master whose start-etcd phase runs reports its etcd; the run is that phase's start time. */
+  private etcdSubject(): EtcdSubject | undefined {
+    const running = this.running;
+    if (this.closed || !running || this.desired?.join.role !== "master") return undefined;
+    const phase = running.engine.list().find((p) => p.id === "start-etcd");
+    if (phase?.state !== "running") return undefined;
+    return { run: `${phase.startedAt ?? ""}`, target: etcdHealthTarget(running.config) };
   }
 
   /** The API server on this master answers its health check (its service probe). */

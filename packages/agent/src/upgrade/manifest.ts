@@ -16,7 +16,7 @@ export const PackageManifest = AgentPackageManifest;
 export type PackageManifest = AgentPackageManifest;
 
 export {
-  AgentPackageError as ManifestError,
+  PackageError as ManifestError,
   sha256File,
   verifyAgentPackageDir as verifyPackageDir,
 } from "@keelson/protocol";

@@ -47,6 +47,8 @@ export interface PhaseCall {
   action: "start" | "stop" | "status";
   intent: PhaseIntent;
   regenerateCerts: boolean;
+  /** The node package directory the phase ran with. */
+  nodePackage: string;
 }
 
 /**
@@ -58,7 +60,13 @@ export function fakePhases(hostRoot: string, calls: PhaseCall[]): Phase[] {
   const marker = (id: string) => join(hostRoot, "etc", "keelson", `${id}.started`);
   const failing = (id: string) => existsSync(join(hostRoot, `fail-${id}`));
   const record = (id: PhaseId, action: PhaseCall["action"], ctx: PhaseContext) =>
-    calls.push({ id, action, intent: ctx.intent, regenerateCerts: ctx.regenerateCerts });
+    calls.push({
+      id,
+      action,
+      intent: ctx.intent,
+      regenerateCerts: ctx.regenerateCerts,
+      nodePackage: ctx.config.nodePackage,
+    });
   return PHASES.map((def) => ({
     id: def.id,
     async start(ctx) {

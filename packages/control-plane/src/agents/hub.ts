@@ -376,6 +376,7 @@ export class AgentHub {
       clusterId: frame.clusterId,
       report: frame.report,
       apiResponding: frame.apiResponding,
+      ...(frame.etcd ? { etcd: frame.etcd } : {}),
     });
   }
 

@@ -1,5 +1,5 @@
 import { EventEmitter } from "node:events";
-import type { NodePhaseReport } from "@keelson/protocol";
+import type { EtcdMemberHealth, NodePhaseReport } from "@keelson/protocol";
 
 /** A node report the hub accepted and stored (nodes.status / api_responding / phases). */
 export interface NodeReportEvent {
@@ -8,6 +8,8 @@ export interface NodeReportEvent {
   clusterId: string | null;
   report: NodePhaseReport;
   apiResponding: boolean;
+  /** Masters whose etcd runs: members and healthy members as this one sees them (older agents: absent). */
+  etcd?: EtcdMemberHealth;
 }
 
 /** A host's link came up (after its hello) or went down. */

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { cloudProviders, type Db, nodePools, nodes } from "@keelson/db";
 import { and, eq } from "drizzle-orm";
-import { consumeJoinToken } from "../domain/identity/join-tokens.ts";
+import { consumeJoinToken, joinTokenUse } from "../domain/identity/join-tokens.ts";
 import { ApiError } from "../http/errors.ts";
 import { generateSecret, hashSecret } from "../identity/tokens.ts";
 
@@ -10,6 +10,12 @@ export interface RegistrationInput {
   hostname: string;
   primaryIp?: string;
   agentVersion?: string;
+  /**
+   * A credential the agent made and keeps: the registration becomes repeatable. If the answer
+   * is lost, the agent asks again with the same token and credential and gets the same host,
+   * instead of a spent token. Without it, the control plane makes one (older agents).
+   */
+  credential?: string;
 }
 
 export interface Registration {
@@ -26,8 +32,10 @@ export interface Registration {
  */
 export function registerHost(db: Db, input: RegistrationInput, now = new Date()): Registration {
   const hostId = randomUUID();
-  const credential = generateSecret("khc");
+  const credential = input.credential ?? generateSecret("khc");
   return db.transaction((tx) => {
+    const repeated = input.credential ? repeatedRegistration(tx, input.joinToken, input.credential) : undefined;
+    if (repeated) return repeated;
     const projectId = consumeJoinToken(tx, input.joinToken, hostId, now);
     const pool = tx
       .select({ id: nodePools.id })
@@ -56,4 +64,25 @@ export function registerHost(db: Db, input: RegistrationInput, now = new Date())
       .run();
     return { hostId, credential, projectId };
   });
+}
+
+/**
+ * The same registration asked again (its answer was lost): the token was spent by a host whose
+ * credential is the one presented. Only the agent that made the credential can know it, so this
+ * hands nothing to anyone else; any other use of a spent token stays refused.
+ */
+function repeatedRegistration(
+  tx: Parameters<typeof consumeJoinToken>[0],
+  joinToken: string,
+  credential: string,
+): Registration | undefined {
+  const use = joinTokenUse(tx, joinToken);
+  if (!use?.nodeId) return undefined;
+  const node = tx
+    .select({ id: nodes.id, projectId: nodes.projectId, credentialHash: nodes.credentialHash })
+    .from(nodes)
+    .where(eq(nodes.id, use.nodeId))
+    .get();
+  if (!node || node.credentialHash !== hashSecret(credential)) return undefined;
+  return { hostId: node.id, credential, projectId: node.projectId };
 }

@@ -27,6 +27,15 @@ const RegisterBody = Type.Object(
       }),
     ),
     agentVersion: Type.Optional(Type.String({ maxLength: 128 })),
+    credential: Type.Optional(
+      Type.String({
+        pattern: "^khc_[A-Za-z0-9_-]{43,128}$",
+        description:
+          "A host credential the agent made (`khc_` + at least 256 random bits, base64url). With it the " +
+          "registration can be repeated: the same join token and credential again answer the same host " +
+          "(its answer was lost). Without it the control plane makes one.",
+      }),
+    ),
   },
   { additionalProperties: false },
 );
@@ -76,7 +85,8 @@ export const agentRoutes: FastifyPluginAsyncTypebox = async (app) => {
         description:
           "Spends a one-time join token and creates the host's node in the project's local node pool " +
           "(unattached). An unknown, used or expired join token answers 403 with code " +
-          "`join_token_unknown`, `join_token_used` or `join_token_expired`.",
+          "`join_token_unknown`, `join_token_used` or `join_token_expired`; a used one with the `credential` " +
+          "of the host that used it answers that host again (a retry after a lost answer).",
         security: [],
         body: RegisterBody,
         response: { 201: Registered, 400: ErrorBody, 403: ErrorBody, 409: ErrorBody },

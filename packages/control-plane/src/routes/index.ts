@@ -12,6 +12,7 @@ import { hostUpgradeRoutes } from "./host-upgrades.ts";
 import { hostRoutes } from "./hosts.ts";
 import { keystoneRoutes } from "./keystone.ts";
 import { kubeconfigRoutes } from "./kubeconfig.ts";
+import { nodePackageRoutes } from "./node-packages.ts";
 import { nodePoolRoutes } from "./node-pools.ts";
 import { nodeRoutes } from "./nodes.ts";
 import { operationRoutes } from "./operations.ts";
@@ -34,6 +35,7 @@ export const registerRoutes: FastifyPluginAsyncTypebox = async (app) => {
   await app.register(agentRoutes);
   await app.register(hostRoutes);
   await app.register(agentPackageRoutes);
+  await app.register(nodePackageRoutes);
   await app.register(hostUpgradeRoutes);
   await app.register(eventRoutes);
 };

@@ -5,12 +5,14 @@ import {
   endSession,
   findSession,
   KEYSTONE_DOMAIN,
+  loginSubject,
   passwordLogin,
   type Session,
   sessionTtlHours,
 } from "../domain/identity/keystone.ts";
 import { callerOf, canSeeProject } from "../http/auth.ts";
 import { ApiError } from "../http/errors.ts";
+import { LoginThrottle } from "../identity/login-throttle.ts";
 import { ErrorBody } from "./common-schemas.ts";
 
 /**
@@ -118,6 +120,7 @@ export const keystoneRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const { db } = app.keelson;
   // Read once per app: a bad value stops the server at start rather than at the first login.
   const ttlHours = sessionTtlHours(process.env);
+  const throttle = new LoginThrottle();
 
   app.post(
     "/keystone/v3/auth/tokens",
@@ -129,18 +132,32 @@ export const keystoneRoutes: FastifyPluginAsyncTypebox = async (app) => {
         description:
           "Answers 201 with the new token in the `X-Subject-Token` header; use it as `X-Auth-Token`. " +
           `Tokens expire after KEELSON_SESSION_TTL_HOURS (default 24) hours. ` +
-          "Unknown project, unknown user and wrong password all answer the same 401.",
+          "Unknown project, unknown user and wrong password all answer the same 401. After 10 failed logins of " +
+          "one user (or 100 of any) from one address within 5 minutes, that address gets 429 with Retry-After " +
+          "until the 5 minutes are over.",
         security: [],
         querystring: Type.Object({
           nocatalog: Type.Optional(Type.String({ description: "Accepted for compatibility; the catalog is empty" })),
         }),
         body: AuthRequest,
-        response: { 201: TokenBody, ...Object.fromEntries([400, 401].map((c) => [c, ErrorBody])) },
+        response: { 201: TokenBody, ...Object.fromEntries([400, 401, 429].map((c) => [c, ErrorBody])) },
       },
     },
     async (request, reply) => {
-      const { token, session } = await passwordLogin(db, request.body, ttlHours);
-      return withSubject(reply, token).status(201).send(present(session));
+      const subject = loginSubject(request.body);
+      const waitMs = throttle.blockedFor(request.ip, subject);
+      if (waitMs > 0) {
+        reply.header("retry-after", Math.ceil(waitMs / 1000));
+        throw new ApiError(429, "too_many_attempts", "too many failed logins from this address; try again later");
+      }
+      try {
+        const { token, session } = await passwordLogin(db, request.body, ttlHours);
+        throttle.succeeded(request.ip, subject);
+        return withSubject(reply, token).status(201).send(present(session));
+      } catch (err) {
+        if (err instanceof ApiError && err.statusCode === 401) throttle.failed(request.ip, subject);
+        throw err;
+      }
     },
   );
 

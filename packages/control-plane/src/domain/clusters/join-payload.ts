@@ -1,19 +1,25 @@
 import { type Db, nodes } from "@keelson/db";
-import { type CommandPayload, etcdMemberFor, type NodeRole } from "@keelson/protocol";
+import { type CommandPayload, etcdMemberFor, type NodePackageRef, type NodeRole } from "@keelson/protocol";
 import { and, asc, eq, ne } from "drizzle-orm";
 import { clusterApiServerUrl } from "../kubeconfig/endpoint.ts";
 import type { ClusterRow } from "./views.ts";
 
+/** The stored node package of a role version, if any (domain/packages/node-shelf.ts). */
+export type NodePackageLookup = (roleVersion: string) => NodePackageRef | undefined;
+
 /**
- * The `node.join` a node gets: the cluster's settings, its CA, where the API is, and (for a
- * master) the etcd members it joins. Built right before sending, so a master joining after
- * another one lists that one as soon as it is ok.
+ * The `node.join` a node gets: the cluster's settings, its CA, where the API is, (for a master)
+ * the etcd members it joins, and the node package of the cluster's role version when the
+ * control plane stores one. Built right before sending, so a master joining after another one
+ * lists that one as soon as it is ok.
  */
 export function buildJoinPayload(
   db: Db,
   cluster: ClusterRow,
   node: { id: string; role: NodeRole },
+  packages: NodePackageLookup,
 ): CommandPayload<"node.join"> {
+  const nodePackage = packages(cluster.kubeRoleVersion);
   return {
     clusterId: cluster.id,
     clusterName: cluster.name,
@@ -26,6 +32,7 @@ export function buildJoinPayload(
     // VIP or DNS name always has a first master's address here.
     apiEndpoint: clusterApiServerUrl(db, cluster) ?? "",
     etcdMembers: node.role === "master" ? runningEtcdMembers(db, cluster.id, node.id) : [],
+    ...(nodePackage ? { nodePackage } : {}),
   };
 }
 

@@ -3,6 +3,7 @@ import { type CommandPayload, MAX_COMMAND_TIMEOUT_MS, type NodeRole } from "@kee
 import { eq } from "drizzle-orm";
 import type { Keelson } from "../../context.ts";
 import type { StepContext } from "../../operations/types.ts";
+import { nodePackageRef } from "../packages/node-shelf.ts";
 import { buildJoinPayload } from "./join-payload.ts";
 import {
   type Deadline,
@@ -197,7 +198,10 @@ export async function joinNode(
       ? shared
       : (() => {
           const cluster = readCluster(ctx.db, clusterId);
-          return { cluster, payload: buildJoinPayload(ctx.db, cluster, { id: nodeId, role }) };
+          return {
+            cluster,
+            payload: buildJoinPayload(ctx.db, cluster, { id: nodeId, role }, (v) => nodePackageRef(k, v)),
+          };
         })();
   if (now && "done" in now) {
     markJoined(ctx.db, nodeId, join.cluster.kubeRoleVersion);
@@ -231,9 +235,12 @@ export interface WorkerJoin {
  * The node.join every worker of a batch gets (workers list no etcd members, so it does not
  * depend on the node): read and built once, not a thousand times.
  */
-export function workerJoin(db: Db, clusterId: string): WorkerJoin {
+export function workerJoin(k: Keelson, db: Db, clusterId: string): WorkerJoin {
   const cluster = readCluster(db, clusterId);
-  return { cluster, payload: buildJoinPayload(db, cluster, { id: "", role: "worker" }) };
+  return {
+    cluster,
+    payload: buildJoinPayload(db, cluster, { id: "", role: "worker" }, (v) => nodePackageRef(k, v)),
+  };
 }
 
 /** A converged node runs the cluster's kube role version. */

@@ -156,7 +156,7 @@ function joinWorkersStep(k: Keelson, workers: string[]): OperationStep {
       const deadline = deadlineIn(convergeTimeoutMs(), ctx);
       const todo = workers.filter((id) => !joined.has(id));
       if (todo.length === 0) return;
-      const shared = workerJoin(ctx.db, ctx.op.targetId);
+      const shared = workerJoin(k, ctx.db, ctx.op.targetId);
       try {
         await allOrSummary(
           "workers did not join",

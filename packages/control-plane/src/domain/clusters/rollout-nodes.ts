@@ -4,6 +4,7 @@ import type { AgentHub } from "../../agents/hub.ts";
 import type { NodeEvent } from "../../agents/node-events.ts";
 import type { Keelson } from "../../context.ts";
 import type { StepContext } from "../../operations/types.ts";
+import { type EtcdReport, etcdReports } from "./etcd-reports.ts";
 import {
   type Deadline,
   NodeCommandFailed,
@@ -16,7 +17,8 @@ import {
 /**
  * One node of a rolling restart or upgrade (rollout.ts): send `node.restart` / `node.upgrade`
  * and wait until the node is back `ok` (a master with its API server responding), or failed,
- * or the deadline passed. Waits wake on the hub's node events, never by polling.
+ * or the deadline passed; after a master, wait until it reports etcd with all its members
+ * healthy. Waits wake on the hub's node events, never by polling.
  */
 
 const DEFAULT_RESTART_TIMEOUT_MS = 10 * 60_000;
@@ -42,6 +44,7 @@ interface PhaseLike {
   name?: unknown;
   state?: unknown;
   lastError?: unknown;
+  startedAt?: unknown;
 }
 
 /**
@@ -51,8 +54,9 @@ interface PhaseLike {
  */
 const reportedHosts = new WeakMap<AgentHub, Set<string>>();
 
-/** Starts noting which hosts reported; call once at startup, before agents connect. */
+/** Starts noting which hosts reported, and their etcd health; call once at startup, before agents connect. */
 export function trackReports(hub: AgentHub): void {
+  etcdReports(hub);
   if (reportedHosts.has(hub)) return;
   const seen = new Set<string>();
   reportedHosts.set(hub, seen);
@@ -102,10 +106,24 @@ export function whereIs(node: ObservedNode | undefined): string {
     return `status ${node.status}; phase "${String(failed.name)}" (${String(failed.id)}) failed: ${error}`;
   }
   const at =
-    phases.find((p) => p && p.state !== "running" && p.state !== "not-started") ??
+    phases.find((p) => p && p.id !== "drain-pods" && p.state !== "running" && p.state !== "not-started") ??
     phases.find((p) => p && p.state === "not-started" && p.id !== "drain-pods");
   const api = node.apiResponding ? "" : "; API server not responding";
   return `status ${node.status}${at ? `; at phase ${String(at.id)} (${String(at.state)})` : ""}${api}`;
+}
+
+/** Each phase's last start (or stop) time as the node reported it. */
+function phaseStarts(node: ObservedNode | undefined): Map<unknown, unknown> {
+  return new Map(((node?.phases ?? []) as PhaseLike[]).map((p) => [p?.id, p?.startedAt]));
+}
+
+/**
+ * True when a phase started (or stopped) since `before` was taken: the node's phases ran again,
+ * so its restart began even if the `converging` report that said so was lost with the link.
+ * Compares the node's own timestamps with each other, so host clock skew does not matter.
+ */
+function phasesRanSince(before: Map<unknown, unknown>, phases: unknown[]): boolean {
+  return (phases as PhaseLike[]).some((p) => typeof p?.startedAt === "string" && p.startedAt !== before.get(p.id));
 }
 
 function isBack(node: ObservedNode, isMaster: boolean): boolean {
@@ -133,8 +151,12 @@ export async function rollNode(
   // The agent reports `converging` before it answers: seeing that proves this restart began,
   // so the node's `ok` from before it cannot be mistaken for its end.
   let began = resumed;
+  // A restart run whole while the link was cut reports `ok` after the reconnect, its
+  // `converging` lost: the phases' start times, changed since now, still show it ran.
+  const startsBefore = phaseStarts(observe(ctx.db, node.id));
   const stopWatching = hub.nodeEvents.on(node.id, (event: NodeEvent) => {
-    if (event.type === "node-report" && event.report.status !== "ok") began = true;
+    if (event.type !== "node-report") return;
+    if (event.report.status !== "ok" || phasesRanSince(startsBefore, event.report.phases)) began = true;
   });
   try {
     const commandId = `${ctx.op.id}:${node.id}:${action.name}`;
@@ -175,7 +197,7 @@ export async function rollNode(
         if (seen.status === "failed") {
           return { failed: new Error(`${label(node)} failed its ${what}: ${whereIs(seen)}`) };
         }
-        if (seen.status !== "ok") began = true;
+        if (seen.status !== "ok" || phasesRanSince(startsBefore, seen.phases)) began = true;
         return began && isBack(seen, node.isMaster) ? { done: undefined } : undefined;
       },
       deadline,
@@ -197,11 +219,10 @@ function etcdRunning(node: ObservedNode | undefined): boolean {
 }
 
 /**
- * After a master is back: every master of the cluster reports its etcd phase running (the
- * agents' reports carry no etcd member health, so "each member's etcd runs" stands for it),
- * so the next master goes down only while etcd has all its members.
+ * For agents older than the etcd field of node reports: every master of the cluster reporting
+ * its start-etcd phase running stands for "etcd has all its members".
  */
-export async function waitForEtcdMembers(
+async function waitForEtcdPhases(
   k: Keelson,
   ctx: StepContext,
   masters: RolloutNode[],
@@ -221,4 +242,74 @@ export async function waitForEtcdMembers(
         ),
     );
   }
+}
+
+/** What the master last said about etcd since its restart began, for the timeout's error. */
+function etcdSeen(report: EtcdReport | undefined, since: number, masters: number): string {
+  if (!report || report.seq <= since) return "it sent no report since its restart began";
+  const status = report.status === "ok" ? "" : `; status ${report.status}`;
+  const api = report.apiResponding ? "" : "; API server not responding";
+  if (!report.etcd) return `its report carries no etcd member health${status}${api}`;
+  const { members, healthy } = report.etcd;
+  return `it reports ${members} etcd member(s), ${healthy} healthy, the cluster has ${masters} master(s)${status}${api}`;
+}
+
+/**
+ * After a master is back, before the next one goes down ("etcd healthy with all members",
+ * issue 5): a report from this master received after its restart began (`since`, a mark of
+ * etcdReports taken before the command was sent; 0 for a master resumed after a control-plane
+ * restart: anything it told this process) says status ok, API server responding, and etcd with
+ * as many members as the cluster has masters, every one of them healthy. Agents check etcd
+ * again every second while it is not whole and report when that changes, so this wakes on
+ * the report that says so. A report without etcd health (an agent older than the field) falls
+ * back to every master's start-etcd phase running, as before the field existed.
+ */
+export async function waitForEtcdWhole(
+  k: Keelson,
+  ctx: StepContext,
+  master: RolloutNode,
+  masters: RolloutNode[],
+  since: number,
+  deadline: Deadline,
+): Promise<void> {
+  const book = etcdReports(k.agents);
+  const clusterId = ctx.op.targetId;
+  const started = Date.now();
+  const outcome = await waitForNode<"whole" | "no-etcd">(
+    k.agents,
+    master.id,
+    () => observe(ctx.db, master.id),
+    (seen) => {
+      if (!seen || seen.clusterId !== clusterId) {
+        return { failed: new Error(`${label(master)} left the cluster while etcd was awaited`) };
+      }
+      const report = book.latestOf(master.id);
+      if (!report || report.seq <= since) return undefined;
+      if (report.status === "failed") {
+        return { failed: new Error(`${label(master)} failed after its restart: ${whereIs(seen)}`) };
+      }
+      if (!report.etcd) return report.status === "ok" ? { done: "no-etcd" } : undefined;
+      const { members, healthy } = report.etcd;
+      const whole = members === masters.length && healthy === members;
+      return whole && report.status === "ok" && report.apiResponding ? { done: "whole" } : undefined;
+    },
+    deadline,
+    () =>
+      new NodeDeadlineError(
+        `etcd is not whole after the restart of master ${label(master)} within ` +
+          `${seconds(nodeRestartTimeoutMs())}: ${etcdSeen(book.latestOf(master.id), since, masters.length)}`,
+      ),
+  );
+  if (outcome === "whole") {
+    ctx.log.info(
+      { nodeId: master.id, members: masters.length, waitedMs: Date.now() - started },
+      "etcd has all its members again; next master may restart",
+    );
+    return;
+  }
+  ctx.log.warn(
+    { nodeId: master.id },
+    "the master's agent reports no etcd member health (an older agent): waiting for every master's etcd phase instead",
+  );
+  await waitForEtcdPhases(k, ctx, masters, deadline);
 }

@@ -1,9 +1,11 @@
 import { clusters, nodes } from "@keelson/db";
 import { and, eq } from "drizzle-orm";
 import type { Keelson } from "../../context.ts";
-import { badRequest } from "../../http/errors.ts";
+import { badRequest, conflict } from "../../http/errors.ts";
 import { recordOperation } from "../../operations/store.ts";
 import type { OperationRow } from "../../operations/types.ts";
+import { hostsInAgentRollout } from "../hosts/agent-rollout.ts";
+import { nodeShelf } from "../packages/node-shelf.ts";
 import { toStringMap } from "./coerce.ts";
 import { checkToken } from "./formats.ts";
 import { countRoles } from "./health.ts";
@@ -54,6 +56,7 @@ export function startRestart(
   const params: RestartParams = { scope, batchPercent: percent, masters, workers };
   const operation = k.db.transaction((tx) => {
     assertNotBusy(tx, clusterId);
+    assertNoAgentRollout(tx, projectId, [...masters, ...workers]);
     tx.update(clusters)
       .set({ taskStatus: "restarting", taskError: "", lastOp: "restart" })
       .where(eq(clusters.id, clusterId))
@@ -110,6 +113,8 @@ export function startUpgrade(
       "no_upgrade_target",
     );
   }
+
+  assertNodePackageFor(k, cluster, target);
 
   const changes: Record<string, unknown> = {};
   if (request.containerRuntime !== undefined) changes.containerRuntime = request.containerRuntime;
@@ -171,6 +176,7 @@ export function startUpgrade(
   };
   const operation = k.db.transaction((tx) => {
     assertNotBusy(tx, clusterId);
+    assertNoAgentRollout(tx, projectId, [...all.masters, ...all.workers]);
     tx.update(clusters)
       .set({ status: "upgrading", taskStatus: "upgrading", taskError: "", upgradingTo: target, lastOp: "upgrade" })
       .where(eq(clusters.id, clusterId))
@@ -185,4 +191,38 @@ export function startUpgrade(
   });
   k.runner.enqueue(operation);
   return operation;
+}
+
+/**
+ * A cluster whose nodes run control-plane-served node packages (one is stored for its current
+ * role version) upgrades only to a version that has one too: otherwise its nodes would keep the
+ * old binaries under the new version's name. Clusters on host-installed packages (none stored
+ * for their version) are not held back.
+ */
+function assertNodePackageFor(k: Keelson, cluster: { name: string; kubeRoleVersion: string }, target: string): void {
+  const shelf = nodeShelf(k);
+  if (shelf.find(cluster.kubeRoleVersion) && !shelf.find(target)) {
+    throw conflict(
+      `cluster ${cluster.name} runs the stored node package of ${cluster.kubeRoleVersion}, but no node package of ` +
+        `${target} is stored: upload it first (POST /v1/nodePackages)`,
+      "node_package_missing",
+    );
+  }
+}
+
+/** A node whose agent is being upgraded would restart under its node's command: 409 until that rollout ends. */
+function assertNoAgentRollout(
+  tx: Parameters<typeof hostsInAgentRollout>[0],
+  projectId: string,
+  clusterNodes: { id: string; name: string }[],
+): void {
+  const rollout = hostsInAgentRollout(tx, projectId);
+  const caught = rollout ? clusterNodes.filter((n) => rollout.hosts.has(n.id)) : [];
+  if (rollout && caught.length > 0) {
+    throw conflict(
+      `the agents of ${caught.map((n) => n.name).join(", ")} are being upgraded (operation ${rollout.operationId}); ` +
+        "try again once it finished",
+      "cluster_busy",
+    );
+  }
 }

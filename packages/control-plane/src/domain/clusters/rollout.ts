@@ -10,6 +10,8 @@ import {
   type OperationStep,
   type StepContext,
 } from "../../operations/types.ts";
+import { nodePackageRef } from "../packages/node-shelf.ts";
+import { etcdReports } from "./etcd-reports.ts";
 import { isHealthyNode, settledClusterStatus } from "./health.ts";
 import { deadlineIn } from "./membership.ts";
 import {
@@ -18,17 +20,17 @@ import {
   type RolloutNode,
   rollNode,
   trackReports,
-  waitForEtcdMembers,
+  waitForEtcdWhole,
 } from "./rollout-nodes.ts";
 import { roleCountsOf } from "./views.ts";
 
 /**
  * Rolling restarts and upgrades of a cluster's nodes (issue 5), as operations:
  * masters one at a time (the next only once the previous is back `ok` with its API server
- * responding and every master's etcd runs again), then workers in batches, each batch only
- * after the previous one is back. Progress names, per step, the nodes `started` (recorded
- * before their command is sent) and `done` (after they are back): after a control-plane crash
- * a done node is skipped and a started one is waited for, never sent its command again, so
+ * responding and reports etcd healthy with all its members), then workers in batches, each
+ * batch only after the previous one is back. Progress names, per step, the nodes `started`
+ * (recorded before their command is sent) and `done` (after they are back): after a
+ * control-plane crash a done node is skipped and a started one is waited for, never sent its command again, so
  * every node is restarted or upgraded once. The first node that fails or does not come back
  * within KEELSON_NODE_RESTART_TIMEOUT_MS stops the rollout: no further node is touched.
  */
@@ -148,9 +150,11 @@ function mastersStep(k: Keelson, name: string, masters: RolloutNode[], plan: Rol
         const resumed = progress.started.has(master.id);
         if (!resumed) progress.start([master.id]);
         const deadline = deadlineIn(nodeRestartTimeoutMs(), ctx);
+        // Only reports after this count for etcd (a resumed master: anything it told this process).
+        const since = resumed ? 0 : etcdReports(k.agents).mark();
         await rollNode(k, ctx, master, plan.action(clusterId), deadline, resumed);
         // etcd must have all its members before the next master stops its own.
-        await waitForEtcdMembers(k, ctx, clusterNodes(ctx.db, clusterId).masters, deadline);
+        await waitForEtcdWhole(k, ctx, master, clusterNodes(ctx.db, clusterId).masters, since, deadline);
         plan.onNodeDone?.(ctx, master);
         progress.finish(master.id);
         progress.flush();
@@ -311,6 +315,11 @@ export function rolloutOperationKinds(k: Keelson): OperationKind[] {
         const markUpgraded = k.db.$client.prepare<[string, string]>(
           "UPDATE nodes SET actual_kube_role_version = ? WHERE id = ?",
         );
+        // Looked up when the step runs: a package uploaded after an upgrade failed is used by its resume.
+        const nodePackageOf = (version: string) => {
+          const nodePackage = nodePackageRef(k, version);
+          return nodePackage ? { nodePackage } : {};
+        };
         const plan: RolloutPlan = {
           // Settings are read when the step runs: the node gets the spec as it will be after the upgrade.
           action: (clusterId) => ({
@@ -319,6 +328,7 @@ export function rolloutOperationKinds(k: Keelson): OperationKind[] {
               clusterId,
               kubeRoleVersion: target,
               settings: upgradedSpec(k.db, clusterId, params.changes ?? {}),
+              ...nodePackageOf(target),
             },
           }),
           skip: (_ctx, node) => atTarget.get(node.id)?.v === target,

@@ -4,9 +4,21 @@ import { eq } from "drizzle-orm";
 import type { AgentHub } from "../../agents/hub.ts";
 import type { NodeEvent } from "../../agents/node-events.ts";
 import type { Keelson } from "../../context.ts";
+import { activeOperationFor } from "../../operations/store.ts";
 import { OperationInterrupted, type OperationKind, type StepContext } from "../../operations/types.ts";
 
 export const HOST_UPGRADE_KIND = "hosts.upgrade";
+
+/** The hosts of an unfinished host-agent rollout of the project (every batch, done or not). */
+export function hostsInAgentRollout(
+  tx: Parameters<typeof activeOperationFor>[0],
+  projectId: string,
+): { operationId: string; hosts: Set<string> } | undefined {
+  const op = activeOperationFor(tx, projectId, [HOST_UPGRADE_KIND]);
+  if (!op) return undefined;
+  const batches = (op.params as unknown as Partial<HostUpgradeParams>).batches ?? [];
+  return { operationId: op.id, hosts: new Set(batches.flat()) };
+}
 const DEFAULT_TIMEOUT_MS = 10 * 60_000;
 /** The agent answers agent.upgrade at once; the upgrade itself is what the wait is for. */
 const ACK_TIMEOUT_MS = 15_000;

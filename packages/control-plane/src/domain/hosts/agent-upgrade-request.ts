@@ -3,7 +3,8 @@ import { and, eq, inArray } from "drizzle-orm";
 import type { Keelson } from "../../context.ts";
 import { badRequest, conflict, notFound } from "../../http/errors.ts";
 import { activeOperationFor, recordOperation } from "../../operations/store.ts";
-import { findPackage, packagePath } from "../agent-packages/store.ts";
+import { BUSY_KINDS } from "../clusters/rollout.ts";
+import { agentShelf } from "../packages/agent-shelf.ts";
 import { HOST_UPGRADE_KIND, type HostUpgradeParams } from "./agent-rollout.ts";
 
 export interface HostAgentUpgradeRequest {
@@ -75,13 +76,25 @@ export function requestHostAgentUpgrade(
   const params: HostUpgradeParams = {
     version: request.version,
     sha256: pkg.sha256,
-    url: `${baseUrl.replace(/\/+$/, "")}${packagePath(request.version)}`,
+    url: `${baseUrl.replace(/\/+$/, "")}${agentShelf(k.dataDir).downloadPath(request.version)}`,
     batches,
   };
   const op = k.db.transaction((tx) => {
     const running = activeOperationFor(tx, projectId, [HOST_UPGRADE_KIND]);
     if (running) {
       throw conflict(`a host-agent upgrade (operation ${running.id}) is already in progress`, "upgrade_in_progress");
+    }
+    // An agent restarting onto a new version in the middle of its node's restart or upgrade
+    // would cut that node's command short: a cluster busy with a rollout keeps its agents.
+    for (const clusterId of new Set(rows.flatMap((r) => (r.clusterId ? [r.clusterId] : [])))) {
+      const busy = activeOperationFor(tx, clusterId, BUSY_KINDS);
+      if (busy) {
+        throw conflict(
+          `cluster ${clusterId} of some of these hosts is busy with ${busy.kind} (operation ${busy.id}); ` +
+            "upgrade their agents once it finished",
+          "cluster_busy",
+        );
+      }
     }
     return recordOperation(tx, {
       projectId,
@@ -97,7 +110,7 @@ export function requestHostAgentUpgrade(
 
 /** The stored package of `version`, or a 400 naming `version`. */
 export async function requirePackage(dataDir: string, version: string): Promise<{ sha256: string }> {
-  const pkg = await findPackage(dataDir, version);
+  const pkg = agentShelf(dataDir).find(version);
   if (!pkg) {
     throw badRequest(
       "version",

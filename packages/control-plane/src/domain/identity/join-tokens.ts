@@ -108,6 +108,16 @@ export function revokeJoinToken(db: Db, projectId: string, joinTokenId: string):
  * Call inside the transaction that creates the node, so a failed registration does not burn the
  * token and two registrations racing for one token cannot both succeed.
  */
+/** Who spent a join token, if anyone (the token itself, not its hash, is given). */
+export function joinTokenUse(tx: Tx, token: string): { nodeId: string | null } | undefined {
+  const row = tx
+    .select({ usedAt: joinTokens.usedAt, usedByNodeId: joinTokens.usedByNodeId })
+    .from(joinTokens)
+    .where(eq(joinTokens.tokenHash, hashSecret(token)))
+    .get();
+  return row?.usedAt ? { nodeId: row.usedByNodeId } : undefined;
+}
+
 export function consumeJoinToken(tx: Tx, token: string, nodeId: string, now = new Date()): string {
   const row = tx
     .select()

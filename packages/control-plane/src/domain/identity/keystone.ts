@@ -61,6 +61,13 @@ interface Credentials {
 }
 
 /** The semantic checks the schema cannot express; each names the member it is about. */
+/** Who a login is for, as the throttle counts it: the user's id or name within the project's. */
+export function loginSubject(body: KeystoneAuthRequest): string {
+  const user = body.auth.identity.password?.user;
+  const project = body.auth.scope?.project;
+  return `${project?.id ?? project?.name ?? ""}/${user?.id ?? user?.name ?? ""}`;
+}
+
 function credentialsOf(body: KeystoneAuthRequest): Credentials {
   const { identity, scope } = body.auth;
   if (!identity.methods.includes("password")) {

@@ -1,6 +1,6 @@
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
-import { AgentPackageError, type AgentPackageManifest, verifyAgentPackageDir } from "@keelson/protocol";
+import { PackageError } from "@keelson/protocol";
 
 export { sha256File } from "@keelson/protocol";
 
@@ -12,12 +12,15 @@ export class PackageRejected extends Error {
 }
 
 /**
- * Unpacks `tarball` into the empty directory `dir` and checks it the way the agent will before
- * installing it (docs/agent-package.md "What the agent checks", step 4): the manifest schema,
- * every listed file present with its sha256, nothing unlisted, no symlinks, the entry among the
- * files. Checking here means a bad package is refused at upload, not on every host.
+ * Unpacks `tarball` into the empty directory `dir` and checks it with `verifyDir`, the same
+ * check an agent runs before installing it (packages/protocol/src/package-verify.ts).
+ * Checking here means a bad package is refused at upload, not on every host.
  */
-export async function verifyPackageTarball(tarball: string, dir: string): Promise<AgentPackageManifest> {
+export async function verifyPackageTarball<M>(
+  tarball: string,
+  dir: string,
+  verifyDir: (dir: string) => Promise<M>,
+): Promise<M> {
   try {
     await run("tar", ["-xzf", tarball, "-C", dir, "--no-same-owner"], { timeout: 120_000 });
   } catch (err) {
@@ -27,9 +30,9 @@ export async function verifyPackageTarball(tarball: string, dir: string): Promis
     throw new PackageRejected(`not a gzipped tarball: ${firstLine || (err as Error).message}`);
   }
   try {
-    return await verifyAgentPackageDir(dir);
+    return await verifyDir(dir);
   } catch (err) {
-    if (err instanceof AgentPackageError) throw new PackageRejected(err.message);
+    if (err instanceof PackageError) throw new PackageRejected(err.message);
     throw err;
   }
 }

@@ -1,0 +1,63 @@
+import type { EtcdMemberHealth, NodePhaseStatus } from "@keelson/protocol";
+import type { AgentHub } from "../../agents/hub.ts";
+import type { NodeReportEvent } from "../../agents/node-events.ts";
+
+/**
+ * The latest node report of each host as far as a master's etcd gate needs it: its etcd
+ * member health (absent: a worker, etcd not running, or an agent older than the field),
+ * status and API server, and when it arrived. In memory only: etcd health is a moment's
+ * observation, worth nothing after a control-plane restart (agents report again on reconnect).
+ *
+ * `seq` orders reports as this process received them: a waiter takes `mark()` before it
+ * starts a master's restart and counts only reports with a higher `seq`, which a timestamp
+ * of the same millisecond could not tell apart.
+ */
+
+export interface EtcdReport {
+  seq: number;
+  receivedAt: Date;
+  status: NodePhaseStatus;
+  apiResponding: boolean;
+  etcd: EtcdMemberHealth | undefined;
+}
+
+export class EtcdReports {
+  private readonly latest = new Map<string, EtcdReport>();
+  private seq = 0;
+
+  record(event: NodeReportEvent, now = new Date()): void {
+    this.seq++;
+    this.latest.set(event.hostId, {
+      seq: this.seq,
+      receivedAt: now,
+      status: event.report.status,
+      apiResponding: event.apiResponding,
+      etcd: event.etcd,
+    });
+  }
+
+  /** Reports received from now on have a higher `seq` than this. */
+  mark(): number {
+    return this.seq;
+  }
+
+  latestOf(hostId: string): EtcdReport | undefined {
+    return this.latest.get(hostId);
+  }
+}
+
+const books = new WeakMap<AgentHub, EtcdReports>();
+
+/** The hub's book, following its reports from the first call on (call once at startup). */
+export function etcdReports(hub: AgentHub): EtcdReports {
+  let book = books.get(hub);
+  if (!book) {
+    const created = new EtcdReports();
+    book = created;
+    books.set(hub, created);
+    // Listeners on `all` run before the per-host ones, so a waiter woken by a host's report
+    // already finds that report here.
+    hub.nodeEvents.all.on("node-report", (event) => created.record(event));
+  }
+  return book;
+}

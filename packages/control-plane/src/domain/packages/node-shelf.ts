@@ -1,0 +1,48 @@
+import { NODE_PACKAGE_NAME, type NodePackageRef, ROLE_VERSION_PATTERN, verifyNodePackageDir } from "@keelson/protocol";
+import type { Catalogue } from "../../catalogue/catalogue.ts";
+import { badRequest } from "../../http/errors.ts";
+import { PackageShelf, type ShelfKind } from "./shelf.ts";
+import { verifyPackageTarball } from "./verify.ts";
+
+/**
+ * Node packages (`pnpm pack:node`): the binaries of one kube role version. Only role versions
+ * of the catalogue are stored, since no cluster can run any other.
+ */
+export function nodeShelfKind(catalogue: Catalogue): ShelfKind {
+  return {
+    dir: "node",
+    stem: NODE_PACKAGE_NAME,
+    label: "node package",
+    buildHint: "pnpm pack:node",
+    routeBase: "/v1/nodePackages",
+    versionPattern: new RegExp(ROLE_VERSION_PATTERN),
+    verify: async (tarball, dir) =>
+      (await verifyPackageTarball(tarball, dir, (d) => verifyNodePackageDir(d))).roleVersion,
+    accept(version) {
+      if (!catalogue.find(version)) {
+        throw badRequest(
+          "package",
+          `the node package is for role version ${version}, which is not in the catalogue (GET /v4/{project}/clusters/supportedRoleVersions)`,
+        );
+      }
+    },
+  };
+}
+
+export function nodeShelf(k: { dataDir: string; catalogue: Catalogue }): PackageShelf {
+  return new PackageShelf(nodeShelfKind(k.catalogue), k.dataDir);
+}
+
+/**
+ * What `node.join` / `node.upgrade` carry for `roleVersion`: the stored package's path (the
+ * agent resolves it against its control-plane URL) and sha256; undefined when none is stored,
+ * and the node runs the package installed on its host.
+ */
+export function nodePackageRef(
+  k: { dataDir: string; catalogue: Catalogue },
+  roleVersion: string,
+): NodePackageRef | undefined {
+  const shelf = nodeShelf(k);
+  const pkg = shelf.find(roleVersion);
+  return pkg ? { roleVersion, url: shelf.downloadPath(roleVersion), sha256: pkg.sha256 } : undefined;
+}
