@@ -1,6 +1,6 @@
 import { get, type IncomingMessage } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type Fleet, startFleet, waitFor } from "./membership-harness.ts";
+import { type Fleet, m, startFleet, waitFor } from "./membership-harness.ts";
 
 interface SseEvent {
   event: string;
@@ -84,6 +84,14 @@ describe("GET /v4/{project_uuid}/events", () => {
         agentStatus: "running",
       });
       expect(other.events).toEqual([]);
+
+      // A master's reports carry its etcd member health.
+      expect((await f.attach(clusterId, [m(f.id(0))])).statusCode).toBe(200);
+      const etcd = await waitFor("a node.report with etcd", () =>
+        stream.events.find((e) => e.event === "node.report" && e.data.etcd !== undefined),
+      );
+      expect(etcd.data.etcd).toMatchObject({ members: 1, healthy: 1 });
+      await f.idle();
     } finally {
       stream.close();
       other.close();

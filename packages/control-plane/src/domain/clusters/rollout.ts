@@ -30,8 +30,8 @@ import { roleCountsOf } from "./views.ts";
  * responding and reports etcd healthy with all its members), then workers in batches, each
  * batch only after the previous one is back. Progress names, per step, the nodes `started`
  * (recorded before their command is sent) and `done` (after they are back): after a
- * control-plane crash a done node is skipped and a started one is waited for, never sent its command again, so
- * every node is restarted or upgraded once. The first node that fails or does not come back
+ * control-plane crash a done node is skipped and a started one gets its command again under
+ * the same id, which its agent runs at most once, so every node is restarted or upgraded once. The first node that fails or does not come back
  * within KEELSON_NODE_RESTART_TIMEOUT_MS stops the rollout: no further node is touched.
  */
 

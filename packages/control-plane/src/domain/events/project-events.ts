@@ -41,6 +41,7 @@ export function followProjectEvents(
       status: e.report.status,
       apiResponding: e.apiResponding,
       phases: e.report.phases,
+      ...(e.etcd ? { etcd: e.etcd } : {}),
     });
   };
   const onLink = (e: NodeLinkEvent) => {
