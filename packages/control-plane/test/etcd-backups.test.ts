@@ -50,7 +50,7 @@ describe("etcd backup status and settings", () => {
       at: new Date().toISOString(),
     });
     const b = await waitForBackup("error", (x) => x.taskStatus === "error");
-    expect(b.taskErrorDetail).toBe(`master ${master}: no space left on device`);
+    expect(b.taskErrorDetail).toBe(`master ${f.agent(0).hostname} (${master}): no space left on device`);
     // v3 shows the same detail at the top level.
     expect((await f.cluster(clusterId, "v3")).taskErrorDetail).toBe(b.taskErrorDetail);
   });
@@ -111,5 +111,38 @@ describe("etcd backup status and settings", () => {
     const pushed = f.sent.slice(before).filter((c) => c.name === "node.settings");
     expect(pushed.map((c) => c.hostId)).toEqual([master]);
     expect(f.latestOperation(clusterId)).toMatchObject({ kind: "cluster.update", state: "succeeded" });
+  });
+
+  it("with several masters, one whose latest backup failed keeps the cluster in error until it succeeds", async () => {
+    const second = f.id(2);
+    expect((await f.attach(clusterId, [m(second)])).statusCode).toBe(200);
+    await f.idle();
+    const report = (i: number, error?: string) =>
+      f.agent(i).send({
+        type: "backup.report",
+        clusterId,
+        ok: error === undefined,
+        ...(error === undefined ? {} : { error }),
+        at: new Date().toISOString(),
+      });
+    report(0, "disk full");
+    report(2);
+    // The second master's success comes last, and still the first one's failure shows.
+    const backupOfNode = (id: string) =>
+      f.t.db.$client.prepare("SELECT backup_status AS status FROM nodes WHERE id = ?").get(id) as {
+        status: string | null;
+      };
+    await waitFor("both reports stored", () => backupOfNode(second).status === "success");
+    expect(backupOfNode(master).status).toBe("error");
+    const failing = await backupOf();
+    expect(failing.taskStatus).toBe("error");
+    expect(failing.taskErrorDetail).toBe(`master ${f.agent(0).hostname} (${master}): disk full`);
+    report(2, "etcdctl timed out");
+    const both = await waitForBackup("both failing", (x) => x.taskErrorDetail.includes("etcdctl timed out"));
+    expect(both.taskErrorDetail.split("; ")).toHaveLength(2);
+    report(0);
+    report(2);
+    const ok = await waitForBackup("every master's latest backup good", (x) => x.taskStatus === "success");
+    expect(ok.taskErrorDetail).toBe("");
   });
 });

@@ -155,6 +155,14 @@ export const nodes = sqliteTable(
     lastSeen: text("last_seen"),
     actualKubeRoleVersion: text("actual_kube_role_version").notNull().default(""),
     phases: text("phases", { mode: "json" }).$type<unknown[]>(),
+    /**
+     * A master's latest etcd backup: `success` or `error` with its message, and the cluster it
+     * was taken for (a result from an earlier membership must not count for a later one). The
+     * cluster's backup status is folded from its masters' rows.
+     */
+    backupStatus: text("backup_status"),
+    backupError: text("backup_error"),
+    backupClusterId: text("backup_cluster_id"),
     createdAt: createdAt(),
   },
   (t) => [index("nodes_project").on(t.projectId), index("nodes_cluster").on(t.clusterId)],
