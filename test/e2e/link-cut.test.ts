@@ -1,8 +1,15 @@
-import { existsSync, readFileSync, rmSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type AgentProc, startAgent } from "./support/agents.ts";
-import { killNodeServices, type NodeHostDirs, nodeHostDirs, nodeHostEnv } from "./support/node-hosts.ts";
+import {
+  buildCluster,
+  expectNodesOkAndUncordoned,
+  type HostRecord,
+  tearDownHosts,
+  waitForAgents,
+} from "./support/node-checks.ts";
+import { type NodeHostDirs, nodeHostDirs, nodeHostEnv } from "./support/node-hosts.ts";
 import { api, freePort, type ServerProc, startServer, tempDir, waitUntil } from "./support/processes.ts";
 import { startTcpProxy, type TcpProxy } from "./support/tcp-proxy.ts";
 
@@ -26,10 +33,6 @@ const HOSTS = [MASTER, WORKER] as const;
 const REFUSE_MS = 2_000;
 const SHORT_NODE_TIMEOUT_MS = 15_000;
 
-interface HostRecord {
-  nodeStatus: string;
-  phases: { id: string; state: string }[];
-}
 interface Operation {
   kind: string;
   state: string;
@@ -105,15 +108,7 @@ describe("an agent's link cut in the middle of its restart", () => {
       250,
     );
 
-  const expectAllOkAndUncordoned = async () => {
-    for (const h of HOSTS) {
-      const host = (await api<HostRecord>(`${server.url}/v1/hosts/${ids[h.name]}`, ADMIN)).body;
-      expect(host.nodeStatus, h.name).toBe("ok");
-      expect(host.phases.filter((p) => p.state !== "running" && p.id !== "drain-pods")).toEqual([]);
-      const marker = join((dirs[h.name] as NodeHostDirs).hostRoot, "var", "lib", "keelson", "cordoned-by-keelson");
-      expect(existsSync(marker), `${h.name} left cordoned`).toBe(false);
-    }
-  };
+  const expectAllOkAndUncordoned = () => expectNodesOkAndUncordoned(server.url, ADMIN, HOSTS, ids, dirs);
 
   beforeAll(async () => {
     port = await freePort();
@@ -138,49 +133,22 @@ describe("an agent's link cut in the middle of its restart", () => {
         });
       }),
     );
-    await waitUntil(
-      "both agents connected",
-      async () => {
-        const res = await api<{ uuid: string; name: string; agentConnected: boolean }[]>(
-          `${server.url}/v4/${projectId}/nodes`,
-          ADMIN,
-        );
-        for (const n of res.body) ids[n.name] = n.uuid;
-        return HOSTS.every((h) => res.body.some((n) => n.name === h.name && n.agentConnected));
-      },
-      60_000,
-    );
+    await waitForAgents(server.url, projectId, ADMIN, [MASTER.name, WORKER.name], ids);
     expect(proxy.stats().live).toBeGreaterThanOrEqual(1);
   }, 120_000);
 
   afterAll(async () => {
-    await Promise.all(Object.values(agents).map((a) => a.stop("SIGTERM", 10_000)));
-    await server?.stop();
     await proxy?.close();
-    for (const d of Object.values(dirs)) killNodeServices(d);
-    rmSync(scratch, { recursive: true, force: true });
+    await tearDownHosts({ agents, server, dirs, scratch });
   }, 60_000);
 
   it("builds a cluster of one master and one worker", async () => {
-    const created = await api<{ uuid: string }>(`${server.url}/v4/${projectId}/clusters`, ADMIN, {
-      method: "POST",
-      body: { name: "e2e-link-cut", containersCidr: "10.50.0.0/16", servicesCidr: "10.51.0.0/16" },
-    });
-    expect(created.status, JSON.stringify(created.body)).toBe(200);
-    clusterId = created.body.uuid;
-    const res = await api(`${server.url}/v4/${projectId}/clusters/${clusterId}/attach`, ADMIN, {
-      method: "POST",
-      body: HOSTS.map((h) => ({ uuid: ids[h.name], isMaster: h.isMaster })),
-    });
-    expect(res.status, JSON.stringify(res.body)).toBe(200);
-    await waitUntil(
-      "cluster ok",
-      async () => {
-        const c = await cluster();
-        return c.taskStatus === "success" && c.status === "ok" && c.workerStatus === "healthy";
-      },
-      120_000,
-      500,
+    clusterId = await buildCluster(
+      server.url,
+      ADMIN,
+      projectId,
+      { name: "e2e-link-cut", containersCidr: "10.50.0.0/16", servicesCidr: "10.51.0.0/16" },
+      HOSTS.map((h) => ({ uuid: ids[h.name] as string, isMaster: h.isMaster })),
     );
   }, 150_000);
 
@@ -318,7 +286,7 @@ describe("an agent's link cut in the middle of its restart", () => {
 
     const op = await finished(SHORT_NODE_TIMEOUT_MS + 10_000);
     process.stderr.write(
-      `[link-cut] restartWorkers run whole while cut off: ${op.state} after ${((Date.now() - t0) / 1000).toFixed(1)} s: ${op.error}\n`,
+      `[link-cut] restartWorkers run whole while cut off: ${op.state} after ${((Date.now() - t0) / 1000).toFixed(1)} s${op.error ? `: ${op.error}` : ""}\n`,
     );
     expect(op.error).toBeNull();
     expect(op.state).toBe("succeeded");

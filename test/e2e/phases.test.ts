@@ -1,18 +1,11 @@
 import { execFileSync } from "node:child_process";
-import { existsSync, readdirSync, rmSync } from "node:fs";
+import { existsSync, readdirSync } from "node:fs";
 import https from "node:https";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type AgentProc, startAgent } from "./support/agents.ts";
-import {
-  alive,
-  killNodeServices,
-  liveServicePids,
-  type NodeHostDirs,
-  nodeHostDirs,
-  nodeHostEnv,
-  setSwap,
-} from "./support/node-hosts.ts";
+import { tearDownHosts } from "./support/node-checks.ts";
+import { alive, liveServicePids, type NodeHostDirs, nodeHostDirs, nodeHostEnv, setSwap } from "./support/node-hosts.ts";
 import { api, type ServerProc, startServer, tempDir, waitUntil } from "./support/processes.ts";
 
 /**
@@ -171,13 +164,7 @@ describe("node phases end to end: one master, two workers", () => {
     );
   }, 120_000);
 
-  afterAll(async () => {
-    await Promise.all(Object.values(agents).map((a) => a.stop("SIGTERM", 10_000)));
-    await server?.stop();
-    // The node's services outlive their agent by design (like systemd units): end them here.
-    for (const d of Object.values(dirs)) killNodeServices(d);
-    rmSync(scratch, { recursive: true, force: true });
-  }, 60_000);
+  afterAll(() => tearDownHosts({ agents, server, dirs, scratch }), 60_000);
 
   it("creates a manual-deploy cluster that waits, pending, for a master", async () => {
     const created = await api<{ uuid: string }>(`${server.url}/v4/${projectId}/clusters`, token, {

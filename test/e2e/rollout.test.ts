@@ -1,16 +1,16 @@
-import { existsSync, readFileSync, rmSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { packNode } from "../../scripts/pack-node.ts";
 import { type AgentProc, startAgent } from "./support/agents.ts";
 import {
-  killNodeServices,
-  liveServicePids,
-  NODE_PACKAGE,
-  type NodeHostDirs,
-  nodeHostDirs,
-  nodeHostEnv,
-} from "./support/node-hosts.ts";
+  buildCluster,
+  expectNodesOkAndUncordoned,
+  type HostRecord,
+  tearDownHosts,
+  waitForAgents,
+} from "./support/node-checks.ts";
+import { liveServicePids, NODE_PACKAGE, type NodeHostDirs, nodeHostDirs, nodeHostEnv } from "./support/node-hosts.ts";
 import { api, freePort, type ServerProc, startServer, tempDir, waitUntil } from "./support/processes.ts";
 
 /**
@@ -33,12 +33,7 @@ const HOSTS = [
   { name: "worker-42", ip: "127.0.0.42", isMaster: false },
   { name: "worker-43", ip: "127.0.0.43", isMaster: false },
 ] as const;
-
-interface HostRecord {
-  nodeStatus: string;
-  clusterUuid: string | null;
-  phases: { id: string; state: string }[];
-}
+const names = HOSTS.map((h) => h.name);
 
 const FROM = "1.30.6-kls.1";
 const PATCH = "1.30.8-kls.1";
@@ -105,26 +100,10 @@ describe("rolling restart of real agents across a SIGKILL of the control plane",
         env: nodeHostEnv(dirs[h.name] as NodeHostDirs, h.ip),
       });
     }
-    await waitUntil(
-      "three agents connected",
-      async () => {
-        const res = await api<{ uuid: string; name: string; agentConnected: boolean }[]>(
-          `${server.url}/v4/${projectId}/nodes`,
-          ADMIN,
-        );
-        for (const n of res.body) ids[n.name] = n.uuid;
-        return HOSTS.every((h) => res.body.some((n) => n.name === h.name && n.agentConnected));
-      },
-      60_000,
-    );
+    await waitForAgents(server.url, projectId, ADMIN, names, ids);
   }, 120_000);
 
-  afterAll(async () => {
-    await Promise.all(Object.values(agents).map((a) => a.stop("SIGTERM", 10_000)));
-    await server?.stop();
-    for (const d of Object.values(dirs)) killNodeServices(d);
-    rmSync(scratch, { recursive: true, force: true });
-  }, 60_000);
+  afterAll(() => tearDownHosts({ agents, server, dirs, scratch }), 60_000);
 
   const lastOperation = async (kind: string) => {
     const ops = await api<{ kind: string; state: string; error: string | null }[]>(
@@ -135,15 +114,7 @@ describe("rolling restart of real agents across a SIGKILL of the control plane",
     if (op?.kind !== kind) return undefined;
     return op;
   };
-  const expectAllOkAndUncordoned = async () => {
-    for (const h of HOSTS) {
-      const host = (await api<HostRecord>(`${server.url}/v1/hosts/${ids[h.name]}`, ADMIN)).body;
-      expect(host.nodeStatus, h.name).toBe("ok");
-      expect(host.phases.filter((p) => p.state !== "running" && p.id !== "drain-pods")).toEqual([]);
-      const marker = join((dirs[h.name] as NodeHostDirs).hostRoot, "var", "lib", "keelson", "cordoned-by-keelson");
-      expect(existsSync(marker), `${h.name} left cordoned`).toBe(false);
-    }
-  };
+  const expectAllOkAndUncordoned = () => expectNodesOkAndUncordoned(server.url, ADMIN, HOSTS, ids, dirs);
   const firstWorker = [...HOSTS]
     .filter((h) => !h.isMaster)
     .sort((a, b) => a.name.localeCompare(b.name))[0] as (typeof HOSTS)[number];
@@ -152,31 +123,14 @@ describe("rolling restart of real agents across a SIGKILL of the control plane",
     (await api<Record<string, unknown>>(`${server.url}/v3/${projectId}/clusters/${clusterId}`, ADMIN)).body;
 
   it("builds a cluster of one master and two workers", async () => {
-    const created = await api<{ uuid: string }>(`${server.url}/v4/${projectId}/clusters`, ADMIN, {
-      method: "POST",
-      body: {
-        name: "e2e-rollout",
-        containersCidr: "10.40.0.0/16",
-        servicesCidr: "10.41.0.0/16",
-        // Not the newest: the upgrade below has a patch target.
-        kubeRoleVersion: FROM,
-      },
-    });
-    expect(created.status).toBe(200);
-    clusterId = created.body.uuid;
-    const res = await api(`${server.url}/v4/${projectId}/clusters/${clusterId}/attach`, ADMIN, {
-      method: "POST",
-      body: HOSTS.map((h) => ({ uuid: ids[h.name], isMaster: h.isMaster })),
-    });
-    expect(res.status, JSON.stringify(res.body)).toBe(200);
-    await waitUntil(
-      "cluster ok",
-      async () => {
-        const c = await cluster();
-        return c.taskStatus === "success" && c.status === "ok" && c.workerStatus === "healthy";
-      },
+    clusterId = await buildCluster(
+      server.url,
+      ADMIN,
+      projectId,
+      // Not the newest role version: the upgrade below has a patch target.
+      { name: "e2e-rollout", containersCidr: "10.40.0.0/16", servicesCidr: "10.41.0.0/16", kubeRoleVersion: FROM },
+      HOSTS.map((h) => ({ uuid: ids[h.name] as string, isMaster: h.isMaster })),
       180_000,
-      500,
     );
     for (const h of HOSTS) {
       const services = h.isMaster ? ["kubelet", "kube-proxy", "kube-apiserver"] : ["kubelet", "kube-proxy"];
@@ -220,13 +174,7 @@ describe("rolling restart of real agents across a SIGKILL of the control plane",
     );
     for (const h of HOSTS) expect(restartsIn(agents[h.name] as AgentProc), h.name).toBe(1);
     expect(await cluster()).toMatchObject({ status: "ok", taskStatus: "success", taskError: "" });
-    for (const h of HOSTS) {
-      const host = (await api<HostRecord>(`${server.url}/v1/hosts/${ids[h.name]}`, ADMIN)).body;
-      expect(host.nodeStatus, h.name).toBe("ok");
-      expect(host.phases.filter((p) => p.state !== "running" && p.id !== "drain-pods")).toEqual([]);
-      const marker = join((dirs[h.name] as NodeHostDirs).hostRoot, "var", "lib", "keelson", "cordoned-by-keelson");
-      expect(existsSync(marker), `${h.name} left cordoned`).toBe(false);
-    }
+    await expectAllOkAndUncordoned();
   }, 300_000);
 
   it("resumes an upgrade after SIGKILL: each node upgraded exactly once, at the target, none cordoned", async () => {
@@ -340,17 +288,7 @@ describe("rolling restart of real agents across a SIGKILL of the control plane",
       env: { ...env, KEELSON_NODE_RESTART_TIMEOUT_MS: "15000" },
       dataDir: server.dataDir,
     });
-    await waitUntil(
-      "three agents connected again",
-      async () => {
-        const res = await api<{ name: string; agentConnected: boolean }[]>(
-          `${server.url}/v4/${projectId}/nodes`,
-          ADMIN,
-        );
-        return HOSTS.every((h) => res.body.some((n) => n.name === h.name && n.agentConnected));
-      },
-      60_000,
-    );
+    await waitForAgents(server.url, projectId, ADMIN, names, ids, "three agents connected again");
     const victim = firstWorker.name;
     const old = agents[victim] as AgentProc;
     const before = Object.fromEntries(HOSTS.map((h) => [h.name, restartsIn(agents[h.name] as AgentProc)]));

@@ -1,18 +1,10 @@
-import {
-  chmodSync,
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  rmSync,
-  writeFileSync,
-} from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { CommandName } from "@keelson/protocol";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { packNode } from "../../../scripts/pack-node.ts";
+import { writeNodePackageSource } from "../../../test/fixtures/node-package-source.ts";
 import { nodeShelf } from "../src/domain/packages/node-shelf.ts";
 import { sha256 } from "./agent-package-fixtures.ts";
 import { ADMIN_TOKEN } from "./helpers.ts";
@@ -34,25 +26,9 @@ let pool: FleetAllocator;
 const out = mkdtempSync(join(tmpdir(), "keelson-node-pkg-"));
 const sent: { hostId: string; name: CommandName; payload: Record<string, unknown> }[] = [];
 
-function source(kubernetesVersion: string, extra: Record<string, string> = {}): string {
-  const dir = mkdtempSync(join(out, "src-"));
-  mkdirSync(join(dir, "bin"));
-  writeFileSync(join(dir, "bin", "kubelet"), `#!/bin/sh\necho ${kubernetesVersion}\n`);
-  chmodSync(join(dir, "bin", "kubelet"), 0o755);
-  for (const [name, content] of Object.entries(extra)) writeFileSync(join(dir, name), content);
-  writeFileSync(
-    join(dir, "manifest.json"),
-    JSON.stringify({
-      kubernetesVersion,
-      binaries: { kubelet: { kind: "stand-in", source: "test", version: kubernetesVersion } },
-    }),
-  );
-  return dir;
-}
-
 function build(roleVersion: string, extra: Record<string, string> = {}): Buffer {
   const result = packNode({
-    from: source(`v${roleVersion}-test`, extra),
+    from: writeNodePackageSource(mkdtempSync(join(out, "src-")), `v${roleVersion}-test`, extra),
     roleVersion,
     out: mkdtempSync(join(out, "pkg-")),
   });

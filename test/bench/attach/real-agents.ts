@@ -2,6 +2,7 @@ import { rmSync } from "node:fs";
 import { join } from "node:path";
 import { PHASES } from "../../../packages/protocol/src/phases.ts";
 import { type AgentProc, startAgent } from "../../e2e/support/agents.ts";
+import { waitForAgents } from "../../e2e/support/node-checks.ts";
 import { killNodeServices, type NodeHostDirs, nodeHostDirs, nodeHostEnv } from "../../e2e/support/node-hosts.ts";
 import { api, startServer, tempDir, waitUntil } from "../../e2e/support/processes.ts";
 
@@ -61,18 +62,11 @@ export async function benchRealAgents(log: (line: string) => void): Promise<Real
         }),
       );
     }
-    const ids: Record<string, string> = {};
-    await waitUntil(
-      "three agents connected",
-      async () => {
-        const res = await api<{ uuid: string; name: string; agentConnected: boolean }[]>(
-          `${server.url}/v4/${projectId}/nodes`,
-          ADMIN,
-        );
-        for (const n of res.body) ids[n.name] = n.uuid;
-        return HOSTS.every((h) => res.body.some((n) => n.name === h.name && n.agentConnected));
-      },
-      60_000,
+    const ids = await waitForAgents(
+      server.url,
+      projectId,
+      ADMIN,
+      HOSTS.map((h) => h.name),
     );
     log("3 real agents connected");
     const created = await api<{ uuid: string }>(`${server.url}/v4/${projectId}/clusters`, ADMIN, {

@@ -1,4 +1,3 @@
-import { rmSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
@@ -8,54 +7,20 @@ import {
   etcdHealthTarget,
   etcdWhole,
 } from "../../src/node/etcd-health.ts";
-import type { NodeConfig } from "../../src/phases/config.ts";
-import { buildContext } from "../../src/phases/context.ts";
 import { genCerts } from "../../src/phases/impl/certs.ts";
 import { configureEtcd, etcdUrls, startEtcd } from "../../src/phases/impl/etcd.ts";
-import { createKubeApi } from "../../src/phases/kube-api.ts";
-import { nodePaths } from "../../src/phases/paths.ts";
-import type { PhaseContext, PhaseIntent, SignCsr } from "../../src/phases/types.ts";
-import { DirectSupervisor, killAllFromPidFiles } from "../../src/services/direct.ts";
-import { createTestCa, freePorts, nodeConfig, tempDir, testLog } from "../phases/helpers.ts";
+import { type EtcdTestMaster, EtcdTestMasters } from "../phases/etcd-masters.ts";
 
 /**
  * Three real etcd members with mutual TLS on 127.0.0.61-63, set up by the etcd phases; the
  * health check sees members added but unstarted, started, stopped and back.
  */
 
-interface Master {
-  config: NodeConfig;
-  services: DirectSupervisor;
-  ctx: (intent: PhaseIntent) => PhaseContext;
-}
+type Master = EtcdTestMaster;
 
-let root: string;
-let signCsr: SignCsr;
-const masters: Master[] = [];
-
-async function master(ip: string, etcdPeers: string[]): Promise<Master> {
-  const config = nodeConfig({
-    hostRoot: join(root, ip),
-    primaryIp: ip,
-    ports: await freePorts(ip),
-    etcdPeers,
-    cluster: { etcdHeartbeatIntervalMs: 50, etcdElectionTimeoutMs: 500 },
-  });
-  const services = new DirectSupervisor({ hostRoot: config.hostRoot, log: testLog() });
-  const paths = nodePaths(config.hostRoot);
-  const kubeApi = createKubeApi({ url: config.apiServerUrl, caFile: paths.caCert, certFile: "", keyFile: "" });
-  const m: Master = {
-    config,
-    services,
-    ctx: (intent) =>
-      buildContext(
-        { config, paths, log: testLog(), services, signCsr, kubeApi },
-        { signal: AbortSignal.timeout(30_000), intent, regenerateCerts: false, log: testLog() },
-      ),
-  };
-  masters.push(m);
-  return m;
-}
+const cluster = new EtcdTestMasters();
+const masters = cluster.masters;
+const master = (ip: string, etcdPeers: string[]) => cluster.add(ip, etcdPeers);
 
 /**
  * `member add`, retried while etcd refuses a reconfiguration because the last member joined
@@ -74,18 +39,9 @@ async function addMember(m: Master): Promise<void> {
   }
 }
 
-beforeAll(async () => {
-  root = tempDir("etcdh");
-  signCsr = (await createTestCa(join(root, "ca"))).signCsr;
-}, 20_000);
+beforeAll(() => cluster.setUp("etcdh"), 20_000);
 
-afterAll(() => {
-  for (const m of masters) {
-    m.services.close();
-    killAllFromPidFiles(m.config.hostRoot);
-  }
-  if (root && !process.env.KEEP) rmSync(root, { recursive: true, force: true });
-});
+afterAll(() => cluster.close());
 
 describe("etcd member health on a real cluster", () => {
   it("counts members (unstarted ones too) and the ones that answer", async () => {
@@ -137,13 +93,13 @@ describe("etcd member health on a real cluster", () => {
   it("never throws: no etcdctl, wrong certificates or no member reachable read as 0 members", async () => {
     const [a] = masters as [Master];
     const target = etcdHealthTarget(a.config, 2_000);
-    expect(await checkEtcdHealth({ ...target, etcdctl: join(root, "no-such-etcdctl") })).toMatchObject({
+    expect(await checkEtcdHealth({ ...target, etcdctl: join(a.config.hostRoot, "no-such-etcdctl") })).toMatchObject({
       members: 0,
       healthy: 0,
     });
-    expect(await checkEtcdHealth({ ...target, tls: { ...target.tls, cert: join(root, "missing.crt") } })).toMatchObject(
-      { members: 0, healthy: 0 },
-    );
+    expect(
+      await checkEtcdHealth({ ...target, tls: { ...target.tls, cert: join(a.config.hostRoot, "missing.crt") } }),
+    ).toMatchObject({ members: 0, healthy: 0 });
     const started = Date.now();
     expect(await checkEtcdHealth({ ...target, endpoints: ["https://127.0.0.64:1"] })).toMatchObject({
       members: 0,

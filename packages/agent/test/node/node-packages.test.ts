@@ -1,4 +1,4 @@
-import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
@@ -6,6 +6,7 @@ import { pathToFileURL } from "node:url";
 import type { NodePackageRef } from "@keelson/protocol";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { packNode } from "../../../../scripts/pack-node.ts";
+import { writeNodePackageSource } from "../../../../test/fixtures/node-package-source.ts";
 import { NodeController } from "../../src/node/controller.ts";
 import { DESIRED_STATE_FILE, loadDesiredState } from "../../src/node/desired-state.ts";
 import { NodePackageError, NodePackages } from "../../src/node/node-packages.ts";
@@ -31,25 +32,10 @@ let server: Server;
 let base: string;
 const served = new Map<string, string>();
 
-/** A small node package source: one binary and a support file. */
-function source(name: string, kubernetesVersion: string): string {
-  const dir = join(root, "src", name);
-  mkdirSync(join(dir, "bin"), { recursive: true });
-  writeFileSync(join(dir, "bin", "kubelet"), `#!/bin/sh\necho ${kubernetesVersion}\n`);
-  chmodSync(join(dir, "bin", "kubelet"), 0o755);
-  writeFileSync(
-    join(dir, "manifest.json"),
-    JSON.stringify({
-      kubernetesVersion,
-      binaries: { kubelet: { kind: "stand-in", source: "test", version: kubernetesVersion } },
-    }),
-  );
-  return dir;
-}
-
 function pack(roleVersion: string, kubernetesVersion: string): NodePackageRef {
   const out = join(root, "out", roleVersion);
-  const result = packNode({ from: source(roleVersion, kubernetesVersion), roleVersion, out });
+  const from = writeNodePackageSource(join(root, "src", roleVersion), kubernetesVersion);
+  const result = packNode({ from, roleVersion, out });
   const path = `/v1/nodePackages/${roleVersion}/package.tar.gz`;
   served.set(path, result.file);
   return { roleVersion, url: path, sha256: result.sha256 };

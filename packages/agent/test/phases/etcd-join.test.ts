@@ -1,15 +1,7 @@
-import { rmSync } from "node:fs";
-import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { NodeConfig } from "../../src/phases/config.ts";
-import { buildContext } from "../../src/phases/context.ts";
 import { genCerts } from "../../src/phases/impl/certs.ts";
 import { configureEtcd, etcdctl, etcdUrls, memberList, startEtcd } from "../../src/phases/impl/etcd.ts";
-import { createKubeApi } from "../../src/phases/kube-api.ts";
-import { nodePaths } from "../../src/phases/paths.ts";
-import type { PhaseContext, PhaseIntent, SignCsr } from "../../src/phases/types.ts";
-import { DirectSupervisor, killAllFromPidFiles } from "../../src/services/direct.ts";
-import { createTestCa, freePorts, nodeConfig, tempDir, testLog } from "./helpers.ts";
+import { type EtcdTestMaster, EtcdTestMasters } from "./etcd-masters.ts";
 
 /**
  * Two masters on 127.0.0.11 and 127.0.0.12 form one real etcd cluster through the phases: the
@@ -17,52 +9,15 @@ import { createTestCa, freePorts, nodeConfig, tempDir, testLog } from "./helpers
  * through one member is read through the other; the second leaves with detach.
  */
 
-interface Master {
-  config: NodeConfig;
-  services: DirectSupervisor;
-  ctx: (intent: PhaseIntent) => PhaseContext;
-}
+type Master = EtcdTestMaster;
 
-let root: string;
-let signCsr: SignCsr;
-const masters: Master[] = [];
+const cluster = new EtcdTestMasters();
+const masters = cluster.masters;
+const master = (ip: string, etcdPeers: string[]) => cluster.add(ip, etcdPeers);
 
-async function master(ip: string, etcdPeers: string[]): Promise<Master> {
-  const config = nodeConfig({
-    hostRoot: join(root, ip),
-    primaryIp: ip,
-    ports: await freePorts(ip),
-    etcdPeers,
-    cluster: { etcdHeartbeatIntervalMs: 50, etcdElectionTimeoutMs: 500 },
-  });
-  const services = new DirectSupervisor({ hostRoot: config.hostRoot, log: testLog() });
-  const paths = nodePaths(config.hostRoot);
-  const kubeApi = createKubeApi({ url: config.apiServerUrl, caFile: paths.caCert, certFile: "", keyFile: "" });
-  const m: Master = {
-    config,
-    services,
-    ctx: (intent) =>
-      buildContext(
-        { config, paths, log: testLog(), services, signCsr, kubeApi },
-        { signal: AbortSignal.timeout(30_000), intent, regenerateCerts: false, log: testLog() },
-      ),
-  };
-  masters.push(m);
-  return m;
-}
+beforeAll(() => cluster.setUp("join"), 20_000);
 
-beforeAll(async () => {
-  root = tempDir("join");
-  signCsr = (await createTestCa(join(root, "ca"))).signCsr;
-}, 20_000);
-
-afterAll(() => {
-  for (const m of masters) {
-    m.services.close();
-    killAllFromPidFiles(m.config.hostRoot);
-  }
-  if (root && !process.env.KEEP) rmSync(root, { recursive: true, force: true });
-});
+afterAll(() => cluster.close());
 
 describe("etcd across two masters", () => {
   it("bootstraps on the first master, joins the second with member add, and replicates", async () => {

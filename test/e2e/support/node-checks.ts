@@ -1,0 +1,104 @@
+import { existsSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import { expect } from "vitest";
+import { killNodeServices, type NodeHostDirs } from "./node-hosts.ts";
+import { api, waitUntil } from "./processes.ts";
+
+/** What the e2e tests read of a host record (`GET /v1/hosts/<id>`). */
+export interface HostRecord {
+  nodeStatus: string;
+  clusterUuid: string | null;
+  phases: { id: string; state: string }[];
+}
+
+/**
+ * Waits until the agents of every named host are connected, noting each node's uuid in `ids`
+ * (by name) on the way.
+ */
+export async function waitForAgents(
+  serverUrl: string,
+  projectId: string,
+  token: string,
+  names: readonly string[],
+  ids: Record<string, string> = {},
+  what = `${names.length} agents connected`,
+): Promise<Record<string, string>> {
+  await waitUntil(
+    what,
+    async () => {
+      const res = await api<{ uuid: string; name: string; agentConnected: boolean }[]>(
+        `${serverUrl}/v4/${projectId}/nodes`,
+        token,
+      );
+      for (const n of res.body) ids[n.name] = n.uuid;
+      return names.every((name) => res.body.some((n) => n.name === name && n.agentConnected));
+    },
+    60_000,
+  );
+  return ids;
+}
+
+/**
+ * Every named host is `ok` with all its phases running (drain is stop-only) and no cordon
+ * left behind (the drain phase's marker under the host root).
+ */
+export async function expectNodesOkAndUncordoned(
+  serverUrl: string,
+  token: string,
+  hosts: readonly { name: string }[],
+  ids: Record<string, string>,
+  dirs: Record<string, NodeHostDirs>,
+): Promise<void> {
+  for (const h of hosts) {
+    const host = (await api<HostRecord>(`${serverUrl}/v1/hosts/${ids[h.name]}`, token)).body;
+    expect(host.nodeStatus, h.name).toBe("ok");
+    expect(host.phases.filter((p) => p.state !== "running" && p.id !== "drain-pods")).toEqual([]);
+    const marker = join((dirs[h.name] as NodeHostDirs).hostRoot, "var", "lib", "keelson", "cordoned-by-keelson");
+    expect(existsSync(marker), `${h.name} left cordoned`).toBe(false);
+  }
+}
+
+/**
+ * Ends a test's hosts: agents (SIGTERM), then the server, then the services the phases left
+ * running (they outlive their agent by design, like systemd units), then the scratch dir.
+ */
+export async function tearDownHosts(parts: {
+  agents: Record<string, { stop(signal: NodeJS.Signals, timeoutMs: number): Promise<unknown> }>;
+  server: { stop(): Promise<unknown> } | undefined;
+  dirs: Record<string, NodeHostDirs>;
+  scratch: string;
+}): Promise<void> {
+  await Promise.all(Object.values(parts.agents).map((a) => a.stop("SIGTERM", 10_000)));
+  await parts.server?.stop();
+  for (const d of Object.values(parts.dirs)) killNodeServices(d);
+  rmSync(parts.scratch, { recursive: true, force: true });
+}
+
+/** Creates a cluster, attaches the hosts and waits until it is ok with its workers healthy. */
+export async function buildCluster(
+  serverUrl: string,
+  token: string,
+  projectId: string,
+  body: Record<string, unknown>,
+  members: { uuid: string; isMaster: boolean }[],
+  timeoutMs = 120_000,
+): Promise<string> {
+  const created = await api<{ uuid: string }>(`${serverUrl}/v4/${projectId}/clusters`, token, { method: "POST", body });
+  expect(created.status, JSON.stringify(created.body)).toBe(200);
+  const clusterId = created.body.uuid;
+  const res = await api(`${serverUrl}/v4/${projectId}/clusters/${clusterId}/attach`, token, {
+    method: "POST",
+    body: members,
+  });
+  expect(res.status, JSON.stringify(res.body)).toBe(200);
+  await waitUntil(
+    "cluster ok",
+    async () => {
+      const c = (await api<Record<string, unknown>>(`${serverUrl}/v3/${projectId}/clusters/${clusterId}`, token)).body;
+      return c.taskStatus === "success" && c.status === "ok" && c.workerStatus === "healthy";
+    },
+    timeoutMs,
+    500,
+  );
+  return clusterId;
+}
