@@ -1,14 +1,8 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type AgentProc, startAgent } from "./support/agents.ts";
-import {
-  buildCluster,
-  expectNodesOkAndUncordoned,
-  type HostRecord,
-  tearDownHosts,
-  waitForAgents,
-} from "./support/node-checks.ts";
+import { type AgentProc, startAgent, waitForAgents } from "./support/agents.ts";
+import { buildCluster, expectNodesOkAndUncordoned, type HostRecord, tearDownHosts } from "./support/node-checks.ts";
 import { type NodeHostDirs, nodeHostDirs, nodeHostEnv } from "./support/node-hosts.ts";
 import { api, freePort, type ServerProc, startServer, tempDir, waitUntil } from "./support/processes.ts";
 import { startTcpProxy, type TcpProxy } from "./support/tcp-proxy.ts";

@@ -1,8 +1,7 @@
 import { rmSync } from "node:fs";
 import { join } from "node:path";
 import { PHASES } from "../../../packages/protocol/src/phases.ts";
-import { type AgentProc, startAgent } from "../../e2e/support/agents.ts";
-import { waitForAgents } from "../../e2e/support/node-checks.ts";
+import { type AgentProc, startAgent, waitForAgents } from "../../e2e/support/agents.ts";
 import { killNodeServices, type NodeHostDirs, nodeHostDirs, nodeHostEnv } from "../../e2e/support/node-hosts.ts";
 import { api, startServer, tempDir, waitUntil } from "../../e2e/support/processes.ts";
 

@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { freePort, type Proc, start, tempDir } from "./processes.ts";
+import { api, freePort, type Proc, start, tempDir, waitUntil } from "./processes.ts";
 
 /** A `keelson-agent` started as the README says: `npx keelson-agent` from the repository root. */
 export interface AgentProc extends Proc {
@@ -51,4 +51,31 @@ export async function startAgent(options: AgentOptions): Promise<AgentProc> {
     },
     localToken: () => readFileSync(join(stateDir, "local-api.token"), "utf8").trim(),
   };
+}
+
+/**
+ * Waits until the agents of every named host are connected, noting each node's uuid in `ids`
+ * (by name) on the way.
+ */
+export async function waitForAgents(
+  serverUrl: string,
+  projectId: string,
+  token: string,
+  names: readonly string[],
+  ids: Record<string, string> = {},
+  what = `${names.length} agents connected`,
+): Promise<Record<string, string>> {
+  await waitUntil(
+    what,
+    async () => {
+      const res = await api<{ uuid: string; name: string; agentConnected: boolean }[]>(
+        `${serverUrl}/v4/${projectId}/nodes`,
+        token,
+      );
+      for (const n of res.body) ids[n.name] = n.uuid;
+      return names.every((name) => res.body.some((n) => n.name === name && n.agentConnected));
+    },
+    60_000,
+  );
+  return ids;
 }

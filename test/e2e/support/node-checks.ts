@@ -12,33 +12,6 @@ export interface HostRecord {
 }
 
 /**
- * Waits until the agents of every named host are connected, noting each node's uuid in `ids`
- * (by name) on the way.
- */
-export async function waitForAgents(
-  serverUrl: string,
-  projectId: string,
-  token: string,
-  names: readonly string[],
-  ids: Record<string, string> = {},
-  what = `${names.length} agents connected`,
-): Promise<Record<string, string>> {
-  await waitUntil(
-    what,
-    async () => {
-      const res = await api<{ uuid: string; name: string; agentConnected: boolean }[]>(
-        `${serverUrl}/v4/${projectId}/nodes`,
-        token,
-      );
-      for (const n of res.body) ids[n.name] = n.uuid;
-      return names.every((name) => res.body.some((n) => n.name === name && n.agentConnected));
-    },
-    60_000,
-  );
-  return ids;
-}
-
-/**
  * Every named host is `ok` with all its phases running (drain is stop-only) and no cordon
  * left behind (the drain phase's marker under the host root).
  */
