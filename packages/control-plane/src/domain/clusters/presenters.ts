@@ -35,58 +35,70 @@ interface Ctx {
 
 type Getter = (c: Ctx) => unknown;
 
-const str =
-  (field: keyof ClusterSpec): Getter =>
-  ({ spec }) => {
-    const value = spec[field];
+/**
+ * The type a read field has on the wire; read-schema.ts turns it into the response schema, so
+ * the serialiser and the presenter cannot disagree. `natOutgoing`: boolean in v4, 0/1 in v3.
+ */
+export type ReadType =
+  | "string"
+  | "integer"
+  | "boolean"
+  | "strings"
+  | "stringMap"
+  | "stringOrNull"
+  | "etcdBackup"
+  | "natOutgoing";
+
+interface ReadField {
+  type: ReadType;
+  get: Getter;
+}
+
+const field = (type: ReadType, get: Getter): ReadField => ({ type, get });
+
+const str = (name: keyof ClusterSpec): ReadField =>
+  field("string", ({ spec }) => {
+    const value = spec[name];
     return typeof value === "string" ? value : "";
-  };
-const int =
-  (field: keyof ClusterSpec): Getter =>
-  ({ spec }) => {
-    const value = spec[field];
+  });
+const int = (name: keyof ClusterSpec): ReadField =>
+  field("integer", ({ spec }) => {
+    const value = spec[name];
     return typeof value === "number" ? value : 0;
-  };
+  });
 /** Tolerates either stored type, so a spec written by an older parser still reads right. */
-const isOn = (spec: Record<string, unknown>, field: keyof ClusterSpec): boolean =>
-  spec[field] === true || spec[field] === 1;
-const bool =
-  (field: keyof ClusterSpec): Getter =>
-  ({ spec }) =>
-    isOn(spec, field);
-const flag =
-  (field: keyof ClusterSpec): Getter =>
-  ({ spec }) =>
-    isOn(spec, field) ? 1 : 0;
-const list =
-  (field: keyof ClusterSpec): Getter =>
-  ({ spec }) => {
-    const value = spec[field];
+const isOn = (spec: Record<string, unknown>, name: keyof ClusterSpec): boolean =>
+  spec[name] === true || spec[name] === 1;
+const bool = (name: keyof ClusterSpec): ReadField => field("boolean", ({ spec }) => isOn(spec, name));
+const flag = (name: keyof ClusterSpec): ReadField => field("integer", ({ spec }) => (isOn(spec, name) ? 1 : 0));
+const list = (name: keyof ClusterSpec): ReadField =>
+  field("strings", ({ spec }) => {
+    const value = spec[name];
     return Array.isArray(value) ? value : [];
-  };
-const map =
-  (field: keyof ClusterSpec): Getter =>
-  ({ spec }) => {
-    const value = spec[field];
+  });
+const map = (name: keyof ClusterSpec): ReadField =>
+  field("stringMap", ({ spec }) => {
+    const value = spec[name];
     return isPlainObject(value) ? value : {};
-  };
-const withDefault =
-  (field: keyof typeof SPEC_DEFAULTS): Getter =>
-  ({ spec }) =>
-    spec[field] ?? SPEC_DEFAULTS[field];
-const fixed =
-  (value: unknown): Getter =>
-  () =>
-    value;
+  });
+
+/** The wire type of a constant or a default: what the value itself is. */
+function typeOfValue(value: string | number | boolean): ReadType {
+  return typeof value === "number" ? "integer" : typeof value === "boolean" ? "boolean" : "string";
+}
+const withDefault = (name: keyof typeof SPEC_DEFAULTS): ReadField =>
+  field(typeOfValue(SPEC_DEFAULTS[name]), ({ spec }) => spec[name] ?? SPEC_DEFAULTS[name]);
+const fixed = (value: string | number | boolean): ReadField => field(typeOfValue(value), () => value);
+const text = (get: Getter): ReadField => field("string", get);
 
 const isCalico = (spec: Record<string, unknown>) => (spec.networkPlugin ?? SPEC_DEFAULTS.networkPlugin) === "calico";
 const canUpgrade = ({ view }: Ctx) => view.upgrade.patch !== null || view.upgrade.minor !== null;
 
-const GETTERS: Record<string, Getter> = {
+const FIELDS: Record<string, ReadField> = {
   // §2.1 fields. name and kubeRoleVersion come from the typed columns: an upgrade moves the
   // role version there, and the column is what the unique index guards for the name.
-  name: ({ view }) => view.row.name,
-  nodePoolUuid: ({ view }) => view.nodePool.uuid,
+  name: text(({ view }) => view.row.name),
+  nodePoolUuid: text(({ view }) => view.nodePool.uuid),
   numMasters: int("numMasters"),
   numWorkers: int("numWorkers"),
   enableCAS: bool("enableCAS"),
@@ -105,7 +117,7 @@ const GETTERS: Record<string, Getter> = {
   domainId: str("domainId"),
   serviceFqdn: str("serviceFqdn"),
   externalDnsName: str("externalDnsName"),
-  useVendorDomain: ({ spec }) => (isOn(spec, "useVendorDomain") ? "true" : "false"),
+  useVendorDomain: text(({ spec }) => (isOn(spec, "useVendorDomain") ? "true" : "false")),
   vpc: str("vpc"),
   subnets: list("subnets"),
   privateSubnets: list("privateSubnets"),
@@ -118,17 +130,17 @@ const GETTERS: Record<string, Getter> = {
   k8sApiPort: withDefault("k8sApiPort"),
   masterVipIpv4: str("masterVipIpv4"),
   masterVipIface: str("masterVipIface"),
-  masterVipVrouterId: ({ view }) => view.row.masterVipVrouterId,
+  masterVipVrouterId: text(({ view }) => view.row.masterVipVrouterId),
   enableMetallb: bool("enableMetallb"),
   metallbCidr: str("metallbCidr"),
   networkPlugin: withDefault("networkPlugin"),
   calicoV4BlockSize: str("calicoV4BlockSize"),
   calicoIpIpMode: str("calicoIpIpMode"),
   // Boolean in v4 create and read, integer in v3 read (§2.1).
-  calicoNatOutgoing: ({ spec, version }) => {
+  calicoNatOutgoing: field("natOutgoing", ({ spec, version }) => {
     const on = isOn(spec, "calicoNatOutgoing");
     return version === "v4" ? on : on ? 1 : 0;
-  },
+  }),
   calicoNodeCpuLimit: str("calicoNodeCpuLimit"),
   calicoNodeMemoryLimit: str("calicoNodeMemoryLimit"),
   calicoTyphaCpuLimit: str("calicoTyphaCpuLimit"),
@@ -146,7 +158,7 @@ const GETTERS: Record<string, Getter> = {
   storageType: str("storageType"),
   localPath: str("localPath"),
   tags: map("tags"),
-  kubeRoleVersion: ({ view }) => view.row.kubeRoleVersion,
+  kubeRoleVersion: text(({ view }) => view.row.kubeRoleVersion),
   cpuManagerPolicy: withDefault("cpuManagerPolicy"),
   topologyManagerPolicy: withDefault("topologyManagerPolicy"),
   reservedCPUs: str("reservedCPUs"),
@@ -156,10 +168,11 @@ const GETTERS: Record<string, Getter> = {
   k8sPrivateRegistry: str("k8sPrivateRegistry"),
   useHostname: bool("useHostname"),
   enableProfileAgent: bool("enableProfileAgent"),
-  enableCatapultMonitoring: ({ spec }) =>
+  enableCatapultMonitoring: field("boolean", ({ spec }) =>
     spec.enableCatapultMonitoring === undefined
       ? SPEC_DEFAULTS.enableCatapultMonitoring
       : isOn(spec, "enableCatapultMonitoring"),
+  ),
   dockerCentosPackageRepoUrl: str("dockerCentosPackageRepoUrl"),
   dockerUbuntuPackageRepoUrl: str("dockerUbuntuPackageRepoUrl"),
   containerRuntime: str("containerRuntime"),
@@ -173,44 +186,44 @@ const GETTERS: Record<string, Getter> = {
   masterless: bool("masterless"),
 
   // Read-only fields of both versions.
-  uuid: ({ view }) => view.row.id,
-  projectId: ({ view }) => view.row.projectId,
+  uuid: text(({ view }) => view.row.id),
+  projectId: text(({ view }) => view.row.projectId),
   isKubernetes: fixed(1),
   // Applies only to OpenStack providers, which Keelson does not have.
   masterIp: fixed(""),
-  status: ({ view }) => view.row.status,
-  masterStatus: ({ view }) => view.masterStatus,
-  workerStatus: ({ view }) => view.workerStatus,
+  status: text(({ view }) => view.row.status),
+  masterStatus: text(({ view }) => view.masterStatus),
+  workerStatus: text(({ view }) => view.workerStatus),
   flannelIfaceLabel: fixed(""),
   flannelPublicIfaceLabel: fixed(""),
-  dockerRoot: ({ spec }) => (spec.containerRuntime === "docker" ? "/var/lib/docker" : "/var/lib/containerd"),
+  dockerRoot: text(({ spec }) => (spec.containerRuntime === "docker" ? "/var/lib/docker" : "/var/lib/containerd")),
   etcdDataDir: fixed("/var/lib/etcd"),
-  lastOp: ({ view }) => view.row.lastOp,
-  lastOk: ({ view }) => view.row.lastOk ?? "",
+  lastOp: text(({ view }) => view.row.lastOp),
+  lastOk: text(({ view }) => view.row.lastOk ?? ""),
   keystoneEnabled: fixed(1),
   authzEnabled: fixed(1),
-  taskStatus: ({ view }) => view.row.taskStatus,
-  taskError: ({ view }) => view.row.taskError,
+  taskStatus: text(({ view }) => view.row.taskStatus),
+  taskError: text(({ view }) => view.row.taskError),
   // The backup job's detail; its `taskStatus` (the spec's second one) is in v4's etcdBackup.
-  taskErrorDetail: ({ view }) => view.row.backupTaskErrorDetail,
-  nodePoolName: ({ view }) => view.nodePool.name,
-  cloudProviderUuid: ({ view }) => view.cloudProvider.uuid,
-  cloudProviderName: ({ view }) => view.cloudProvider.name,
-  cloudProviderType: ({ view }) => view.cloudProvider.type,
-  canUpgrade,
+  taskErrorDetail: text(({ view }) => view.row.backupTaskErrorDetail),
+  nodePoolName: text(({ view }) => view.nodePool.name),
+  cloudProviderUuid: text(({ view }) => view.cloudProvider.uuid),
+  cloudProviderName: text(({ view }) => view.cloudProvider.name),
+  cloudProviderType: text(({ view }) => view.cloudProvider.type),
+  canUpgrade: field("boolean", canUpgrade),
   enableEtcdEncryption: fixed("false"),
-  etcdBackup: (c) => ({
-    isEtcdBackupEnabled: flag("isEtcdBackupEnabled")(c),
-    storageType: str("storageType")(c),
-    storageProperties: { localPath: str("localPath")(c) },
-    intervalInMins: int("intervalInMins")(c),
-    intervalInHours: int("intervalInHours")(c),
-    dailyBackupTime: str("dailyBackupTime")(c),
-    maxIntervalBackupCount: int("maxIntervalBackupCount")(c),
-    maxTimestampBackupCount: int("maxTimestampBackupCount")(c),
+  etcdBackup: field("etcdBackup", (c) => ({
+    isEtcdBackupEnabled: flag("isEtcdBackupEnabled").get(c),
+    storageType: str("storageType").get(c),
+    storageProperties: { localPath: str("localPath").get(c) },
+    intervalInMins: int("intervalInMins").get(c),
+    intervalInHours: int("intervalInHours").get(c),
+    dailyBackupTime: str("dailyBackupTime").get(c),
+    maxIntervalBackupCount: int("maxIntervalBackupCount").get(c),
+    maxTimestampBackupCount: int("maxTimestampBackupCount").get(c),
     taskStatus: c.view.row.backupTaskStatus,
     taskErrorDetail: c.view.row.backupTaskErrorDetail,
-  }),
+  })),
 
   // Read-only fields of v3 only. Keelson has no Mesos/Swarm, debug mode, IPv6 or spot workers:
   // those read as off, and the spot counts as "0" (a count, not an unset value).
@@ -218,28 +231,28 @@ const GETTERS: Record<string, Getter> = {
   isSwarm: fixed(0),
   debug: fixed(false),
   ipv6: fixed(false),
-  canMinorUpgrade: ({ view }) => (view.upgrade.minor !== null ? 1 : 0),
-  minorUpgradeRoleVersion: ({ view }) => view.upgrade.minor ?? "",
-  canPatchUpgrade: ({ view }) => (view.upgrade.patch !== null ? 1 : 0),
-  patchUpgradeRoleVersion: ({ view }) => view.upgrade.patch ?? "",
-  upgradingTo: ({ view }) => view.row.upgradingTo ?? null,
+  canMinorUpgrade: field("integer", ({ view }) => (view.upgrade.minor !== null ? 1 : 0)),
+  minorUpgradeRoleVersion: text(({ view }) => view.upgrade.minor ?? ""),
+  canPatchUpgrade: field("integer", ({ view }) => (view.upgrade.patch !== null ? 1 : 0)),
+  patchUpgradeRoleVersion: text(({ view }) => view.upgrade.patch ?? ""),
+  upgradingTo: field("stringOrNull", ({ view }) => view.row.upgradingTo ?? null),
   kubeProxyMode: fixed("iptables"),
   apiserverStorageBackend: fixed("etcd3"),
-  monitoring: (c) => ((GETTERS.enableCatapultMonitoring as Getter)(c) ? "true" : "false"),
+  monitoring: text((c) => ((FIELDS.enableCatapultMonitoring as ReadField).get(c) ? "true" : "false")),
   numSpotWorkers: fixed("0"),
   spotWorkerFlavor: fixed(""),
   spotPrice: fixed(""),
   numMaxSpotWorkers: fixed("0"),
   // Calico's address detection as Keelson configures it; empty when Calico is not the plugin.
-  calicoIPv4: ({ spec }) => (isCalico(spec) ? "autodetect" : ""),
-  calicoIPv4DetectionMethod: ({ spec }) => (isCalico(spec) ? "first-found" : ""),
-  calicoIPv6: ({ spec }) => (isCalico(spec) ? "none" : ""),
+  calicoIPv4: text(({ spec }) => (isCalico(spec) ? "autodetect" : "")),
+  calicoIPv4DetectionMethod: text(({ spec }) => (isCalico(spec) ? "first-found" : "")),
+  calicoIPv6: text(({ spec }) => (isCalico(spec) ? "none" : "")),
   calicoIPv6DetectionMethod: fixed(""),
   calicoIPv6PoolCidr: fixed(""),
   calicoIPv6PoolBlockSize: fixed(""),
   calicoIPv6PoolNatOutgoing: fixed(0),
   felixIPv6Support: fixed(false),
-  etcdVersion: ({ view }) => view.etcdVersion ?? "",
+  etcdVersion: text(({ view }) => view.etcdVersion ?? ""),
 };
 
 /** §2.1 fields returned by both reads, in the table's order. */
@@ -397,7 +410,7 @@ function present(view: ClusterView, version: ApiVersion, keys: readonly string[]
   const spec = isPlainObject(view.row.spec) ? view.row.spec : {};
   const ctx: Ctx = { view, spec, version };
   const out: Record<string, unknown> = {};
-  for (const key of keys) out[key] = (GETTERS[key] as Getter)(ctx);
+  for (const key of keys) out[key] = (FIELDS[key] as ReadField).get(ctx);
   return out;
 }
 
@@ -407,4 +420,11 @@ export function presentClusterV4(view: ClusterView): Record<string, unknown> {
 
 export function presentClusterV3(view: ClusterView): Record<string, unknown> {
   return present(view, "v3", CLUSTER_READ_KEYS_V3);
+}
+
+/** The wire type of a read key (read-schema.ts); throws for a key no read has. */
+export function readTypeOf(key: string): ReadType {
+  const found = FIELDS[key];
+  if (!found) throw new Error(`presenters: no read field ${key}`);
+  return found.type;
 }
