@@ -55,3 +55,21 @@ export function exited(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
   return new Promise((r) => child.once("exit", () => r()));
 }
+
+/** The first message of `type` from a child (a server saying it listens). */
+export function waitMessage<T>(child: ChildProcess, type: string): Promise<T> {
+  return new Promise((resolve, reject) => {
+    child.on("message", (m: { type: string }) => {
+      if (m.type === type) resolve(m as T);
+    });
+    child.once("exit", (code) => reject(new Error(`child exited (${code}) before ${type}`)));
+  });
+}
+
+/** Stops a child with `signal`, SIGKILL after 20 s. */
+export async function stopChild(child: ChildProcess, signal: NodeJS.Signals = "SIGTERM"): Promise<void> {
+  if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+  const timer = setTimeout(() => child.kill("SIGKILL"), 20_000);
+  await exited(child);
+  clearTimeout(timer);
+}

@@ -1,21 +1,8 @@
-/**
- * Agent-link benchmark (issue 3): one keelson-server on this machine holding 1,000, 5,000 and
- * 10,000 simulated agents (test/sim, in a separate process so the server is measured alone),
- * next to a bare `ws` server holding the same connections as a baseline.
- *
- *   node --import tsx test/bench/agents/run.ts
- *
- * Env: BENCH_SIZES (default "1000,5000,10000"), BENCH_WINDOW_S (steady-state window, default
- * 30), BENCH_HEARTBEAT_MS (ping interval of both servers, default 5000: three times the
- * production rate of 15 s, so the steady state shown is a pessimistic one).
- * Prints figures; never fails on a time.
- */
-import type { ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ask, exited, spawnNode } from "./children.ts";
+import { ask, spawnNode, stopChild, waitMessage } from "./children.ts";
 import { memoryMiB, sampleWindow } from "./proc-stats.ts";
 
 const SIZES = (process.env.BENCH_SIZES ?? "1000,5000,10000").split(",").map(Number);
@@ -67,22 +54,6 @@ async function waitReady(url: string, timeoutMs = 60_000): Promise<void> {
     if (Date.now() > deadline) throw new Error(`${url} not ready in ${timeoutMs} ms`);
     await new Promise((r) => setTimeout(r, 200));
   }
-}
-
-function waitMessage<T>(child: ChildProcess, type: string): Promise<T> {
-  return new Promise((resolve, reject) => {
-    child.on("message", (m: { type: string }) => {
-      if (m.type === type) resolve(m as T);
-    });
-    child.once("exit", (code) => reject(new Error(`child exited (${code}) before ${type}`)));
-  });
-}
-
-async function stopChild(child: ChildProcess, signal: NodeJS.Signals = "SIGTERM"): Promise<void> {
-  if (child.exitCode === null && child.signalCode === null) child.kill(signal);
-  const timer = setTimeout(() => child.kill("SIGKILL"), 20_000);
-  await exited(child);
-  clearTimeout(timer);
 }
 
 function log(line: string): void {

@@ -3,6 +3,7 @@
  * CPU and memory are measured without the simulators in the same process.
  */
 import { type Simulator, startSimulator } from "../../sim/index.ts";
+import { bareIdentities } from "../support/bare-identities.ts";
 
 let sim: Simulator | undefined;
 
@@ -21,13 +22,7 @@ type Message =
 process.on("message", async (message: Message) => {
   try {
     if (message.type === "start") {
-      const identities = message.bare
-        ? Array.from({ length: message.count }, (_, i) => ({
-            hostId: `bare-${i}`,
-            credential: "none",
-            projectId: "bare",
-          }))
-        : undefined;
+      const identities = message.bare ? bareIdentities(message.count) : undefined;
       sim = await startSimulator({
         url: message.url,
         count: message.count,

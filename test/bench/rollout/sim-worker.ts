@@ -3,11 +3,22 @@
  * time, so the control plane's time is measured without the simulators in its process.
  */
 import { type Simulator, startSimulator } from "../../sim/index.ts";
+import { bareIdentities } from "../support/bare-identities.ts";
 
 let sim: Simulator | undefined;
 
 type Message =
-  | { type: "start"; url: string; adminToken: string; projectId: string; count: number; phaseTimeMs: number }
+  | {
+      type: "start";
+      url: string;
+      /** The keelson run registers the fleet; the bare baseline takes made-up identities. */
+      adminToken?: string;
+      projectId?: string;
+      count: number;
+      phaseTimeMs: number;
+      bare?: boolean;
+      linkUrl?: string;
+    }
   | { type: "counts" }
   | { type: "stop" };
 
@@ -17,8 +28,10 @@ process.on("message", async (message: Message) => {
       sim = await startSimulator({
         url: message.url,
         count: message.count,
-        adminToken: message.adminToken,
-        projectId: message.projectId,
+        ...(message.adminToken ? { adminToken: message.adminToken } : {}),
+        ...(message.projectId ? { projectId: message.projectId } : {}),
+        ...(message.bare ? { identities: bareIdentities(message.count) } : {}),
+        ...(message.linkUrl ? { linkUrl: message.linkUrl } : {}),
         phaseTimeMs: message.phaseTimeMs,
         concurrency: 500,
         connectTimeoutMs: 300_000,
