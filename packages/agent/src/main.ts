@@ -266,8 +266,17 @@ facts.start(
   (err) => log.warn({ err }, "collecting host facts failed"),
 );
 link.start();
-// A host that is a node of a cluster keeps running its phases across agent restarts.
-void node.resume().catch((err) => log.error({ err }, "resuming the node failed"));
+// A host that is a node of a cluster keeps running its phases across agent restarts. A resume
+// that fails (its node package gone from the state dir while the control plane is unreachable)
+// is tried again: the node's services keep running meanwhile, unwatched.
+const RESUME_RETRY_MS = 15_000;
+function resumeNode(): void {
+  node.resume().catch((err) => {
+    log.error({ err, retryInMs: RESUME_RETRY_MS }, "resuming the node failed; trying again");
+    setTimeout(resumeNode, RESUME_RETRY_MS).unref();
+  });
+}
+resumeNode();
 
 /** The launcher keeps a freshly upgraded version only once it is up: API listening, link welcomed. */
 function signalReady(): void {

@@ -186,4 +186,44 @@ describe("node.join / node.upgrade with node packages", () => {
     // The package before stays for a look back.
     expect(existsSync(joinedDir)).toBe(true);
   });
+
+  it("an agent restart with its package gone from the state dir fetches it again; until it can, resume fails", async () => {
+    const ref = pack("1.31.2-kls.2", "v1.31.2-resume");
+    const nodeRoot = tempDir("np-resume");
+    const stateDir = join(nodeRoot, "state");
+    const hostRoot = join(nodeRoot, "host");
+    mkdirSync(stateDir, { recursive: true });
+    mkdirSync(hostRoot, { recursive: true });
+    const make = (link: FakeLink, calls: PhaseCall[]) => {
+      const c = new NodeController(
+        fakeNodeControllerOptions(
+          { root: nodeRoot, stateDir, hostRoot, link, calls, services: noServices() },
+          { controlPlane: base },
+        ),
+      );
+      controllers.push(c);
+      return c;
+    };
+    const first = new FakeLink();
+    const node = make(first, []);
+    await node.join(joinPayload({ kubeRoleVersion: ref.roleVersion, nodePackage: ref }));
+    await waitFor("ok", () => first.last()?.report.status === "ok");
+    await node.close();
+
+    // The state dir lost its packages and the control plane cannot serve it right now.
+    rmSync(join(stateDir, "node-packages"), { recursive: true, force: true });
+    const file = served.get(ref.url) as string;
+    served.delete(ref.url);
+    const calls: PhaseCall[] = [];
+    const link = new FakeLink();
+    const again = make(link, calls);
+    await expect(again.resume()).rejects.toThrow(/HTTP 404/);
+    expect(calls).toEqual([]);
+
+    served.set(ref.url, file);
+    await again.resume();
+    await waitFor("ok after the resume", () => link.last()?.report.status === "ok");
+    const dir = calls.find((c) => c.action === "start" || c.action === "status")?.nodePackage as string;
+    expect(readFileSync(join(dir, "bin", "kubelet"), "utf8")).toContain("v1.31.2-resume");
+  });
 });
