@@ -208,6 +208,16 @@ describe("rolling restart of real agents across a SIGKILL of the control plane",
       kubeRoleVersion: PATCH,
     });
     await expectAllOkAndUncordoned();
+    // Each agent had the target's package installed (the upgrade's prefetch) before it upgraded.
+    for (const h of HOSTS) {
+      const lines = (agents[h.name] as AgentProc).output().split("\n");
+      const installed = lines.findIndex(
+        (l) => l.includes('"msg":"node package installed"') && l.includes(`"roleVersion":"${PATCH}"`),
+      );
+      const upgrading = lines.findIndex((l) => l.includes('"msg":"upgrading node"'));
+      expect(installed, `${h.name} installed ${PATCH}`).toBeGreaterThanOrEqual(0);
+      expect(installed, `${h.name} installed before upgrading`).toBeLessThan(upgrading);
+    }
     // Every node now runs the binaries of the target's package, not the ones it joined with.
     for (const h of HOSTS) {
       const services = h.isMaster ? ["kubelet", "kube-proxy", "kube-apiserver"] : ["kubelet", "kube-proxy"];

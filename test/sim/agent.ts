@@ -86,6 +86,10 @@ export class SimAgent {
   agentUpgrades = 0;
   /** How long a simulated agent upgrade takes; tests may change it (a huge value: it never comes back). */
   upgradeTimeMs = 20;
+  /** Role versions whose node package this agent was asked to fetch ahead (`node.prefetch`). */
+  prefetched: string[] = [];
+  /** Set: `node.prefetch` fails with this reason (the package cannot be had). */
+  prefetchFailure: string | undefined;
   /** Set: the next agent upgrades fail with this reason (the agent keeps its version, like the real one). */
   upgradeFailure: string | undefined;
   /** This agent's phase time and failing phase; start as the behaviour says, tests may change them. */
@@ -377,6 +381,14 @@ export class SimAgent {
         // converge() reports `converging` at once (right after the answer), then `ok`: the control
         // plane waits for that `converging` before it takes an `ok` as the end of the restart.
         return { result: ok({ accepted: true }), afterAnswer: () => this.converge() };
+      }
+      case "node.prefetch": {
+        if (!this.membership || this.membership.clusterId !== frame.payload.clusterId) {
+          return refuse(`this host is not a node of cluster ${frame.payload.clusterId}`);
+        }
+        if (this.prefetchFailure) return refuse(this.prefetchFailure);
+        this.prefetched.push(frame.payload.nodePackage.roleVersion);
+        return { result: ok({ ready: true }) };
       }
       case "node.settings": {
         const membership = this.membership;

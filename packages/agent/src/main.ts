@@ -142,6 +142,7 @@ const link: LinkClient = new LinkClient({
     "node.settings": async (payload) => node.settings(payload),
     "node.restart": async (payload, ctx) => node.restart(payload, ctx.signal),
     "node.upgrade": async (payload, ctx) => node.upgrade(payload, ctx.signal),
+    "node.prefetch": async (payload, ctx) => node.prefetch(payload, ctx.signal),
   },
 });
 

@@ -45,7 +45,7 @@ const upload = (body: Buffer, token: string | null = ADMIN_TOKEN) =>
   });
 
 beforeAll(async () => {
-  f = await startFleet(8, { namePrefix: "npk", phaseTimeMs: 60 });
+  f = await startFleet(10, { namePrefix: "npk", phaseTimeMs: 60 });
   pool = new FleetAllocator(f);
   const hub = f.t.app.keelson.agents;
   const inner = hub.sendCommand.bind(hub);
@@ -139,6 +139,34 @@ describe("node packages served by the control plane", () => {
       });
     }
     expect(await f.cluster(clusterId, "v3")).toMatchObject({ kubeRoleVersion: PATCH, taskStatus: "success" });
+    // Every node fetched the package ahead, before the first node was upgraded.
+    const prefetches = sent.filter((s) => s.name === "node.prefetch" && hosts.includes(s.hostId));
+    expect(prefetches.map((p) => p.hostId).sort()).toEqual([...hosts].sort());
+    const firstUpgrade = sent.findIndex((s) => s.name === "node.upgrade" && hosts.includes(s.hostId));
+    expect(prefetches.every((p) => sent.indexOf(p) < firstUpgrade)).toBe(true);
+    expect([...masters, ...workers].every((a) => a.prefetched.includes(PATCH))).toBe(true);
+  });
+
+  it("a node that cannot fetch the target's package fails the upgrade before any node restarts; fixed, it goes through", async () => {
+    const masters = pool.take(1);
+    const workers = pool.take(1);
+    const hosts = [...masters, ...workers].map((a) => a.hostId);
+    const clusterId = await readyCluster(f, "npk-prefetch", masters, workers, { kubeRoleVersion: FROM });
+    const worker = workers[0] as NonNullable<(typeof workers)[number]>;
+    worker.prefetchFailure = "no space left on device";
+    expect((await post(f, `/v4/{p}/clusters/${clusterId}/upgrade?type=patch`, {})).statusCode).toBe(200);
+    await f.idle();
+    expect(sent.filter((s) => s.name === "node.upgrade" && hosts.includes(s.hostId))).toEqual([]);
+    const failed = await f.cluster(clusterId, "v3");
+    expect(failed).toMatchObject({ taskStatus: "error", kubeRoleVersion: FROM, status: "ok" });
+    expect(failed.taskError).toContain(`node ${worker.hostname} (${worker.hostId})`);
+    expect(failed.taskError).toContain("no space left on device");
+    expect(failed.taskError).toContain("no node was upgraded");
+
+    worker.prefetchFailure = undefined;
+    expect((await post(f, `/v4/{p}/clusters/${clusterId}/upgrade?type=patch`, {})).statusCode).toBe(200);
+    await f.idle();
+    expect(await f.cluster(clusterId, "v3")).toMatchObject({ taskStatus: "success", kubeRoleVersion: PATCH });
   });
 
   it("a cluster on host-installed packages (none stored for its version) upgrades without one, and its nodes get none", async () => {

@@ -48,6 +48,48 @@ describe("OperationRunner", () => {
     }
   });
 
+  it("resumes at the step of the saved name when a newer release added a step before it", async () => {
+    const db = createTestDatabase();
+    try {
+      const projectId = createProject(db, "p").id;
+      const runner = new OperationRunner(db, pino({ level: "silent" }));
+      const ran: string[] = [];
+      const seen: Record<string, unknown>[] = [];
+      const step = (name: string) => ({
+        name,
+        run: (ctx: { progress: Record<string, unknown> }) => {
+          ran.push(name);
+          seen.push({ ...ctx.progress });
+        },
+      });
+      // The release that recorded the operation had steps [a, b]; this one has [new, a, b].
+      runner.register({ kind: "grown", steps: () => [step("new"), step("a"), step("b")] });
+      const op = recordOperation(db, { projectId, kind: "grown", targetType: "cluster", targetId: "target-2" });
+      db.update(operations)
+        .set({ cursor: { step: 1, stepName: "b", progress: { done: ["n1"] } } })
+        .where(eq(operations.id, op.id))
+        .run();
+      runner.start();
+      await runner.idle();
+      expect(ran).toEqual(["b"]);
+      expect(seen).toEqual([{ done: ["n1"] }]);
+      // A cursor without a name (recorded before names were kept) resumes by its index.
+      const old = recordOperation(db, { projectId, kind: "grown", targetType: "cluster", targetId: "target-3" });
+      db.update(operations)
+        .set({ cursor: { step: 2, progress: {} } })
+        .where(eq(operations.id, old.id))
+        .run();
+      runner.enqueue(old);
+      await runner.idle();
+      expect(ran).toEqual(["b", "b"]);
+      const state = db.select().from(operations).where(eq(operations.id, op.id)).get();
+      expect(state?.state).toBe("succeeded");
+      await runner.stop();
+    } finally {
+      closeDatabase(db);
+    }
+  });
+
   it("keeps an operation's outcome when an event listener throws", async () => {
     const db = createTestDatabase();
     try {

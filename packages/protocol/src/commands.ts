@@ -142,6 +142,21 @@ export const NodeUpgradePayload = Type.Object(
 );
 export const NodeUpgradeResult = Type.Object({ accepted: Type.Boolean() }, { additionalProperties: false });
 
+/**
+ * Before an upgrade touches any node: fetch and install the node package of the target role
+ * version now, while every node still runs, so a package a node cannot get stops the upgrade
+ * before anything restarts, and the node's own upgrade later spends no time downloading.
+ * Changes nothing the node runs.
+ */
+export const NodePrefetchPayload = Type.Object(
+  {
+    clusterId: Type.String({ minLength: 1, maxLength: 128 }),
+    nodePackage: NodePackageRef,
+  },
+  { additionalProperties: false },
+);
+export const NodePrefetchResult = Type.Object({ ready: Type.Boolean() }, { additionalProperties: false });
+
 export const Commands = {
   ping: { payload: PingPayload, result: PingResult },
   "agent.upgrade": { payload: AgentUpgradePayload, result: AgentUpgradeResult },
@@ -150,6 +165,7 @@ export const Commands = {
   "node.settings": { payload: NodeSettingsPayload, result: NodeSettingsResult },
   "node.restart": { payload: NodeRestartPayload, result: NodeRestartResult },
   "node.upgrade": { payload: NodeUpgradePayload, result: NodeUpgradeResult },
+  "node.prefetch": { payload: NodePrefetchPayload, result: NodePrefetchResult },
 } as const;
 
 export type CommandName = keyof typeof Commands;

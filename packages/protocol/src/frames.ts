@@ -180,6 +180,7 @@ export const CommandFrame = Type.Union([
   commandFrame("node.settings"),
   commandFrame("node.restart"),
   commandFrame("node.upgrade"),
+  commandFrame("node.prefetch"),
 ]);
 
 export const TokenVerifiedFrame = Type.Object(

@@ -345,6 +345,20 @@ export class NodeController {
     });
   }
 
+  /**
+   * Installs the node package of an upgrade ahead of it. Not queued behind other membership
+   * work: it changes nothing the node runs, and installs of one package are shared, so the
+   * upgrade that follows finds it in place.
+   */
+  async prefetch(
+    payload: CommandPayload<"node.prefetch">,
+    signal?: AbortSignal,
+  ): Promise<CommandResult<"node.prefetch">> {
+    this.memberOf(payload.clusterId);
+    await this.packages.ensure(payload.nodePackage, signal);
+    return { ready: true };
+  }
+
   /** Stops managing (agent shutdown): the node's services keep running, like systemd units. */
   async close(): Promise<void> {
     this.closed = true;

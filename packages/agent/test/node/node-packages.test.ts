@@ -226,4 +226,38 @@ describe("node.join / node.upgrade with node packages", () => {
     const dir = calls.find((c) => c.action === "start" || c.action === "status")?.nodePackage as string;
     expect(readFileSync(join(dir, "bin", "kubelet"), "utf8")).toContain("v1.31.2-resume");
   });
+
+  it("node.prefetch installs the upgrade's package while the node runs on; the upgrade then needs no download", async () => {
+    const from = pack("1.29.10-kls.3", "v1.29.10-prefetch");
+    const to = pack("1.29.12-kls.3", "v1.29.12-prefetch");
+    const nodeRoot = tempDir("np-prefetch");
+    const stateDir = join(nodeRoot, "state");
+    const hostRoot = join(nodeRoot, "host");
+    mkdirSync(stateDir, { recursive: true });
+    mkdirSync(hostRoot, { recursive: true });
+    const link = new FakeLink();
+    const calls: PhaseCall[] = [];
+    const node = new NodeController(
+      fakeNodeControllerOptions(
+        { root: nodeRoot, stateDir, hostRoot, link, calls, services: noServices() },
+        { controlPlane: base },
+      ),
+    );
+    controllers.push(node);
+    await node.join(joinPayload({ kubeRoleVersion: from.roleVersion, nodePackage: from }));
+    await waitFor("ok", () => link.last()?.report.status === "ok");
+    await expect(node.prefetch({ clusterId: "cluster-2", nodePackage: to })).rejects.toThrow(/not of cluster-2/);
+
+    calls.length = 0;
+    expect(await node.prefetch({ clusterId: "cluster-1", nodePackage: to })).toEqual({ ready: true });
+    expect(calls.filter((c) => c.action !== "status")).toEqual([]);
+    expect(loadDesiredState(join(stateDir, DESIRED_STATE_FILE))?.join.kubeRoleVersion).toBe(from.roleVersion);
+
+    // The control plane no longer serves it: the upgrade uses what the prefetch installed.
+    served.delete(to.url);
+    await node.upgrade({ clusterId: "cluster-1", kubeRoleVersion: to.roleVersion, settings: {}, nodePackage: to });
+    await waitFor("ok after the upgrade", () => link.last()?.report.status === "ok");
+    const started = calls.find((c) => c.action === "start")?.nodePackage as string;
+    expect(readFileSync(join(started, "bin", "kubelet"), "utf8")).toContain("v1.29.12-prefetch");
+  });
 });

@@ -13,6 +13,11 @@ import {
 
 interface Cursor {
   step: number;
+  /**
+   * The name of the step at `step`: a newer release that adds a step before it resumes at the
+   * step of that name, not at an index that now means another step.
+   */
+  stepName?: string;
   progress: Record<string, unknown>;
 }
 
@@ -113,12 +118,16 @@ export class OperationRunner {
     try {
       // Inside the try: params a kind cannot read fail the operation instead of leaving it running.
       const steps = kind.steps(op);
-      for (let i = cursor.step; i < steps.length; i++) {
+      const named = cursor.stepName ? steps.findIndex((s) => s.name === cursor.stepName) : -1;
+      for (let i = named >= 0 ? named : cursor.step; i < steps.length; i++) {
         const step = steps[i];
         if (!step) break;
         if (this.abort.signal.aborted) throw new OperationInterrupted();
+        cursor.step = i;
+        cursor.stepName = step.name;
         await step.run(ctx);
         cursor.step = i + 1;
+        cursor.stepName = steps[i + 1]?.name;
         cursor.progress = {};
         this.saveCursor(id, cursor);
         this.emit(op, "operation.step", "running", step.name);

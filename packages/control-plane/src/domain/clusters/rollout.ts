@@ -22,6 +22,7 @@ import {
   trackReports,
   waitForEtcdWhole,
 } from "./rollout-nodes.ts";
+import { prefetchStep } from "./rollout-prefetch.ts";
 import { roleCountsOf } from "./views.ts";
 
 /**
@@ -334,7 +335,9 @@ export function rolloutOperationKinds(k: Keelson): OperationKind[] {
           skip: (_ctx, node) => atTarget.get(node.id)?.v === target,
           onNodeDone: (_ctx, node) => markUpgraded.run(target, node.id),
         };
+        const everyNode = () => [...nodesOf(op, "masters"), ...nodesOf(op, "chosen"), ...nodesOf(op, "workers")];
         return [
+          prefetchStep(k, target, everyNode, (node) => atTarget.get(node.id)?.v === target),
           mastersStep(k, "upgrade-masters", nodesOf(op, "masters"), plan),
           workersStep(k, "upgrade-chosen-workers", nodesOf(op, "chosen"), () => 0, plan),
           // Batches are a percent of all the cluster's workers, the chosen ones included.

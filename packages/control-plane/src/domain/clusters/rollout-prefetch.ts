@@ -1,0 +1,76 @@
+import { CommandErrorCode } from "@keelson/protocol";
+import { CommandFailedError, HostOfflineError } from "../../agents/errors.ts";
+import type { Keelson } from "../../context.ts";
+import { OperationInterrupted, type OperationStep, type StepContext } from "../../operations/types.ts";
+import { nodePackageRef } from "../packages/node-shelf.ts";
+import { label, nodeRestartTimeoutMs, type RolloutNode } from "./rollout-nodes.ts";
+
+/** Nodes asked at once: a download each, so not all thousand of them together. */
+const PREFETCH_CONCURRENCY = 50;
+
+/**
+ * The first step of an upgrade whose target has a stored node package: every connected node
+ * still to upgrade fetches and installs it (`node.prefetch`) while all of them still run. A node
+ * that cannot get it fails the upgrade here, before any node restarted, naming it; the nodes'
+ * upgrades later spend no time downloading. Offline nodes, and agents too old to know the
+ * command, fetch at their own upgrade instead. Idempotent (an installed package is found in
+ * place), so a resumed upgrade runs it again cheaply.
+ */
+export function prefetchStep(
+  k: Keelson,
+  target: string,
+  nodes: () => RolloutNode[],
+  skip: (node: RolloutNode) => boolean,
+): OperationStep {
+  return {
+    name: "prefetch-packages",
+    run: async (ctx) => {
+      const nodePackage = nodePackageRef(k, target);
+      if (!nodePackage) return;
+      const todo = nodes().filter((n) => !skip(n) && k.agents.isConnected(n.id));
+      const failures: string[] = [];
+      let next = 0;
+      const worker = async () => {
+        while (next < todo.length) {
+          const node = todo[next++] as RolloutNode;
+          const why = await prefetchOne(k, ctx, node, nodePackage);
+          if (why) failures.push(`${label(node)}: ${why}`);
+        }
+      };
+      await Promise.all(Array.from({ length: Math.min(PREFETCH_CONCURRENCY, todo.length) }, worker));
+      if (ctx.signal.aborted) throw new OperationInterrupted();
+      ctx.log.info({ nodes: todo.length, failed: failures.length, target }, "node package fetched ahead");
+      if (failures.length > 0) {
+        const shown = failures.slice(0, 3).join("; ");
+        const more = failures.length > 3 ? `; and ${failures.length - 3} more` : "";
+        throw new Error(
+          `${failures.length} of ${todo.length} nodes could not fetch the node package of ${target}, so no node ` +
+            `was upgraded: ${shown}${more}`,
+        );
+      }
+    },
+  };
+}
+
+/** Why this node could not fetch the package, or undefined when it has it (or will fetch it itself). */
+async function prefetchOne(
+  k: Keelson,
+  ctx: StepContext,
+  node: RolloutNode,
+  nodePackage: NonNullable<ReturnType<typeof nodePackageRef>>,
+): Promise<string | undefined> {
+  if (ctx.signal.aborted) return undefined;
+  try {
+    await k.agents.sendCommand(
+      node.id,
+      "node.prefetch",
+      { clusterId: ctx.op.targetId, nodePackage },
+      { timeoutMs: nodeRestartTimeoutMs() },
+    );
+    return undefined;
+  } catch (err) {
+    if (ctx.signal.aborted || err instanceof HostOfflineError) return undefined;
+    if (err instanceof CommandFailedError && err.agentCode === CommandErrorCode.UNKNOWN_COMMAND) return undefined;
+    return err instanceof Error ? err.message : String(err);
+  }
+}
