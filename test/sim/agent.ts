@@ -1,4 +1,5 @@
 import {
+  AGENT_CAPABILITIES,
   type AgentFrame,
   Backoff,
   type CommandFrame,
@@ -86,6 +87,8 @@ export class SimAgent {
   agentUpgrades = 0;
   /** How long a simulated agent upgrade takes; tests may change it (a huge value: it never comes back). */
   upgradeTimeMs = 20;
+  /** What the hello declares; undefined: none, like an agent older than the field. Tests may change it. */
+  capabilities: string[] | undefined = Object.values(AGENT_CAPABILITIES);
   /** Role versions whose node package this agent was asked to fetch ahead (`node.prefetch`). */
   prefetched: string[] = [];
   /** Set: `node.prefetch` fails with this reason (the package cannot be had). */
@@ -242,6 +245,7 @@ export class SimAgent {
         encodeFrame({
           type: "hello",
           protocolVersion: PROTOCOL_VERSION,
+          ...(this.capabilities ? { capabilities: this.capabilities } : {}),
           hostId: this.hostId,
           agentVersion: this.agentVersion,
           hostname: this.hostname,

@@ -8,7 +8,7 @@ import { writeNodePackageSource } from "../../../test/fixtures/node-package-sour
 import { nodeShelf } from "../src/domain/packages/node-shelf.ts";
 import { sha256 } from "./agent-package-fixtures.ts";
 import { ADMIN_TOKEN } from "./helpers.ts";
-import { type Fleet, startFleet } from "./membership-harness.ts";
+import { type Fleet, startFleet, w, waitFor } from "./membership-harness.ts";
 import { FleetAllocator, post, readyCluster } from "./rollout-harness.ts";
 
 /**
@@ -45,7 +45,7 @@ const upload = (body: Buffer, token: string | null = ADMIN_TOKEN) =>
   });
 
 beforeAll(async () => {
-  f = await startFleet(10, { namePrefix: "npk", phaseTimeMs: 60 });
+  f = await startFleet(13, { namePrefix: "npk", phaseTimeMs: 60 });
   pool = new FleetAllocator(f);
   const hub = f.t.app.keelson.agents;
   const inner = hub.sendCommand.bind(hub);
@@ -167,6 +167,42 @@ describe("node packages served by the control plane", () => {
     expect((await post(f, `/v4/{p}/clusters/${clusterId}/upgrade?type=patch`, {})).statusCode).toBe(200);
     await f.idle();
     expect(await f.cluster(clusterId, "v3")).toMatchObject({ taskStatus: "success", kubeRoleVersion: PATCH });
+  });
+
+  it("an agent too old for node packages is named, not handed one: the upgrade and the attach fail before touching it", async () => {
+    const masters = pool.take(1);
+    const workers = pool.take(1);
+    const hosts = [...masters, ...workers].map((a) => a.hostId);
+    const clusterId = await readyCluster(f, "npk-old-agent", masters, workers, { kubeRoleVersion: FROM });
+    const old = workers[0] as NonNullable<(typeof workers)[number]>;
+    // The worker comes back as an agent that declares no capabilities (an older release).
+    const oldSupports = () => f.t.app.keelson.agents.supports(old.hostId, "node-packages");
+    old.capabilities = undefined;
+    old.kill();
+    await waitFor("the old agent back", () => oldSupports() === false);
+    expect((await post(f, `/v4/{p}/clusters/${clusterId}/upgrade?type=patch`, {})).statusCode).toBe(200);
+    await f.idle();
+    expect(
+      sent.filter((s) => (s.name === "node.upgrade" || s.name === "node.prefetch") && s.hostId === old.hostId),
+    ).toEqual([]);
+    expect(sent.filter((s) => s.name === "node.upgrade" && hosts.includes(s.hostId))).toEqual([]);
+    const failed = await f.cluster(clusterId, "v3");
+    expect(failed).toMatchObject({ taskStatus: "error", kubeRoleVersion: FROM });
+    expect(failed.taskError).toContain(`node ${old.hostname} (${old.hostId}) runs an agent too old for node packages`);
+
+    // Attaching an old agent to a cluster whose version has a stored package fails the same way.
+    const [spare] = pool.take(1);
+    const newcomer = spare as NonNullable<typeof spare>;
+    newcomer.capabilities = undefined;
+    newcomer.kill();
+    await waitFor(
+      "the second old agent back",
+      () => f.t.app.keelson.agents.supports(newcomer.hostId, "node-packages") === false,
+    );
+    expect((await f.attach(clusterId, [w(newcomer.hostId)])).statusCode).toBe(200);
+    await f.idle();
+    expect(sent.filter((s) => s.name === "node.join" && s.hostId === newcomer.hostId)).toEqual([]);
+    expect((await f.cluster(clusterId, "v3")).taskError).toContain("runs an agent too old for node packages");
   });
 
   it("a cluster on host-installed packages (none stored for its version) upgrades without one, and its nodes get none", async () => {

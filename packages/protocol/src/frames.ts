@@ -31,9 +31,21 @@ export const HelloFrame = Type.Object(
     facts: HostFacts,
     agentStatus: AgentStatus,
     agentError: Type.Optional(Text(4096)),
+    /**
+     * What this agent takes beyond the first release of protocol 1 (AGENT_CAPABILITIES). The
+     * control plane sends nothing an agent did not declare: an older agent drops its link on
+     * a command or field it does not know.
+     */
+    capabilities: Type.Optional(Type.Array(Text(64), { maxItems: 64 })),
   },
   strict,
 );
+
+/**
+ * Capabilities an agent declares in its hello. `node-packages`: `nodePackage` in node.join /
+ * node.upgrade, and node.prefetch.
+ */
+export const AGENT_CAPABILITIES = { nodePackages: "node-packages" } as const;
 
 export const FactsFrame = Type.Object({ type: Type.Literal("facts"), facts: HostFacts }, strict);
 

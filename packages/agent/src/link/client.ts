@@ -1,6 +1,7 @@
 import { EventEmitter } from "node:events";
 import { join } from "node:path";
 import {
+  AGENT_CAPABILITIES,
   type AgentFrame,
   assertNever,
   Backoff,
@@ -371,7 +372,12 @@ export class LinkClient extends EventEmitter<LinkClientEvents> {
     try {
       const hello = await this.options.hello();
       if (this.ws !== ws) return;
-      this.sendOn(ws, { type: "hello", protocolVersion: PROTOCOL_VERSION, ...hello });
+      this.sendOn(ws, {
+        type: "hello",
+        protocolVersion: PROTOCOL_VERSION,
+        capabilities: Object.values(AGENT_CAPABILITIES),
+        ...hello,
+      });
     } catch (err) {
       this.options.log.error({ err }, "could not build the hello; retrying");
       this.abandon(ws);

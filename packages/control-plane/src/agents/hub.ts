@@ -117,6 +117,15 @@ export class AgentHub {
     return this.registry.get(hostId)?.open === true;
   }
 
+  /**
+   * Whether the host's agent, as connected now, declared `capability` in its hello; undefined
+   * while it is not connected (nothing is known until it says hello).
+   */
+  supports(hostId: string, capability: string): boolean | undefined {
+    const session = this.registry.get(hostId);
+    return session?.open ? session.capabilities.has(capability) : undefined;
+  }
+
   get connectedCount(): number {
     return this.registry.size;
   }
@@ -329,6 +338,7 @@ export class AgentHub {
     }
     clearTimeout(session.helloTimer);
     session.helloAt = new Date();
+    session.capabilities = new Set(hello.capabilities ?? []);
     const previous = this.registry.replace(session);
     if (previous) {
       this.log.info(

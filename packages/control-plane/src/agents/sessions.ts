@@ -13,6 +13,8 @@ export class AgentSession {
   /** Pings sent since the last pong. */
   missedPongs = 0;
   helloTimer: NodeJS.Timeout | undefined;
+  /** What the agent declared in its hello (AGENT_CAPABILITIES); empty for an agent older than the field. */
+  capabilities: ReadonlySet<string> = new Set();
 
   constructor(
     readonly socket: WebSocket,

@@ -3,7 +3,7 @@ import { type CommandPayload, MAX_COMMAND_TIMEOUT_MS, type NodeRole } from "@kee
 import { eq } from "drizzle-orm";
 import type { Keelson } from "../../context.ts";
 import type { StepContext } from "../../operations/types.ts";
-import { nodePackageRef } from "../packages/node-shelf.ts";
+import { nodePackageRef, nodePackageRefusal } from "../packages/node-shelf.ts";
 import { buildJoinPayload } from "./join-payload.ts";
 import {
   type Deadline,
@@ -208,6 +208,8 @@ export async function joinNode(
     return true;
   }
 
+  const refused = join.payload.nodePackage ? nodePackageRefusal(k.agents, nodeId, label) : undefined;
+  if (refused) throw new NodeFailedError(refused);
   const result = await sendWhenOnline(k.agents, nodeId, "node.join", join.payload, deadline, label);
   if (!result.accepted) throw new NodeFailedError(`${label} did not accept node.join for cluster ${join.cluster.name}`);
   ctx.log.debug({ nodeId, role }, "node accepted node.join");

@@ -4,6 +4,7 @@ import type { AgentHub } from "../../agents/hub.ts";
 import type { NodeEvent } from "../../agents/node-events.ts";
 import type { Keelson } from "../../context.ts";
 import type { StepContext } from "../../operations/types.ts";
+import { nodePackageRefusal } from "../packages/node-shelf.ts";
 import { type EtcdReport, etcdReports } from "./etcd-reports.ts";
 import {
   type Deadline,
@@ -159,6 +160,10 @@ export async function rollNode(
     if (event.report.status !== "ok" || phasesRanSince(startsBefore, event.report.phases)) began = true;
   });
   try {
+    if (action.name === "node.upgrade" && action.payload.nodePackage) {
+      const refused = nodePackageRefusal(hub, node.id, label(node));
+      if (refused) throw new Error(refused);
+    }
     const commandId = `${ctx.op.id}:${node.id}:${action.name}`;
     const send = async (id: string) => {
       const result = await sendWhenOnline(

@@ -1,8 +1,7 @@
-import { CommandErrorCode } from "@keelson/protocol";
-import { CommandFailedError, HostOfflineError } from "../../agents/errors.ts";
+import { HostOfflineError } from "../../agents/errors.ts";
 import type { Keelson } from "../../context.ts";
 import { OperationInterrupted, type OperationStep, type StepContext } from "../../operations/types.ts";
-import { nodePackageRef } from "../packages/node-shelf.ts";
+import { nodePackageRef, nodePackageRefusal } from "../packages/node-shelf.ts";
 import { label, nodeRestartTimeoutMs, type RolloutNode } from "./rollout-nodes.ts";
 
 /** Nodes asked at once: a download each, so not all thousand of them together. */
@@ -12,9 +11,9 @@ const PREFETCH_CONCURRENCY = 50;
  * The first step of an upgrade whose target has a stored node package: every connected node
  * still to upgrade fetches and installs it (`node.prefetch`) while all of them still run. A node
  * that cannot get it fails the upgrade here, before any node restarted, naming it; the nodes'
- * upgrades later spend no time downloading. Offline nodes, and agents too old to know the
- * command, fetch at their own upgrade instead. Idempotent (an installed package is found in
- * place), so a resumed upgrade runs it again cheaply.
+ * upgrades later spend no time downloading. A node whose agent is too old for node packages
+ * fails it here too. Offline nodes fetch at their own upgrade instead. Idempotent (an
+ * installed package is found in place), so a resumed upgrade runs it again cheaply.
  */
 export function prefetchStep(
   k: Keelson,
@@ -60,6 +59,8 @@ async function prefetchOne(
   nodePackage: NonNullable<ReturnType<typeof nodePackageRef>>,
 ): Promise<string | undefined> {
   if (ctx.signal.aborted) return undefined;
+  const refused = nodePackageRefusal(k.agents, node.id, label(node));
+  if (refused) return refused;
   try {
     await k.agents.sendCommand(
       node.id,
@@ -70,7 +71,6 @@ async function prefetchOne(
     return undefined;
   } catch (err) {
     if (ctx.signal.aborted || err instanceof HostOfflineError) return undefined;
-    if (err instanceof CommandFailedError && err.agentCode === CommandErrorCode.UNKNOWN_COMMAND) return undefined;
     return err instanceof Error ? err.message : String(err);
   }
 }

@@ -1,4 +1,11 @@
-import { NODE_PACKAGE_NAME, type NodePackageRef, ROLE_VERSION_PATTERN, verifyNodePackageDir } from "@keelson/protocol";
+import {
+  AGENT_CAPABILITIES,
+  NODE_PACKAGE_NAME,
+  type NodePackageRef,
+  ROLE_VERSION_PATTERN,
+  verifyNodePackageDir,
+} from "@keelson/protocol";
+import type { AgentHub } from "../../agents/hub.ts";
 import type { Catalogue } from "../../catalogue/catalogue.ts";
 import { badRequest } from "../../http/errors.ts";
 import { PackageShelf, type ShelfKind } from "./shelf.ts";
@@ -45,4 +52,17 @@ export function nodePackageRef(
   const shelf = nodeShelf(k);
   const pkg = shelf.find(roleVersion);
   return pkg ? { roleVersion, url: shelf.downloadPath(roleVersion), sha256: pkg.sha256 } : undefined;
+}
+
+/**
+ * Why a node cannot be handed a node package: its agent, connected now, did not declare it
+ * takes them (an older agent, which would drop its link on the unknown field). Undefined when
+ * it can, or when it is offline (it is asked once it is back).
+ */
+export function nodePackageRefusal(hub: AgentHub, hostId: string, label: string): string | undefined {
+  if (hub.supports(hostId, AGENT_CAPABILITIES.nodePackages) !== false) return undefined;
+  return (
+    `${label} runs an agent too old for node packages; upgrade its agent first ` +
+    "(POST /v4/{project}/hostAgentUpgrades)"
+  );
 }
