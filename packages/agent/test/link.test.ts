@@ -183,7 +183,12 @@ describe("LinkClient", () => {
     expect(c.request.url).toBe(AGENT_LINK_PATH);
     expect(c.request.headers.authorization).toBe(`Bearer ${CREDENTIAL}`);
     expect(c.request.headers["x-keelson-host-id"]).toBe(HOST);
-    expect(await c.next("hello")).toEqual({ type: "hello", protocolVersion: PROTOCOL_VERSION, ...helloPayload() });
+    expect(await c.next("hello")).toEqual({
+      type: "hello",
+      protocolVersion: PROTOCOL_VERSION,
+      capabilities: ["node-packages"],
+      ...helloPayload(),
+    });
     expect(await connected).toMatchObject({ type: "welcome", hostId: HOST, projectId: "p1" });
     expect(client.connected).toBe(true);
     expect(client.sendStatus({ agentStatus: "updating", agentVersion: "0.2.0" })).toBe(true);
