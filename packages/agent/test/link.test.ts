@@ -319,6 +319,13 @@ describe("LinkClient", () => {
       timeoutMs: 1000,
     });
     expect(await c.next("result")).toMatchObject({ ok: false, error: { code: "FAILED", message: "no space left" } });
+    // A command of a newer control plane, unknown to this build: answered, the link kept.
+    c.send({ type: "command", id: "u3", name: "node.future", payload: {}, timeoutMs: 1000 } as never);
+    expect(await c.next("result")).toMatchObject({
+      id: "u3",
+      ok: false,
+      error: { code: "UNKNOWN_COMMAND", message: expect.stringContaining("node.future") },
+    });
     expect(client.connected).toBe(true);
 
     const { hub: hub2, client: client2 } = await setup({ ping: async () => ({ at: 5 }) as never });
@@ -462,7 +469,8 @@ describe("LinkClient", () => {
     const c = await conn;
     await once(client, "connected");
     const again = hub.nextConnection();
-    c.ws.send(JSON.stringify({ type: "command", id: "1", name: "format-disk", payload: {}, timeoutMs: 1 }));
+    // A known command whose payload breaks its schema (an unknown command is answered instead).
+    c.ws.send(JSON.stringify({ type: "command", id: "1", name: "ping", payload: { disk: "/dev/sda" }, timeoutMs: 1 }));
     expect((await c.closed).code).toBe(CloseCode.BAD_FRAME);
     await again;
   });

@@ -180,7 +180,8 @@ export const MAX_COMMAND_TIMEOUT_MS = 15 * 60_000;
 
 /**
  * Codes in a failed `result`. TIMEOUT: the handler overran `timeoutMs`. UNKNOWN_COMMAND: the
- * agent has no handler. INTERRUPTED: the agent restarted while the command ran, so it will not
+ * agent has no handler, or does not know the command at all (a newer control plane's; the
+ * link stays up). INTERRUPTED: the agent restarted while the command ran, so it will not
  * run it again. BAD_RESULT: the handler returned something the result schema refuses.
  * FAILED: the handler threw.
  */

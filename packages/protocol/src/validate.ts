@@ -43,6 +43,26 @@ export function parseControlFrame(raw: RawFrame): ParseResult<TControlFrame> {
   return parse(raw, controlValidator, CONTROL_FRAME_SCHEMAS, "welcome");
 }
 
+/**
+ * A command frame whose name this build does not know (a newer control plane's): its id and
+ * name, so the receiver can answer UNKNOWN_COMMAND instead of dropping the link over it.
+ * Undefined for anything else, including commands with a known name (those are judged by the
+ * schema).
+ */
+export function unknownCommandOf(raw: RawFrame): { id: string; name: string } | undefined {
+  let value: unknown;
+  try {
+    value = JSON.parse(typeof raw === "string" ? raw : Buffer.from(raw as Buffer).toString("utf8"));
+  } catch {
+    return undefined;
+  }
+  if (typeof value !== "object" || value === null) return undefined;
+  const { type, id, name } = value as { type?: unknown; id?: unknown; name?: unknown };
+  if (type !== "command" || typeof id !== "string" || typeof name !== "string") return undefined;
+  if (id.length === 0 || id.length > 128 || name.length > 128) return undefined;
+  return Object.hasOwn(Commands, name) ? undefined : { id, name };
+}
+
 export function encodeFrame(frame: TAgentFrame | TControlFrame): string {
   return JSON.stringify(frame);
 }

@@ -28,6 +28,7 @@ import {
   parseControlFrame,
   type RawFrame,
   type StatusFrame,
+  unknownCommandOf,
   type WelcomeFrame,
 } from "@keelson/protocol";
 import WebSocket from "ws";
@@ -388,6 +389,16 @@ export class LinkClient extends EventEmitter<LinkClientEvents> {
   private onMessage(ws: WebSocket, data: RawFrame): void {
     const parsed = parseControlFrame(data);
     if (!parsed.ok) {
+      // A newer control plane's command: say so and keep the link, as for a known one without a handler.
+      const unknown = this.welcome ? unknownCommandOf(data) : undefined;
+      if (unknown) {
+        this.options.log.warn({ command: unknown.name, id: unknown.id }, "command unknown to this agent");
+        this.sendResult(
+          unknown.id,
+          failure(CommandErrorCode.UNKNOWN_COMMAND, `this agent does not know the command ${unknown.name}`),
+        );
+        return;
+      }
       this.options.log.error({ reason: parsed.error.message }, "bad frame from the control plane");
       ws.close(CloseCode[parsed.error.code], closeReason(parsed.error.message));
       return;
