@@ -139,23 +139,33 @@ describe("node.join / node.upgrade with node packages", () => {
     await Promise.all(controllers.splice(0).map((c) => c.close()));
   });
 
+  /** A host's directories, and controllers on them served by the test's control plane. */
+  function packagedHost(name: string) {
+    const root = tempDir(name);
+    const stateDir = join(root, "state");
+    const hostRoot = join(root, "host");
+    mkdirSync(stateDir, { recursive: true });
+    mkdirSync(hostRoot, { recursive: true });
+    const controller = (link: FakeLink, calls: PhaseCall[]) => {
+      const c = new NodeController(
+        fakeNodeControllerOptions(
+          { root, stateDir, hostRoot, link, calls, services: noServices() },
+          { controlPlane: base },
+        ),
+      );
+      controllers.push(c);
+      return c;
+    };
+    return { stateDir, controller };
+  }
+
   it("the phases run the joined version's package, then the upgraded one's; a package that cannot be had leaves the node as it was", async () => {
     const from = pack("1.30.6-kls.2", "v1.30.6-join");
     const to = pack("1.30.8-kls.2", "v1.30.8-upgrade");
-    const nodeRoot = tempDir("np-node");
-    const stateDir = join(nodeRoot, "state");
-    const hostRoot = join(nodeRoot, "host");
-    mkdirSync(stateDir, { recursive: true });
-    mkdirSync(hostRoot, { recursive: true });
+    const { stateDir, controller } = packagedHost("np-node");
     const link = new FakeLink();
     const calls: PhaseCall[] = [];
-    const node = new NodeController(
-      fakeNodeControllerOptions(
-        { root: nodeRoot, stateDir, hostRoot, link, calls, services: noServices() },
-        { controlPlane: base },
-      ),
-    );
-    controllers.push(node);
+    const node = controller(link, calls);
     const ok = () => link.last()?.report.status === "ok" && link.last()?.clusterId === "cluster-1";
 
     await node.join(joinPayload({ kubeRoleVersion: from.roleVersion, nodePackage: from }));
@@ -189,21 +199,7 @@ describe("node.join / node.upgrade with node packages", () => {
 
   it("an agent restart with its package gone from the state dir fetches it again; until it can, resume fails", async () => {
     const ref = pack("1.31.2-kls.2", "v1.31.2-resume");
-    const nodeRoot = tempDir("np-resume");
-    const stateDir = join(nodeRoot, "state");
-    const hostRoot = join(nodeRoot, "host");
-    mkdirSync(stateDir, { recursive: true });
-    mkdirSync(hostRoot, { recursive: true });
-    const make = (link: FakeLink, calls: PhaseCall[]) => {
-      const c = new NodeController(
-        fakeNodeControllerOptions(
-          { root: nodeRoot, stateDir, hostRoot, link, calls, services: noServices() },
-          { controlPlane: base },
-        ),
-      );
-      controllers.push(c);
-      return c;
-    };
+    const { stateDir, controller: make } = packagedHost("np-resume");
     const first = new FakeLink();
     const node = make(first, []);
     await node.join(joinPayload({ kubeRoleVersion: ref.roleVersion, nodePackage: ref }));
@@ -230,20 +226,10 @@ describe("node.join / node.upgrade with node packages", () => {
   it("node.prefetch installs the upgrade's package while the node runs on; the upgrade then needs no download", async () => {
     const from = pack("1.29.10-kls.3", "v1.29.10-prefetch");
     const to = pack("1.29.12-kls.3", "v1.29.12-prefetch");
-    const nodeRoot = tempDir("np-prefetch");
-    const stateDir = join(nodeRoot, "state");
-    const hostRoot = join(nodeRoot, "host");
-    mkdirSync(stateDir, { recursive: true });
-    mkdirSync(hostRoot, { recursive: true });
+    const { stateDir, controller } = packagedHost("np-prefetch");
     const link = new FakeLink();
     const calls: PhaseCall[] = [];
-    const node = new NodeController(
-      fakeNodeControllerOptions(
-        { root: nodeRoot, stateDir, hostRoot, link, calls, services: noServices() },
-        { controlPlane: base },
-      ),
-    );
-    controllers.push(node);
+    const node = controller(link, calls);
     await node.join(joinPayload({ kubeRoleVersion: from.roleVersion, nodePackage: from }));
     await waitFor("ok", () => link.last()?.report.status === "ok");
     await expect(node.prefetch({ clusterId: "cluster-2", nodePackage: to })).rejects.toThrow(/not of cluster-2/);
