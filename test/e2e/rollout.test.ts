@@ -113,6 +113,15 @@ describe("rolling restart of real agents across a SIGKILL of the control plane",
     .filter((h) => !h.isMaster)
     .sort((a, b) => a.name.localeCompare(b.name))[0] as (typeof HOSTS)[number];
 
+  /** Asks for restartWorkers (half the workers per batch) and waits until `agent` logs its next restart. */
+  const restartWorkersUntilRestarting = async (agent: AgentProc, restartsBefore: number) => {
+    const res = await api(`${server.url}/v3/${projectId}/clusters/${clusterId}/restartWorkers?batchPercent=50`, ADMIN, {
+      method: "POST",
+    });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    await waitUntil("the worker restarting", async () => restartsIn(agent) === restartsBefore + 1, 120_000, 20);
+  };
+
   const cluster = async () =>
     (await api<Record<string, unknown>>(`${server.url}/v3/${projectId}/clusters/${clusterId}`, ADMIN)).body;
 
@@ -242,16 +251,7 @@ describe("rolling restart of real agents across a SIGKILL of the control plane",
         250,
       );
     const t0 = Date.now();
-    const res = await api(`${server.url}/v3/${projectId}/clusters/${clusterId}/restartWorkers?batchPercent=50`, ADMIN, {
-      method: "POST",
-    });
-    expect(res.status, JSON.stringify(res.body)).toBe(200);
-    await waitUntil(
-      "the worker restarting",
-      async () => restartsIn(old) === (before[victim] as number) + 1,
-      120_000,
-      20,
-    );
+    await restartWorkersUntilRestarting(old, before[victim] as number);
     // The launcher (npx) and the agent go together, as in a crash; the node's services stay.
     await old.stop("SIGKILL");
     await new Promise((r) => setTimeout(r, 2_000));
@@ -297,16 +297,7 @@ describe("rolling restart of real agents across a SIGKILL of the control plane",
     const old = agents[victim] as AgentProc;
     const before = Object.fromEntries(HOSTS.map((h) => [h.name, restartsIn(agents[h.name] as AgentProc)]));
     const t0 = Date.now();
-    const res = await api(`${server.url}/v3/${projectId}/clusters/${clusterId}/restartWorkers?batchPercent=50`, ADMIN, {
-      method: "POST",
-    });
-    expect(res.status, JSON.stringify(res.body)).toBe(200);
-    await waitUntil(
-      "the worker restarting",
-      async () => restartsIn(old) === (before[victim] as number) + 1,
-      120_000,
-      20,
-    );
+    await restartWorkersUntilRestarting(old, before[victim] as number);
     await old.stop("SIGKILL");
     const op = await waitUntil(
       "the restartWorkers operation finished",

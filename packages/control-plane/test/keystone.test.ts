@@ -363,21 +363,26 @@ describe("KEELSON_SESSION_TTL_HOURS", () => {
 });
 
 describe("Keystone login throttle", () => {
-  it("after 10 failures of one user from one address: 429 with Retry-After, even with the right password; other users still log in", async () => {
+  /** A fresh app (the throttle is per app) with these users, each with password `<name>-password`; its project's name. */
+  async function appWithUsers(names: string[]): Promise<{ t: TestApp; project: string }> {
     const t = await createTestApp({ runOperations: false });
+    const project = (await t.request({ method: "GET", url: `/v1/projects/${t.projectId}`, token: ADMIN_TOKEN })).json()
+      .name as string;
+    for (const name of names) {
+      const created = await t.request({
+        method: "POST",
+        url: `/v1/projects/${t.projectId}/users`,
+        token: ADMIN_TOKEN,
+        payload: { name, password: `${name}-password` },
+      });
+      expect(created.statusCode).toBe(201);
+    }
+    return { t, project };
+  }
+
+  it("after 10 failures of one user from one address: 429 with Retry-After, even with the right password; other users still log in", async () => {
+    const { t, project } = await appWithUsers(["carol", "dave"]);
     try {
-      const project = (
-        await t.request({ method: "GET", url: `/v1/projects/${t.projectId}`, token: ADMIN_TOKEN })
-      ).json().name as string;
-      for (const name of ["carol", "dave"]) {
-        const created = await t.request({
-          method: "POST",
-          url: `/v1/projects/${t.projectId}/users`,
-          token: ADMIN_TOKEN,
-          payload: { name, password: `${name}-password` },
-        });
-        expect(created.statusCode).toBe(201);
-      }
       const login = (user: string, password: string) =>
         t.request({ method: "POST", url: LOGIN, token: null, payload: authBody(user, password, project) });
 
@@ -399,18 +404,10 @@ describe("Keystone login throttle", () => {
 
   it("behind a trusted proxy (KEELSON_TRUST_PROXY) counts the client addresses of X-Forwarded-For, one by one", async () => {
     process.env.KEELSON_TRUST_PROXY = "127.0.0.1";
-    const t = await createTestApp({ runOperations: false });
-    delete process.env.KEELSON_TRUST_PROXY;
+    const { t, project } = await appWithUsers(["erin"]).finally(() => {
+      delete process.env.KEELSON_TRUST_PROXY;
+    });
     try {
-      const project = (
-        await t.request({ method: "GET", url: `/v1/projects/${t.projectId}`, token: ADMIN_TOKEN })
-      ).json().name as string;
-      await t.request({
-        method: "POST",
-        url: `/v1/projects/${t.projectId}/users`,
-        token: ADMIN_TOKEN,
-        payload: { name: "erin", password: "erin-password" },
-      });
       const login = (password: string, client: string) =>
         t.request({
           method: "POST",
