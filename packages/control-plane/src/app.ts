@@ -18,6 +18,7 @@ import { registerOperationKinds } from "./operations/kinds.ts";
 import { OperationRunner } from "./operations/runner.ts";
 import { registerRoutes } from "./routes/index.ts";
 import type { SecretCipher } from "./secrets/cipher.ts";
+import { defaultServerSettings, type ServerSettings } from "./settings.ts";
 
 export interface AppOptions {
   db: Db;
@@ -28,18 +29,22 @@ export interface AppOptions {
   logger?: FastifyBaseLogger;
   /** false keeps recorded operations pending (tests of resume-after-restart). Default true. */
   runOperations?: boolean;
-  /** Agent hub tuning (tests and benchmarks shorten the heartbeat). */
+  /** The parsed settings (main.ts); tests get the defaults, with what they shorten. */
+  settings?: ServerSettings;
+  /** Agent hub tuning beyond the settings (tests shorten the heartbeat below its floor). */
   agentHub?: Omit<AgentHubOptions, "db" | "identity" | "log" | "cipher">;
 }
 
 export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
+  const settings = options.settings ?? defaultServerSettings();
   const app = Fastify({
     ...(options.logger ? { loggerInstance: options.logger } : { logger: false }),
     rewriteUrl: stripCompatPrefix,
     ajv: { customOptions: { removeAdditional: false, coerceTypes: "array", useDefaults: true } },
     forceCloseConnections: false,
     return503OnClosing: true,
-    trustProxy: trustProxyOption(process.env.KEELSON_TRUST_PROXY),
+    // Behind a reverse proxy, X-Forwarded-For counts only from the proxies named (anyone could send one).
+    trustProxy: settings.trustProxy ?? false,
     // Malformed URLs (bad percent-encoding and the like) get the API's error shape too.
     frameworkErrors: (error, _request, reply) => {
       const status = error.statusCode && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 400;
@@ -49,9 +54,17 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
 
   const runner = new OperationRunner(options.db, app.log);
   const identity = new IdentityResolver(options.db, hashSecret(options.adminToken));
-  const agents = new AgentHub({ ...options.agentHub, db: options.db, identity, cipher: options.cipher, log: app.log });
+  const agents = new AgentHub({
+    heartbeatMs: settings.agentHeartbeatMs,
+    ...options.agentHub,
+    db: options.db,
+    identity,
+    cipher: options.cipher,
+    log: app.log,
+  });
   agents.attach(app.server);
   const keelson: Keelson = {
+    settings,
     db: options.db,
     dataDir: options.dataDir,
     cipher: options.cipher,
@@ -99,15 +112,4 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     await agents.close();
   });
   return app;
-}
-
-/**
- * KEELSON_TRUST_PROXY: behind a reverse proxy, the client address (login throttle, logs) comes
- * from X-Forwarded-For only when the proxy is trusted: a comma-separated list of its addresses
- * or CIDRs. Unset: the peer address, and X-Forwarded-For is ignored (anyone
- * could send one).
- */
-export function trustProxyOption(value: string | undefined): boolean | string {
-  const text = value?.trim();
-  return text ? text : false;
 }

@@ -5,9 +5,12 @@ import type { Catalogue } from "./catalogue/catalogue.ts";
 import type { IdentityResolver } from "./identity/identity.ts";
 import type { OperationRunner } from "./operations/runner.ts";
 import type { SecretCipher } from "./secrets/cipher.ts";
+import type { ServerSettings } from "./settings.ts";
 
 /** Everything a route or domain module needs from the running control plane. */
 export interface Keelson {
+  /** Every setting of the server, parsed once at start (settings.ts). */
+  readonly settings: ServerSettings;
   readonly db: Db;
   readonly dataDir: string;
   readonly cipher: SecretCipher;

@@ -1,14 +1,22 @@
 import { join } from "node:path";
 import { closeDatabase, openDatabase } from "@keelson/db";
+import { SETTINGS_EXIT_CODE, SettingsError } from "@keelson/settings";
 import closeWithGrace from "close-with-grace";
 import pino from "pino";
 import { buildApp } from "./app.ts";
-import { readConfig } from "./config.ts";
 import { defaultProjectId } from "./domain/projects/projects.ts";
 import { ensureAdminToken } from "./identity/admin-token.ts";
 import { loadSecretCipher } from "./secrets/cipher.ts";
+import { readServerSettings, type ServerSettings } from "./settings.ts";
 
-const config = readConfig(process.env, process.argv.slice(2));
+let config: ServerSettings;
+try {
+  config = readServerSettings(process.env, process.argv.slice(2));
+} catch (err) {
+  if (!(err instanceof SettingsError)) throw err;
+  process.stderr.write(`keelson-server: ${err.message}\n`);
+  process.exit(SETTINGS_EXIT_CODE);
+}
 const logger = pino({
   level: config.logLevel,
   ...(process.stdout.isTTY ? { transport: { target: "pino-pretty", options: { translateTime: "SYS:HH:MM:ss" } } } : {}),
@@ -23,7 +31,7 @@ const app = await buildApp({
   adminToken: admin.token,
   cipher: loadSecretCipher(config.dataDir),
   logger,
-  ...(config.agentHeartbeatMs ? { agentHub: { heartbeatMs: config.agentHeartbeatMs } } : {}),
+  settings: config,
 });
 
 closeWithGrace({ delay: 15_000, logger }, async ({ signal, err }) => {
@@ -45,7 +53,7 @@ logger.info(
   "keelson-server ready",
 );
 // One plain summary for a person at a terminal; the JSON log line above carries the same facts.
-if (process.stdout.isTTY || process.env.KEELSON_PRINT_SUMMARY === "1") {
+if (process.stdout.isTTY || config.printSummary) {
   process.stdout.write(
     [
       "",

@@ -4,6 +4,7 @@ import type { CommandPayload } from "@keelson/protocol";
 import { eq } from "drizzle-orm";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { parse as parseYaml } from "yaml";
+import { defaultServerSettings } from "../src/settings.ts";
 import { type Fleet, m, type SentCommand, startFleet, w, waitFor } from "./membership-harness.ts";
 import { insertHost } from "./node-fixtures.ts";
 
@@ -178,7 +179,7 @@ describe("attach rules: every violation is refused and changes nothing", () => {
 
 describe("the attach operation", () => {
   afterEach(() => {
-    delete process.env.KEELSON_NODE_CONVERGE_TIMEOUT_MS;
+    f.t.settings.nodeConvergeTimeoutMs = defaultServerSettings().nodeConvergeTimeoutMs;
     for (const a of f.sim.agents) {
       a.phaseTimeMs = 0;
     }
@@ -368,7 +369,7 @@ describe("the attach operation", () => {
   it("gives up after KEELSON_NODE_CONVERGE_TIMEOUT_MS, saying where the node was", async () => {
     const [master] = agents(1) as [string];
     agentOf(master).phaseTimeMs = 3000;
-    process.env.KEELSON_NODE_CONVERGE_TIMEOUT_MS = "300";
+    f.t.settings.nodeConvergeTimeoutMs = 300;
     const id = await f.createCluster("slow");
     expect((await f.attach(id, [m(master)])).statusCode).toBe(200);
     await f.idle();

@@ -6,6 +6,7 @@ import { NodeDeadlineError } from "../src/domain/clusters/node-link.ts";
 import { clusterNodes } from "../src/domain/clusters/rollout.ts";
 import { waitForEtcdWhole } from "../src/domain/clusters/rollout-nodes.ts";
 import type { StepContext } from "../src/operations/types.ts";
+import { defaultServerSettings } from "../src/settings.ts";
 import { type Fleet, startFleet, waitFor } from "./membership-harness.ts";
 import { FleetAllocator, post, type RollSend, readyCluster, recordRolls } from "./rollout-harness.ts";
 
@@ -63,12 +64,12 @@ describe("restartMasters waits for etcd to be whole", () => {
     const [a, b] = byName(pool.take(2)) as [SimAgent, SimAgent];
     const clusterId = await readyCluster(f, "etg-timeout", [a, b], []);
     a.etcdOverride = { members: 2, healthy: 1 };
-    process.env.KEELSON_NODE_RESTART_TIMEOUT_MS = "600";
+    f.t.settings.nodeRestartTimeoutMs = 600;
     try {
       expect((await post(f, `/v3/{p}/clusters/${clusterId}/restartMasters`)).statusCode).toBe(200);
       await f.idle();
     } finally {
-      delete process.env.KEELSON_NODE_RESTART_TIMEOUT_MS;
+      f.t.settings.nodeRestartTimeoutMs = defaultServerSettings().nodeRestartTimeoutMs;
     }
     const cluster = await f.cluster(clusterId, "v3");
     expect(cluster.taskStatus).toBe("error");

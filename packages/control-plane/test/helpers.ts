@@ -8,6 +8,10 @@ import { type AppOptions, buildApp } from "../src/app.ts";
 import { createProject, defaultProjectId } from "../src/domain/projects/projects.ts";
 import { generateSecret, hashSecret } from "../src/identity/tokens.ts";
 import { SecretCipher } from "../src/secrets/cipher.ts";
+import { defaultServerSettings, type ServerSettings } from "../src/settings.ts";
+
+/** The server's settings as a test may change them between tests (timeouts read at use time). */
+export type MutableSettings = { -readonly [K in keyof ServerSettings]: ServerSettings[K] };
 
 export const ADMIN_TOKEN = "test-admin-token";
 
@@ -16,6 +20,8 @@ export interface TestApp {
   db: Db;
   dataDir: string;
   projectId: string;
+  /** The app's settings object: a test may shorten a timeout and must put it back. */
+  settings: MutableSettings;
   /** A project token of `projectId`. */
   token: string;
   /** Another project and its token, for 403 checks across projects. */
@@ -41,8 +47,14 @@ const cipherKey = Buffer.alloc(32, 7);
  * can restart the server on the same data).
  */
 export async function createTestApp(
-  options: { runOperations?: boolean; dataDir?: string; agentHub?: AppOptions["agentHub"] } = {},
+  options: {
+    runOperations?: boolean;
+    dataDir?: string;
+    agentHub?: AppOptions["agentHub"];
+    settings?: Partial<ServerSettings>;
+  } = {},
 ): Promise<TestApp> {
+  const settings: MutableSettings = { ...defaultServerSettings(), ...options.settings };
   const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), "keelson-test-"));
   const db = openDatabase(join(dataDir, "keelson.sqlite"));
   const app = await buildApp({
@@ -51,6 +63,7 @@ export async function createTestApp(
     adminToken: ADMIN_TOKEN,
     cipher: new SecretCipher(cipherKey),
     runOperations: options.runOperations ?? true,
+    settings,
     ...(options.agentHub ? { agentHub: options.agentHub } : {}),
   });
   await app.ready();
@@ -65,6 +78,7 @@ export async function createTestApp(
     db,
     dataDir,
     projectId,
+    settings,
     token,
     otherProjectId: other.id,
     otherToken,

@@ -28,7 +28,6 @@ const operation = (f: Fleet, id: string) => f.t.db.select().from(operations).whe
 
 let fleets: Fleet[] = [];
 afterEach(async () => {
-  delete process.env.KEELSON_HOST_UPGRADE_TIMEOUT_MS;
   for (const f of fleets) await f.close().catch(() => undefined);
   fleets = [];
 });
@@ -108,8 +107,8 @@ describe("host-agent upgrades as an operation", () => {
   });
 
   it("fails a host that does not come back within KEELSON_HOST_UPGRADE_TIMEOUT_MS", async () => {
-    process.env.KEELSON_HOST_UPGRADE_TIMEOUT_MS = "300";
     const f = await fleetWithPackage(2);
+    f.t.settings.hostUpgradeTimeoutMs = 300;
     fleets.push(f);
     f.agent(0).upgradeTimeMs = 60_000;
     const res = await upgrade(f, { version: VERSION, hosts: [f.id(0), f.id(1)] });

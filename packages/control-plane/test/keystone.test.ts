@@ -1,8 +1,9 @@
 import { tokens } from "@keelson/db";
 import { and, eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { LOGIN_FAILED, sessionTtlHours } from "../src/domain/identity/keystone.ts";
+import { LOGIN_FAILED } from "../src/domain/identity/keystone.ts";
 import { hashSecret } from "../src/identity/tokens.ts";
+import { readServerSettings, type ServerSettings } from "../src/settings.ts";
 import { ADMIN_TOKEN, createTestApp, type TestApp } from "./helpers.ts";
 
 const HOUR = 3_600_000;
@@ -323,15 +324,8 @@ describe("Keystone-style login", () => {
 });
 
 describe("KEELSON_SESSION_TTL_HOURS", () => {
-  const saved = process.env.KEELSON_SESSION_TTL_HOURS;
-  const restore = () => {
-    if (saved === undefined) delete process.env.KEELSON_SESSION_TTL_HOURS;
-    else process.env.KEELSON_SESSION_TTL_HOURS = saved;
-  };
-
   it("sets the session lifetime", async () => {
-    process.env.KEELSON_SESSION_TTL_HOURS = "2";
-    const t = await createTestApp({ runOperations: false }).finally(restore);
+    const t = await createTestApp({ runOperations: false, settings: { sessionTtlHours: 2 } });
     try {
       await t.request({
         method: "POST",
@@ -354,18 +348,22 @@ describe("KEELSON_SESSION_TTL_HOURS", () => {
   });
 
   it("accepts positive hours and refuses anything else", () => {
-    expect(sessionTtlHours({})).toBe(24);
-    expect(sessionTtlHours({ KEELSON_SESSION_TTL_HOURS: "0.5" })).toBe(0.5);
+    const ttl = (value?: string) => readServerSettings({ KEELSON_SESSION_TTL_HOURS: value }).sessionTtlHours;
+    expect(ttl()).toBe(24);
+    expect(ttl("0.5")).toBe(0.5);
     for (const bad of ["forever", "0", "-3", "8761", "Infinity"]) {
-      expect(() => sessionTtlHours({ KEELSON_SESSION_TTL_HOURS: bad })).toThrow(/KEELSON_SESSION_TTL_HOURS/);
+      expect(() => ttl(bad)).toThrow(/KEELSON_SESSION_TTL_HOURS/);
     }
   });
 });
 
 describe("Keystone login throttle", () => {
   /** A fresh app (the throttle is per app) with these users, each with password `<name>-password`; its project's name. */
-  async function appWithUsers(names: string[]): Promise<{ t: TestApp; project: string }> {
-    const t = await createTestApp({ runOperations: false });
+  async function appWithUsers(
+    names: string[],
+    settings: Partial<ServerSettings> = {},
+  ): Promise<{ t: TestApp; project: string }> {
+    const t = await createTestApp({ runOperations: false, settings });
     const project = (await t.request({ method: "GET", url: `/v1/projects/${t.projectId}`, token: ADMIN_TOKEN })).json()
       .name as string;
     for (const name of names) {
@@ -403,10 +401,7 @@ describe("Keystone login throttle", () => {
   });
 
   it("behind a trusted proxy (KEELSON_TRUST_PROXY) counts the client addresses of X-Forwarded-For, one by one", async () => {
-    process.env.KEELSON_TRUST_PROXY = "127.0.0.1";
-    const { t, project } = await appWithUsers(["erin"]).finally(() => {
-      delete process.env.KEELSON_TRUST_PROXY;
-    });
+    const { t, project } = await appWithUsers(["erin"], { trustProxy: "127.0.0.1" });
     try {
       const login = (password: string, client: string) =>
         t.request({

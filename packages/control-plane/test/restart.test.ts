@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { defaultServerSettings } from "../src/settings.ts";
 import { type Fleet, startFleet, waitFor } from "./membership-harness.ts";
 import { batchesOf, FleetAllocator, post, type RollSend, readyCluster, recordRolls } from "./rollout-harness.ts";
 
@@ -184,14 +185,14 @@ describe("staggered restarts", () => {
     const clusterId = await readyCluster(f, "rst-timeout", masters, []);
     const sorted = [...masters].sort((a, b) => a.hostname.localeCompare(b.hostname));
     (sorted[0] as NonNullable<(typeof sorted)[0]>).phaseTimeMs = 5000;
-    process.env.KEELSON_NODE_RESTART_TIMEOUT_MS = "400";
+    f.t.settings.nodeRestartTimeoutMs = 400;
     try {
       const started = Date.now();
       expect((await post(f, `/v3/{p}/clusters/${clusterId}/restartMasters`)).statusCode).toBe(200);
       await f.idle();
       expect(Date.now() - started).toBeLessThan(3000);
     } finally {
-      delete process.env.KEELSON_NODE_RESTART_TIMEOUT_MS;
+      f.t.settings.nodeRestartTimeoutMs = defaultServerSettings().nodeRestartTimeoutMs;
     }
     const cluster = await f.cluster(clusterId, "v3");
     expect(cluster.taskStatus).toBe("error");

@@ -31,8 +31,8 @@ const Body = Type.Object(
  * hosts reach it: KEELSON_PUBLIC_URL when set (a proxy in front), else the address this
  * request came to.
  */
-function baseUrlOf(request: { protocol: string; host: string }): string {
-  return process.env.KEELSON_PUBLIC_URL || `${request.protocol}://${request.host}`;
+function baseUrlOf(publicUrl: string | undefined, request: { protocol: string; host: string }): string {
+  return publicUrl?.replace(/\/+$/, "") || `${request.protocol}://${request.host}`;
 }
 
 /** Host-agent upgrades as an operation (extension; the CLI's `upgrade-hosts` calls it). */
@@ -66,7 +66,13 @@ export const hostUpgradeRoutes: FastifyPluginAsyncTypebox = async (app) => {
     },
     async (request) => {
       const pkg = await requirePackage(k.dataDir, request.body.version);
-      return requestHostAgentUpgrade(k, request.params.project_uuid, request.body, baseUrlOf(request), pkg);
+      return requestHostAgentUpgrade(
+        k,
+        request.params.project_uuid,
+        request.body,
+        baseUrlOf(k.settings.publicUrl, request),
+        pkg,
+      );
     },
   );
 };

@@ -8,7 +8,6 @@ import {
   loginSubject,
   passwordLogin,
   type Session,
-  sessionTtlHours,
 } from "../domain/identity/keystone.ts";
 import { callerOf, canSeeProject } from "../http/auth.ts";
 import { ApiError } from "../http/errors.ts";
@@ -118,8 +117,7 @@ const tags = ["identity"];
 
 export const keystoneRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const { db } = app.keelson;
-  // Read once per app: a bad value stops the server at start rather than at the first login.
-  const ttlHours = sessionTtlHours(process.env);
+  const ttlHours = app.keelson.settings.sessionTtlHours;
   const throttle = new LoginThrottle();
 
   app.post(

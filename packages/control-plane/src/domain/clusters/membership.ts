@@ -1,5 +1,5 @@
 import { clusters, type Db, nodes } from "@keelson/db";
-import { type CommandPayload, MAX_COMMAND_TIMEOUT_MS, type NodeRole } from "@keelson/protocol";
+import type { CommandPayload, NodeRole } from "@keelson/protocol";
 import { eq } from "drizzle-orm";
 import type { Keelson } from "../../context.ts";
 import type { StepContext } from "../../operations/types.ts";
@@ -20,23 +20,6 @@ import type { ClusterRow } from "./views.ts";
  * them (operations.ts). Each function is idempotent: after a restart it may run again for a
  * node it already handled and finds nothing left to do.
  */
-
-const DEFAULT_CONVERGE_TIMEOUT_MS = 10 * 60_000;
-
-/** How long a node may take from its join to `ok` (env KEELSON_NODE_CONVERGE_TIMEOUT_MS). */
-export function convergeTimeoutMs(): number {
-  return positiveEnv("KEELSON_NODE_CONVERGE_TIMEOUT_MS", DEFAULT_CONVERGE_TIMEOUT_MS);
-}
-
-/** How long a node may take to drain, stop and clean (env KEELSON_NODE_LEAVE_TIMEOUT_MS). */
-export function leaveTimeoutMs(): number {
-  return positiveEnv("KEELSON_NODE_LEAVE_TIMEOUT_MS", MAX_COMMAND_TIMEOUT_MS);
-}
-
-function positiveEnv(name: string, fallback: number): number {
-  const value = Number(process.env[name]);
-  return Number.isFinite(value) && value > 0 ? value : fallback;
-}
 
 function seconds(ms: number): string {
   return `${(ms / 1000).toFixed(ms < 10_000 ? 1 : 0)} s`;
@@ -221,7 +204,7 @@ export async function joinNode(
     deadline,
     () =>
       new NodeDeadlineError(
-        `${label} did not converge within ${seconds(convergeTimeoutMs())}: ${progressOf(observe(ctx.db, nodeId))}`,
+        `${label} did not converge within ${seconds(k.settings.nodeConvergeTimeoutMs)}: ${progressOf(observe(ctx.db, nodeId))}`,
       ),
   );
   markJoined(ctx.db, nodeId, join.cluster.kubeRoleVersion);

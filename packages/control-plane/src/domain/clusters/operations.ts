@@ -9,15 +9,7 @@ import {
   type StepContext,
 } from "../../operations/types.ts";
 import { settledClusterStatus } from "./health.ts";
-import {
-  attachedNodeIds,
-  convergeTimeoutMs,
-  deadlineIn,
-  joinNode,
-  leaveNode,
-  leaveTimeoutMs,
-  workerJoin,
-} from "./membership.ts";
+import { attachedNodeIds, deadlineIn, joinNode, leaveNode, workerJoin } from "./membership.ts";
 import { pushSettings } from "./push-settings.ts";
 import { roleCountsOf } from "./views.ts";
 
@@ -99,7 +91,7 @@ function joinMastersStep(k: Keelson, masters: string[]): OperationStep {
       const joined = joinedSoFar(ctx);
       for (const id of masters) {
         if (joined.has(id)) continue;
-        await joinNode(k, ctx, ctx.op.targetId, id, deadlineIn(convergeTimeoutMs(), ctx));
+        await joinNode(k, ctx, ctx.op.targetId, id, deadlineIn(k.settings.nodeConvergeTimeoutMs, ctx));
         joined.add(id);
         ctx.saveProgress({ joined: [...joined] });
       }
@@ -153,7 +145,7 @@ function joinWorkersStep(k: Keelson, workers: string[]): OperationStep {
     run: async (ctx) => {
       const joined = joinedSoFar(ctx);
       const progress = throttledProgress(ctx, "joined", joined);
-      const deadline = deadlineIn(convergeTimeoutMs(), ctx);
+      const deadline = deadlineIn(k.settings.nodeConvergeTimeoutMs, ctx);
       const todo = workers.filter((id) => !joined.has(id));
       if (todo.length === 0) return;
       const shared = workerJoin(k, ctx.db, ctx.op.targetId);
@@ -182,13 +174,13 @@ async function releaseNodes(k: Keelson, ctx: StepContext, only?: { masters: stri
   const attached = attachedNodeIds(ctx.db, clusterId);
   const workers = only ? only.workers : attached.filter((n) => n.isMaster === 0).map((n) => n.id);
   const masters = only ? only.masters : attached.filter((n) => n.isMaster === 1).map((n) => n.id);
-  const workerDeadline = deadlineIn(leaveTimeoutMs(), ctx);
+  const workerDeadline = deadlineIn(k.settings.nodeLeaveTimeoutMs, ctx);
   await allOrSummary(
     "workers did not leave",
     workers.length,
     workers.map((id) => leaveNode(k, ctx, clusterId, id, workerDeadline)),
   );
-  for (const id of masters) await leaveNode(k, ctx, clusterId, id, deadlineIn(leaveTimeoutMs(), ctx));
+  for (const id of masters) await leaveNode(k, ctx, clusterId, id, deadlineIn(k.settings.nodeLeaveTimeoutMs, ctx));
 }
 
 export function clusterOperationKinds(k: Keelson): OperationKind[] {

@@ -22,14 +22,6 @@ import {
  * healthy. Waits wake on the hub's node events, never by polling.
  */
 
-const DEFAULT_RESTART_TIMEOUT_MS = 10 * 60_000;
-
-/** How long one node may take to come back from a restart or upgrade (env KEELSON_NODE_RESTART_TIMEOUT_MS). */
-export function nodeRestartTimeoutMs(): number {
-  const value = Number(process.env.KEELSON_NODE_RESTART_TIMEOUT_MS);
-  return Number.isFinite(value) && value > 0 ? value : DEFAULT_RESTART_TIMEOUT_MS;
-}
-
 export interface RolloutNode {
   id: string;
   name: string;
@@ -208,7 +200,7 @@ export async function rollNode(
       deadline,
       () =>
         new NodeDeadlineError(
-          `${label(node)} did not come back from its ${what} within ${seconds(nodeRestartTimeoutMs())}: ` +
+          `${label(node)} did not come back from its ${what} within ${seconds(k.settings.nodeRestartTimeoutMs)}: ` +
             whereIs(observe(ctx.db, node.id)),
         ),
     );
@@ -242,7 +234,7 @@ async function waitForEtcdPhases(
       deadline,
       () =>
         new NodeDeadlineError(
-          `etcd of master ${label(master)} is not running again within ${seconds(nodeRestartTimeoutMs())}: ` +
+          `etcd of master ${label(master)} is not running again within ${seconds(k.settings.nodeRestartTimeoutMs)}: ` +
             whereIs(observe(ctx.db, master.id)),
         ),
     );
@@ -302,7 +294,7 @@ export async function waitForEtcdWhole(
     () =>
       new NodeDeadlineError(
         `etcd is not whole after the restart of master ${label(master)} within ` +
-          `${seconds(nodeRestartTimeoutMs())}: ${etcdSeen(book.latestOf(master.id), since, masters.length)}`,
+          `${seconds(k.settings.nodeRestartTimeoutMs)}: ${etcdSeen(book.latestOf(master.id), since, masters.length)}`,
       ),
   );
   if (outcome === "whole") {

@@ -2,7 +2,7 @@ import { HostOfflineError } from "../../agents/errors.ts";
 import type { Keelson } from "../../context.ts";
 import { OperationInterrupted, type OperationStep, type StepContext } from "../../operations/types.ts";
 import { nodePackageRef, nodePackageRefusal } from "../packages/node-shelf.ts";
-import { label, nodeRestartTimeoutMs, type RolloutNode } from "./rollout-nodes.ts";
+import { label, type RolloutNode } from "./rollout-nodes.ts";
 
 /** Nodes asked at once: a download each, so not all thousand of them together. */
 const PREFETCH_CONCURRENCY = 50;
@@ -66,7 +66,7 @@ async function prefetchOne(
       node.id,
       "node.prefetch",
       { clusterId: ctx.op.targetId, nodePackage },
-      { timeoutMs: nodeRestartTimeoutMs() },
+      { timeoutMs: k.settings.nodeRestartTimeoutMs },
     );
     return undefined;
   } catch (err) {

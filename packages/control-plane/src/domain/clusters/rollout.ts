@@ -14,14 +14,7 @@ import { nodePackageRef } from "../packages/node-shelf.ts";
 import { etcdReports } from "./etcd-reports.ts";
 import { isHealthyNode, settledClusterStatus } from "./health.ts";
 import { deadlineIn } from "./membership.ts";
-import {
-  type NodeAction,
-  nodeRestartTimeoutMs,
-  type RolloutNode,
-  rollNode,
-  trackReports,
-  waitForEtcdWhole,
-} from "./rollout-nodes.ts";
+import { type NodeAction, type RolloutNode, rollNode, trackReports, waitForEtcdWhole } from "./rollout-nodes.ts";
 import { prefetchStep } from "./rollout-prefetch.ts";
 import { roleCountsOf } from "./views.ts";
 
@@ -150,7 +143,7 @@ function mastersStep(k: Keelson, name: string, masters: RolloutNode[], plan: Rol
         if (progress.done.has(master.id) || plan.skip?.(ctx, master)) continue;
         const resumed = progress.started.has(master.id);
         if (!resumed) progress.start([master.id]);
-        const deadline = deadlineIn(nodeRestartTimeoutMs(), ctx);
+        const deadline = deadlineIn(k.settings.nodeRestartTimeoutMs, ctx);
         // Only reports after this count for etcd (a resumed master: anything it told this process).
         const since = resumed ? 0 : etcdReports(k.agents).mark();
         await rollNode(k, ctx, master, plan.action(clusterId), deadline, resumed);
@@ -205,7 +198,7 @@ function workersStep(
       try {
         for (const { nodes: group, resumed } of batches) {
           if (!resumed) progress.start(group.map((n) => n.id));
-          const deadline = deadlineIn(nodeRestartTimeoutMs(), ctx);
+          const deadline = deadlineIn(k.settings.nodeRestartTimeoutMs, ctx);
           await settleBatch(
             group.length,
             group.map(async (node) => {

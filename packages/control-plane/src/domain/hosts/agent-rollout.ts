@@ -19,7 +19,7 @@ export function hostsInAgentRollout(
   const batches = (op.params as unknown as Partial<HostUpgradeParams>).batches ?? [];
   return { operationId: op.id, hosts: new Set(batches.flat()) };
 }
-const DEFAULT_TIMEOUT_MS = 10 * 60_000;
+
 /** The agent answers agent.upgrade at once; the upgrade itself is what the wait is for. */
 const ACK_TIMEOUT_MS = 15_000;
 
@@ -31,12 +31,6 @@ export interface HostUpgradeParams {
   batches: string[][];
 }
 
-/** KEELSON_HOST_UPGRADE_TIMEOUT_MS, read when a batch starts so a restart picks up a change. */
-export function hostUpgradeTimeoutMs(env: NodeJS.ProcessEnv = process.env): number {
-  const n = Number(env.KEELSON_HOST_UPGRADE_TIMEOUT_MS);
-  return Number.isInteger(n) && n > 0 ? n : DEFAULT_TIMEOUT_MS;
-}
-
 /**
  * `hosts.upgrade`: one step per batch. Each host of the batch gets `agent.upgrade` with the
  * control-plane-served package, and the step ends when every one of them is back `running` at
@@ -45,21 +39,27 @@ export function hostUpgradeTimeoutMs(env: NodeJS.ProcessEnv = process.env): numb
  * touched. Steps are idempotent: after a restart a host already at the version is done, one
  * still `updating` is only waited for, and any other is asked (again).
  */
-export function hostUpgradeKind(k: Pick<Keelson, "agents">): OperationKind {
+export function hostUpgradeKind(k: Pick<Keelson, "agents" | "settings">): OperationKind {
   return {
     kind: HOST_UPGRADE_KIND,
     steps(op) {
       const params = op.params as unknown as HostUpgradeParams;
       return params.batches.map((batch, i) => ({
         name: `batch-${i + 1}`,
-        run: (ctx: StepContext) => upgradeBatch(k.agents, ctx, params, batch),
+        run: (ctx: StepContext) => upgradeBatch(k.agents, ctx, params, batch, k.settings.hostUpgradeTimeoutMs),
       }));
     },
   };
 }
 
-async function upgradeBatch(hub: AgentHub, ctx: StepContext, params: HostUpgradeParams, batch: string[]) {
-  const deadline = Date.now() + hostUpgradeTimeoutMs();
+async function upgradeBatch(
+  hub: AgentHub,
+  ctx: StepContext,
+  params: HostUpgradeParams,
+  batch: string[],
+  timeoutMs: number,
+) {
+  const deadline = Date.now() + timeoutMs;
   const results = await Promise.allSettled(batch.map((hostId) => upgradeHost(hub, ctx, params, hostId, deadline)));
   if (ctx.signal.aborted) throw new OperationInterrupted();
   const failures = results.flatMap((r) => (r.status === "rejected" ? [(r.reason as Error).message] : []));

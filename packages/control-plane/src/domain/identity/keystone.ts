@@ -14,7 +14,6 @@ import { findUserForLogin } from "./users.ts";
  * id or name a client sends is accepted and the answer always names the domain `default`.
  */
 
-export const DEFAULT_SESSION_TTL_HOURS = 24;
 export const KEYSTONE_DOMAIN = { id: "default", name: "Default" } as const;
 
 /** One message for unknown project, unknown user and wrong password: it must not tell which. */
@@ -41,17 +40,6 @@ export interface Session {
   expiresAt: string;
   user: { id: string; name: string };
   project: { id: string; name: string };
-}
-
-/** KEELSON_SESSION_TTL_HOURS, read once when the app is built. */
-export function sessionTtlHours(env: NodeJS.ProcessEnv): number {
-  const raw = env.KEELSON_SESSION_TTL_HOURS;
-  if (raw === undefined || raw.trim() === "") return DEFAULT_SESSION_TTL_HOURS;
-  const hours = Number(raw);
-  if (!Number.isFinite(hours) || hours <= 0 || hours > 8760) {
-    throw new Error(`KEELSON_SESSION_TTL_HOURS must be a number of hours above 0 and at most 8760 (got "${raw}")`);
-  }
-  return hours;
 }
 
 interface Credentials {

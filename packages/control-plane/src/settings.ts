@@ -1,0 +1,132 @@
+import { resolve } from "node:path";
+import {
+  checkHttpUrl,
+  checkListen,
+  HTTP_URL_RULE,
+  LISTEN_RULE,
+  LOG_LEVELS,
+  parseListen,
+  parseSettings,
+} from "@keelson/settings";
+import { type Static, Type } from "typebox";
+
+/**
+ * Every setting of keelson-server, in one schema (DESIGN.md "Processes" names the first five).
+ * `readServerSettings` parses it once at start; the result travels in the app's context
+ * (`keelson.settings`), and no module reads the environment for a setting of its own.
+ */
+export const ServerSettingsSchema = Type.Object({
+  listen: Type.String({
+    env: "KEELSON_LISTEN",
+    default: "127.0.0.1:8080",
+    check: checkListen,
+    rule: LISTEN_RULE,
+    description: "Address and port of the REST API and the agent link.",
+  }),
+  dataDir: Type.String({
+    env: "KEELSON_DATA_DIR",
+    default: "./.keelson",
+    rule: "a directory (created if missing)",
+    description: "keelson.sqlite, secret.key, admin-token, webcli.key and the package shelves.",
+  }),
+  adminToken: Type.Optional(
+    Type.String({
+      env: "KEELSON_ADMIN_TOKEN",
+      secret: true,
+      rule: "text",
+      description: "The admin token; if unset, generated on first start into the data dir (mode 0600).",
+    }),
+  ),
+  logLevel: Type.Union(
+    LOG_LEVELS.map((level) => Type.Literal(level)),
+    { env: "KEELSON_LOG_LEVEL", default: "info", description: "Log level (JSON lines on stdout)." },
+  ),
+  sessionTtlHours: Type.Number({
+    env: "KEELSON_SESSION_TTL_HOURS",
+    default: 24,
+    exclusiveMinimum: 0,
+    maximum: 8760,
+    unit: "hours",
+    description: "Lifetime of Keystone-style login tokens.",
+  }),
+  publicUrl: Type.Optional(
+    Type.String({
+      env: "KEELSON_PUBLIC_URL",
+      check: checkHttpUrl,
+      rule: HTTP_URL_RULE,
+      defaultText: "the address of the request",
+      description: "The control plane's URL as hosts reach it, for package downloads.",
+    }),
+  ),
+  trustProxy: Type.Optional(
+    Type.String({
+      env: "KEELSON_TRUST_PROXY",
+      rule: "addresses or CIDRs, comma-separated",
+      description:
+        "Behind a reverse proxy: its addresses; client addresses (login throttle, logs) then come from X-Forwarded-For. Unset: X-Forwarded-For is ignored.",
+    }),
+  ),
+  agentHeartbeatMs: Type.Integer({
+    env: "KEELSON_AGENT_HEARTBEAT_MS",
+    default: 15_000,
+    minimum: 100,
+    maximum: 600_000,
+    unit: "milliseconds",
+    description: "Agent link ping interval; a peer silent for two intervals is cut off.",
+  }),
+  nodeConvergeTimeoutMs: Type.Integer({
+    env: "KEELSON_NODE_CONVERGE_TIMEOUT_MS",
+    default: 600_000,
+    minimum: 1,
+    unit: "milliseconds",
+    description: "How long an attached node may take to reach ok.",
+  }),
+  nodeLeaveTimeoutMs: Type.Integer({
+    env: "KEELSON_NODE_LEAVE_TIMEOUT_MS",
+    default: 900_000,
+    minimum: 1,
+    unit: "milliseconds",
+    description: "How long a detached node may take to drain, stop and clean.",
+  }),
+  nodeRestartTimeoutMs: Type.Integer({
+    env: "KEELSON_NODE_RESTART_TIMEOUT_MS",
+    default: 600_000,
+    minimum: 1,
+    unit: "milliseconds",
+    description: "How long a node may take to come back from a restart or upgrade.",
+  }),
+  hostUpgradeTimeoutMs: Type.Integer({
+    env: "KEELSON_HOST_UPGRADE_TIMEOUT_MS",
+    default: 600_000,
+    minimum: 1,
+    unit: "milliseconds",
+    description: "How long a host may take to come back at a new agent version.",
+  }),
+  printSummary: Type.Boolean({
+    env: "KEELSON_PRINT_SUMMARY",
+    default: false,
+    defaultText: "`false` (printed anyway on a terminal)",
+    description: "Print the plain start-up summary (URL, admin token file, default project) on stdout.",
+  }),
+});
+
+export type ServerSettings = Static<typeof ServerSettingsSchema> & {
+  /** From `listen`, split once. */
+  readonly host: string;
+  readonly port: number;
+};
+
+/** Parses the server's settings from the environment and flags; throws `SettingsError`. */
+export function readServerSettings(
+  env: Record<string, string | undefined>,
+  argv: readonly string[] = [],
+): ServerSettings {
+  const parsed = parseSettings(ServerSettingsSchema, { env, argv });
+  const { host, port } = parseListen(parsed.listen) as { host: string; port: number };
+  return Object.freeze({ ...parsed, dataDir: resolve(parsed.dataDir), host, port });
+}
+
+/** The defaults, for apps built in tests; `overrides` shorten timeouts and the like. */
+export function defaultServerSettings(overrides: Partial<ServerSettings> = {}): ServerSettings {
+  return Object.freeze({ ...readServerSettings({}), ...overrides });
+}
