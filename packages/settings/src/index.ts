@@ -56,11 +56,16 @@ export interface SettingsSource<S> {
    * value passed: return what is wrong, naming the variables.
    */
   check?: (settings: S) => string | undefined;
+  /**
+   * "ignore": flags of no setting here are skipped (with the next word when it is not a flag)
+   * instead of refused; for a launcher that passes its command line on to a program that checks it.
+   */
+  otherFlags?: "refuse" | "ignore";
 }
 
 /** Reads and checks every setting of `schema` once; throws `SettingsError` on the first bad one. */
 export function parseSettings<T extends TObject>(schema: T, source: SettingsSource<Static<T>>): Readonly<Static<T>> {
-  const flags = parseFlags(source.argv ?? [], schema);
+  const flags = parseFlags(source.argv ?? [], schema, source.otherFlags ?? "refuse");
   const required = new Set<string>((schema as { required?: string[] }).required ?? []);
   const out: Record<string, unknown> = {};
   for (const [key, property] of Object.entries(schema.properties) as [string, SettingSchema][]) {
@@ -69,8 +74,11 @@ export function parseSettings<T extends TObject>(schema: T, source: SettingsSour
     const raw = (fromFlag ?? source.env[env])?.trim();
     const name = fromFlag === undefined ? env : `--${flagName(env)}`;
     if (raw === undefined || raw === "") {
-      if (property.default !== undefined) out[key] = property.default;
-      else if (required.has(key)) throw new SettingsError(`${env} is required: ${property.description}`);
+      if (property.default === undefined && required.has(key)) {
+        throw new SettingsError(`${env} is required: ${property.description}`);
+      }
+      // An unset optional setting is there as undefined, so the object lists every setting.
+      out[key] = property.default;
       continue;
     }
     out[key] = convert(name, raw, property);
@@ -83,9 +91,11 @@ export function parseSettings<T extends TObject>(schema: T, source: SettingsSour
 /** The settings as a Markdown table: variable, flag, default, rule, meaning. */
 export function settingsTable(schema: TObject): string {
   const rows = ["| variable | flag | default | rule | meaning |", "|---|---|---|---|---|"];
+  const required = new Set<string>((schema as { required?: string[] }).required ?? []);
   for (const [key, property] of Object.entries(schema.properties) as [string, SettingSchema][]) {
     const meta = metaOf(key, property);
-    const fallback = meta.defaultText ?? (property.default === undefined ? "unset" : `\`${String(property.default)}\``);
+    const unset = required.has(key) ? "required" : "unset";
+    const fallback = meta.defaultText ?? (property.default === undefined ? unset : `\`${String(property.default)}\``);
     const cells = [`\`${meta.env}\``, `\`--${flagName(meta.env)}\``, fallback, ruleOf(property), meta.description];
     rows.push(`| ${cells.map((cell) => cell.replaceAll("|", "\\|")).join(" | ")} |`);
   }
@@ -167,7 +177,7 @@ function ruleOf(property: SettingSchema): string {
  * `--name value` and `--name=value`; a boolean setting's flag may stand alone (`--print-summary`).
  * Unknown flags are an error: a mistyped flag silently ignored is a setting silently not set.
  */
-function parseFlags(argv: readonly string[], schema: TObject): Map<string, string> {
+function parseFlags(argv: readonly string[], schema: TObject, other: "refuse" | "ignore"): Map<string, string> {
   const known = new Map<string, SettingSchema>();
   for (const [key, property] of Object.entries(schema.properties) as [string, SettingSchema][]) {
     known.set(flagName(metaOf(key, property).env), property);
@@ -175,10 +185,14 @@ function parseFlags(argv: readonly string[], schema: TObject): Map<string, strin
   const flags = new Map<string, string>();
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i] as string;
-    if (!arg.startsWith("--")) throw new SettingsError(`unexpected argument "${arg}" (settings are --name value)`);
     const eq = arg.indexOf("=");
     const name = eq === -1 ? arg.slice(2) : arg.slice(2, eq);
-    const property = known.get(name);
+    const property = arg.startsWith("--") ? known.get(name) : undefined;
+    if (!property && other === "ignore") {
+      if (eq === -1 && argv[i + 1] !== undefined && !argv[i + 1]?.startsWith("--")) i++;
+      continue;
+    }
+    if (!arg.startsWith("--")) throw new SettingsError(`unexpected argument "${arg}" (settings are --name value)`);
     if (!property) {
       throw new SettingsError(`unknown flag --${name} (known: ${[...known.keys()].map((k) => `--${k}`).join(", ")})`);
     }

@@ -1,2 +1,1 @@
-export { readBackupMinuteMs } from "./env.ts";
 export { type BackupReport, EtcdBackups, type EtcdBackupsOptions } from "./etcd-backups.ts";

@@ -1,6 +1,5 @@
 export * from "./bouncer-endpoint.ts";
 export * from "./controller.ts";
 export * from "./desired-state.ts";
-export * from "./env.ts";
 export * from "./node-config.ts";
 export * from "./reporter.ts";

@@ -6,6 +6,7 @@ import {
   resolveNodeConfig,
   type Timeouts,
 } from "../phases/index.ts";
+import type { AgentSettings } from "../settings.ts";
 import type { DesiredState } from "./desired-state.ts";
 
 /**
@@ -25,13 +26,35 @@ export interface NodeHost {
   timeouts?: Partial<Timeouts>;
 }
 
-/** Knobs the agent reads from its environment (node/env.ts); defaults suit production. */
+/** The node knobs of the agent's settings (settings.ts); defaults suit production. */
 export interface NodeTuning {
   reconcile: Partial<ReconcileOptions>;
   hostChecks: Partial<HostChecks>;
   timeouts: Partial<Timeouts>;
   /** Start with fresh certificates at the next (re)start instead of reusing valid ones. */
   regenerateCerts: boolean;
+}
+
+/** The node controller's knobs, from the agent's settings. */
+export function nodeTuningOf(s: AgentSettings): NodeTuning {
+  return {
+    reconcile: {
+      checkIntervalMs: s.checkIntervalMs,
+      retryIntervalMs: s.retryIntervalMs,
+      maxRetryIntervalMs: s.maxRetryIntervalMs,
+      retryBudget: s.retryBudget,
+      fullRestartEvery: s.fullRestartEvery,
+      failedRetryIntervalMs: s.failedRetryIntervalMs,
+    },
+    timeouts: {
+      serviceStartMs: s.serviceStartMs,
+      waitForServicesMs: s.waitForServicesMs,
+      commandMs: s.commandMs,
+      serviceStopMs: s.serviceStopMs,
+    },
+    hostChecks: { procRoot: s.procRoot, sysRoot: s.sysRoot },
+    regenerateCerts: s.regenerateCerts,
+  };
 }
 
 export function buildNodeConfig(desired: DesiredState, host: NodeHost): NodeConfig {

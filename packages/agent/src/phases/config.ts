@@ -94,6 +94,13 @@ export interface Timeouts {
   serviceStopMs: number;
 }
 
+export const DEFAULT_TIMEOUTS: Timeouts = {
+  serviceStartMs: 30_000,
+  waitForServicesMs: 120_000,
+  commandMs: 30_000,
+  serviceStopMs: 10_000,
+};
+
 export interface NodeConfig {
   clusterId: string;
   nodeId: string;
@@ -166,13 +173,7 @@ export function resolveNodeConfig(input: NodeConfigInput): NodeConfig {
       requiredModules: input.host?.requiredModules ?? DEFAULT_MODULES,
       requiredSysctls: input.host?.requiredSysctls ?? DEFAULT_SYSCTLS,
     },
-    timeouts: {
-      serviceStartMs: 30_000,
-      waitForServicesMs: 120_000,
-      commandMs: 30_000,
-      serviceStopMs: 10_000,
-      ...input.timeouts,
-    },
+    timeouts: { ...DEFAULT_TIMEOUTS, ...input.timeouts },
     systemBinDirs: input.systemBinDirs ?? ["/usr/sbin", "/usr/bin", "/sbin", "/bin"],
   };
 }

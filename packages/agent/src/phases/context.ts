@@ -2,6 +2,7 @@ import { accessSync, constants } from "node:fs";
 import { basename, join } from "node:path";
 import { execa } from "execa";
 import type { Logger } from "pino";
+import { childPath } from "../services/child-path.ts";
 import type { ServiceManager } from "../services/types.ts";
 import type { NodeConfig } from "./config.ts";
 import type { KubeApi } from "./kube-api.ts";
@@ -60,7 +61,7 @@ async function runCommand(
   options: RunOptions = {},
 ): Promise<RunResult> {
   const result = await execa(command, args, {
-    env: { PATH: process.env.PATH ?? "/usr/sbin:/usr/bin:/sbin:/bin", ...options.env },
+    env: { PATH: childPath(), ...options.env },
     extendEnv: false,
     reject: false,
     timeout: options.timeoutMs ?? defaultTimeoutMs,

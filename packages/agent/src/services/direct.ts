@@ -5,6 +5,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { execa, type ResultPromise } from "execa";
 import type { Logger } from "pino";
 import { readTextOrUndefined, writeFileAtomic } from "./atomic-file.ts";
+import { childPath } from "./child-path.ts";
 import { readEnvFile } from "./env-file.ts";
 import { runProbe } from "./probe.ts";
 import { isSameProcess, logTail, processStartTime, signalGroup } from "./process-info.ts";
@@ -206,7 +207,7 @@ export class DirectSupervisor implements ServiceManager {
       throw new ServiceError(`cannot start ${spec.name}: ${spec.command} is missing or not executable`);
     }
     const env = {
-      ...(spec.env ?? { PATH: process.env.PATH ?? "/usr/sbin:/usr/bin:/sbin:/bin" }),
+      ...(spec.env ?? { PATH: childPath() }),
       ...(spec.environmentFile ? readEnvFile(spec.environmentFile) : {}),
     };
     mkdirSync(this.logDir, { recursive: true });

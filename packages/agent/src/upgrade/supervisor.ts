@@ -1,8 +1,8 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { SETTINGS_EXIT_CODE, SettingsError } from "@keelson/settings";
 import pino, { type Logger } from "pino";
-import { defaultStateDir } from "../config.ts";
+import { type LauncherSettings, readLauncherSettings } from "../settings.ts";
 import { StateDir } from "../state-dir.ts";
 import { isReadyMessage, RESTART_EXIT_CODE } from "./ipc.ts";
 import { writeUpgradeOutcome } from "./status.ts";
@@ -48,11 +48,18 @@ const STOP_SIGNALS: NodeJS.Signals[] = ["SIGTERM", "SIGINT", "SIGHUP"];
 const MAX_RESTARTS_PER_MINUTE = 10;
 
 export async function runSupervisor(options: SupervisorOptions): Promise<number> {
-  const log =
-    options.log ?? pino({ name: "keelson-agent-launcher", level: options.env.KEELSON_LOG_LEVEL?.trim() || "info" });
-  const stateDir = new StateDir(resolve(defaultStateDir(options.env))).ensure();
+  let settings: LauncherSettings;
+  try {
+    settings = readLauncherSettings(options.env, options.argv);
+  } catch (err) {
+    if (!(err instanceof SettingsError)) throw err;
+    (options.log ?? pino({ name: "keelson-agent-launcher" })).fatal(err.message);
+    return SETTINGS_EXIT_CODE;
+  }
+  const log = options.log ?? pino({ name: "keelson-agent-launcher", level: settings.logLevel });
+  const stateDir = new StateDir(settings.stateDir).ensure();
   const versions = new VersionStore(stateDir.path("versions")).ensure();
-  const trialMs = options.trialMs ?? positive(options.env.KEELSON_AGENT_UPGRADE_TRIAL_MS) ?? 60_000;
+  const trialMs = options.trialMs ?? settings.upgradeTrialMs;
   const stopTimeoutMs = options.stopTimeoutMs ?? 25_000;
 
   let child: ChildProcess | undefined;
@@ -215,9 +222,4 @@ function spawnChild(
 function signalNumber(signal: NodeJS.Signals | null): number {
   const numbers: Partial<Record<NodeJS.Signals, number>> = { SIGHUP: 1, SIGINT: 2, SIGKILL: 9, SIGTERM: 15 };
   return (signal && numbers[signal]) || 1;
-}
-
-function positive(value: string | undefined): number | undefined {
-  const n = Number(value);
-  return value !== undefined && Number.isInteger(n) && n > 0 ? n : undefined;
 }

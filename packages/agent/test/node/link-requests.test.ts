@@ -15,7 +15,6 @@ import { afterEach, describe, expect, it } from "vitest";
 import { type WebSocket, WebSocketServer } from "ws";
 import { CertificateRefusedError, LinkClient, LinkUnavailableError } from "../../src/link/index.ts";
 import { bouncerVerifyUrl, registerBouncerEndpoint } from "../../src/node/bouncer-endpoint.ts";
-import { readNodeTuning } from "../../src/node/env.ts";
 import { StateDir } from "../../src/state-dir.ts";
 
 /**
@@ -202,29 +201,5 @@ describe("the bouncer's verify endpoint", () => {
     expect(again.path).toBe(endpoint.path);
     expect(bouncerVerifyUrl({ host: "0.0.0.0", port: 8082 }, "/p")).toBe("http://127.0.0.1:8082/p");
     expect(bouncerVerifyUrl({ host: "::", port: 8082 }, "/p")).toBe("http://[::1]:8082/p");
-  });
-});
-
-describe("node env knobs", () => {
-  it("reads the reconcile pace, host-check roots and timeouts, and refuses nonsense naming the variable", () => {
-    expect(readNodeTuning({})).toEqual({ reconcile: {}, timeouts: {}, hostChecks: {}, regenerateCerts: false });
-    expect(
-      readNodeTuning({
-        KEELSON_NODE_RETRY_BUDGET: "0",
-        KEELSON_NODE_CHECK_INTERVAL_MS: "500",
-        KEELSON_NODE_PROC_ROOT: "/tmp/proc",
-        KEELSON_NODE_SERVICE_START_MS: "2000",
-        KEELSON_REGENERATE_CERTS: "1",
-      }),
-    ).toEqual({
-      reconcile: { retryBudget: 0, checkIntervalMs: 500 },
-      timeouts: { serviceStartMs: 2000 },
-      hostChecks: { procRoot: "/tmp/proc" },
-      regenerateCerts: true,
-    });
-    expect(() => readNodeTuning({ KEELSON_NODE_CHECK_INTERVAL_MS: "0" })).toThrow(
-      /KEELSON_NODE_CHECK_INTERVAL_MS must be an integer of at least 1/,
-    );
-    expect(() => readNodeTuning({ KEELSON_REGENERATE_CERTS: "yes" })).toThrow(/KEELSON_REGENERATE_CERTS/);
   });
 });

@@ -2,6 +2,7 @@ import { existsSync } from "node:fs";
 import { createRequire } from "node:module";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { readTextOrUndefined } from "../../services/atomic-file.ts";
+import { childPath } from "../../services/child-path.ts";
 import type { ServiceSpec } from "../../services/types.ts";
 import { type PhaseContext, PhaseError } from "../types.ts";
 import {
@@ -100,7 +101,7 @@ function bouncerSpec(ctx: PhaseContext, files: DesiredFile[]): ServiceSpec {
         : ["--tokens-file", paths.bouncerTokens]),
     ],
     // The tokens file is reread on change; only the listener settings need a restart.
-    env: { PATH: process.env.PATH ?? "/usr/bin:/bin", KEELSON_CONFIG_HASH: hashOf(files[0]?.content) },
+    env: { PATH: childPath(), KEELSON_CONFIG_HASH: hashOf(files[0]?.content) },
     health: { kind: "http", url: `${bouncerUrl(ctx)}/healthz`, ca: readTextOrUndefined(ctx.paths.caCert) },
     stopTimeoutMs: config.timeouts.serviceStopMs,
   };

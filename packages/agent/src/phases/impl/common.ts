@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
 import { readTextOrUndefined, writeFileIfChanged } from "../../services/atomic-file.ts";
+import { childPath } from "../../services/child-path.ts";
 import type { ServiceSpec, ServiceStatus } from "../../services/types.ts";
 import { type Phase, type PhaseContext, PhaseError } from "../types.ts";
 
@@ -40,7 +41,7 @@ export function hashOf(...parts: (string | undefined)[]): string {
 /** The environment every service gets: PATH, plus the node binary for the stand-ins. */
 export function serviceEnv(extra: Record<string, string> = {}): Record<string, string> {
   return {
-    PATH: process.env.PATH ?? "/usr/sbin:/usr/bin:/sbin:/bin",
+    PATH: childPath(),
     KEELSON_NODE_BIN: process.execPath,
     ...extra,
   };

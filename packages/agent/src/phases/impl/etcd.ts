@@ -2,6 +2,7 @@ import { existsSync, mkdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { readTextOrUndefined, writeFileIfChanged } from "../../services/atomic-file.ts";
+import { childPath } from "../../services/child-path.ts";
 import { parseEnvFile, renderEnvFile } from "../../services/env-file.ts";
 import type { ServiceSpec } from "../../services/types.ts";
 import { type PhaseContext, PhaseError } from "../types.ts";
@@ -206,7 +207,7 @@ function etcdSpec(ctx: PhaseContext): ServiceSpec {
         "endpoint",
         "health",
       ],
-      env: { ETCDCTL_API: "3", PATH: process.env.PATH ?? "/usr/bin:/bin" },
+      env: { ETCDCTL_API: "3", PATH: childPath() },
       timeoutMs: 6000,
     },
     stopTimeoutMs: ctx.config.timeouts.serviceStopMs,

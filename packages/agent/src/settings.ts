@@ -1,0 +1,241 @@
+import { isIP } from "node:net";
+import { resolve } from "node:path";
+import {
+  checkHttpUrl,
+  checkListen,
+  HTTP_URL_RULE,
+  LISTEN_RULE,
+  LOG_LEVELS,
+  parseListen,
+  parseSettings,
+} from "@keelson/settings";
+import { type Static, type TSchema, Type } from "typebox";
+import { DEFAULT_TIMEOUTS } from "./phases/config.ts";
+import { DEFAULT_RECONCILE } from "./phases/reconciler.ts";
+
+/**
+ * Every setting of keelson-agent (the launcher and the agent it runs), in one schema. The
+ * agent parses it once at start (main.ts) and passes the result down; the launcher reads the
+ * part it needs (`readLauncherSettings`). Production needs only the first three; the node
+ * knobs at the end let tests make hosts converge in seconds.
+ */
+
+const ms = (env: string, fallback: number, description: string, minimum = 1) =>
+  Type.Integer({ env, default: fallback, minimum, unit: "milliseconds", description });
+
+const optionalText = (env: string, rule: string, description: string, check?: (value: string) => string | undefined) =>
+  Type.Optional(Type.String({ env, rule, description, ...(check ? { check } : {}) }));
+
+export const AgentSettingsSchema = Type.Object({
+  controlPlane: Type.String({
+    env: "KEELSON_CONTROL_PLANE",
+    check: checkHttpUrl,
+    rule: HTTP_URL_RULE,
+    description: "The control plane's URL.",
+  }),
+  joinToken: Type.Optional(
+    Type.String({
+      env: "KEELSON_JOIN_TOKEN",
+      secret: true,
+      rule: "text",
+      description: "One-time join token, needed on the first start only.",
+    }),
+  ),
+  stateDir: Type.Optional(
+    Type.String({
+      env: "KEELSON_STATE_DIR",
+      rule: "a directory (created if missing)",
+      defaultText: "systemd's `$STATE_DIRECTORY`, else `/var/lib/keelson-agent`",
+      description: "Identity, credential, node state and installed versions (mode 0700).",
+    }),
+  ),
+  agentListen: Type.String({
+    env: "KEELSON_AGENT_LISTEN",
+    default: "127.0.0.1:8082",
+    check: checkListen,
+    rule: LISTEN_RULE,
+    description: "The host's local API.",
+  }),
+  nodePackage: Type.String({
+    env: "KEELSON_NODE_PACKAGE",
+    default: "/opt/keelson/node",
+    rule: "a directory",
+    description: "The host's own node package, for role versions the control plane stores no package of.",
+  }),
+  hostRoot: Type.String({
+    env: "KEELSON_HOST_ROOT",
+    default: "/",
+    rule: "a directory",
+    description: "Root under which node files are written (tests give each agent its own).",
+  }),
+  hostname: optionalText("KEELSON_HOSTNAME", "text", "The host name to report (default: the system's)."),
+  primaryIp: optionalText(
+    "KEELSON_PRIMARY_IP",
+    "an IPv4 or IPv6 address",
+    "The address to report (default: the address of the default route).",
+    (value) => (isIP(value) ? undefined : "must be an IPv4 or IPv6 address"),
+  ),
+  logLevel: Type.Union(
+    LOG_LEVELS.map((level) => Type.Literal(level)),
+    { env: "KEELSON_LOG_LEVEL", default: "info", description: "Log level (JSON lines on stdout)." },
+  ),
+  reconnectMaxMs: ms(
+    "KEELSON_AGENT_RECONNECT_MAX_MS",
+    30_000,
+    "Longest wait between link reconnects (backoff with jitter).",
+  ),
+  reconnectInitialMs: Type.Optional(
+    Type.Integer({
+      env: "KEELSON_AGENT_RECONNECT_INITIAL_MS",
+      minimum: 1,
+      unit: "milliseconds",
+      defaultText: "`500` (or the maximum, if lower)",
+      description: "First wait between link reconnects; at most KEELSON_AGENT_RECONNECT_MAX_MS.",
+    }),
+  ),
+  factsIntervalMs: ms(
+    "KEELSON_AGENT_FACTS_INTERVAL_MS",
+    60_000,
+    "How often host facts are collected (sent when changed).",
+  ),
+  upgradeTrialMs: ms(
+    "KEELSON_AGENT_UPGRADE_TRIAL_MS",
+    60_000,
+    "How long a new agent version has to come up before rollback.",
+  ),
+  serviceManager: Type.Optional(
+    Type.Union([Type.Literal("direct"), Type.Literal("systemd")], {
+      env: "KEELSON_SERVICE_MANAGER",
+      defaultText: "systemd when it runs, else direct",
+      description: "How node services are run: systemd units, or child processes of the agent.",
+    }),
+  ),
+  backupMinuteMs: ms(
+    "KEELSON_BACKUP_MINUTE_MS",
+    60_000,
+    "Test knob: the length of a minute of the etcd backup schedule (intervals only).",
+    10,
+  ),
+  procRoot: Type.String({
+    env: "KEELSON_NODE_PROC_ROOT",
+    default: "/proc",
+    rule: "a directory",
+    description: "Where the host checks read /proc.",
+  }),
+  sysRoot: Type.String({
+    env: "KEELSON_NODE_SYS_ROOT",
+    default: "/sys",
+    rule: "a directory",
+    description: "Where the host checks read /sys.",
+  }),
+  checkIntervalMs: ms(
+    "KEELSON_NODE_CHECK_INTERVAL_MS",
+    DEFAULT_RECONCILE.checkIntervalMs,
+    "Between node status checks.",
+  ),
+  retryIntervalMs: ms("KEELSON_NODE_RETRY_INTERVAL_MS", DEFAULT_RECONCILE.retryIntervalMs, "First repair delay."),
+  maxRetryIntervalMs: ms(
+    "KEELSON_NODE_MAX_RETRY_INTERVAL_MS",
+    DEFAULT_RECONCILE.maxRetryIntervalMs,
+    "Longest repair delay.",
+  ),
+  retryBudget: Type.Integer({
+    env: "KEELSON_NODE_RETRY_BUDGET",
+    default: DEFAULT_RECONCILE.retryBudget,
+    minimum: 0,
+    description: "Failed repairs in a row before the node is failed (0: at once).",
+  }),
+  fullRestartEvery: Type.Integer({
+    env: "KEELSON_NODE_FULL_RESTART_EVERY",
+    default: DEFAULT_RECONCILE.fullRestartEvery,
+    minimum: 0,
+    description: "Every Nth repair restarts every phase (0: never).",
+  }),
+  failedRetryIntervalMs: ms(
+    "KEELSON_NODE_FAILED_RETRY_INTERVAL_MS",
+    DEFAULT_RECONCILE.failedRetryIntervalMs,
+    "Repair pace once the budget is spent.",
+  ),
+  serviceStartMs: ms(
+    "KEELSON_NODE_SERVICE_START_MS",
+    DEFAULT_TIMEOUTS.serviceStartMs,
+    "A started service's time to be healthy.",
+  ),
+  waitForServicesMs: ms(
+    "KEELSON_NODE_WAIT_FOR_SERVICES_MS",
+    DEFAULT_TIMEOUTS.waitForServicesMs,
+    "The wait-for-services phase's limit.",
+  ),
+  commandMs: ms("KEELSON_NODE_COMMAND_MS", DEFAULT_TIMEOUTS.commandMs, "Limit of one command (openssl, etcdctl, ctr)."),
+  serviceStopMs: ms("KEELSON_NODE_SERVICE_STOP_MS", DEFAULT_TIMEOUTS.serviceStopMs, "SIGTERM grace before SIGKILL."),
+  regenerateCerts: Type.Boolean({
+    env: "KEELSON_REGENERATE_CERTS",
+    default: false,
+    description: "Issue new node certificates at the next start instead of reusing valid ones.",
+  }),
+});
+
+type Parsed = Static<typeof AgentSettingsSchema>;
+
+export type AgentSettings = Readonly<
+  Omit<Parsed, "stateDir" | "reconnectInitialMs"> & {
+    stateDir: string;
+    reconnectInitialMs: number;
+    /** From `agentListen`, split once. */
+    listen: { host: string; port: number };
+  }
+>;
+
+function reconnectRule(s: { reconnectInitialMs?: number | undefined; reconnectMaxMs: number }): string | undefined {
+  if (s.reconnectInitialMs !== undefined && s.reconnectInitialMs > s.reconnectMaxMs) {
+    return "KEELSON_AGENT_RECONNECT_INITIAL_MS must not exceed KEELSON_AGENT_RECONNECT_MAX_MS";
+  }
+  return undefined;
+}
+
+/** Parses the agent's settings from the environment and flags; throws `SettingsError`. */
+export function readAgentSettings(
+  env: Record<string, string | undefined>,
+  argv: readonly string[] = [],
+): AgentSettings {
+  const parsed = parseSettings(AgentSettingsSchema, { env, argv, check: reconnectRule });
+  return Object.freeze({
+    ...parsed,
+    controlPlane: parsed.controlPlane.replace(/\/+$/, ""),
+    stateDir: stateDirOf(parsed.stateDir, env),
+    nodePackage: resolve(parsed.nodePackage),
+    hostRoot: resolve(parsed.hostRoot),
+    reconnectInitialMs: parsed.reconnectInitialMs ?? Math.min(500, parsed.reconnectMaxMs),
+    listen: parseListen(parsed.agentListen) as { host: string; port: number },
+  });
+}
+
+const LAUNCHER_KEYS = ["stateDir", "logLevel", "upgradeTrialMs"] as const;
+const LauncherSettingsSchema = Type.Object(
+  Object.fromEntries(LAUNCHER_KEYS.map((key) => [key, AgentSettingsSchema.properties[key]])) as {
+    [K in (typeof LAUNCHER_KEYS)[number]]: (typeof AgentSettingsSchema.properties)[K];
+  } satisfies Record<string, TSchema>,
+);
+
+export type LauncherSettings = Readonly<{ stateDir: string; logLevel: Parsed["logLevel"]; upgradeTrialMs: number }>;
+
+/**
+ * The launcher's part of the same schema. It passes the command line on to the agent it runs
+ * (maybe another version, with flags this one does not know), so other flags are that agent's to check.
+ */
+export function readLauncherSettings(
+  env: Record<string, string | undefined>,
+  argv: readonly string[] = [],
+): LauncherSettings {
+  const parsed = parseSettings(LauncherSettingsSchema, { env, argv, otherFlags: "ignore" });
+  return Object.freeze({ ...parsed, stateDir: stateDirOf(parsed.stateDir, env) });
+}
+
+/**
+ * systemd's StateDirectory= sets $STATE_DIRECTORY (a colon-separated list when several are
+ * configured; the first is ours).
+ */
+function stateDirOf(explicit: string | undefined, env: Record<string, string | undefined>): string {
+  const systemd = env.STATE_DIRECTORY?.split(":")[0]?.trim();
+  return resolve(explicit ?? (systemd || "/var/lib/keelson-agent"));
+}
