@@ -1,3 +1,4 @@
+import { setOutgoingFrameChecks } from "@keelson/protocol";
 import { SETTINGS_EXIT_CODE, SettingsError } from "@keelson/settings";
 import pino from "pino";
 import { Agent, AgentStartError } from "./agent.ts";
@@ -16,7 +17,9 @@ if (process.argv.includes("--version")) {
 
 let agent: Agent;
 try {
-  agent = new Agent(readAgentSettings(process.env, process.argv.slice(2)));
+  const settings = readAgentSettings(process.env, process.argv.slice(2));
+  setOutgoingFrameChecks(settings.nodeEnv !== "production");
+  agent = new Agent(settings);
 } catch (err) {
   if (!(err instanceof SettingsError)) throw err;
   pino({ name: "keelson-agent" }).fatal(err.message);

@@ -110,6 +110,14 @@ export const AgentSettingsSchema = Type.Object({
       description: "How node services are run: systemd units, or child processes of the agent.",
     }),
   ),
+  nodeEnv: Type.Optional(
+    Type.String({
+      env: "NODE_ENV",
+      rule: "text",
+      description:
+        "`production` skips the check of outgoing agent-link frames against the protocol schemas (about 70 µs for a 21-phase node report); any other value or none keeps it.",
+    }),
+  ),
   backupMinuteMs: ms(
     "KEELSON_BACKUP_MINUTE_MS",
     60_000,

@@ -10,8 +10,8 @@ import { followClusterHealth } from "./domain/clusters/health-follower.ts";
 import { ensureDefaultProject } from "./domain/projects/projects.ts";
 import { installAuth } from "./http/auth.ts";
 import { stripCompatPrefix } from "./http/compat-prefix.ts";
-import { installErrorHandlers } from "./http/error-handler.ts";
-import { acceptEmptyJsonBodies } from "./http/json-body.ts";
+import { frameworkError, installErrorHandlers } from "./http/error-handler.ts";
+import { installJsonBodyParser } from "./http/json-body.ts";
 import { IdentityResolver } from "./identity/identity.ts";
 import { hashSecret } from "./identity/tokens.ts";
 import { registerOperationKinds } from "./operations/kinds.ts";
@@ -48,7 +48,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     // Malformed URLs (bad percent-encoding and the like) get the API's error shape too.
     frameworkErrors: (error, _request, reply) => {
       const status = error.statusCode && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 400;
-      (reply as FastifyReply).code(status).send({ code: "bad_request", message: error.message });
+      (reply as FastifyReply).code(status).send(frameworkError(status, error));
     },
   }).withTypeProvider<TypeBoxTypeProvider>();
 
@@ -80,7 +80,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   const stopFollowingHealth = followClusterHealth(keelson);
 
   installErrorHandlers(app);
-  acceptEmptyJsonBodies(app);
+  installJsonBodyParser(app);
   installAuth(app, keelson.identity);
   await app.register(swagger, {
     openapi: {

@@ -1,5 +1,6 @@
 import { join } from "node:path";
 import { closeDatabase, openDatabase } from "@keelson/db";
+import { setOutgoingFrameChecks } from "@keelson/protocol";
 import { SETTINGS_EXIT_CODE, SettingsError } from "@keelson/settings";
 import closeWithGrace from "close-with-grace";
 import pino from "pino";
@@ -17,6 +18,7 @@ try {
   process.stderr.write(`keelson-server: ${err.message}\n`);
   process.exit(SETTINGS_EXIT_CODE);
 }
+setOutgoingFrameChecks(config.nodeEnv !== "production");
 const logger = pino({
   level: config.logLevel,
   ...(process.stdout.isTTY ? { transport: { target: "pino-pretty", options: { translateTime: "SYS:HH:MM:ss" } } } : {}),

@@ -5,11 +5,10 @@ import { createTestApp, type TestApp } from "./helpers.ts";
 describe("OpenAPI document", () => {
   let t: TestApp;
   const routes: { method: string; url: string }[] = [];
+  let doc: { paths: Record<string, Record<string, { security?: unknown[] }>> };
   beforeAll(async () => {
     t = await createTestApp({ runOperations: false });
-    const doc = (await t.request({ method: "GET", url: "/openapi.json", token: null })).json() as {
-      paths: Record<string, Record<string, unknown>>;
-    };
+    doc = (await t.request({ method: "GET", url: "/openapi.json", token: null })).json();
     for (const [path, methods] of Object.entries(doc.paths))
       for (const method of Object.keys(methods)) routes.push({ method: method.toUpperCase(), url: path });
   });
@@ -38,5 +37,30 @@ describe("OpenAPI document", () => {
     ["POST", "/v4/{project_uuid}/cloudProviders/{uuid}/region/{regionid}/sshKey"],
   ])("documents %s %s", (method, url) => {
     expect(routes).toContainEqual({ method, url });
+  });
+
+  it("says which operations need no token: exactly the public ones, package downloads included", () => {
+    const open = Object.entries(doc.paths)
+      .flatMap(([path, methods]) =>
+        Object.entries(methods)
+          .filter(([, op]) => Array.isArray(op.security) && op.security.length === 0)
+          .map(([method]) => `${method.toUpperCase()} ${path}`),
+      )
+      .sort();
+    expect(open).toEqual(
+      [
+        "GET /healthz",
+        "GET /readyz",
+        "POST /keystone/v3/auth/tokens",
+        "POST /v1/agents/register",
+        "GET /v1/agentPackages/{version}/package.tar.gz",
+        "GET /v1/agentPackages/{version}/package.tar.gz.sha256",
+        "GET /v1/nodePackages/{version}/package.tar.gz",
+        "GET /v1/nodePackages/{version}/package.tar.gz.sha256",
+      ].sort(),
+    );
+    // Everything else inherits the document's X-Auth-Token requirement.
+    const secured = Object.values(doc.paths).flatMap((methods) => Object.values(methods));
+    expect(secured.filter((op) => op.security === undefined).length).toBeGreaterThan(50);
   });
 });

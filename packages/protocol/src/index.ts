@@ -9,5 +9,6 @@ export * from "./host-record.ts";
 export * from "./node-package.ts";
 export * from "./package-verify.ts";
 export * from "./phases.ts";
+export * from "./text.ts";
 export * from "./validate.ts";
 export * from "./version.ts";

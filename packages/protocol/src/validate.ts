@@ -10,6 +10,7 @@ import {
   type AgentFrame as TAgentFrame,
   type ControlFrame as TControlFrame,
 } from "./frames.ts";
+import { malformedStringAt } from "./text.ts";
 import { MAX_FRAME_BYTES, PROTOCOL_VERSION } from "./version.ts";
 
 /** A WebSocket message as `ws` hands it over, or a string. */
@@ -63,8 +64,36 @@ export function unknownCommandOf(raw: RawFrame): { id: string; name: string } | 
   return Object.hasOwn(Commands, name) ? undefined : { id, name };
 }
 
+let checkOutgoing = true;
+
+/**
+ * Outgoing frames are checked against the same schemas as incoming ones, so a side cannot send
+ * what the other will refuse: the sender's own tests find the bug, not a dropped link in
+ * production. On by default; the binaries turn it off when NODE_ENV is production, where it
+ * would cost one more schema check per frame sent (figures in validate.test.ts).
+ */
+export function setOutgoingFrameChecks(enabled: boolean): void {
+  checkOutgoing = enabled;
+}
+
+export class OutgoingFrameError extends Error {
+  override name = "OutgoingFrameError";
+}
+
+/**
+ * The one way a frame leaves either side. The compiler already keeps each side to its own
+ * frame types; this checks what types cannot say (lengths, patterns, integers, well-formed
+ * text) and throws OutgoingFrameError for a frame the peer would refuse.
+ */
 export function encodeFrame(frame: TAgentFrame | TControlFrame): string {
-  return JSON.stringify(frame);
+  const text = JSON.stringify(frame);
+  if (!checkOutgoing) return text;
+  const control = parseControlFrame(text);
+  if (control.ok) return text;
+  const agent = parseAgentFrame(text);
+  if (agent.ok) return text;
+  const error = control.error.reason === "unknown-type" ? agent.error : control.error;
+  throw new OutgoingFrameError(`refusing to send a frame the peer would refuse: ${error.message}`);
 }
 
 /** Checks a successful command's result against that command's result schema. */
@@ -110,7 +139,11 @@ function parse<T>(
       },
     };
   }
-  if (validator.Check(value)) return { ok: true, frame: value as T };
+  if (validator.Check(value)) {
+    const malformed = malformedStringAt(value);
+    if (malformed === undefined) return { ok: true, frame: value as T };
+    return fail("schema", `bad ${type} frame: /${malformed.replaceAll(".", "/")} is not valid Unicode text`);
+  }
   return fail(
     "schema",
     `bad ${type} frame: ${explainUnion(variants[type] as TSchema, value as Record<string, unknown>)}`,

@@ -36,6 +36,10 @@ export function canSeeProject(identity: Identity | null, projectId: string): boo
 
 export function installAuth(app: FastifyInstance, resolver: IdentityResolver): void {
   app.decorateRequest("identity", null);
+  // The OpenAPI document says what this hook does: a public route needs no token.
+  app.addHook("onRoute", (route) => {
+    if (route.config?.auth === "public") route.schema = { ...route.schema, security: [] };
+  });
   app.addHook("onRequest", async (request) => {
     // Unknown routes answer 404, not 403: there is nothing there to protect.
     if (request.is404) return;

@@ -35,10 +35,7 @@ export function installErrorHandlers(app: FastifyInstance): void {
     }
     const status = (error as FastifyError).statusCode;
     if (status !== undefined && status >= 400 && status < 500) {
-      return reply.status(status).send({
-        code: (error as FastifyError).code ?? "bad_request",
-        message: error.message,
-      });
+      return reply.status(status).send(frameworkError(status, error as FastifyError));
     }
     request.log.error({ err: error }, "unhandled error");
     return reply.status(500).send({ code: "internal", message: "internal error" });
@@ -50,4 +47,32 @@ export function installErrorHandlers(app: FastifyInstance): void {
       message: `no route ${request.method} ${request.url.split("?")[0]}`,
     });
   });
+}
+
+/**
+ * Fastify's own 4xx errors (`FST_ERR_CTP_INVALID_JSON_BODY` and the like) in the API's
+ * vocabulary: clients match on `code`, and Fastify's codes are an implementation detail.
+ */
+const FRAMEWORK_CODES: Record<string, { code: string; field?: string }> = {
+  FST_ERR_CTP_INVALID_JSON_BODY: { code: "invalid_json", field: "body" },
+  FST_ERR_CTP_EMPTY_JSON_BODY: { code: "invalid_json", field: "body" },
+  FST_ERR_CTP_BODY_TOO_LARGE: { code: "body_too_large", field: "body" },
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: { code: "unsupported_media_type" },
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: { code: "bad_request" },
+  FST_ERR_CTP_EMPTY_TYPE: { code: "unsupported_media_type" },
+  FST_ERR_CTP_INVALID_TYPE: { code: "unsupported_media_type" },
+};
+
+const STATUS_CODES: Record<number, string> = {
+  404: "route_not_found",
+  405: "method_not_allowed",
+  413: "body_too_large",
+  415: "unsupported_media_type",
+  429: "too_many_requests",
+};
+
+export function frameworkError(status: number, error: FastifyError): { code: string; message: string; field?: string } {
+  const known = error.code ? FRAMEWORK_CODES[error.code] : undefined;
+  const code = known?.code ?? STATUS_CODES[status] ?? "bad_request";
+  return known?.field ? { code, message: error.message, field: known.field } : { code, message: error.message };
 }

@@ -1,11 +1,20 @@
+import { malformedStringAt } from "@keelson/protocol";
 import type { FastifyInstance } from "fastify";
+import { badRequest } from "./errors.ts";
 
 /**
- * Existing clients send `Content-Type: application/json` with an empty body on POSTs that take
- * none (restart, webcli, deregister). That is "no body", not malformed JSON; anything else
- * goes through Fastify's own parser, which also guards against prototype poisoning.
+ * The API's JSON body parser, for every route.
+ *
+ * - Existing clients send `Content-Type: application/json` with an empty body on POSTs that take
+ *   none (restart, webcli, deregister). That is "no body", not malformed JSON.
+ * - Anything else goes through Fastify's own parser, which also guards against prototype
+ *   poisoning.
+ * - Every string of the body, keys included, must be well-formed Unicode. JSON may carry an
+ *   unpaired surrogate (`"\ud800"`), which no certificate, file name, command line, header or
+ *   log line can hold: refused here, once for every route, as a 400 naming the field, before any
+ *   handler could store it.
  */
-export function acceptEmptyJsonBodies(app: FastifyInstance): void {
+export function installJsonBodyParser(app: FastifyInstance): void {
   const parseJson = app.getDefaultJsonParser("error", "error");
   app.removeContentTypeParser("application/json");
   app.addContentTypeParser("application/json", { parseAs: "string" }, (request, body, done) => {
@@ -14,6 +23,16 @@ export function acceptEmptyJsonBodies(app: FastifyInstance): void {
       done(null, undefined);
       return;
     }
-    parseJson(request, text, done);
+    parseJson(request, text, (err, value) => {
+      if (err) return done(err);
+      const field = malformedStringAt(value);
+      if (field !== undefined) {
+        const name = field || "body";
+        return done(
+          badRequest(name, `${name} must be valid Unicode text (it holds an unpaired surrogate)`, "invalid_text"),
+        );
+      }
+      done(null, value);
+    });
   });
 }

@@ -1,0 +1,26 @@
+/**
+ * Strings that will end up in a certificate, a file name, a command line, a header or a log
+ * must be well-formed Unicode. JSON can carry what UTF-8 cannot (an unpaired surrogate such as
+ * `"\ud800"`): both the REST API's body parser and the link's frame parser refuse it with this.
+ */
+
+/** The path (`name`, `[2].uuid`, `etcdBackup.localPath`) of the first string, or key, that is not well-formed; "" for the value itself. */
+export function malformedStringAt(value: unknown, path = ""): string | undefined {
+  if (typeof value === "string") return value.isWellFormed() ? undefined : path;
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) {
+      const found = malformedStringAt(value[i], `${path}[${i}]`);
+      if (found !== undefined) return found;
+    }
+    return undefined;
+  }
+  if (value !== null && typeof value === "object") {
+    for (const [key, item] of Object.entries(value)) {
+      const at = path ? `${path}.${key}` : key;
+      if (!key.isWellFormed()) return at;
+      const found = malformedStringAt(item, at);
+      if (found !== undefined) return found;
+    }
+  }
+  return undefined;
+}
