@@ -320,7 +320,8 @@ describe("LinkClient", () => {
     });
     expect(await c.next("result")).toMatchObject({ ok: false, error: { code: "FAILED", message: "no space left" } });
     // A command of a newer control plane, unknown to this build: answered, the link kept.
-    c.send({ type: "command", id: "u3", name: "node.future", payload: {}, timeoutMs: 1000 } as never);
+    // Sent as raw JSON: this build's own outgoing check refuses a command it does not know.
+    c.ws.send(JSON.stringify({ type: "command", id: "u3", name: "node.future", payload: {}, timeoutMs: 1000 }));
     expect(await c.next("result")).toMatchObject({
       id: "u3",
       ok: false,

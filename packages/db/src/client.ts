@@ -8,6 +8,14 @@ import * as schema from "./schema.ts";
 
 export type Db = BetterSQLite3Database<typeof schema> & { $client: Database.Database };
 
+/**
+ * What a function that reads or writes inside someone else's transaction takes: the open
+ * transaction (`db.transaction((tx) => …)`) or the database itself. The one transaction type of
+ * the project; the query builders are all such a function may use, so it cannot commit, roll
+ * back or reach the raw connection.
+ */
+export type Tx = Pick<Db, "select" | "insert" | "update" | "delete">;
+
 const migrationsFolder = join(dirname(fileURLToPath(import.meta.url)), "..", "drizzle");
 
 /**

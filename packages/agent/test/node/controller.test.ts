@@ -15,7 +15,7 @@ import {
 
 /**
  * The node controller with the real phase engine and reconcile loop, over stand-in phases
- * (../phases/ covers the real ones; node.test.ts runs them through the controller too).
+ * (../phases/ covers the real ones; real-node.test.ts runs them through the controller too).
  */
 
 let root: string;

@@ -1,9 +1,7 @@
 import { randomUUID } from "node:crypto";
-import { type Db, operations } from "@keelson/db";
+import { type Db, operations, type Tx } from "@keelson/db";
 import { and, desc, eq, inArray } from "drizzle-orm";
 import type { OperationRow } from "./types.ts";
-
-type Tx = Pick<Db, "insert" | "select" | "update">;
 
 export interface NewOperation {
   projectId: string;

@@ -166,7 +166,7 @@ export const cloudProviderRoutes: FastifyPluginAsyncTypebox = async (app) => {
           summary: `Check a provider body before creating the account (${version})`,
           description:
             "Checks the name, the type and the shape of the credentials; 400 names the field that is wrong. " +
-            "Whether the cloud accepts the credentials is checked once the cloud drivers exist (a later issue).",
+            "Whether the cloud accepts the credentials is not checked: this server has no cloud drivers.",
           params: ProjectParams,
           body: ProviderBody(version),
           response: { 200: NoBody, ...errors(400, 403, 404, 409) },
@@ -219,7 +219,8 @@ export const cloudProviderRoutes: FastifyPluginAsyncTypebox = async (app) => {
         schema: {
           tags: TAGS,
           summary: `Region detail: availability zones, domains, flavors, key pairs, images, VPCs (${version})`,
-          description: "Answers 501 until the cloud drivers exist (a later issue); unknown account or region: 404.",
+          description:
+            "Answers 501: this server has no cloud drivers to read a region with; unknown account or region: 404.",
           params: RegionParams,
           response: { 200: RegionDetail, ...errors(400, 403, 404, 501) },
         },
@@ -227,7 +228,7 @@ export const cloudProviderRoutes: FastifyPluginAsyncTypebox = async (app) => {
       async (request) => {
         const provider = getProvider(keelson.db, request.params.project_uuid, request.params.uuid);
         requireRegion(provider.type, request.params.regionid);
-        throw notImplemented("region detail comes with the cloud drivers (a later issue)");
+        throw notImplemented("region detail needs the cloud drivers, which this server does not have");
       },
     );
 
@@ -239,7 +240,7 @@ export const cloudProviderRoutes: FastifyPluginAsyncTypebox = async (app) => {
           summary: `Add an SSH public key to a region (${version})`,
           description:
             "The key is checked first (400 when it is not a valid OpenSSH public key); the upload itself answers " +
-            "501 until the cloud drivers exist (a later issue).",
+            "501: this server has no cloud drivers to upload it with.",
           params: RegionParams,
           body: SshKeyBody,
           response: { 200: NoBody, ...errors(400, 403, 404, 501) },
@@ -249,7 +250,9 @@ export const cloudProviderRoutes: FastifyPluginAsyncTypebox = async (app) => {
         parseSshPublicKey(request.body.key);
         const provider = getProvider(keelson.db, request.params.project_uuid, request.params.uuid);
         requireRegion(provider.type, request.params.regionid);
-        throw notImplemented("uploading SSH keys to a region comes with the cloud drivers (a later issue)");
+        throw notImplemented(
+          "uploading an SSH key to a region needs the cloud drivers, which this server does not have",
+        );
       },
     );
   }

@@ -67,7 +67,7 @@ const UPGRADE_RULES =
   "workers in batches; each node's actualKubeRoleVersion moves when it is back ok; status `upgrading` and " +
   "`upgradingTo` until done. A node that fails or does not come back within KEELSON_NODE_RESTART_TIMEOUT_MS " +
   "(default 10 min) stops the rollout (taskStatus `error`); a new upgrade request resumes, skipping nodes " +
-  "already at the target. The node package directory stays the agents' KEELSON_NODE_PACKAGE in this release.";
+  "already at the target. Nodes run the target's node package when the control plane stores one (POST /v1/nodePackages), else their host's own (KEELSON_NODE_PACKAGE).";
 
 const RESTART_RULES =
   "Restart = drain, stop the node's phases and start them again, keeping its certificates. Masters one at a " +

@@ -45,7 +45,7 @@ const Discovered = Type.Array(
   ),
 );
 
-const LATER = "needs the cloud drivers (a later issue)";
+const NO_DRIVERS = "needs the cloud drivers, which this server does not have";
 
 /**
  * External clusters (spec §4.2). Everything that can be answered from the database is: body
@@ -61,7 +61,7 @@ export const externalClusterRoutes: FastifyPluginAsyncTypebox = async (app) => {
       schema: {
         tags: TAGS,
         summary: "External clusters available to be registered",
-        description: "Empty until the cloud drivers can list clusters from the clouds (a later issue).",
+        description: "Empty: this server has no cloud drivers to list clusters from the clouds.",
         params: ProjectParams,
         response: { 200: Discovered, ...errors(403, 404) },
       },
@@ -78,7 +78,7 @@ export const externalClusterRoutes: FastifyPluginAsyncTypebox = async (app) => {
       schema: {
         tags: TAGS,
         summary: "Register an external cluster",
-        description: `The body is checked (400), the account must exist (404) and be of the provider's cloud (400), the cluster must not be registered yet (409); registering itself ${LATER} and answers 501.`,
+        description: `The body is checked (400), the account must exist (404) and be of the provider's cloud (400), the cluster must not be registered yet (409); registering itself ${NO_DRIVERS} and answers 501.`,
         params: ProjectParams,
         body: Registration,
         response: { 200: NoBody, ...errors(400, 403, 404, 409, 501) },
@@ -87,7 +87,7 @@ export const externalClusterRoutes: FastifyPluginAsyncTypebox = async (app) => {
     async (request) => {
       getProject(keelson.db, request.params.projectId);
       checkRegistration(keelson.db, request.params.projectId, request.body);
-      throw notImplemented(`registering external clusters ${LATER}`);
+      throw notImplemented(`registering external clusters ${NO_DRIVERS}`);
     },
   );
 
@@ -97,14 +97,14 @@ export const externalClusterRoutes: FastifyPluginAsyncTypebox = async (app) => {
       schema: {
         tags: TAGS,
         summary: "Deregister an external cluster",
-        description: `404 for a cluster that is not registered; deregistering ${LATER} and answers 501.`,
+        description: `404 for a cluster that is not registered; deregistering ${NO_DRIVERS} and answers 501.`,
         params: ClusterParams,
         response: { 200: NoBody, ...errors(403, 404, 501) },
       },
     },
     async (request) => {
       findExternalCluster(keelson.db, request.params.projectId, request.params.clusterID);
-      throw notImplemented(`deregistering external clusters ${LATER}`);
+      throw notImplemented(`deregistering external clusters ${NO_DRIVERS}`);
     },
   );
 
@@ -114,7 +114,7 @@ export const externalClusterRoutes: FastifyPluginAsyncTypebox = async (app) => {
       schema: {
         tags: TAGS,
         summary: "Deployment YAML of the agent for a private external cluster",
-        description: `application/octet-stream once available; 404 for a cluster that is not registered; the YAML ${LATER} and answers 501.`,
+        description: `application/octet-stream once available; 404 for a cluster that is not registered; the YAML ${NO_DRIVERS} and answers 501.`,
         params: ClusterParams,
         produces: ["application/octet-stream", "application/json"],
         response: {
@@ -125,7 +125,7 @@ export const externalClusterRoutes: FastifyPluginAsyncTypebox = async (app) => {
     },
     async (request) => {
       findExternalCluster(keelson.db, request.params.projectId, request.params.clusterID);
-      throw notImplemented(`the deployment YAML of external clusters ${LATER}`);
+      throw notImplemented(`the deployment YAML of external clusters ${NO_DRIVERS}`);
     },
   );
 };

@@ -35,7 +35,7 @@ function baseUrlOf(publicUrl: string | undefined, request: { protocol: string; h
   return publicUrl?.replace(/\/+$/, "") || `${request.protocol}://${request.host}`;
 }
 
-/** Host-agent upgrades as an operation (extension; the CLI's `upgrade-hosts` calls it). */
+/** Host-agent upgrades as an operation (extension). */
 export const hostUpgradeRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const k = app.keelson;
   app.post(

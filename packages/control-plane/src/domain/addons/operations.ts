@@ -5,8 +5,8 @@ import type { OperationKind } from "../../operations/types.ts";
 import { ADDONS_REMOVE } from "./remove-addons.ts";
 
 /**
- * `addons.remove`: until agents can uninstall add-ons from a running cluster (a later issue adds
- * that step before this one), removal is the bookkeeping: rows marked `removing` become `removed`.
+ * `addons.remove`: agents cannot uninstall add-ons from a running cluster, so removal is the
+ * bookkeeping: rows marked `removing` become `removed`.
  * Idempotent: running it again after a crash changes nothing more.
  */
 export function addonOperationKinds(_keelson: Keelson): OperationKind[] {

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { cloudProviders, clusters, type Db, externalClusters, nodePools, nodes } from "@keelson/db";
+import { cloudProviders, clusters, type Db, externalClusters, nodePools, nodes, type Tx } from "@keelson/db";
 import { and, asc, eq, ne, or } from "drizzle-orm";
 import type { Keelson } from "../../context.ts";
 import { badRequest, conflict, notFound } from "../../http/errors.ts";
@@ -31,8 +31,6 @@ export interface ProviderPatch {
   secret?: string;
 }
 
-type Tx = Pick<Db, "select" | "insert" | "update" | "delete">;
-
 const MAX_NAME_LENGTH = 255;
 
 /** The node pool of an account is named after it; the local provider's pool keeps its own name. */
@@ -46,7 +44,7 @@ export function checkName(name: string): string {
   return name;
 }
 
-function selectRecords(tx: Pick<Db, "select">) {
+function selectRecords(tx: Tx) {
   return tx
     .select({
       id: cloudProviders.id,
@@ -77,7 +75,7 @@ export function listProviders(db: Db, projectId: string): ProviderRecord[] {
     .map(toRecord);
 }
 
-export function getProvider(tx: Pick<Db, "select">, projectId: string, id: string): ProviderRecord {
+export function getProvider(tx: Tx, projectId: string, id: string): ProviderRecord {
   const row = selectRecords(tx)
     .where(and(eq(cloudProviders.projectId, projectId), eq(cloudProviders.id, id)))
     .get();

@@ -4,8 +4,8 @@ import type { ProviderType } from "./provider-types.ts";
 /**
  * Shape checks of cloud credentials, per provider type. They catch what is malformed (a pasted
  * secret access key in the key field, a truncated secret, a key file that is not a service
- * account) before anything is stored. Whether the credentials actually work is asked of the
- * cloud itself, which comes with the cloud drivers in a later issue.
+ * account) before anything is stored. Whether the credentials actually work only the cloud can
+ * say, and this server has no cloud drivers to ask it with.
  *
  * Error messages name the field and the rule and never echo the value: these are secrets.
  */

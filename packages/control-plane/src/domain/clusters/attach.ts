@@ -1,4 +1,4 @@
-import { cloudProviders, clusters, type Db, nodes } from "@keelson/db";
+import { cloudProviders, clusters, nodes, type Tx } from "@keelson/db";
 import { and, eq, inArray, isNull } from "drizzle-orm";
 import type { Keelson } from "../../context.ts";
 import { ApiError, badRequest, conflict } from "../../http/errors.ts";
@@ -17,8 +17,6 @@ import { type ClusterRow, findCluster } from "./views.ts";
  * - workers only when the cluster has a master or masters come in the same request.
  * The cluster must be a manual-deploy (local provider) cluster that is not being deleted.
  */
-
-type Tx = Pick<Db, "select" | "update" | "insert">;
 
 export interface MembershipEntry {
   uuid: string;
@@ -122,7 +120,7 @@ export function checkAttachEntries(
   return { masters, workers };
 }
 
-export function clusterProviderType(db: Pick<Db, "select">, cluster: ClusterRow): string {
+export function clusterProviderType(db: Tx, cluster: ClusterRow): string {
   return (
     db
       .select({ type: cloudProviders.type })
@@ -147,7 +145,7 @@ export function assertMembershipChangeable(k: Pick<Keelson, "db">, cluster: Clus
   }
 }
 
-export function masterCount(db: Pick<Db, "select">, clusterId: string): { masters: number; okMasters: number } {
+export function masterCount(db: Tx, clusterId: string): { masters: number; okMasters: number } {
   const rows = db
     .select({ status: nodes.status })
     .from(nodes)

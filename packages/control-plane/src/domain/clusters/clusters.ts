@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { addons, cloudProviders, clusters, type Db, nodePools } from "@keelson/db";
+import { addons, cloudProviders, clusters, type Db, nodePools, type Tx } from "@keelson/db";
 import { and, eq } from "drizzle-orm";
 import type { Keelson } from "../../context.ts";
 import { ApiError, badRequest, conflict, notImplemented } from "../../http/errors.ts";
@@ -59,7 +59,7 @@ function checkNamedNodes(k: Keelson, projectId: string, masterNodes: string[], w
   return checkAttachEntries(k, projectId, entries, { unknownNode: 400, existingMasters: 0 });
 }
 
-function assertNameFree(db: Pick<Db, "select">, projectId: string, name: string): void {
+function assertNameFree(db: Tx, projectId: string, name: string): void {
   const clash = db
     .select({ id: clusters.id })
     .from(clusters)
@@ -79,7 +79,8 @@ export async function createCluster(
   const placement = resolvePlacement(k.db, projectId, spec.nodePoolUuid);
   if (placement.providerType !== "local") {
     throw notImplemented(
-      `auto-deploy clusters on ${placement.providerType} need the cloud drivers, which come in a later release`,
+      `auto deploy on ${placement.providerType} needs the cloud drivers, which this server does not have: ` +
+        "create the cluster without nodePoolUuid (manual deploy) and attach hosts",
     );
   }
   const plan = checkNamedNodes(k, projectId, parsed.masterNodes, parsed.workerNodes);

@@ -1,4 +1,4 @@
-import { clusters, type Db, nodes, operations } from "@keelson/db";
+import { clusters, nodes, operations, type Tx } from "@keelson/db";
 import { and, eq, inArray } from "drizzle-orm";
 import type { Keelson } from "../../context.ts";
 import { ApiError, badRequest, conflict } from "../../http/errors.ts";
@@ -38,7 +38,7 @@ interface MemberRow {
 }
 
 /** Nodes that pending detach operations of this cluster are already taking out. */
-function leavingNodes(db: Pick<Db, "select">, clusterId: string): Set<string> {
+function leavingNodes(db: Tx, clusterId: string): Set<string> {
   const ops = db
     .select({ params: operations.params })
     .from(operations)
@@ -62,7 +62,7 @@ function leavingNodes(db: Pick<Db, "select">, clusterId: string): Set<string> {
 
 /** Request entries -> plan; throws the first violation. Reads only. */
 export function checkDetachEntries(
-  db: Pick<Db, "select">,
+  db: Tx,
   projectId: string,
   clusterId: string,
   entries: MembershipEntry[],

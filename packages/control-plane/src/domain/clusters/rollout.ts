@@ -1,4 +1,4 @@
-import { clusters, type Db, nodes, operations } from "@keelson/db";
+import { clusters, type Db, nodes, operations, type Tx } from "@keelson/db";
 import { and, asc, eq, inArray } from "drizzle-orm";
 import type { Keelson } from "../../context.ts";
 import { conflict } from "../../http/errors.ts";
@@ -48,7 +48,7 @@ export function batchSize(workers: number, percent: number): number {
   return Math.max(1, Math.floor((workers * percent) / 100));
 }
 
-export function assertNotBusy(db: Pick<Db, "select" | "insert" | "update">, clusterId: string): void {
+export function assertNotBusy(db: Tx, clusterId: string): void {
   const busy = activeOperationFor(db, clusterId, BUSY_KINDS);
   if (busy) {
     throw conflict(
@@ -59,10 +59,7 @@ export function assertNotBusy(db: Pick<Db, "select" | "insert" | "update">, clus
 }
 
 /** The cluster's nodes by role, in name order (the order a rollout takes them in). */
-export function clusterNodes(
-  db: Pick<Db, "select">,
-  clusterId: string,
-): { masters: RolloutNode[]; workers: RolloutNode[] } {
+export function clusterNodes(db: Tx, clusterId: string): { masters: RolloutNode[]; workers: RolloutNode[] } {
   const rows = db
     .select({ id: nodes.id, name: nodes.name, isMaster: nodes.isMaster })
     .from(nodes)

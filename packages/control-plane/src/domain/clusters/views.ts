@@ -1,4 +1,4 @@
-import { cloudProviders, clusters, type Db, nodePools } from "@keelson/db";
+import { cloudProviders, clusters, type Db, nodePools, type Tx } from "@keelson/db";
 import { and, eq, sql } from "drizzle-orm";
 import type { Catalogue } from "../../catalogue/catalogue.ts";
 import { notFound } from "../../http/errors.ts";
@@ -69,7 +69,7 @@ function reads(db: Db) {
   return statements;
 }
 
-export function findCluster(db: Pick<Db, "select">, projectId: string, clusterId: string): ClusterRow {
+export function findCluster(db: Tx, projectId: string, clusterId: string): ClusterRow {
   // Inside a transaction `db` is the transaction object, which has no prepared statements of its own.
   const row =
     "$client" in db

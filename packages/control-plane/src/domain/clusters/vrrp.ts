@@ -1,4 +1,4 @@
-import { clusters, type Db } from "@keelson/db";
+import { clusters, type Tx } from "@keelson/db";
 import { ne } from "drizzle-orm";
 import { conflict } from "../../http/errors.ts";
 
@@ -7,7 +7,7 @@ import { conflict } from "../../http/errors.ts";
  * plane cannot see segments, so it keeps the ids unique across every cluster it manages,
  * lowest free id first (spec §8: 0–254).
  */
-export function chooseVrouterId(db: Pick<Db, "select">): string {
+export function chooseVrouterId(db: Tx): string {
   const used = new Set(
     db
       .select({ id: clusters.masterVipVrouterId })

@@ -6,9 +6,9 @@ import { regionsOf } from "../cloud-providers/regions.ts";
 
 /**
  * External (third-party-hosted) clusters, spec §2.5 and §4.2. Discovering, registering and
- * deregistering them talks to the clouds, which needs the cloud drivers of a later issue; what
- * can be decided from the database alone is decided here, so the routes already answer 400, 404
- * and 409 exactly as they will once the drivers exist.
+ * deregistering them talks to the clouds, which needs cloud drivers this server does not have;
+ * what can be decided from the database alone is decided here (400, 404, 409), so those
+ * answers hold whatever a driver later adds.
  */
 export interface Registration {
   id: string;

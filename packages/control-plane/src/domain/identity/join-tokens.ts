@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { type Db, joinTokens } from "@keelson/db";
+import { type Db, joinTokens, type Tx } from "@keelson/db";
 import { and, asc, eq, isNull } from "drizzle-orm";
 import { ApiError, notFound } from "../../http/errors.ts";
 import { generateSecret, hashSecret } from "../../identity/tokens.ts";
@@ -9,8 +9,6 @@ import { addMinutes, isExpired, requireIntegerInRange } from "./rules.ts";
 export const JOIN_TOKEN_DEFAULT_MINUTES = 60;
 /** A week: long enough to image a batch of machines, short enough that a leaked token goes stale. */
 export const JOIN_TOKEN_MAX_MINUTES = 7 * 24 * 60;
-
-type Tx = Pick<Db, "select" | "update">;
 
 export interface IssuedJoinToken {
   id: string;

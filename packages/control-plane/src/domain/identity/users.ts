@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { clusterAccessTokens, type Db, users } from "@keelson/db";
+import { clusterAccessTokens, type Db, type Tx, users } from "@keelson/db";
 import { and, asc, eq } from "drizzle-orm";
 import { badRequest, conflict, notFound } from "../../http/errors.ts";
 import { hashPassword, PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH } from "../../identity/passwords.ts";
@@ -33,7 +33,7 @@ function requirePassword(password: string): string {
   return password;
 }
 
-function userNamed(db: Pick<Db, "select">, projectId: string, name: string): UserRow | undefined {
+function userNamed(db: Tx, projectId: string, name: string): UserRow | undefined {
   return db
     .select()
     .from(users)
@@ -87,11 +87,7 @@ export function deleteUser(db: Db, projectId: string, userId: string): void {
 }
 
 /** For the login: the full row, hash included. Not for presenting. */
-export function findUserForLogin(
-  db: Pick<Db, "select">,
-  projectId: string,
-  by: { name?: string; id?: string },
-): UserRow | undefined {
+export function findUserForLogin(db: Tx, projectId: string, by: { name?: string; id?: string }): UserRow | undefined {
   if (by.id !== undefined) {
     const row = db.select().from(users).where(eq(users.id, by.id)).get();
     // An id from another project must not log in to this one.

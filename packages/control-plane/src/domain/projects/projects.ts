@@ -1,12 +1,11 @@
 import { randomUUID } from "node:crypto";
-import { cloudProviders, type Db, nodePools, projects } from "@keelson/db";
+import { cloudProviders, type Db, nodePools, projects, type Tx } from "@keelson/db";
 import { asc, eq } from "drizzle-orm";
 import type { Keelson } from "../../context.ts";
 import { badRequest, conflict, notFound } from "../../http/errors.ts";
 import type { Identity } from "../../identity/identity.ts";
 
 export type ProjectRow = typeof projects.$inferSelect;
-type Tx = Pick<Db, "insert" | "select">;
 
 export const DEFAULT_PROJECT_NAME = "default";
 export const LOCAL_PROVIDER_NAME = "local";
@@ -57,13 +56,13 @@ export function listProjects(db: Db): ProjectRow[] {
   return db.select().from(projects).orderBy(asc(projects.createdAt), asc(projects.name)).all();
 }
 
-export function getProject(db: Pick<Db, "select">, id: string): ProjectRow {
+export function getProject(db: Tx, id: string): ProjectRow {
   const row = db.select().from(projects).where(eq(projects.id, id)).get();
   if (!row) throw notFound("project", id);
   return row;
 }
 
-export function findProjectByName(db: Pick<Db, "select">, name: string): ProjectRow | undefined {
+export function findProjectByName(db: Tx, name: string): ProjectRow | undefined {
   return db.select().from(projects).where(eq(projects.name, name)).get();
 }
 
