@@ -72,6 +72,8 @@ async function runKeelson(count: number): Promise<Row> {
       KEELSON_ADMIN_TOKEN: ADMIN_TOKEN,
       KEELSON_LOG_LEVEL: "warn",
       KEELSON_AGENT_HEARTBEAT_MS: String(HEARTBEAT_MS),
+      // Measured as in production: no check of outgoing link frames (see packages/protocol).
+      NODE_ENV: "production",
     },
     { quiet: true },
   );

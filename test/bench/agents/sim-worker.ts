@@ -2,8 +2,12 @@
  * Child process of the benchmark: runs the simulated fleet (test/sim) so the control plane's
  * CPU and memory are measured without the simulators in the same process.
  */
+import { setOutgoingFrameChecks } from "@keelson/protocol";
 import { type Simulator, startSimulator } from "../../sim/index.ts";
 import { bareIdentities } from "../support/bare-identities.ts";
+
+// The fleet is measured as production agents run: no check of outgoing frames.
+setOutgoingFrameChecks(false);
 
 let sim: Simulator | undefined;
 

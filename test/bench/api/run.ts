@@ -7,7 +7,7 @@ import { load, printTable } from "../support/measure.ts";
 const CLUSTERS = Number(process.env.BENCH_CLUSTERS ?? 1000);
 const DURATION = Number(process.env.BENCH_DURATION_SEC ?? 10);
 
-const server = await startServer({ env: { KEELSON_LOG_LEVEL: "error" } });
+const server = await startServer({ env: { KEELSON_LOG_LEVEL: "error", NODE_ENV: "production" } });
 const admin = server.adminToken;
 try {
   const projects = await api<{ projects: { id: string; name: string }[] }>(`${server.url}/v1/projects`, admin);

@@ -2,8 +2,12 @@
  * Child process of the rollout benchmark: the simulated fleet (test/sim) with a fixed phase
  * time, so the control plane's time is measured without the simulators in its process.
  */
+import { setOutgoingFrameChecks } from "@keelson/protocol";
 import { type Simulator, startSimulator } from "../../sim/index.ts";
 import { bareIdentities } from "../support/bare-identities.ts";
+
+// The fleet is measured as production agents run: no check of outgoing frames.
+setOutgoingFrameChecks(false);
 
 let sim: Simulator | undefined;
 

@@ -23,6 +23,8 @@ export async function startBenchFleet(options: { name: string; simWorker: string
       KEELSON_DATA_DIR: dataDir,
       KEELSON_ADMIN_TOKEN: options.adminToken,
       KEELSON_LOG_LEVEL: "warn",
+      // Measured as in production: no check of outgoing link frames (see packages/protocol).
+      NODE_ENV: "production",
     },
     { quiet: true },
   );
