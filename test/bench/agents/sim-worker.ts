@@ -2,7 +2,7 @@
  * Child process of the benchmark: runs the simulated fleet (test/sim) so the control plane's
  * CPU and memory are measured without the simulators in the same process.
  */
-import { setOutgoingFrameChecks } from "@keelson/protocol";
+import { setOutgoingFrameChecks } from "../../sim/deps.ts";
 import { type Simulator, startSimulator } from "../../sim/index.ts";
 import { bareIdentities } from "../support/bare-identities.ts";
 

@@ -2,7 +2,7 @@
  * Child process of the rollout benchmark: the simulated fleet (test/sim) with a fixed phase
  * time, so the control plane's time is measured without the simulators in its process.
  */
-import { setOutgoingFrameChecks } from "@keelson/protocol";
+import { setOutgoingFrameChecks } from "../../sim/deps.ts";
 import { type Simulator, startSimulator } from "../../sim/index.ts";
 import { bareIdentities } from "../support/bare-identities.ts";
 
