@@ -1,9 +1,9 @@
 import type { Db } from "@keelson/db";
 import type { FastifyBaseLogger } from "fastify";
 import type { AgentHub } from "./agents/hub.ts";
-import type { Catalogue } from "./catalogue/catalogue.ts";
-import type { IdentityResolver } from "./identity/identity.ts";
-import type { OperationRunner } from "./operations/runner.ts";
+import type { Catalogue } from "./domain/catalogue/catalogue.ts";
+import type { IdentityResolver } from "./domain/identity/resolver.ts";
+import type { OperationRunner } from "./runner/runner.ts";
 import type { SecretCipher } from "./secrets/cipher.ts";
 import type { ServerSettings } from "./settings.ts";
 

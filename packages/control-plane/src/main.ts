@@ -5,8 +5,8 @@ import { SETTINGS_EXIT_CODE, SettingsError } from "@keelson/settings";
 import closeWithGrace from "close-with-grace";
 import pino from "pino";
 import { buildApp } from "./app.ts";
+import { ensureAdminToken } from "./domain/identity/admin-token.ts";
 import { defaultProjectId } from "./domain/projects/projects.ts";
-import { ensureAdminToken } from "./identity/admin-token.ts";
 import { loadSecretCipher } from "./secrets/cipher.ts";
 import { readServerSettings, type ServerSettings } from "./settings.ts";
 

@@ -19,7 +19,7 @@ import { ensureRegistered, PENDING_REGISTRATION_FILE } from "../../agent/src/reg
 import { CommandFailedError, CommandTimeoutError, HostOfflineError } from "../src/agents/errors.ts";
 import { PresenceWriter } from "../src/agents/presence.ts";
 import { SessionRegistry } from "../src/agents/sessions.ts";
-import { hashSecret } from "../src/identity/tokens.ts";
+import { hashSecret } from "../src/domain/identity/token-hash.ts";
 import { ADMIN_TOKEN, createTestApp, type TestApp } from "./helpers.ts";
 
 const facts = (hostname: string): HostFacts => ({

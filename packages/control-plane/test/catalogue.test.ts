@@ -3,8 +3,8 @@ import { addons, cloudProviders, clusters, type Db, nodePools, operations } from
 import { and, eq } from "drizzle-orm";
 import type { InjectOptions } from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { loadCatalogue } from "../src/catalogue/catalogue.ts";
 import { compareDotted } from "../src/domain/catalogue/addon-versions.ts";
+import { loadCatalogue } from "../src/domain/catalogue/catalogue.ts";
 import { ADMIN_TOKEN, createTestApp, type TestApp } from "./helpers.ts";
 
 const catalogue = loadCatalogue();

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { loadCatalogue } from "../src/catalogue/catalogue.ts";
+import { loadCatalogue } from "../src/domain/catalogue/catalogue.ts";
 import {
   type ApiVersion,
   type ClusterSpec,

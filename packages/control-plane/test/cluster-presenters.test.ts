@@ -1,7 +1,7 @@
 import type { clusters } from "@keelson/db";
 import { Value } from "typebox/value";
 import { describe, expect, it } from "vitest";
-import { loadCatalogue } from "../src/catalogue/catalogue.ts";
+import { loadCatalogue } from "../src/domain/catalogue/catalogue.ts";
 import {
   CLUSTER_READ_KEYS_V3,
   CLUSTER_READ_KEYS_V4,

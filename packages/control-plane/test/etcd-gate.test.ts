@@ -5,7 +5,7 @@ import { etcdReports } from "../src/domain/clusters/etcd-reports.ts";
 import { NodeDeadlineError } from "../src/domain/clusters/node-link.ts";
 import { clusterNodes } from "../src/domain/clusters/rollout.ts";
 import { waitForEtcdWhole } from "../src/domain/clusters/rollout-nodes.ts";
-import type { StepContext } from "../src/operations/types.ts";
+import type { StepContext } from "../src/runner/types.ts";
 import { defaultServerSettings } from "../src/settings.ts";
 import { type Fleet, startFleet, waitFor } from "./membership-harness.ts";
 import { FleetAllocator, post, type RollSend, readyCluster, recordRolls } from "./rollout-harness.ts";

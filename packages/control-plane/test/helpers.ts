@@ -5,8 +5,8 @@ import { join } from "node:path";
 import { closeDatabase, type Db, openDatabase, tokens } from "@keelson/db";
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from "fastify";
 import { type AppOptions, buildApp } from "../src/app.ts";
+import { generateSecret, hashSecret } from "../src/domain/identity/token-hash.ts";
 import { createProject, defaultProjectId } from "../src/domain/projects/projects.ts";
-import { generateSecret, hashSecret } from "../src/identity/tokens.ts";
 import { SecretCipher } from "../src/secrets/cipher.ts";
 import { defaultServerSettings, type ServerSettings } from "../src/settings.ts";
 

@@ -3,8 +3,8 @@ import { cloudProviders, joinTokens, nodePools, projects, tokens, users } from "
 import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { consumeJoinToken, JoinTokenRejected } from "../src/domain/identity/join-tokens.ts";
-import { hashPassword, verifyPassword } from "../src/identity/passwords.ts";
-import { generateSecret, hashSecret } from "../src/identity/tokens.ts";
+import { hashPassword, verifyPassword } from "../src/domain/identity/passwords.ts";
+import { generateSecret, hashSecret } from "../src/domain/identity/token-hash.ts";
 import { ADMIN_TOKEN, createTestApp, type TestApp } from "./helpers.ts";
 
 const HOUR = 3_600_000;

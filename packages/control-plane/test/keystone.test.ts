@@ -2,7 +2,7 @@ import { tokens } from "@keelson/db";
 import { and, eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LOGIN_FAILED } from "../src/domain/identity/keystone.ts";
-import { hashSecret } from "../src/identity/tokens.ts";
+import { hashSecret } from "../src/domain/identity/token-hash.ts";
 import { readServerSettings, type ServerSettings } from "../src/settings.ts";
 import { ADMIN_TOKEN, createTestApp, type TestApp } from "./helpers.ts";
 

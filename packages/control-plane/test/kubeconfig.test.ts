@@ -9,11 +9,11 @@ import { clusterAccessTokens, clusters, nodePools, nodes, tokens } from "@keelso
 import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parse } from "yaml";
+import { hashSecret } from "../src/domain/identity/token-hash.ts";
 import { verifyClusterAccessToken } from "../src/domain/kubeconfig/access-tokens.ts";
 import { apiServerUrl } from "../src/domain/kubeconfig/endpoint.ts";
 import { CLIENT_CERT_GROUP } from "../src/domain/kubeconfig/kubeconfig.ts";
 import { issueWebCliToken, verifyWebCliToken, WEBCLI_TOKEN_TTL_SECONDS } from "../src/domain/webcli/tokens.ts";
-import { hashSecret } from "../src/identity/tokens.ts";
 import { createClusterCa } from "../src/pki/cluster-ca.ts";
 import { generateKeyPair, privateKeyToPem } from "../src/pki/keys.ts";
 import { signCertificate } from "../src/pki/sign.ts";

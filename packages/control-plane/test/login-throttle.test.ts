@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { LoginThrottle } from "../src/identity/login-throttle.ts";
+import { LoginThrottle } from "../src/domain/identity/login-throttle.ts";
 
 describe("LoginThrottle", () => {
   it("blocks a user from an address at the limit until the window of the first failure ends", () => {

@@ -3,8 +3,8 @@ import { eq } from "drizzle-orm";
 import pino from "pino";
 import { describe, expect, it } from "vitest";
 import { createProject } from "../src/domain/projects/projects.ts";
-import { OperationRunner } from "../src/operations/runner.ts";
-import { recordOperation } from "../src/operations/store.ts";
+import { OperationRunner } from "../src/runner/runner.ts";
+import { recordOperation } from "../src/runner/store.ts";
 
 describe("OperationRunner", () => {
   it("fails an operation whose kind cannot list its steps, and still runs the next one on that target", async () => {

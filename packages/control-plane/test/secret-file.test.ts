@@ -2,7 +2,7 @@ import { mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { ensureAdminToken } from "../src/identity/admin-token.ts";
+import { ensureAdminToken } from "../src/domain/identity/admin-token.ts";
 import { readOrCreateSecretFile } from "../src/secrets/secret-file.ts";
 
 describe("secret files of the data dir", () => {

@@ -1,7 +1,7 @@
 import type { IncomingHttpHeaders } from "node:http";
 import { type Db, nodes } from "@keelson/db";
 import { eq, sql } from "drizzle-orm";
-import { hashSecret } from "../identity/tokens.ts";
+import { hashSecret } from "../domain/identity/token-hash.ts";
 
 export type HostAuth =
   | { ok: true; hostId: string; projectId: string }

@@ -24,8 +24,8 @@ import {
 } from "@keelson/protocol";
 import type { FastifyBaseLogger } from "fastify";
 import { type WebSocket, WebSocketServer } from "ws";
+import type { IdentityResolver } from "../domain/identity/resolver.ts";
 import { verifyClusterAccessToken } from "../domain/kubeconfig/access-tokens.ts";
-import type { IdentityResolver } from "../identity/identity.ts";
 import type { SecretCipher } from "../secrets/cipher.ts";
 import { HostAuthenticator } from "./authenticate.ts";
 import { BackupReportWriter } from "./backup-reports.ts";

@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyRequest } from "fastify";
-import type { Identity, IdentityResolver } from "../identity/identity.ts";
+import type { Identity, IdentityResolver } from "../domain/identity/resolver.ts";
 import { forbidden } from "./errors.ts";
 
 /**

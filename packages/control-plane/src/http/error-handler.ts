@@ -20,6 +20,7 @@ function fieldOf(issue: ValidationIssue, context: string | undefined): string {
 export function installErrorHandlers(app: FastifyInstance): void {
   app.setErrorHandler((error: FastifyError | ApiError, request, reply) => {
     if (error instanceof ApiError) {
+      if (error.headers) reply.headers(error.headers);
       return reply.status(error.statusCode).send(error.toJSON());
     }
     const validation = (error as FastifyError).validation as ValidationIssue[] | undefined;

@@ -8,6 +8,8 @@ export class ApiError extends Error {
     readonly code: string,
     message: string,
     readonly field?: string,
+    /** Response headers that belong to the error (Retry-After of a 429); the error handler sends them. */
+    readonly headers?: Readonly<Record<string, string>>,
   ) {
     super(message);
     this.name = "ApiError";

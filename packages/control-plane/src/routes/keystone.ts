@@ -1,17 +1,10 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { Type } from "typebox";
-import {
-  endSession,
-  findSession,
-  KEYSTONE_DOMAIN,
-  loginSubject,
-  passwordLogin,
-  type Session,
-} from "../domain/identity/keystone.ts";
+import { endSession, findSession, KEYSTONE_DOMAIN, type Session, throttledLogin } from "../domain/identity/keystone.ts";
+import { LoginThrottle } from "../domain/identity/login-throttle.ts";
 import { callerOf, canSeeProject } from "../http/auth.ts";
 import { ApiError } from "../http/errors.ts";
-import { LoginThrottle } from "../identity/login-throttle.ts";
 import { ErrorBody } from "./common-schemas.ts";
 
 /**
@@ -142,20 +135,8 @@ export const keystoneRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
     },
     async (request, reply) => {
-      const subject = loginSubject(request.body);
-      const waitMs = throttle.blockedFor(request.ip, subject);
-      if (waitMs > 0) {
-        reply.header("retry-after", Math.ceil(waitMs / 1000));
-        throw new ApiError(429, "too_many_attempts", "too many failed logins from this address; try again later");
-      }
-      try {
-        const { token, session } = await passwordLogin(db, request.body, ttlHours);
-        throttle.succeeded(request.ip, subject);
-        return withSubject(reply, token).status(201).send(present(session));
-      } catch (err) {
-        if (err instanceof ApiError && err.statusCode === 401) throttle.failed(request.ip, subject);
-        throw err;
-      }
+      const { token, session } = await throttledLogin(db, throttle, request.ip, request.body, ttlHours);
+      return withSubject(reply, token).status(201).send(present(session));
     },
   );
 

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
-import { listOperations } from "../operations/store.ts";
-import type { OperationRow } from "../operations/types.ts";
+import { listOperations } from "../runner/store.ts";
+import type { OperationRow } from "../runner/types.ts";
 import { ErrorBody } from "./common-schemas.ts";
 
 const Operation = Type.Object({

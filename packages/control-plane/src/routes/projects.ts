@@ -8,6 +8,7 @@ import {
   listJoinTokens,
   revokeJoinToken,
 } from "../domain/identity/join-tokens.ts";
+import { PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH } from "../domain/identity/passwords.ts";
 import {
   createProjectToken,
   listTokens,
@@ -24,7 +25,6 @@ import {
   projectsVisibleTo,
 } from "../domain/projects/projects.ts";
 import { callerOf } from "../http/auth.ts";
-import { PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH } from "../identity/passwords.ts";
 import { errorResponses } from "./common-schemas.ts";
 
 /**

@@ -1,7 +1,7 @@
 import { addons } from "@keelson/db";
 import { and, eq } from "drizzle-orm";
 import type { Keelson } from "../../context.ts";
-import type { OperationKind } from "../../operations/types.ts";
+import type { OperationKind } from "../../runner/types.ts";
 import { ADDONS_REMOVE } from "./remove-addons.ts";
 
 /**

@@ -2,8 +2,8 @@ import { addons } from "@keelson/db";
 import { and, eq, inArray } from "drizzle-orm";
 import type { Keelson } from "../../context.ts";
 import { conflict } from "../../http/errors.ts";
-import { recordOperation } from "../../operations/store.ts";
-import type { OperationRow } from "../../operations/types.ts";
+import { recordOperation } from "../../runner/store.ts";
+import type { OperationRow } from "../../runner/types.ts";
 import { findCluster } from "../clusters/views.ts";
 
 export const ADDONS_REMOVE = "addons.remove";

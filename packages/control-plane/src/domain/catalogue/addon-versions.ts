@@ -1,5 +1,5 @@
-import type { Catalogue, RoleVersion } from "../../catalogue/catalogue.ts";
 import { conflict } from "../../http/errors.ts";
+import type { Catalogue, RoleVersion } from "./catalogue.ts";
 
 /** Orders dotted versions numerically (0.10.0 after 0.9.0); non-numeric parts compare as text. */
 export function compareDotted(a: string, b: string): number {

@@ -1,4 +1,4 @@
-import type { Catalogue, ParsedRoleVersion, RoleVersion } from "../../catalogue/catalogue.ts";
+import type { Catalogue, ParsedRoleVersion, RoleVersion } from "./catalogue.ts";
 
 /**
  * One entry of `supportedRoleVersions`. Version parts are integers, as clients compare them

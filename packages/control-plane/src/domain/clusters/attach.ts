@@ -2,8 +2,8 @@ import { cloudProviders, clusters, nodes, type Tx } from "@keelson/db";
 import { and, eq, inArray, isNull } from "drizzle-orm";
 import type { Keelson } from "../../context.ts";
 import { ApiError, badRequest, conflict } from "../../http/errors.ts";
-import { activeOperationFor, recordOperation } from "../../operations/store.ts";
-import type { OperationRow } from "../../operations/types.ts";
+import { activeOperationFor, recordOperation } from "../../runner/store.ts";
+import type { OperationRow } from "../../runner/types.ts";
 import { CLUSTER_OPS } from "./operations.ts";
 import { type ClusterRow, findCluster } from "./views.ts";
 

@@ -3,9 +3,9 @@ import { addons, cloudProviders, clusters, type Db, nodePools, type Tx } from "@
 import { and, eq } from "drizzle-orm";
 import type { Keelson } from "../../context.ts";
 import { ApiError, badRequest, conflict, notImplemented } from "../../http/errors.ts";
-import { activeOperationFor, recordOperation } from "../../operations/store.ts";
-import type { OperationRow } from "../../operations/types.ts";
 import { createClusterCa } from "../../pki/cluster-ca.ts";
+import { activeOperationFor, recordOperation } from "../../runner/store.ts";
+import type { OperationRow } from "../../runner/types.ts";
 import { assignNodes, checkAttachEntries, type MembershipPlan } from "./attach.ts";
 import { CLUSTER_OPS } from "./operations.ts";
 import { type ApiVersion, type ClusterSpec, parseClusterCreate, parseClusterUpdate } from "./spec.ts";

@@ -2,7 +2,7 @@ import { clusters, type Db, nodes } from "@keelson/db";
 import type { CommandPayload, NodeRole } from "@keelson/protocol";
 import { eq } from "drizzle-orm";
 import type { Keelson } from "../../context.ts";
-import type { StepContext } from "../../operations/types.ts";
+import type { StepContext } from "../../runner/types.ts";
 import { nodePackageRef, nodePackageRefusal } from "../packages/node-shelf.ts";
 import { buildJoinPayload } from "./join-payload.ts";
 import {

@@ -4,7 +4,7 @@ import { MAX_COMMAND_TIMEOUT_MS } from "@keelson/protocol";
 import { CommandFailedError, CommandTimeoutError, HostOfflineError } from "../../agents/errors.ts";
 import type { AgentHub } from "../../agents/hub.ts";
 import type { NodeEvent } from "../../agents/node-events.ts";
-import { OperationInterrupted } from "../../operations/types.ts";
+import { OperationInterrupted } from "../../runner/types.ts";
 
 /**
  * Talking to one node from inside an operation step: commands that wait for an offline host to

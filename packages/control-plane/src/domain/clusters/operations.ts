@@ -7,7 +7,7 @@ import {
   type OperationRow,
   type OperationStep,
   type StepContext,
-} from "../../operations/types.ts";
+} from "../../runner/types.ts";
 import { settledClusterStatus } from "./health.ts";
 import { attachedNodeIds, deadlineIn, joinNode, leaveNode, workerJoin } from "./membership.ts";
 import { pushSettings } from "./push-settings.ts";

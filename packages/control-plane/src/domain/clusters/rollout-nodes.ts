@@ -3,7 +3,7 @@ import { CommandErrorCode, type CommandPayload } from "@keelson/protocol";
 import type { AgentHub } from "../../agents/hub.ts";
 import type { NodeEvent } from "../../agents/node-events.ts";
 import type { Keelson } from "../../context.ts";
-import type { StepContext } from "../../operations/types.ts";
+import type { StepContext } from "../../runner/types.ts";
 import { nodePackageRefusal } from "../packages/node-shelf.ts";
 import { type EtcdReport, etcdReports } from "./etcd-reports.ts";
 import {

@@ -1,6 +1,6 @@
 import { HostOfflineError } from "../../agents/errors.ts";
 import type { Keelson } from "../../context.ts";
-import { OperationInterrupted, type OperationStep, type StepContext } from "../../operations/types.ts";
+import { OperationInterrupted, type OperationStep, type StepContext } from "../../runner/types.ts";
 import { nodePackageRef, nodePackageRefusal } from "../packages/node-shelf.ts";
 import { label, type RolloutNode } from "./rollout-nodes.ts";
 

@@ -2,14 +2,14 @@ import { clusters, type Db, nodes, operations, type Tx } from "@keelson/db";
 import { and, asc, eq, inArray } from "drizzle-orm";
 import type { Keelson } from "../../context.ts";
 import { conflict } from "../../http/errors.ts";
-import { activeOperationFor } from "../../operations/store.ts";
+import { activeOperationFor } from "../../runner/store.ts";
 import {
   OperationInterrupted,
   type OperationKind,
   type OperationRow,
   type OperationStep,
   type StepContext,
-} from "../../operations/types.ts";
+} from "../../runner/types.ts";
 import { nodePackageRef } from "../packages/node-shelf.ts";
 import { etcdReports } from "./etcd-reports.ts";
 import { isHealthyNode, settledClusterStatus } from "./health.ts";

@@ -9,8 +9,9 @@
  * named in `ignored`, but is never an error: the version does accept it. An invalid value of an
  * accepted field is always a 400.
  */
-import type { Catalogue } from "../../catalogue/catalogue.ts";
+
 import { badRequest } from "../../http/errors.ts";
+import type { Catalogue } from "../catalogue/catalogue.ts";
 import { isPlainObject, toStringArray, typeName } from "./coerce.ts";
 import { flattenEtcdBackup, type RawEntry } from "./etcd-backup.ts";
 import {

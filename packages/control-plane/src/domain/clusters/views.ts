@@ -1,7 +1,7 @@
 import { cloudProviders, clusters, type Db, nodePools, type Tx } from "@keelson/db";
 import { and, eq, sql } from "drizzle-orm";
-import type { Catalogue } from "../../catalogue/catalogue.ts";
 import { notFound } from "../../http/errors.ts";
+import type { Catalogue } from "../catalogue/catalogue.ts";
 import { countRoles, masterHealth, type NodeHealthInput, type RoleCounts, workerHealth } from "./health.ts";
 import type { ClusterView } from "./presenters.ts";
 

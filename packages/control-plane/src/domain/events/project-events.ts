@@ -1,6 +1,6 @@
 import type { NodeAgentEvent, NodeLinkEvent, NodeReportEvent } from "../../agents/node-events.ts";
 import type { Keelson } from "../../context.ts";
-import type { OperationEvent } from "../../operations/types.ts";
+import type { OperationEvent } from "../../runner/types.ts";
 
 export type ProjectEventName =
   | OperationEvent["type"]

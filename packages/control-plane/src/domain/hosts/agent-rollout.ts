@@ -4,8 +4,8 @@ import { eq } from "drizzle-orm";
 import type { AgentHub } from "../../agents/hub.ts";
 import type { NodeEvent } from "../../agents/node-events.ts";
 import type { Keelson } from "../../context.ts";
-import { activeOperationFor } from "../../operations/store.ts";
-import { OperationInterrupted, type OperationKind, type StepContext } from "../../operations/types.ts";
+import { activeOperationFor } from "../../runner/store.ts";
+import { OperationInterrupted, type OperationKind, type StepContext } from "../../runner/types.ts";
 
 export const HOST_UPGRADE_KIND = "hosts.upgrade";
 

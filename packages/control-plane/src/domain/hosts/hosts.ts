@@ -2,7 +2,7 @@ import { type Db, nodes } from "@keelson/db";
 import { buildHostRecord, type HostRecord } from "@keelson/protocol";
 import { and, asc, eq, type SQL } from "drizzle-orm";
 import { notFound } from "../../http/errors.ts";
-import type { Identity } from "../../identity/identity.ts";
+import type { Identity } from "../identity/resolver.ts";
 
 /**
  * The host resource of the control plane (`/v1/hosts`, also under `/resmgr/v1/hosts`): the

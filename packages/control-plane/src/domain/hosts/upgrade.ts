@@ -1,7 +1,7 @@
 import type { CommandResult } from "@keelson/protocol";
 import type { Keelson } from "../../context.ts";
 import { badRequest, conflict } from "../../http/errors.ts";
-import type { Identity } from "../../identity/identity.ts";
+import type { Identity } from "../identity/resolver.ts";
 import { findHost } from "./hosts.ts";
 
 export interface AgentUpgradeRequest {

@@ -2,9 +2,9 @@ import { randomUUID } from "node:crypto";
 import { type Db, joinTokens, type Tx } from "@keelson/db";
 import { and, asc, eq, isNull } from "drizzle-orm";
 import { ApiError, notFound } from "../../http/errors.ts";
-import { generateSecret, hashSecret } from "../../identity/tokens.ts";
 import { getProject } from "../projects/projects.ts";
 import { addMinutes, isExpired, requireIntegerInRange } from "./rules.ts";
+import { generateSecret, hashSecret } from "./token-hash.ts";
 
 export const JOIN_TOKEN_DEFAULT_MINUTES = 60;
 /** A week: long enough to image a batch of machines, short enough that a leaked token goes stale. */

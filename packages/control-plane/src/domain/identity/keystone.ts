@@ -2,10 +2,11 @@ import { randomUUID } from "node:crypto";
 import { type Db, projects, tokens, users } from "@keelson/db";
 import { and, eq, lte } from "drizzle-orm";
 import { ApiError, badRequest } from "../../http/errors.ts";
-import { verifyAgainstNothing, verifyPassword } from "../../identity/passwords.ts";
-import { generateSecret, hashSecret } from "../../identity/tokens.ts";
 import { findProjectByName } from "../projects/projects.ts";
+import type { LoginThrottle } from "./login-throttle.ts";
+import { verifyAgainstNothing, verifyPassword } from "./passwords.ts";
 import { isExpired } from "./rules.ts";
+import { generateSecret, hashSecret } from "./token-hash.ts";
 import { findUserForLogin } from "./users.ts";
 
 /**
@@ -50,6 +51,39 @@ interface Credentials {
 
 /** The semantic checks the schema cannot express; each names the member it is about. */
 /** Who a login is for, as the throttle counts it: the user's id or name within the project's. */
+/**
+ * A password login under the login throttle: an address past its limit gets 429 with
+ * Retry-After (even with the right password), a 401 counts against the address, and a success
+ * clears that user's count.
+ */
+export async function throttledLogin(
+  db: Db,
+  throttle: LoginThrottle,
+  client: string,
+  body: KeystoneAuthRequest,
+  ttlHours: number,
+): Promise<{ token: string; session: Session }> {
+  const subject = loginSubject(body);
+  const waitMs = throttle.blockedFor(client, subject);
+  if (waitMs > 0) {
+    throw new ApiError(
+      429,
+      "too_many_attempts",
+      "too many failed logins from this address; try again later",
+      undefined,
+      { "retry-after": String(Math.ceil(waitMs / 1000)) },
+    );
+  }
+  try {
+    const login = await passwordLogin(db, body, ttlHours);
+    throttle.succeeded(client, subject);
+    return login;
+  } catch (err) {
+    if (err instanceof ApiError && err.statusCode === 401) throttle.failed(client, subject);
+    throw err;
+  }
+}
+
 export function loginSubject(body: KeystoneAuthRequest): string {
   const user = body.auth.identity.password?.user;
   const project = body.auth.scope?.project;

@@ -2,9 +2,9 @@ import { randomUUID } from "node:crypto";
 import { clusterAccessTokens, type Db, tokens } from "@keelson/db";
 import { and, asc, eq } from "drizzle-orm";
 import { notFound } from "../../http/errors.ts";
-import { generateSecret, hashSecret } from "../../identity/tokens.ts";
 import { getProject } from "../projects/projects.ts";
 import { addMinutes, requireDisplayName, requireIntegerInRange } from "./rules.ts";
+import { generateSecret, hashSecret } from "./token-hash.ts";
 
 export const TOKEN_NAME_MAX_LENGTH = 64;
 /** Ten years: long-lived automation tokens are allowed, eternal ones are opt-in (no expiry). */

@@ -2,8 +2,8 @@ import { randomUUID } from "node:crypto";
 import { clusterAccessTokens, type Db, type Tx, users } from "@keelson/db";
 import { and, asc, eq } from "drizzle-orm";
 import { badRequest, conflict, notFound } from "../../http/errors.ts";
-import { hashPassword, PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH } from "../../identity/passwords.ts";
 import { getProject } from "../projects/projects.ts";
+import { hashPassword, PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH } from "./passwords.ts";
 import { requireDisplayName } from "./rules.ts";
 
 /** User names are often e-mail addresses (Keystone habit), so allow more than project names. */

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { clusterAccessTokens, type Db } from "@keelson/db";
 import { and, eq, lte } from "drizzle-orm";
-import { generateSecret, hashSecret } from "../../identity/tokens.ts";
+import { generateSecret, hashSecret } from "../identity/token-hash.ts";
 
 /** Prefix of kubeconfig bearer tokens, so a leaked one is recognisable (secret scanners, logs). */
 export const CLUSTER_TOKEN_PREFIX = "kct";

@@ -1,9 +1,9 @@
 import type { Keelson } from "../../context.ts";
 import { conflict } from "../../http/errors.ts";
-import type { Identity } from "../../identity/identity.ts";
 import { generateKeyPair, privateKeyToPem } from "../../pki/keys.ts";
 import { signCertificate } from "../../pki/sign.ts";
 import { findCluster as findClusterInProject } from "../clusters/views.ts";
+import type { Identity } from "../identity/resolver.ts";
 import { issueClusterAccessToken } from "./access-tokens.ts";
 import { certExpiryHours } from "./cluster-settings.ts";
 import { clusterApiServerUrl } from "./endpoint.ts";

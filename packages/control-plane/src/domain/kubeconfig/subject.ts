@@ -1,4 +1,4 @@
-import type { Identity } from "../../identity/identity.ts";
+import type { Identity } from "../identity/resolver.ts";
 
 /**
  * Who a kubeconfig or web CLI session is issued to: the user behind a login token, else the

@@ -6,8 +6,8 @@ import {
   verifyNodePackageDir,
 } from "@keelson/protocol";
 import type { AgentHub } from "../../agents/hub.ts";
-import type { Catalogue } from "../../catalogue/catalogue.ts";
 import { badRequest } from "../../http/errors.ts";
+import type { Catalogue } from "../catalogue/catalogue.ts";
 import { PackageShelf, type ShelfKind } from "./shelf.ts";
 import { verifyPackageTarball } from "./verify.ts";
 

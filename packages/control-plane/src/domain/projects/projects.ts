@@ -3,7 +3,7 @@ import { cloudProviders, type Db, nodePools, projects, type Tx } from "@keelson/
 import { asc, eq } from "drizzle-orm";
 import type { Keelson } from "../../context.ts";
 import { badRequest, conflict, notFound } from "../../http/errors.ts";
-import type { Identity } from "../../identity/identity.ts";
+import type { Identity } from "../identity/resolver.ts";
 
 export type ProjectRow = typeof projects.$inferSelect;
 

@@ -1,6 +1,6 @@
 import type { Keelson } from "../../context.ts";
-import type { Identity } from "../../identity/identity.ts";
 import { findCluster as findClusterInProject } from "../clusters/views.ts";
+import type { Identity } from "../identity/resolver.ts";
 import { subjectOf } from "../kubeconfig/subject.ts";
 import { loadWebCliKey } from "./key.ts";
 import { issueWebCliToken } from "./tokens.ts";

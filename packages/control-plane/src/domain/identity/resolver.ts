@@ -1,6 +1,6 @@
 import { type Db, tokens } from "@keelson/db";
 import { eq, sql } from "drizzle-orm";
-import { hashSecret, sameHash } from "./tokens.ts";
+import { hashSecret, sameHash } from "./token-hash.ts";
 
 export type Identity =
   | { kind: "admin" }

@@ -1,6 +1,6 @@
 import { join } from "node:path";
-import { readOrCreateSecretFile } from "../secrets/secret-file.ts";
-import { generateSecret } from "./tokens.ts";
+import { readOrCreateSecretFile } from "../../secrets/secret-file.ts";
+import { generateSecret } from "./token-hash.ts";
 
 export interface AdminTokenSource {
   token: string;

@@ -1,8 +1,8 @@
-import type { Keelson } from "../context.ts";
-import { addonOperationKinds } from "../domain/addons/operations.ts";
-import { clusterOperationKinds } from "../domain/clusters/operations.ts";
-import { rolloutOperationKinds } from "../domain/clusters/rollout.ts";
-import { hostUpgradeKind } from "../domain/hosts/agent-rollout.ts";
+import type { Keelson } from "./context.ts";
+import { addonOperationKinds } from "./domain/addons/operations.ts";
+import { clusterOperationKinds } from "./domain/clusters/operations.ts";
+import { rolloutOperationKinds } from "./domain/clusters/rollout.ts";
+import { hostUpgradeKind } from "./domain/hosts/agent-rollout.ts";
 
 /** Every operation kind the runner knows. A kind recorded but unknown fails with a clear error. */
 export function registerOperationKinds(keelson: Keelson): void {

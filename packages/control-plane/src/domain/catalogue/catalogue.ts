@@ -119,7 +119,7 @@ export class Catalogue {
   }
 }
 
-const defaultFile = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "catalogue", "role-versions.json");
+const defaultFile = join(dirname(fileURLToPath(import.meta.url)), "role-versions.json");
 
 export function loadCatalogue(file = defaultFile): Catalogue {
   return new Catalogue(JSON.parse(readFileSync(file, "utf8")) as CatalogueFile);
