@@ -1,3 +1,4 @@
+import type { FastifyRequest } from "fastify";
 import { Type } from "typebox";
 
 export const ErrorBody = Type.Object(
@@ -14,3 +15,16 @@ export const NoBody = Type.Null({ description: "No body" });
 
 /** Response schemas for the error statuses a route can answer, e.g. `errorResponses(400, 403, 404)`. */
 export const errorResponses = (...codes: number[]) => Object.fromEntries(codes.map((code) => [code, ErrorBody]));
+
+/** Answers without a body (send() with no payload); the schema only documents that. */
+export const EmptyReply = Type.Unsafe<undefined>({ description: "No body" });
+
+export const Timestamp = Type.String({ description: "ISO-8601 UTC timestamp" });
+
+/** The `/v1/projects/:projectId/...` path parameter. */
+export const V1ProjectParams = Type.Object({ projectId: Type.String() });
+
+/** Options-only bodies may be left out entirely; validate them as `{}`. */
+export async function emptyBodyIsNoOptions(request: FastifyRequest): Promise<void> {
+  request.body ??= {};
+}

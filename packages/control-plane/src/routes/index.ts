@@ -10,18 +10,24 @@ import { externalClusterRoutes } from "./external-clusters.ts";
 import { healthRoutes } from "./health.ts";
 import { hostUpgradeRoutes } from "./host-upgrades.ts";
 import { hostRoutes } from "./hosts.ts";
+import { joinTokenRoutes } from "./join-tokens.ts";
 import { keystoneRoutes } from "./keystone.ts";
 import { kubeconfigRoutes } from "./kubeconfig.ts";
 import { nodePackageRoutes } from "./node-packages.ts";
 import { nodePoolRoutes } from "./node-pools.ts";
 import { nodeRoutes } from "./nodes.ts";
 import { operationRoutes } from "./operations.ts";
+import { projectTokenRoutes } from "./project-tokens.ts";
 import { projectRoutes } from "./projects.ts";
+import { userRoutes } from "./users.ts";
 
 /** Every HTTP route of the control plane. Each module stays thin: parse, call the domain, present. */
 export const registerRoutes: FastifyPluginAsyncTypebox = async (app) => {
   await app.register(healthRoutes);
   await app.register(projectRoutes);
+  await app.register(projectTokenRoutes);
+  await app.register(userRoutes);
+  await app.register(joinTokenRoutes);
   await app.register(keystoneRoutes);
   await app.register(clusterRoutes);
   await app.register(clusterActionRoutes);

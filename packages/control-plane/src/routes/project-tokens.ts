@@ -1,0 +1,104 @@
+import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
+import { Type } from "typebox";
+import {
+  createProjectToken,
+  listTokens,
+  revokeToken,
+  TOKEN_MAX_EXPIRES_IN_HOURS,
+  TOKEN_NAME_MAX_LENGTH,
+} from "../domain/identity/project-tokens.ts";
+import {
+  EmptyReply,
+  emptyBodyIsNoOptions,
+  errorResponses as errors,
+  Timestamp,
+  V1ProjectParams,
+} from "./common-schemas.ts";
+
+/** A project's API tokens (identity extension): the secret appears only in the create response; stored hashed. */
+
+const TokenInfo = Type.Object({
+  id: Type.String(),
+  projectId: Type.String(),
+  kind: Type.Union([Type.Literal("project"), Type.Literal("session")], {
+    description: "`project`: minted by the admin; `session`: from a Keystone-style login",
+  }),
+  name: Type.Union([Type.String(), Type.Null()]),
+  userId: Type.Union([Type.String(), Type.Null()], { description: "The logged-in user of a session token" }),
+  expiresAt: Type.Union([Timestamp, Type.Null()], { description: "null: never expires" }),
+  createdAt: Timestamp,
+});
+const IssuedToken = Type.Object({
+  id: Type.String(),
+  token: Type.String({ description: "The X-Auth-Token. Shown only in this response; store it now." }),
+  projectId: Type.String(),
+  name: Type.Union([Type.String(), Type.Null()]),
+  expiresAt: Type.Union([Timestamp, Type.Null()], { description: "null: never expires" }),
+  createdAt: Timestamp,
+});
+
+const tags = ["identity"];
+const admin = { auth: "admin" } as const;
+
+export const projectTokenRoutes: FastifyPluginAsyncTypebox = async (app) => {
+  const { db } = app.keelson;
+
+  app.post(
+    "/v1/projects/:projectId/tokens",
+    {
+      config: admin,
+      preValidation: emptyBodyIsNoOptions,
+      schema: {
+        tags,
+        summary: "Mint a project API token (extension, admin)",
+        params: V1ProjectParams,
+        body: Type.Object(
+          {
+            name: Type.Optional(Type.String({ minLength: 1, maxLength: TOKEN_NAME_MAX_LENGTH })),
+            expiresInHours: Type.Optional(
+              Type.Integer({
+                minimum: 1,
+                maximum: TOKEN_MAX_EXPIRES_IN_HOURS,
+                description: "Omit for a token that does not expire",
+              }),
+            ),
+          },
+          { additionalProperties: false, description: "May be omitted" },
+        ),
+        response: { 201: IssuedToken, ...errors(400, 403, 404) },
+      },
+    },
+    async (request, reply) => reply.status(201).send(createProjectToken(db, request.params.projectId, request.body)),
+  );
+
+  app.get(
+    "/v1/projects/:projectId/tokens",
+    {
+      config: admin,
+      schema: {
+        tags,
+        summary: "List a project's tokens without their secrets (extension, admin)",
+        params: V1ProjectParams,
+        response: { 200: Type.Object({ tokens: Type.Array(TokenInfo) }), ...errors(403, 404) },
+      },
+    },
+    async (request) => ({ tokens: listTokens(db, request.params.projectId) }),
+  );
+
+  app.delete(
+    "/v1/projects/:projectId/tokens/:tokenId",
+    {
+      config: admin,
+      schema: {
+        tags,
+        summary: "Revoke a project token or login session (extension, admin)",
+        params: Type.Object({ projectId: Type.String(), tokenId: Type.String() }),
+        response: { 200: EmptyReply, ...errors(403, 404) },
+      },
+    },
+    async (request, reply) => {
+      revokeToken(db, request.params.projectId, request.params.tokenId);
+      return reply.status(200).send();
+    },
+  );
+};

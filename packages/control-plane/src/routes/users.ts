@@ -1,0 +1,77 @@
+import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
+import { Type } from "typebox";
+import { PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH } from "../domain/identity/passwords.ts";
+import { createUser, deleteUser, listUsers, USER_NAME_MAX_LENGTH } from "../domain/identity/users.ts";
+import { EmptyReply, errorResponses as errors, Timestamp, V1ProjectParams } from "./common-schemas.ts";
+
+/** A project's users, who log in the Keystone way (identity extension); passwords stored with scrypt. */
+
+const User = Type.Object({ id: Type.String(), projectId: Type.String(), name: Type.String(), createdAt: Timestamp });
+
+const tags = ["identity"];
+const admin = { auth: "admin" } as const;
+
+export const userRoutes: FastifyPluginAsyncTypebox = async (app) => {
+  const { db } = app.keelson;
+
+  app.post(
+    "/v1/projects/:projectId/users",
+    {
+      config: admin,
+      schema: {
+        tags,
+        summary: "Create a user for the Keystone-style login (extension, admin)",
+        description: "The password is stored as an scrypt hash and never returned.",
+        params: V1ProjectParams,
+        body: Type.Object(
+          {
+            name: Type.String({
+              minLength: 1,
+              maxLength: USER_NAME_MAX_LENGTH,
+              description: "Unique in the project; printable, no leading or trailing whitespace",
+            }),
+            password: Type.String({
+              minLength: PASSWORD_MIN_LENGTH,
+              maxLength: PASSWORD_MAX_LENGTH,
+              writeOnly: true,
+            }),
+          },
+          { additionalProperties: false },
+        ),
+        response: { 201: User, ...errors(400, 403, 404, 409) },
+      },
+    },
+    async (request, reply) => reply.status(201).send(await createUser(db, request.params.projectId, request.body)),
+  );
+
+  app.get(
+    "/v1/projects/:projectId/users",
+    {
+      config: admin,
+      schema: {
+        tags,
+        summary: "List a project's users (extension, admin)",
+        params: V1ProjectParams,
+        response: { 200: Type.Object({ users: Type.Array(User) }), ...errors(403, 404) },
+      },
+    },
+    async (request) => ({ users: listUsers(db, request.params.projectId) }),
+  );
+
+  app.delete(
+    "/v1/projects/:projectId/users/:userId",
+    {
+      config: admin,
+      schema: {
+        tags,
+        summary: "Delete a user and end its login sessions (extension, admin)",
+        params: Type.Object({ projectId: Type.String(), userId: Type.String() }),
+        response: { 200: EmptyReply, ...errors(403, 404) },
+      },
+    },
+    async (request, reply) => {
+      deleteUser(db, request.params.projectId, request.params.userId);
+      return reply.status(200).send();
+    },
+  );
+};
