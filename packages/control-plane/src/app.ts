@@ -7,6 +7,8 @@ import { AgentHub, type AgentHubOptions } from "./agents/hub.ts";
 import type { Keelson } from "./context.ts";
 import { loadCatalogue } from "./domain/catalogue/catalogue.ts";
 import { followClusterHealth } from "./domain/clusters/health-follower.ts";
+import { hostLinkDomain } from "./domain/hosts/link-domain.ts";
+import type { PresenceOptions } from "./domain/hosts/presence.ts";
 import { IdentityResolver } from "./domain/identity/resolver.ts";
 import { hashSecret } from "./domain/identity/token-hash.ts";
 import { ensureDefaultProject } from "./domain/projects/projects.ts";
@@ -32,7 +34,7 @@ export interface AppOptions {
   /** The parsed settings (main.ts); tests get the defaults, with what they shorten. */
   settings?: ServerSettings;
   /** Agent hub tuning beyond the settings (tests shorten the heartbeat below its floor). */
-  agentHub?: Omit<AgentHubOptions, "db" | "identity" | "log" | "cipher">;
+  agentHub?: Omit<AgentHubOptions, "domain" | "log"> & { presence?: PresenceOptions };
 }
 
 export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
@@ -54,12 +56,11 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
 
   const runner = new OperationRunner(options.db, app.log);
   const identity = new IdentityResolver(options.db, hashSecret(options.adminToken));
+  const { presence, ...hubTuning } = options.agentHub ?? {};
   const agents = new AgentHub({
     heartbeatMs: settings.agentHeartbeatMs,
-    ...options.agentHub,
-    db: options.db,
-    identity,
-    cipher: options.cipher,
+    ...hubTuning,
+    domain: hostLinkDomain({ db: options.db, identity, cipher: options.cipher, log: app.log, presence }),
     log: app.log,
   });
   agents.attach(app.server);

@@ -17,8 +17,8 @@ import { afterEach, describe, expect, it } from "vitest";
 import WebSocket from "ws";
 import { ensureRegistered, PENDING_REGISTRATION_FILE } from "../../agent/src/registration.ts";
 import { CommandFailedError, CommandTimeoutError, HostOfflineError } from "../src/agents/errors.ts";
-import { PresenceWriter } from "../src/agents/presence.ts";
 import { SessionRegistry } from "../src/agents/sessions.ts";
+import { PresenceWriter } from "../src/domain/hosts/presence.ts";
 import { hashSecret } from "../src/domain/identity/token-hash.ts";
 import { ADMIN_TOKEN, createTestApp, type TestApp } from "./helpers.ts";
 

@@ -2,8 +2,8 @@ import { randomUUID } from "node:crypto";
 import { nodes } from "@keelson/db";
 import * as x509 from "@peculiar/x509";
 import { describe, expect, it } from "vitest";
-import { decideCertificate } from "../src/agents/cert-policy.ts";
-import { NodeCertificateSigner } from "../src/agents/cert-signer.ts";
+import { decideCertificate } from "../src/domain/hosts/cert-policy.ts";
+import { NodeCertificateSigner } from "../src/domain/hosts/cert-signer.ts";
 import { generateKeyPair, webCrypto } from "../src/pki/keys.ts";
 import { createTestApp } from "./helpers.ts";
 

@@ -15,8 +15,8 @@ import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
 import { parse as parseYaml } from "yaml";
-import { decideCertificate, firstServiceIp } from "../src/agents/cert-policy.ts";
 import type { NodeEvent } from "../src/agents/node-events.ts";
+import { decideCertificate, firstServiceIp } from "../src/domain/hosts/cert-policy.ts";
 import { generateKeyPair, webCrypto } from "../src/pki/keys.ts";
 import { ADMIN_TOKEN, createTestApp, type TestApp } from "./helpers.ts";
 

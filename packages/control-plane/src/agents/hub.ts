@@ -1,6 +1,5 @@
 import { type IncomingMessage, type Server, STATUS_CODES } from "node:http";
 import type { Duplex } from "node:stream";
-import type { Db } from "@keelson/db";
 import {
   AGENT_LINK_PATH,
   type AgentFrame,
@@ -24,24 +23,15 @@ import {
 } from "@keelson/protocol";
 import type { FastifyBaseLogger } from "fastify";
 import { type WebSocket, WebSocketServer } from "ws";
-import type { IdentityResolver } from "../domain/identity/resolver.ts";
-import { verifyClusterAccessToken } from "../domain/kubeconfig/access-tokens.ts";
-import type { SecretCipher } from "../secrets/cipher.ts";
-import { HostAuthenticator } from "./authenticate.ts";
-import { BackupReportWriter } from "./backup-reports.ts";
-import { NodeCertificateSigner } from "./cert-signer.ts";
 import { HostOfflineError } from "./errors.ts";
+import type { LinkDomain, Presence } from "./link-domain.ts";
 import { NodeEvents } from "./node-events.ts";
-import { NodeReportWriter } from "./node-reports.ts";
 import { PendingCommands } from "./pending-commands.ts";
-import { type PresenceOptions, PresenceWriter } from "./presence.ts";
 import { AgentSession, SessionRegistry } from "./sessions.ts";
 
 export interface AgentHubOptions {
-  db: Db;
-  identity: IdentityResolver;
-  /** Opens cluster CA keys to sign node certificates (cert.sign). */
-  cipher: SecretCipher;
+  /** Everything the link asks of the domain (authentication, presence, reports, signing). */
+  domain: LinkDomain;
   log: FastifyBaseLogger;
   /** Ping interval; a peer that misses two pongs in a row is terminated. Default 15 s. */
   heartbeatMs?: number;
@@ -49,7 +39,6 @@ export interface AgentHubOptions {
   helloTimeoutMs?: number;
   /** How long close() waits for agents to acknowledge going-away before cutting them. Default 2 s. */
   drainTimeoutMs?: number;
-  presence?: PresenceOptions;
 }
 
 /**
@@ -65,13 +54,8 @@ export class AgentHub {
   private readonly helloTimeoutMs: number;
   private readonly drainTimeoutMs: number;
   private readonly log: FastifyBaseLogger;
-  private readonly identity: IdentityResolver;
-  private readonly auth: HostAuthenticator;
-  private readonly presence: PresenceWriter;
-  private readonly reports: NodeReportWriter;
-  private readonly backups: BackupReportWriter;
-  private readonly signer: NodeCertificateSigner;
-  private readonly db: Db;
+  private readonly domain: LinkDomain;
+  private readonly presence: Presence;
   private readonly wss: WebSocketServer;
   private readonly registry = new SessionRegistry<AgentSession>();
   /** Every open socket, helloed or not, so a drain reaches them all. */
@@ -86,13 +70,8 @@ export class AgentHub {
     this.helloTimeoutMs = options.helloTimeoutMs ?? 10_000;
     this.drainTimeoutMs = options.drainTimeoutMs ?? 2_000;
     this.log = options.log;
-    this.identity = options.identity;
-    this.auth = new HostAuthenticator(options.db);
-    this.presence = new PresenceWriter(options.db, options.log, options.presence);
-    this.reports = new NodeReportWriter(options.db);
-    this.backups = new BackupReportWriter(options.db);
-    this.signer = new NodeCertificateSigner(options.db, options.cipher);
-    this.db = options.db;
+    this.domain = options.domain;
+    this.presence = options.domain.presence;
     // Frames up to 4x the protocol limit reach the parser and get BAD_FRAME with a reason;
     // beyond that ws itself closes with 1009 before buffering more.
     this.wss = new WebSocketServer({
@@ -222,7 +201,7 @@ export class AgentHub {
       return;
     }
     // Authenticate before completing the upgrade: an unknown peer never gets a socket.
-    const auth = this.auth.authenticate(request.headers);
+    const auth = this.domain.authenticate(request.headers);
     if (!auth.ok) {
       this.log.warn({ code: auth.code, remote: request.socket.remoteAddress }, "agent link refused");
       rejectUpgrade(socket, auth.status, auth.code, auth.message);
@@ -305,8 +284,7 @@ export class AgentHub {
         return;
       }
       case "token.verify": {
-        const identity = this.identity.resolve(frame.token);
-        const valid = identity !== null && (identity.kind === "admin" || identity.projectId === session.projectId);
+        const valid = this.domain.tokenGrantsProject(frame.token, session.projectId);
         session.send({ type: "token.verified", id: frame.id, valid });
         return;
       }
@@ -372,7 +350,7 @@ export class AgentHub {
   // ---- node frames (phases, certificates, cluster tokens) --------------------------------
 
   private onNodeReport(session: AgentSession, frame: NodeReportFrame): void {
-    const outcome = this.reports.apply(session.hostId, frame);
+    const outcome = this.domain.applyNodeReport(session.hostId, frame);
     if (!outcome.stored) {
       this.log.debug(
         { hostId: session.hostId, reported: frame.clusterId, expected: outcome.expected },
@@ -391,7 +369,7 @@ export class AgentHub {
   }
 
   private onBackupReport(session: AgentSession, frame: BackupReportFrame): void {
-    const outcome = this.backups.apply(session.hostId, frame);
+    const outcome = this.domain.applyBackupReport(session.hostId, frame);
     if (!outcome.stored) {
       this.log.debug({ hostId: session.hostId, clusterId: frame.clusterId, why: outcome.why }, "backup report ignored");
     } else if (!frame.ok) {
@@ -400,7 +378,7 @@ export class AgentHub {
   }
 
   private onCertSign(session: AgentSession, frame: CertSignFrame): void {
-    this.signer.sign(session.hostId, frame).then(
+    this.domain.signCertificate(session.hostId, frame).then(
       (answer) => {
         if (!answer.ok)
           this.log.warn(
@@ -422,9 +400,7 @@ export class AgentHub {
   }
 
   private onClusterTokenVerify(session: AgentSession, frame: ClusterTokenVerifyFrame): void {
-    // Only tokens issued for the cluster this node is in: a bouncer of another cluster gets null.
-    const clusterId = this.reports.clusterOf(session.hostId);
-    const subject = clusterId ? verifyClusterAccessToken(this.db, clusterId, frame.token) : null;
+    const subject = this.domain.clusterTokenSubject(session.hostId, frame.token);
     session.send({ type: "cluster-token.verified", id: frame.id, subject });
   }
 

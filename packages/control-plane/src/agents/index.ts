@@ -1,3 +1,2 @@
-export { HOST_ID_HEADER } from "./authenticate.ts";
 export { CommandFailedError, CommandTimeoutError, HostOfflineError } from "./errors.ts";
 export { AgentHub, type AgentHubOptions } from "./hub.ts";

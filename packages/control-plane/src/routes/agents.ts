@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { AGENT_LINK_PATH } from "@keelson/protocol";
 import { Type } from "typebox";
 import { pingAll } from "../agents/ping-all.ts";
-import { registerHost } from "../agents/registration.ts";
+import { registerHost } from "../domain/hosts/registration.ts";
 import { ErrorBody } from "./common-schemas.ts";
 
 /**

@@ -1,11 +1,8 @@
 import type { IncomingHttpHeaders } from "node:http";
 import { type Db, nodes } from "@keelson/db";
 import { eq, sql } from "drizzle-orm";
-import { hashSecret } from "../domain/identity/token-hash.ts";
-
-export type HostAuth =
-  | { ok: true; hostId: string; projectId: string }
-  | { ok: false; status: 401; code: string; message: string };
+import type { HostAuth } from "../../agents/link-domain.ts";
+import { hashSecret } from "../identity/token-hash.ts";
 
 /** Header an agent may send to name the host it believes it is; must match the credential. */
 export const HOST_ID_HEADER = "x-keelson-host-id";

@@ -1,9 +1,9 @@
 import { randomUUID } from "node:crypto";
 import { cloudProviders, type Db, nodePools, nodes } from "@keelson/db";
 import { and, eq } from "drizzle-orm";
-import { consumeJoinToken, joinTokenUse } from "../domain/identity/join-tokens.ts";
-import { generateSecret, hashSecret } from "../domain/identity/token-hash.ts";
-import { ApiError } from "../http/errors.ts";
+import { ApiError } from "../../http/errors.ts";
+import { consumeJoinToken, joinTokenUse } from "../identity/join-tokens.ts";
+import { generateSecret, hashSecret } from "../identity/token-hash.ts";
 
 export interface RegistrationInput {
   joinToken: string;

@@ -1,10 +1,6 @@
 import type { Db } from "@keelson/db";
 import type { NodeReportFrame } from "@keelson/protocol";
-
-export type ReportOutcome =
-  | { stored: true }
-  /** The agent spoke of another cluster than the one the control plane has the node in. */
-  | { stored: false; expected: string | null };
+import type { ReportOutcome } from "../../agents/link-domain.ts";
 
 /**
  * Stores a node's phase report (nodes.status, api_responding, phases). Reports are written at

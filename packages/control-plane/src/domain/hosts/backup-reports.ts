@@ -1,7 +1,6 @@
 import type { Db } from "@keelson/db";
 import type { BackupReportFrame } from "@keelson/protocol";
-
-export type BackupOutcome = { stored: true } | { stored: false; why: string };
+import type { BackupOutcome } from "../../agents/link-domain.ts";
 
 /**
  * Stores a master's etcd backup result and folds its cluster's backup status from every

@@ -1,6 +1,6 @@
 import { isIP } from "node:net";
 import { CERT_PROFILES, type CertProfile } from "@keelson/protocol";
-import type { CertificateUsage } from "../pki/sign.ts";
+import type { CertificateUsage } from "../../pki/sign.ts";
 
 /**
  * What a node may have signed by its cluster's CA (the agent's `cert.sign`). The agent proposes

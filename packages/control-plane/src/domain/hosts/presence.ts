@@ -2,19 +2,7 @@ import { type Db, nodes } from "@keelson/db";
 import type { HelloFrame, HostFacts } from "@keelson/protocol";
 import { eq } from "drizzle-orm";
 import type { FastifyBaseLogger } from "fastify";
-
-/** Columns of a node row that the link keeps up to date. */
-export interface PresencePatch {
-  name?: string;
-  primaryIp?: string;
-  facts?: HostFacts;
-  agentVersion?: string;
-  agentStatus?: string;
-  agentError?: string | null;
-  agentConnected?: 0 | 1;
-  lastSeen?: string;
-  status?: string;
-}
+import type { Presence, PresencePatch } from "../../agents/link-domain.ts";
 
 export interface PresenceOptions {
   /** State changes (connect, disconnect, facts, status) reach the table within this. Default 100 ms. */
@@ -30,7 +18,7 @@ export interface PresenceOptions {
  * writes them all, while state changes are coalesced per host and written within
  * `flushDelayMs` (a connect storm becomes a few large transactions, not thousands of small).
  */
-export class PresenceWriter {
+export class PresenceWriter implements Presence {
   private readonly changes = new Map<string, PresencePatch>();
   private readonly seen = new Map<string, string>();
   private readonly flushDelayMs: number;

@@ -2,8 +2,8 @@ import { clusters, type Db, nodes } from "@keelson/db";
 import type { CertSignedFrame, CertSignFrame } from "@keelson/protocol";
 import * as x509 from "@peculiar/x509";
 import { and, eq, ne } from "drizzle-orm";
-import { CertificateRequestError, signCertificate } from "../pki/sign.ts";
-import type { SecretCipher } from "../secrets/cipher.ts";
+import { CertificateRequestError, signCertificate } from "../../pki/sign.ts";
+import type { SecretCipher } from "../../secrets/cipher.ts";
 import { decideCertificate } from "./cert-policy.ts";
 
 /** Node certificates live a year; the agent renews them before they run out, and never past the CA. */
