@@ -1,4 +1,4 @@
-import { buildHostRecord, type HelloPayload } from "@keelson/protocol";
+import { buildHostRecord, type HelloPayload, validateUpgradeRequest } from "@keelson/protocol";
 import pino, { type Logger } from "pino";
 import { EtcdBackups } from "./backups/index.ts";
 import { FactsMonitor } from "./facts.ts";
@@ -11,7 +11,6 @@ import { createServiceManager } from "./services/index.ts";
 import type { AgentSettings } from "./settings.ts";
 import { StateDir } from "./state-dir.ts";
 import { AUTH_EXIT_CODE, CONFIG_EXIT_CODE, notifyReady, RESTART_EXIT_CODE } from "./upgrade/ipc.ts";
-import { validateUpgradeRequest } from "./upgrade/request.ts";
 import { Upgrader } from "./upgrade/upgrader.ts";
 import { AGENT_VERSION } from "./version.ts";
 

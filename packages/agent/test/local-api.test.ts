@@ -1,10 +1,9 @@
-import { buildHostRecord, HostRecord } from "@keelson/protocol";
+import { buildHostRecord, HostRecord, UpgradeRequestError, validateUpgradeRequest } from "@keelson/protocol";
 import pino from "pino";
 import { Compile } from "typebox/compile";
 import { afterEach, describe, expect, it } from "vitest";
 import { buildLocalApi } from "../src/local-api/server.ts";
 import { TokenCheck } from "../src/local-api/token-check.ts";
-import { UpgradeRequestError, validateUpgradeRequest } from "../src/upgrade/request.ts";
 import { UpgradeBusyError } from "../src/upgrade/upgrader.ts";
 
 const HOST_ID = "3f0e4c2a-1111-4222-8333-944445555666";

@@ -1,4 +1,5 @@
 import { type Static, Type } from "typebox";
+import { AgentUpgradeRequest } from "./agent-upgrade.ts";
 import { NodePackageRef } from "./node-package.ts";
 
 /**
@@ -18,18 +19,8 @@ export const PingResult = Type.Object(
   { additionalProperties: false },
 );
 
-/** Self-upgrade request relayed from `PUT /v1/hosts/{uuid}/hostagent`. */
-export const AgentUpgradePayload = Type.Object(
-  {
-    name: Type.String({ minLength: 1, maxLength: 255 }),
-    version: Type.String({ minLength: 1, maxLength: 128 }),
-    /** http, https or file URL of the package tarball. */
-    url: Type.String({ minLength: 1, maxLength: 4096 }),
-    /** Hex sha256 of the package; when absent the agent fetches `<url>.sha256`. */
-    sha256: Type.Optional(Type.String({ pattern: "^[0-9a-fA-F]{64}$" })),
-  },
-  { additionalProperties: false },
-);
+/** Self-upgrade request relayed from `PUT /v1/hosts/{uuid}/hostagent` (rules in agent-upgrade.ts). */
+export const AgentUpgradePayload = AgentUpgradeRequest;
 export const AgentUpgradeResult = Type.Object(
   {
     /** True when the agent took the request; the outcome shows later in its status. */

@@ -1,4 +1,5 @@
 export * from "./agent-package.ts";
+export * from "./agent-upgrade.ts";
 export * from "./backoff.ts";
 export * from "./close-codes.ts";
 export * from "./commands.ts";
@@ -6,6 +7,7 @@ export * from "./etcd-member.ts";
 export * from "./facts.ts";
 export * from "./frames.ts";
 export * from "./host-record.ts";
+export * from "./ipv4.ts";
 export * from "./node-package.ts";
 export * from "./package-verify.ts";
 export * from "./phases.ts";

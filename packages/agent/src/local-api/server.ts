@@ -1,7 +1,7 @@
 import type { HostRecord } from "@keelson/protocol";
+import { UpgradeRequestError } from "@keelson/protocol";
 import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance, LogController } from "fastify";
 import type { Logger } from "pino";
-import { UpgradeRequestError } from "../upgrade/request.ts";
 import { UpgradeBusyError } from "../upgrade/upgrader.ts";
 import type { TokenCheck } from "./token-check.ts";
 

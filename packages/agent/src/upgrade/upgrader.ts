@@ -1,9 +1,9 @@
 import { rm } from "node:fs/promises";
+import type { UpgradeRequest } from "@keelson/protocol";
 import type { Logger } from "pino";
 import type { StateDir } from "../state-dir.ts";
 import { downloadPackage, fetchPublishedSha256 } from "./download.ts";
 import { verifyPackageDir } from "./manifest.ts";
-import type { UpgradeRequest } from "./request.ts";
 import { readUpgradeOutcome, upgradeError, writeUpgradeOutcome } from "./status.ts";
 import { unpackTarball } from "./unpack.ts";
 import { VersionStore } from "./versions.ts";

@@ -1,5 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
-import { AgentUpgradeResult, HostRecord } from "@keelson/protocol";
+import { AgentUpgradeRequest, AgentUpgradeResult, HostRecord } from "@keelson/protocol";
 import { Type } from "typebox";
 import { findHost, hostRecordOf, listHosts } from "../domain/hosts/hosts.ts";
 import { relayAgentUpgrade } from "../domain/hosts/upgrade.ts";
@@ -7,30 +7,6 @@ import { callerOf } from "../http/auth.ts";
 import { ErrorBody } from "./common-schemas.ts";
 
 const HostParams = Type.Object({ uuid: Type.String({ description: "Host UUID (the node uuid)" }) });
-
-/** The same rules as the agent's local API (packages/agent/src/upgrade/request.ts). */
-const HostAgentUpgradeBody = Type.Object(
-  {
-    name: Type.String({ minLength: 1, maxLength: 255, description: "Package name, e.g. keelson-agent" }),
-    version: Type.String({
-      pattern: "^[0-9A-Za-z][0-9A-Za-z.+_-]{0,127}$",
-      description: "Version to install: letters, digits and . + _ -",
-    }),
-    url: Type.String({
-      minLength: 1,
-      maxLength: 4096,
-      pattern: "^(https?|file):",
-      description: "http, https or file URL of the package (a tarball built by `pnpm pack:agent`)",
-    }),
-    sha256: Type.Optional(
-      Type.String({
-        pattern: "^[0-9a-fA-F]{64}$",
-        description: "sha256 of the package; without it the agent reads <url>.sha256",
-      }),
-    ),
-  },
-  { additionalProperties: false },
-);
 
 /**
  * The host resource (spec §4.9's host record, for every host of the caller's project; the
@@ -76,7 +52,7 @@ export const hostRoutes: FastifyPluginAsyncTypebox = async (app) => {
           "on it and reports `running` with the new version; on any failure it keeps running the old version and the " +
           "host record's `message` says why. 409 when the host's agent is not connected or already upgrading.",
         params: HostParams,
-        body: HostAgentUpgradeBody,
+        body: AgentUpgradeRequest,
         response: {
           200: AgentUpgradeResult,
           400: ErrorBody,

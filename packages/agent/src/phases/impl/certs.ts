@@ -1,11 +1,12 @@
 import { createPrivateKey, X509Certificate } from "node:crypto";
 import { mkdirSync, readFileSync } from "node:fs";
 import type { CertProfile } from "@keelson/protocol";
+import { nthAddress, parseIpv4 } from "@keelson/protocol";
 import { writeFileAtomic } from "../../services/atomic-file.ts";
 import type { NodeConfig } from "../config.ts";
 import { type PhaseContext, PhaseError } from "../types.ts";
 import { definePhase } from "./common.ts";
-import { nthAddress, parseIpv4, parseIpv4Cidr } from "./net.ts";
+import { clusterRange } from "./net.ts";
 
 /**
  * Generate certificates / send signing request. The node makes its own keys (they never leave
@@ -39,7 +40,7 @@ export function certRequests(config: NodeConfig): CertRequest[] {
     { profile: "kube-proxy", commonName: "system:kube-proxy", dns: [], ips: [] },
   ];
   if (config.role !== "master") return requests;
-  const serviceIp = nthAddress(parseIpv4Cidr(cluster.servicesCidr, "servicesCidr"), 1);
+  const serviceIp = nthAddress(clusterRange(cluster.servicesCidr, "servicesCidr"), 1);
   const apiDns = [
     "kubernetes",
     "kubernetes.default",

@@ -1,5 +1,6 @@
 import { rmSync } from "node:fs";
 import { join } from "node:path";
+import { parseIpv4 } from "@keelson/protocol";
 import { readTextOrUndefined } from "../../services/atomic-file.ts";
 import type { ServiceSpec } from "../../services/types.ts";
 import { type PhaseContext, PhaseError } from "../types.ts";
@@ -13,7 +14,6 @@ import {
   serviceEnv,
   writeFiles,
 } from "./common.ts";
-import { parseIpv4 } from "./net.ts";
 
 /** Master-only phases at the top of the list: app catalog (deprecated), keepalived, coredns. */
 

@@ -1,11 +1,12 @@
 import { readdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
+import { blockContains, blocksOverlap, parseIpv4 } from "@keelson/protocol";
 import { renderEnvFile } from "../../services/env-file.ts";
 import type { NodeConfig } from "../config.ts";
 import type { NodePaths } from "../paths.ts";
 import { type PhaseContext, PhaseError } from "../types.ts";
 import { type DesiredFile, definePhase, expectFiles, writeFiles } from "./common.ts";
-import { cidrContains, cidrsOverlap, parseIpv4, parseIpv4Cidr, tryBind } from "./net.ts";
+import { clusterRange, tryBind } from "./net.ts";
 
 /**
  * Network configuration checks the cluster's ranges against each other and this host (the
@@ -26,19 +27,22 @@ function mtuOf(config: NodeConfig): number | undefined {
 
 async function checkNetwork(ctx: PhaseContext): Promise<DesiredFile> {
   const { config } = ctx;
-  const containers = parseIpv4Cidr(config.cluster.containersCidr, "containersCidr");
-  const services = parseIpv4Cidr(config.cluster.servicesCidr, "servicesCidr");
-  if (cidrsOverlap(containers, services)) {
+  const containers = clusterRange(config.cluster.containersCidr, "containersCidr");
+  const services = clusterRange(config.cluster.servicesCidr, "servicesCidr");
+  if (blocksOverlap(containers, services)) {
     throw new PhaseError(
-      `containersCidr ${containers.text} and servicesCidr ${services.text} overlap; choose disjoint ranges`,
+      `containersCidr ${config.cluster.containersCidr} and servicesCidr ${config.cluster.servicesCidr} overlap; choose disjoint ranges`,
     );
   }
   const ip = parseIpv4(config.primaryIp);
   if (ip !== undefined) {
-    for (const cidr of [containers, services]) {
-      if (cidrContains(cidr, ip)) {
+    for (const [cidr, text] of [
+      [containers, config.cluster.containersCidr],
+      [services, config.cluster.servicesCidr],
+    ] as const) {
+      if (blockContains(cidr, ip)) {
         throw new PhaseError(
-          `the node's primary IP ${config.primaryIp} lies inside ${cidr.text}; the cluster ranges must not contain host addresses`,
+          `the node's primary IP ${config.primaryIp} lies inside ${text}; the cluster ranges must not contain host addresses`,
         );
       }
     }
@@ -55,8 +59,8 @@ async function checkNetwork(ctx: PhaseContext): Promise<DesiredFile> {
     content: renderEnvFile(
       {
         PRIMARY_IP: config.primaryIp,
-        CONTAINERS_CIDR: containers.text,
-        SERVICES_CIDR: services.text,
+        CONTAINERS_CIDR: config.cluster.containersCidr,
+        SERVICES_CIDR: config.cluster.servicesCidr,
         NETWORK_PLUGIN: config.cluster.networkPlugin,
         MTU: mtuOf(config),
       },

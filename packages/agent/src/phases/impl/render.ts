@@ -1,10 +1,11 @@
 import { cpus } from "node:os";
+import { nthAddress } from "@keelson/protocol";
 import { renderEnvFile } from "../../services/env-file.ts";
 import { allowsWorkloadsOnMaster, type NodeConfig } from "../config.ts";
 import type { NodePaths } from "../paths.ts";
 import { PhaseError } from "../types.ts";
 import type { DesiredFile } from "./common.ts";
-import { nthAddress, parseIpv4Cidr } from "./net.ts";
+import { clusterRange } from "./net.ts";
 
 /**
  * The node's configuration files, rendered from the node config alone (pure functions), so a
@@ -20,7 +21,7 @@ function json(value: unknown): string {
 }
 
 export function clusterDnsIp(config: NodeConfig): string {
-  return nthAddress(parseIpv4Cidr(config.cluster.servicesCidr, "servicesCidr"), 10);
+  return nthAddress(clusterRange(config.cluster.servicesCidr, "servicesCidr"), 10);
 }
 
 /** Every node setting in one env file, for scripts and for the operator to read. */

@@ -3,65 +3,33 @@
  * throws `badRequest(path, ...)` naming the field as the client spelled it (`etcdBackup.localPath`
  * for a nested one) and the rule that failed. Cross-field rules live in rules.ts.
  */
+import { type Ipv4Block, parseIpv4, parseIpv4Cidr } from "@keelson/protocol";
 import { badRequest } from "../../http/errors.ts";
-
-const OCTET = "(25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)";
-const IPV4 = new RegExp(`^${OCTET}\\.${OCTET}\\.${OCTET}\\.${OCTET}$`);
 
 /** Dotted-quad IPv4 without leading zeros (`010.0.0.1` is octal to some parsers: refused). */
 export function isIPv4(value: string): boolean {
-  return IPV4.test(value);
-}
-
-/** The address as an unsigned 32-bit number; only call on a string `isIPv4` accepted. */
-export function ipv4ToNumber(value: string): number {
-  return value.split(".").reduce((acc, octet) => acc * 256 + Number(octet), 0);
-}
-
-function numberToIpv4(n: number): string {
-  return [24, 16, 8, 0].map((shift) => Math.floor(n / 2 ** shift) % 256).join(".");
-}
-
-export interface Cidr {
-  /** First address of the block. */
-  start: number;
-  /** Last address of the block. */
-  end: number;
-  prefix: number;
+  return parseIpv4(value) !== undefined;
 }
 
 export function checkIPv4(value: string, path: string): void {
   if (!isIPv4(value)) throw badRequest(path, `${path} must be an IPv4 address such as 10.0.0.10 (got "${value}")`);
 }
 
-/**
- * An IPv4 CIDR whose address is the network address of its block: `10.20.1.0/16` is refused
- * because Kubernetes would silently use 10.20.0.0/16 and the operator would not get what they wrote.
- */
-export function parseCidr(value: string, path: string): Cidr {
-  const m = /^([0-9.]+)\/(3[0-2]|[12]?\d)$/.exec(value);
-  if (!m || !isIPv4(m[1] as string)) {
+/** An IPv4 CIDR whose address is the network address of its block (see parseIpv4Cidr). */
+export function parseCidr(value: string, path: string): Ipv4Block {
+  const parsed = parseIpv4Cidr(value);
+  if (parsed.ok) return parsed.block;
+  if (parsed.problem === "syntax") {
     throw badRequest(path, `${path} must be an IPv4 CIDR such as 10.20.0.0/16 (got "${value}")`);
   }
-  const prefix = Number(m[2]);
-  const address = ipv4ToNumber(m[1] as string);
-  const size = 2 ** (32 - prefix);
-  const start = Math.floor(address / size) * size;
-  if (start !== address) {
-    throw badRequest(
-      path,
-      `${path} has host bits set: ${value} is not the network address of its block (did you mean ${numberToIpv4(start)}/${prefix}?)`,
-    );
-  }
-  return { start, end: start + size - 1, prefix };
+  throw badRequest(
+    path,
+    `${path} has host bits set: ${value} is not the network address of its block (did you mean ${parsed.network}?)`,
+  );
 }
 
 export function checkCidrSyntax(value: string, path: string): void {
   parseCidr(value, path);
-}
-
-export function cidrsOverlap(a: Cidr, b: Cidr): boolean {
-  return a.start <= b.end && b.start <= a.end;
 }
 
 /** MetalLB address pools: `start-end[,start-end...]`, each an IPv4 range with start <= end, not overlapping. */
@@ -76,8 +44,8 @@ export function checkMetallbCidr(value: string, path: string): void {
         `${path} must be comma-separated IPv4 ranges written start-end, such as 10.0.0.100-10.0.0.150 (bad pool "${text}")`,
       );
     }
-    const start = ipv4ToNumber(m[1] as string);
-    const end = ipv4ToNumber(m[2] as string);
+    const start = parseIpv4(m[1] as string) as number;
+    const end = parseIpv4(m[2] as string) as number;
     if (start > end) throw badRequest(path, `${path}: range ${text} ends before it starts (start must be <= end)`);
     const clash = ranges.find((r) => start <= r.end && r.start <= end);
     if (clash) throw badRequest(path, `${path}: ranges ${clash.text} and ${text} overlap`);

@@ -3,10 +3,12 @@
  * states), checked on the whole spec: the body of a create, or the merged result of an update.
  * Each violation is a 400 naming the field to fix and the rule.
  */
+
+import { blocksOverlap } from "@keelson/protocol";
 import { badRequest } from "../../http/errors.ts";
 import { nestedPathOf } from "./etcd-backup.ts";
 import type { SpecField } from "./fields.ts";
-import { cidrsOverlap, parseCidr } from "./formats.ts";
+import { parseCidr } from "./formats.ts";
 import type { ClusterSpec } from "./spec.ts";
 
 /** A spec under construction: typed keys, any of which may still be missing. */
@@ -118,7 +120,7 @@ export function checkClusterRules(spec: DraftSpec, pathOf: PathOf): SpecField[] 
   if (spec.containersCidr !== undefined && spec.servicesCidr !== undefined) {
     const pods = parseCidr(spec.containersCidr, pathOf("containersCidr"));
     const services = parseCidr(spec.servicesCidr, pathOf("servicesCidr"));
-    if (cidrsOverlap(pods, services)) {
+    if (blocksOverlap(pods, services)) {
       throw badRequest(
         pathOf("servicesCidr"),
         `servicesCidr ${spec.servicesCidr} overlaps containersCidr ${spec.containersCidr}; they must be disjoint`,

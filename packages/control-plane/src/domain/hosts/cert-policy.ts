@@ -1,5 +1,5 @@
 import { isIP } from "node:net";
-import { CERT_PROFILES, type CertProfile } from "@keelson/protocol";
+import { CERT_PROFILES, type CertProfile, nthAddress, parseIpv4Cidr } from "@keelson/protocol";
 import type { CertificateUsage } from "../../pki/sign.ts";
 
 /**
@@ -71,15 +71,8 @@ function text(value: unknown): string | undefined {
 
 /** Host-part 1 of an IPv4 CIDR (the `kubernetes` service's ClusterIP), or undefined. */
 export function firstServiceIp(cidr: string): string | undefined {
-  const m = /^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})\/(\d{1,2})$/.exec(cidr.trim());
-  if (!m) return undefined;
-  const octets = m.slice(1, 5).map(Number);
-  const prefix = Number(m[5]);
-  if (octets.some((o) => o > 255) || prefix > 30) return undefined;
-  const address = octets.reduce((acc, o) => acc * 256 + o, 0);
-  const size = 2 ** (32 - prefix);
-  const next = Math.floor(address / size) * size + 1;
-  return [24, 16, 8, 0].map((shift) => Math.floor(next / 2 ** shift) % 256).join(".");
+  const parsed = parseIpv4Cidr(cidr.trim());
+  return parsed.ok && parsed.block.prefix <= 30 ? nthAddress(parsed.block, 1) : undefined;
 }
 
 /** Names and addresses that belong to someone else in the cluster: other nodes, and the VIP. */

@@ -1,5 +1,5 @@
 import { type Db, nodes } from "@keelson/db";
-import type { HelloFrame, HostFacts } from "@keelson/protocol";
+import type { HelloFrame } from "@keelson/protocol";
 import { eq } from "drizzle-orm";
 import type { FastifyBaseLogger } from "fastify";
 import type { Presence, PresencePatch } from "../../agents/link-domain.ts";
