@@ -1,9 +1,12 @@
+import { SPEC_DEFAULTS } from "../clusters/rules.ts";
+
 /**
  * The few spec values the kubeconfig needs, read defensively: the spec JSON is validated on
- * write, but rows written by older versions may lack a key, so each falls back to its §8 default.
+ * write, but rows written by older versions may lack a key, so each falls back to its §8
+ * default (the spec's own defaults, SPEC_DEFAULTS).
  */
-export const DEFAULT_API_PORT = "443";
-export const DEFAULT_CERT_EXPIRY_HOURS = 24;
+const DEFAULT_API_PORT = SPEC_DEFAULTS.k8sApiPort;
+const DEFAULT_CERT_EXPIRY_HOURS = SPEC_DEFAULTS.certExpiryHrs;
 
 function nonEmptyString(value: unknown): string | undefined {
   return typeof value === "string" && value.trim() !== "" ? value.trim() : undefined;
