@@ -72,7 +72,7 @@ describe("agents end to end", () => {
     );
     const list = Array.isArray(projects.body) ? projects.body : projects.body.projects;
     projectId = list.find((p) => p.name === "default")?.id as string;
-    expect(projectId).toBeTruthy();
+    expect(projectId).toMatch(/^[0-9a-f-]{36}$/);
     const token = await api<{ token: string }>(`${server.url}/v1/projects/${projectId}/tokens`, ADMIN, {
       method: "POST",
       body: { name: "e2e" },

@@ -17,7 +17,7 @@ describe("keelson-server as a process", () => {
     const projects = await api<{ projects: { id: string; name: string }[] }>(`${server.url}/v1/projects`, admin);
     expect(projects.status).toBe(200);
     const project = projects.body.projects.find((p) => p.name === "default");
-    expect(project).toBeDefined();
+    expect(project).toMatchObject({ name: "default", id: expect.stringMatching(/^[0-9a-f-]{36}$/) });
     const projectId = project?.id as string;
 
     const created = await api<{ uuid: string }>(`${server.url}/qbert/v4/${projectId}/clusters`, admin, {

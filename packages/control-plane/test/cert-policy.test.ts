@@ -63,37 +63,33 @@ describe("cert policy: names that belong to another node", () => {
 describe("NodeCertificateSigner", () => {
   it("refuses a kubelet certificate for an address another node of the cluster has", async () => {
     const t = await createTestApp({ runOperations: false });
-    try {
-      const created = await t.request({ method: "POST", url: `/v4/${t.projectId}/clusters`, payload: { name: "c" } });
-      const clusterId = created.json().uuid as string;
-      const pool = t.db.$client
-        .prepare("select id from node_pools where project_id = ?")
-        .pluck()
-        .get(t.projectId) as string;
-      const addNode = (name: string, primaryIp: string) => {
-        const id = randomUUID();
-        t.db
-          .insert(nodes)
-          .values({ id, projectId: t.projectId, nodePoolId: pool, clusterId, name, primaryIp, status: "ok" })
-          .run();
-        return id;
-      };
-      addNode("master-a", "10.0.0.5");
-      const impostor = addNode("worker-a", "10.0.0.5");
-      const signer = new NodeCertificateSigner(t.db, t.app.keelson.cipher);
-      const ask = async (commonName: string) =>
-        signer.sign(impostor, {
-          type: "cert.sign",
-          id: commonName,
-          profile: "kubelet",
-          csrPem: await csrFor(commonName),
-          dnsNames: [],
-          ipAddresses: [],
-        });
-      expect(await ask("system:node:10.0.0.5")).toMatchObject({ ok: false, error: { code: "REFUSED" } });
-      expect(await ask("system:node:worker-a")).toMatchObject({ ok: true });
-    } finally {
-      await t.close();
-    }
+    const created = await t.request({ method: "POST", url: `/v4/${t.projectId}/clusters`, payload: { name: "c" } });
+    const clusterId = created.json().uuid as string;
+    const pool = t.db.$client
+      .prepare("select id from node_pools where project_id = ?")
+      .pluck()
+      .get(t.projectId) as string;
+    const addNode = (name: string, primaryIp: string) => {
+      const id = randomUUID();
+      t.db
+        .insert(nodes)
+        .values({ id, projectId: t.projectId, nodePoolId: pool, clusterId, name, primaryIp, status: "ok" })
+        .run();
+      return id;
+    };
+    addNode("master-a", "10.0.0.5");
+    const impostor = addNode("worker-a", "10.0.0.5");
+    const signer = new NodeCertificateSigner(t.db, t.app.keelson.cipher);
+    const ask = async (commonName: string) =>
+      signer.sign(impostor, {
+        type: "cert.sign",
+        id: commonName,
+        profile: "kubelet",
+        csrPem: await csrFor(commonName),
+        dnsNames: [],
+        ipAddresses: [],
+      });
+    expect(await ask("system:node:10.0.0.5")).toMatchObject({ ok: false, error: { code: "REFUSED" } });
+    expect(await ask("system:node:worker-a")).toMatchObject({ ok: true });
   });
 });

@@ -93,7 +93,7 @@ describe("cloud providers", () => {
       expect(res.statusCode).toBe(200);
       const list = res.json() as Record<string, string>[];
       const local = list.find((x) => x.type === "local");
-      expect(local).toBeDefined();
+      expect(local).toMatchObject({ type: "local", name: "local" });
       expect(Object.keys(local ?? {}).sort()).toEqual(V4_KEYS);
       expect(local?.name).toBe("local");
       expect(local?.nodePoolUuid).toBe(poolOf(t.db, local?.uuid ?? "")?.id);
@@ -304,7 +304,7 @@ describe("cloud providers", () => {
         expect(res.body).not.toContain(SECRET_AWS.secret);
         expect(res.body).not.toMatch(/"(key|secret|keyEnc|secretEnc)"/);
       }
-      expect(pool).toBeTruthy();
+      expect(pool).toMatch(/^[0-9a-f-]{36}$/);
     });
 
     it("the database holds ciphertext that decrypts to the credentials", () => {
@@ -401,7 +401,7 @@ describe("cloud providers", () => {
       const res = await t.request({ method: "DELETE", url: `/v4/${p()}/cloudProviders/${uuid}` });
       expect(res.statusCode).toBe(409);
       expect(res.json()).toMatchObject({ code: "provider_in_use", message: expect.stringContaining("uses-aws") });
-      expect(poolOf(t.db, uuid)).toBeDefined();
+      expect(poolOf(t.db, uuid)).toMatchObject({ cloudProviderId: uuid });
       t.db.delete(clusters).where(eq(clusters.id, clusterId)).run();
       const after = await t.request({ method: "DELETE", url: `/v4/${p()}/cloudProviders/${uuid}` });
       expect(after.statusCode).toBe(200);

@@ -33,7 +33,7 @@ describe("an existing client's create, replayed byte for byte", () => {
     });
     expect(login.statusCode).toBe(201);
     const token = login.headers["x-subject-token"] as string;
-    expect(token).toBeTruthy();
+    expect(token).toMatch(/^kst_[A-Za-z0-9_-]{43}$/);
 
     const res = await t.app.inject({
       method: "POST",

@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { closeDatabase, type Db, openDatabase, tokens } from "@keelson/db";
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from "fastify";
+import { onTestFinished } from "vitest";
 import { type AppOptions, buildApp } from "../src/app.ts";
 import { generateSecret, hashSecret } from "../src/domain/identity/token-hash.ts";
 import { createProject, defaultProjectId } from "../src/domain/projects/projects.ts";
@@ -28,7 +29,10 @@ export interface TestApp {
   otherProjectId: string;
   otherToken: string;
   request(options: InjectOptions & { token?: string | null }): Promise<LightMyRequestResponse>;
-  /** Close the app (and database); with `keepFiles` the data dir survives for a restart. */
+  /**
+   * Close the app (and database); with `keepFiles` the data dir survives for a restart. Apps
+   * made inside a test close themselves when it ends; closing again does nothing.
+   */
   close(keepFiles?: boolean): Promise<void>;
 }
 
@@ -73,7 +77,8 @@ export async function createTestApp(
     createProject(db, "other");
   const token = mintProjectToken(db, projectId);
   const otherToken = mintProjectToken(db, other.id);
-  return {
+  let closing: Promise<void> | undefined;
+  const testApp: TestApp = {
     app,
     db,
     dataDir,
@@ -87,10 +92,29 @@ export async function createTestApp(
         ...rest,
         headers: { ...(headers ?? {}), ...(t === null ? {} : { "x-auth-token": t ?? token }) },
       }),
-    async close(keepFiles = false) {
-      await app.close();
-      closeDatabase(db);
-      if (!keepFiles) rmSync(dataDir, { recursive: true, force: true });
+    close(keepFiles = false) {
+      closing ??= (async () => {
+        await app.close();
+        closeDatabase(db);
+        if (!keepFiles) rmSync(dataDir, { recursive: true, force: true });
+      })();
+      return closing;
     },
   };
+  closeAfterTest(testApp);
+  return testApp;
+}
+
+/**
+ * An app made inside a test closes itself when that test ends, passed or failed (as
+ * fastify/demo's helper does with `t.after`). One made in a beforeAll or beforeEach hook is
+ * the suite's: its afterAll or afterEach closes it. Closing twice is harmless, so a test may
+ * still close early (to restart on the same data dir with `keepFiles`).
+ */
+function closeAfterTest(t: TestApp): void {
+  try {
+    onTestFinished(() => t.close());
+  } catch {
+    // Not inside a test: created by a hook, closed by its pair.
+  }
 }

@@ -326,25 +326,21 @@ describe("Keystone-style login", () => {
 describe("KEELSON_SESSION_TTL_HOURS", () => {
   it("sets the session lifetime", async () => {
     const t = await createTestApp({ runOperations: false, settings: { sessionTtlHours: 2 } });
-    try {
-      await t.request({
-        method: "POST",
-        url: `/v1/projects/${t.projectId}/users`,
-        token: ADMIN_TOKEN,
-        payload: { name: "carol", password: "short-lived" },
-      });
-      const res = await t.request({
-        method: "POST",
-        url: LOGIN,
-        token: null,
-        payload: authBody("carol", "short-lived", "default"),
-      });
-      expect(res.statusCode).toBe(201);
-      const { issued_at, expires_at } = res.json().token;
-      expect(Date.parse(expires_at) - Date.parse(issued_at)).toBe(2 * HOUR);
-    } finally {
-      await t.close();
-    }
+    await t.request({
+      method: "POST",
+      url: `/v1/projects/${t.projectId}/users`,
+      token: ADMIN_TOKEN,
+      payload: { name: "carol", password: "short-lived" },
+    });
+    const res = await t.request({
+      method: "POST",
+      url: LOGIN,
+      token: null,
+      payload: authBody("carol", "short-lived", "default"),
+    });
+    expect(res.statusCode).toBe(201);
+    const { issued_at, expires_at } = res.json().token;
+    expect(Date.parse(expires_at) - Date.parse(issued_at)).toBe(2 * HOUR);
   });
 
   it("accepts positive hours and refuses anything else", () => {
@@ -380,42 +376,34 @@ describe("Keystone login throttle", () => {
 
   it("after 10 failures of one user from one address: 429 with Retry-After, even with the right password; other users still log in", async () => {
     const { t, project } = await appWithUsers(["carol", "dave"]);
-    try {
-      const login = (user: string, password: string) =>
-        t.request({ method: "POST", url: LOGIN, token: null, payload: authBody(user, password, project) });
+    const login = (user: string, password: string) =>
+      t.request({ method: "POST", url: LOGIN, token: null, payload: authBody(user, password, project) });
 
-      // A success clears the user's count: nine failures, a success, nine more still pass through.
-      for (let i = 0; i < 9; i++) expect((await login("carol", "wrong")).statusCode).toBe(401);
-      expect((await login("carol", "carol-password")).statusCode).toBe(201);
-      for (let i = 0; i < 10; i++) expect((await login("carol", "wrong")).statusCode).toBe(401);
-      const blocked = await login("carol", "carol-password");
-      expect(blocked.statusCode).toBe(429);
-      expect(blocked.json()).toMatchObject({ code: "too_many_attempts" });
-      expect(Number(blocked.headers["retry-after"])).toBeGreaterThan(0);
-      expect(Number(blocked.headers["retry-after"])).toBeLessThanOrEqual(300);
-      expect(blocked.headers["x-subject-token"]).toBeUndefined();
-      expect((await login("dave", "dave-password")).statusCode).toBe(201);
-    } finally {
-      await t.close();
-    }
+    // A success clears the user's count: nine failures, a success, nine more still pass through.
+    for (let i = 0; i < 9; i++) expect((await login("carol", "wrong")).statusCode).toBe(401);
+    expect((await login("carol", "carol-password")).statusCode).toBe(201);
+    for (let i = 0; i < 10; i++) expect((await login("carol", "wrong")).statusCode).toBe(401);
+    const blocked = await login("carol", "carol-password");
+    expect(blocked.statusCode).toBe(429);
+    expect(blocked.json()).toMatchObject({ code: "too_many_attempts" });
+    expect(Number(blocked.headers["retry-after"])).toBeGreaterThan(0);
+    expect(Number(blocked.headers["retry-after"])).toBeLessThanOrEqual(300);
+    expect(blocked.headers["x-subject-token"]).toBeUndefined();
+    expect((await login("dave", "dave-password")).statusCode).toBe(201);
   });
 
   it("behind a trusted proxy (KEELSON_TRUST_PROXY) counts the client addresses of X-Forwarded-For, one by one", async () => {
     const { t, project } = await appWithUsers(["erin"], { trustProxy: "127.0.0.1" });
-    try {
-      const login = (password: string, client: string) =>
-        t.request({
-          method: "POST",
-          url: LOGIN,
-          token: null,
-          headers: { "x-forwarded-for": client },
-          payload: authBody("erin", password, project),
-        });
-      for (let i = 0; i < 10; i++) expect((await login("wrong", "203.0.113.9")).statusCode).toBe(401);
-      expect((await login("erin-password", "203.0.113.9")).statusCode).toBe(429);
-      expect((await login("erin-password", "203.0.113.10")).statusCode).toBe(201);
-    } finally {
-      await t.close();
-    }
+    const login = (password: string, client: string) =>
+      t.request({
+        method: "POST",
+        url: LOGIN,
+        token: null,
+        headers: { "x-forwarded-for": client },
+        payload: authBody("erin", password, project),
+      });
+    for (let i = 0; i < 10; i++) expect((await login("wrong", "203.0.113.9")).statusCode).toBe(401);
+    expect((await login("erin-password", "203.0.113.9")).statusCode).toBe(429);
+    expect((await login("erin-password", "203.0.113.10")).statusCode).toBe(201);
   });
 });

@@ -213,7 +213,7 @@ describe("nodes v4 and v3", () => {
       "/v4/{project_uuid}/nodes/{uuid}",
       "/v3/{project_uuid}/nodes/{uuid}",
     ]) {
-      expect(doc.paths[path], path).toBeDefined();
+      expect(doc.paths[path], path).toHaveProperty("get");
     }
   });
 

@@ -1,3 +1,4 @@
+import { existsSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { stripCompatPrefix } from "../src/http/compat-prefix.ts";
 import { createTestApp, type TestApp } from "./helpers.ts";
@@ -53,5 +54,20 @@ describe("malformed requests", () => {
     const res = await t.request({ method: "GET", url: `/v4/${t.projectId}/clusters/%E0%A4%A` });
     expect(res.statusCode).toBe(400);
     expect(res.json()).toMatchObject({ code: "bad_request" });
+  });
+});
+
+describe("the test app helper", () => {
+  let made: TestApp | undefined;
+
+  it("makes an app inside a test …", async () => {
+    made = await createTestApp({ runOperations: false });
+    expect(made.db.$client.open).toBe(true);
+    expect((await made.request({ url: "/healthz", token: null })).statusCode).toBe(200);
+  });
+
+  it("… that closed itself when that test ended, data dir removed", () => {
+    expect(made?.db.$client.open).toBe(false);
+    expect(existsSync(made?.dataDir as string)).toBe(false);
   });
 });

@@ -37,17 +37,13 @@ describe("SnapshotCache", () => {
 
   it("reflects a cluster update in the next read", async () => {
     const t2 = await createTestApp();
-    try {
-      const base = `/v4/${t2.projectId}/clusters`;
-      const { uuid } = (await t2.request({ method: "POST", url: base, payload: { name: "c" } })).json();
-      await t2.app.keelson.runner.idle();
-      expect((await t2.request({ method: "GET", url: `${base}/${uuid}` })).json().certExpiryHrs).toBe(24);
-      await t2.request({ method: "PUT", url: `${base}/${uuid}`, payload: { certExpiryHrs: 7 } });
-      expect((await t2.request({ method: "GET", url: `${base}/${uuid}` })).json().certExpiryHrs).toBe(7);
-      expect((await t2.request({ method: "GET", url: base })).json()[0].certExpiryHrs).toBe(7);
-    } finally {
-      await t2.close();
-    }
+    const base = `/v4/${t2.projectId}/clusters`;
+    const { uuid } = (await t2.request({ method: "POST", url: base, payload: { name: "c" } })).json();
+    await t2.app.keelson.runner.idle();
+    expect((await t2.request({ method: "GET", url: `${base}/${uuid}` })).json().certExpiryHrs).toBe(24);
+    await t2.request({ method: "PUT", url: `${base}/${uuid}`, payload: { certExpiryHrs: 7 } });
+    expect((await t2.request({ method: "GET", url: `${base}/${uuid}` })).json().certExpiryHrs).toBe(7);
+    expect((await t2.request({ method: "GET", url: base })).json()[0].certExpiryHrs).toBe(7);
   });
 });
 
