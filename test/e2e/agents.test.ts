@@ -4,7 +4,16 @@ import { createServer, type Server } from "node:http";
 import { basename, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type AgentProc, startAgent } from "./support/agents.ts";
-import { api, REPO_ROOT, type ServerProc, startServer, tempDir, waitUntil } from "./support/processes.ts";
+import {
+  api,
+  LOG_LEVEL,
+  logRecords,
+  REPO_ROOT,
+  type ServerProc,
+  startServer,
+  tempDir,
+  waitUntil,
+} from "./support/processes.ts";
 
 /**
  * keelson-server and three real keelson-agent processes, as an operator runs them:
@@ -134,7 +143,10 @@ describe("agents end to end", () => {
     const second = await startAgent({ name: "host-e", controlPlane: server.url, joinToken: token });
     agents["host-e"] = second;
     expect(await second.exited).toBe(77);
-    expect(second.output()).toMatch(/registration refused/);
+    // Saying why: the fatal record carries the control plane's own error code.
+    expect(logRecords(second)).toContainEqual(
+      expect.objectContaining({ level: LOG_LEVEL.fatal, code: "join_token_used" }),
+    );
   });
 
   it("serves the host record on each agent's own listener", async () => {
@@ -185,8 +197,9 @@ describe("agents end to end", () => {
   it("keeps the host id when an agent restarts, without a join token", async () => {
     const b = agents["host-b"] as AgentProc;
     await b.stop();
-    // npx dies of the signal itself; the agent under it stopped gracefully and said so.
-    expect(b.output()).toMatch(/"reason":"SIGTERM".*"msg":"stopping"/);
+    // npx dies of the signal itself, so its exit code says nothing of the agent under it: the
+    // agent's own stop record (reason and exit code 0) is the evidence that it stopped gracefully.
+    expect(logRecords(b)).toContainEqual(expect.objectContaining({ reason: "SIGTERM", exitCode: 0 }));
     await waitUntil("host-b shown disconnected", async () => {
       const node = (await nodes()).find((n) => n.name === "host-b");
       return node?.agentConnected === false;
@@ -226,7 +239,10 @@ describe("agents end to end", () => {
     agents["host-c"] = refused;
     // 77: the systemd unit's RestartPreventExitStatus, so a refused host is not retried forever.
     expect(await refused.exited).toBe(77);
-    expect(refused.output()).toMatch(/the control plane refused this agent.*exiting/);
+    // Saying why: a fatal record with the refusal's close code and reason.
+    expect(logRecords(refused)).toContainEqual(
+      expect.objectContaining({ level: LOG_LEVEL.fatal, codeName: expect.any(String), reason: expect.any(String) }),
+    );
   });
 
   it("upgrades an agent to a package built by pnpm pack:agent, and it comes back running the new version", async () => {

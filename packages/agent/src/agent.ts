@@ -20,6 +20,8 @@ export class AgentStartError extends Error {
   constructor(
     message: string,
     readonly exitCode: number,
+    /** The control plane's error code of a refused registration (join_token_used, …). */
+    readonly code?: string,
   ) {
     super(message);
   }
@@ -92,7 +94,7 @@ export class Agent {
       }
       if (err instanceof RegistrationError) {
         const code = err.code === "join_token_missing" ? CONFIG_EXIT_CODE : AUTH_EXIT_CODE;
-        throw new AgentStartError(`cannot start: ${err.message}`, code);
+        throw new AgentStartError(`cannot start: ${err.message}`, code, err.code);
       }
       throw err;
     }

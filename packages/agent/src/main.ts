@@ -37,6 +37,6 @@ try {
   await agent.start();
 } catch (err) {
   if (!(err instanceof AgentStartError)) throw err;
-  agent.log.fatal(err.message);
+  agent.log.fatal(err.code ? { code: err.code } : {}, err.message);
   process.exit(err.exitCode);
 }

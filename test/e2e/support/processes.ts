@@ -204,3 +204,21 @@ export async function api<T = unknown>(
   }
   return { status: res.status, body: body as T, headers: res.headers };
 }
+
+/** A process's JSON log records (pino lines), for checks on fields rather than on wording. */
+export function logRecords(proc: Proc): Record<string, unknown>[] {
+  return proc
+    .output()
+    .split("\n")
+    .flatMap((line) => {
+      if (!line.startsWith("{")) return [];
+      try {
+        return [JSON.parse(line) as Record<string, unknown>];
+      } catch {
+        return [];
+      }
+    });
+}
+
+/** pino's level numbers. */
+export const LOG_LEVEL = { error: 50, fatal: 60 } as const;
