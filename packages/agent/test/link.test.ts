@@ -16,6 +16,7 @@ import {
 } from "@keelson/protocol";
 import { afterEach, describe, expect, it } from "vitest";
 import { type WebSocket, WebSocketServer } from "ws";
+import { retryAfterOf } from "../src/link/client.ts";
 import { COMMAND_RECORD_FILE, CommandRecord } from "../src/link/command-record.ts";
 import { type CommandHandlers, LinkClient, type LinkCloseInfo, LinkUnavailableError } from "../src/link/index.ts";
 import { linkUrl } from "../src/link/url.ts";
@@ -62,7 +63,9 @@ class FakeHub {
   readonly connections: Conn[] = [];
   private waiters: ((c: Conn) => void)[] = [];
   /** HTTP status to refuse upgrades with. */
-  refuse: { status: number; body: object } | undefined;
+  refuse: { status: number; body: object; headers?: Record<string, string> } | undefined;
+  /** When each upgrade request arrived. */
+  readonly upgradeAt: number[] = [];
   welcome = true;
   heartbeatMs = 1000;
   pingEveryMs: number | undefined = 50;
@@ -70,10 +73,14 @@ class FakeHub {
   constructor() {
     this.server = createServer();
     this.server.on("upgrade", (req, socket, head) => {
+      this.upgradeAt.push(Date.now());
       if (this.refuse) {
         const body = JSON.stringify(this.refuse.body);
+        const extra = Object.entries(this.refuse.headers ?? {})
+          .map(([name, value]) => `${name}: ${value}\r\n`)
+          .join("");
         socket.end(
-          `HTTP/1.1 ${this.refuse.status} X\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`,
+          `HTTP/1.1 ${this.refuse.status} X\r\nContent-Type: application/json\r\n${extra}Content-Length: ${body.length}\r\n\r\n${body}`,
         );
         return;
       }
@@ -397,6 +404,30 @@ describe("LinkClient", () => {
     await hub.nextConnection();
     await once(client, "connected");
     expect(client.connected).toBe(true);
+  });
+
+  it("waits the Retry-After of a control plane at its link ceiling (503) before trying again", async () => {
+    const hub = new FakeHub();
+    hub.refuse = {
+      status: 503,
+      body: { code: "link_capacity", message: "at the ceiling" },
+      headers: { "Retry-After": "1" },
+    };
+    const { client } = await setup({}, { hub });
+    const refused = new Promise<void>((resolve) => hub.server.once("upgrade", () => resolve()));
+    client.start();
+    await refused;
+    await new Promise((r) => setTimeout(r, 50));
+    hub.refuse = undefined;
+    await once(client, "connected");
+    // The backoff alone (20–100 ms here) would have come back at once; Retry-After said 1 s.
+    const gap = (hub.upgradeAt[1] as number) - (hub.upgradeAt[0] as number);
+    expect(gap).toBeGreaterThanOrEqual(1000);
+    expect(gap).toBeLessThan(1500);
+    expect(retryAfterOf("30")).toBe(30_000);
+    expect(retryAfterOf("0")).toBe(1000);
+    expect(retryAfterOf("99999")).toBe(600_000);
+    expect(retryAfterOf("Wed, 21 Oct 2015 07:28:00 GMT")).toBeUndefined();
   });
 
   it("reconnects when the control plane goes silent (no pings for 2.5 heartbeats)", async () => {

@@ -4,6 +4,7 @@ import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import type { Db } from "@keelson/db";
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from "fastify";
 import { AgentHub, type AgentHubOptions } from "./agents/hub.ts";
+import { defaultLinkLimit, readOpenFileLimit } from "./agents/link-capacity.ts";
 import type { Keelson } from "./context.ts";
 import { loadCatalogue } from "./domain/catalogue/catalogue.ts";
 import { followClusterHealth } from "./domain/clusters/health-follower.ts";
@@ -57,8 +58,10 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   const runner = new OperationRunner(options.db, app.log);
   const identity = new IdentityResolver(options.db, hashSecret(options.adminToken));
   const { presence, ...hubTuning } = options.agentHub ?? {};
+  const openFiles = readOpenFileLimit();
   const agents = new AgentHub({
     heartbeatMs: settings.agentHeartbeatMs,
+    linkLimit: settings.agentLinkLimit ?? (openFiles ? defaultLinkLimit(openFiles.soft) : undefined),
     ...hubTuning,
     domain: hostLinkDomain({ db: options.db, identity, cipher: options.cipher, log: app.log, presence }),
     log: app.log,

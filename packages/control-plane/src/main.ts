@@ -4,6 +4,7 @@ import { setOutgoingFrameChecks } from "@keelson/protocol";
 import { SETTINGS_EXIT_CODE, SettingsError } from "@keelson/settings";
 import closeWithGrace from "close-with-grace";
 import pino from "pino";
+import { raiseOpenFileLimit } from "./agents/link-capacity.ts";
 import { buildApp } from "./app.ts";
 import { ensureAdminToken } from "./domain/identity/admin-token.ts";
 import { defaultProjectId } from "./domain/projects/projects.ts";
@@ -23,6 +24,10 @@ const logger = pino({
   level: config.logLevel,
   ...(process.stdout.isTTY ? { transport: { target: "pino-pretty", options: { translateTime: "SYS:HH:MM:ss" } } } : {}),
 });
+
+// Every agent link is a file descriptor: take all the process may have (the hard limit).
+const raised = raiseOpenFileLimit();
+if (raised.problem) logger.warn({ openFiles: raised.limit, problem: raised.problem }, "open-file limit not raised");
 
 const dbFile = join(config.dataDir, "keelson.sqlite");
 const db = openDatabase(dbFile);

@@ -74,6 +74,15 @@ export const ServerSettingsSchema = Type.Object({
     unit: "milliseconds",
     description: "Agent link ping interval; a peer silent for two intervals is cut off.",
   }),
+  agentLinkLimit: Type.Optional(
+    Type.Integer({
+      env: "KEELSON_AGENT_LINK_LIMIT",
+      minimum: 1,
+      defaultText: "the open-file limit less 10% (at least 64)",
+      description:
+        "Most agent links held at once; beyond it agents get 503 with Retry-After. The reserve keeps the API, database and packages working at the open-file limit.",
+    }),
+  ),
   nodeConvergeTimeoutMs: Type.Integer({
     env: "KEELSON_NODE_CONVERGE_TIMEOUT_MS",
     default: 600_000,

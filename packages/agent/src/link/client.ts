@@ -336,8 +336,10 @@ export class LinkClient extends EventEmitter<LinkClientEvents> {
         if (status === 401 || status === 403) {
           this.fail({ code: CloseCode.UNAUTHORIZED, codeName: `HTTP ${status}`, reason });
         } else {
-          this.options.log.warn({ status, reason }, "control plane refused the link; will retry");
-          this.scheduleReconnect();
+          // A control plane at its link ceiling says when to come back (503 + Retry-After).
+          const retryAfterMs = status === 503 ? retryAfterOf(res.headers["retry-after"]) : undefined;
+          this.options.log.warn({ status, reason, retryAfterMs }, "control plane refused the link; will retry");
+          this.scheduleReconnect(retryAfterMs);
         }
       });
     });
@@ -452,10 +454,12 @@ export class LinkClient extends EventEmitter<LinkClientEvents> {
     this.watchdog.unref();
   }
 
-  private scheduleReconnect(): void {
+  /** `atLeastMs`: the control plane's Retry-After, spread by up to 20% so refused agents do not return at once. */
+  private scheduleReconnect(atLeastMs?: number): void {
     if (this.stopped) return;
     this.backoff.disconnected();
-    const delay = this.backoff.next();
+    const backoff = this.backoff.next();
+    const delay = atLeastMs === undefined ? backoff : Math.max(backoff, atLeastMs * (1 + Math.random() * 0.2));
     this.options.log.debug({ delayMs: delay, attempt: this.backoff.attempts }, "reconnect scheduled");
     clearTimeout(this.reconnectTimer);
     this.reconnectTimer = setTimeout(() => this.connect(), delay);
@@ -574,4 +578,11 @@ function messageOf(body: string): string | undefined {
   } catch {
     return body.trim() || undefined;
   }
+}
+
+/** Retry-After in seconds (the only form the control plane sends), bounded to 1 s … 10 min. */
+export function retryAfterOf(header: string | string[] | undefined): number | undefined {
+  const text = Array.isArray(header) ? header[0] : header;
+  if (!text || !/^\d+$/.test(text.trim())) return undefined;
+  return Math.min(600, Math.max(1, Number(text))) * 1000;
 }

@@ -24,6 +24,7 @@ import {
 import type { FastifyBaseLogger } from "fastify";
 import { type WebSocket, WebSocketServer } from "ws";
 import { HostOfflineError } from "./errors.ts";
+import { CAPACITY_RETRY_AFTER_S, LinkCapacity } from "./link-capacity.ts";
 import type { LinkDomain, Presence } from "./link-domain.ts";
 import { NodeEvents } from "./node-events.ts";
 import { PendingCommands } from "./pending-commands.ts";
@@ -39,6 +40,11 @@ export interface AgentHubOptions {
   helloTimeoutMs?: number;
   /** How long close() waits for agents to acknowledge going-away before cutting them. Default 2 s. */
   drainTimeoutMs?: number;
+  /**
+   * The most links held at once (link-capacity.ts): beyond it an agent gets 503 with
+   * Retry-After before the upgrade. Default: no ceiling.
+   */
+  linkLimit?: number;
 }
 
 /**
@@ -56,6 +62,7 @@ export class AgentHub {
   private readonly log: FastifyBaseLogger;
   private readonly domain: LinkDomain;
   private readonly presence: Presence;
+  private readonly capacity: LinkCapacity;
   private readonly wss: WebSocketServer;
   private readonly registry = new SessionRegistry<AgentSession>();
   /** Every open socket, helloed or not, so a drain reaches them all. */
@@ -72,6 +79,9 @@ export class AgentHub {
     this.log = options.log;
     this.domain = options.domain;
     this.presence = options.domain.presence;
+    this.capacity = new LinkCapacity(options.linkLimit ?? Number.POSITIVE_INFINITY, (open, limit) =>
+      this.log.warn({ open, limit }, "agent links are near their ceiling; agents beyond it will be refused with 503"),
+    );
     // Frames up to 4x the protocol limit reach the parser and get BAD_FRAME with a reason;
     // beyond that ws itself closes with 1009 before buffering more.
     this.wss = new WebSocketServer({
@@ -103,6 +113,13 @@ export class AgentHub {
   supports(hostId: string, capability: string): boolean | undefined {
     const session = this.registry.get(hostId);
     return session?.open ? session.capabilities.has(capability) : undefined;
+  }
+
+  /** Agent links held (helloed or not) against the ceiling, for /readyz. */
+  get links(): { open: number; limit: number | null; near: boolean } {
+    const open = this.sockets.size;
+    const limit = Number.isFinite(this.capacity.limit) ? this.capacity.limit : null;
+    return { open, limit, near: this.capacity.isNear(open) };
   }
 
   get connectedCount(): number {
@@ -200,6 +217,17 @@ export class AgentHub {
       rejectUpgrade(socket, 503, "shutting_down", "the control plane is shutting down");
       return;
     }
+    if (!this.capacity.admits(this.sockets.size)) {
+      this.log.warn({ open: this.sockets.size, limit: this.capacity.limit }, "agent link refused: at the link ceiling");
+      rejectUpgrade(
+        socket,
+        503,
+        "link_capacity",
+        `the control plane holds ${this.sockets.size} agent links, its ceiling; retry later`,
+        { "Retry-After": String(CAPACITY_RETRY_AFTER_S) },
+      );
+      return;
+    }
     // Authenticate before completing the upgrade: an unknown peer never gets a socket.
     const auth = this.domain.authenticate(request.headers);
     if (!auth.ok) {
@@ -217,6 +245,7 @@ export class AgentHub {
       return;
     }
     this.sockets.add(session);
+    this.capacity.observe(this.sockets.size);
     session.helloTimer = setTimeout(
       () => session.close(CloseCode.HELLO_TIMEOUT, `no hello within ${this.helloTimeoutMs} ms`),
       this.helloTimeoutMs,
@@ -233,6 +262,7 @@ export class AgentHub {
   private onClose(session: AgentSession, code: number, reason: string): void {
     clearTimeout(session.helloTimer);
     this.sockets.delete(session);
+    this.capacity.observe(this.sockets.size);
     // The stale-socket guard: a superseded session's late close must not unregister its
     // successor or mark the host offline.
     if (!this.registry.removeIfCurrent(session)) return;
@@ -425,11 +455,20 @@ export class AgentHub {
 }
 
 /** Answers a refused upgrade with a plain HTTP error (JSON body) and closes the socket. */
-function rejectUpgrade(socket: Duplex, status: number, code: string, message: string): void {
+function rejectUpgrade(
+  socket: Duplex,
+  status: number,
+  code: string,
+  message: string,
+  headers: Record<string, string> = {},
+): void {
   const body = JSON.stringify({ code, message });
+  const extra = Object.entries(headers)
+    .map(([name, value]) => `${name}: ${value}\r\n`)
+    .join("");
   socket.end(
     `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ""}\r\n` +
-      "Connection: close\r\nContent-Type: application/json\r\n" +
+      `Connection: close\r\nContent-Type: application/json\r\n${extra}` +
       `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
   );
 }

@@ -2,6 +2,16 @@ import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
 
 const Status = Type.Object({ status: Type.String() });
+const Ready = Type.Object({
+  status: Type.String(),
+  agentLinks: Type.Object({
+    open: Type.Integer({ description: "Agent links held" }),
+    limit: Type.Union([Type.Integer(), Type.Null()], {
+      description: "The ceiling (KEELSON_AGENT_LINK_LIMIT); null: none",
+    }),
+  }),
+  warnings: Type.Array(Type.String(), { description: "What is near a limit; ready nonetheless" }),
+});
 
 export const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.get(
@@ -13,7 +23,7 @@ export const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
     "/readyz",
     {
       config: { auth: "public" },
-      schema: { tags: ["health"], security: [], response: { 200: Status, 503: Status } },
+      schema: { tags: ["health"], security: [], response: { 200: Ready, 503: Status } },
     },
     async (_request, reply) => {
       const { db, runner } = app.keelson;
@@ -23,7 +33,9 @@ export const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
         return reply.status(503).send({ status: "database unavailable" });
       }
       if (!runner.isRunning) return reply.status(503).send({ status: "operations runner not running" });
-      return { status: "ready" };
+      const { open, limit, near } = app.keelson.agents.links;
+      const warnings = near ? [`agent links near their ceiling: ${open} of ${limit}; agents beyond it get 503`] : [];
+      return { status: "ready", agentLinks: { open, limit }, warnings };
     },
   );
 };
