@@ -158,12 +158,20 @@ export interface ServerProc extends Proc {
 
 /** `npx keelson-server` from the repository root, as the README starts it. */
 export async function startServer(
-  options: { dataDir?: string; port?: number; adminToken?: string; env?: Record<string, string> } = {},
+  options: {
+    dataDir?: string;
+    port?: number;
+    adminToken?: string;
+    env?: Record<string, string>;
+    /** A command the server runs under, e.g. `["prlimit", "--nofile=256:256"]`. */
+    wrap?: string[];
+  } = {},
 ): Promise<ServerProc> {
   const port = options.port ?? (await freePort());
   const dataDir = options.dataDir ?? tempDir("keelson-e2e-server-");
   const adminToken = options.adminToken ?? "e2e-admin-token";
-  const proc = start("npx", ["--no-install", "keelson-server"], {
+  const [command = "npx", ...args] = [...(options.wrap ?? []), "npx", "--no-install", "keelson-server"];
+  const proc = start(command, args, {
     KEELSON_LISTEN: `127.0.0.1:${port}`,
     KEELSON_DATA_DIR: dataDir,
     KEELSON_ADMIN_TOKEN: adminToken,
