@@ -28,3 +28,9 @@ export const V1ProjectParams = Type.Object({ projectId: Type.String() });
 export async function emptyBodyIsNoOptions(request: FastifyRequest): Promise<void> {
   request.body ??= {};
 }
+
+/** The OpenAPI tag of the identity routes (projects, tokens, users, join tokens, login). */
+export const IDENTITY_TAGS = ["identity"];
+
+/** Route config of the routes only the admin token may call. */
+export const ADMIN_ONLY = { auth: "admin" } as const;

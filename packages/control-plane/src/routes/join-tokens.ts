@@ -11,6 +11,7 @@ import {
   EmptyReply,
   emptyBodyIsNoOptions,
   errorResponses as errors,
+  IDENTITY_TAGS,
   Timestamp,
   V1ProjectParams,
 } from "./common-schemas.ts";
@@ -33,9 +34,6 @@ const JoinTokenInfo = Type.Object({
   createdAt: Timestamp,
 });
 
-const tags = ["identity"];
-const _admin = { auth: "admin" } as const;
-
 export const joinTokenRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const { db } = app.keelson;
 
@@ -44,7 +42,7 @@ export const joinTokenRoutes: FastifyPluginAsyncTypebox = async (app) => {
     {
       preValidation: emptyBodyIsNoOptions,
       schema: {
-        tags,
+        tags: IDENTITY_TAGS,
         summary: "Issue a one-time agent join token (extension)",
         description: "Admin or a token of this project. An agent registers with it once, before it expires.",
         params: V1ProjectParams,
@@ -70,7 +68,7 @@ export const joinTokenRoutes: FastifyPluginAsyncTypebox = async (app) => {
     "/v1/projects/:projectId/joinTokens",
     {
       schema: {
-        tags,
+        tags: IDENTITY_TAGS,
         summary: "List a project's join tokens without their secrets (extension)",
         params: V1ProjectParams,
         response: { 200: Type.Object({ joinTokens: Type.Array(JoinTokenInfo) }), ...errors(403, 404) },
@@ -83,7 +81,7 @@ export const joinTokenRoutes: FastifyPluginAsyncTypebox = async (app) => {
     "/v1/projects/:projectId/joinTokens/:joinTokenId",
     {
       schema: {
-        tags,
+        tags: IDENTITY_TAGS,
         summary: "Revoke a join token (extension)",
         params: Type.Object({ projectId: Type.String(), joinTokenId: Type.String() }),
         response: { 200: EmptyReply, ...errors(403, 404) },

@@ -5,7 +5,7 @@ import { endSession, findSession, KEYSTONE_DOMAIN, type Session, throttledLogin 
 import { LoginThrottle } from "../domain/identity/login-throttle.ts";
 import { callerOf, canSeeProject } from "../http/auth.ts";
 import { ApiError } from "../http/errors.ts";
-import { ErrorBody } from "./common-schemas.ts";
+import { ErrorBody, IDENTITY_TAGS } from "./common-schemas.ts";
 
 /**
  * Keystone v3 token API, the part existing clients use to log in: `POST` issues a
@@ -106,8 +106,6 @@ function withSubject(reply: FastifyReply, token: string): FastifyReply {
   return reply.header("x-subject-token", token);
 }
 
-const tags = ["identity"];
-
 export const keystoneRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const { db } = app.keelson;
   const ttlHours = app.keelson.settings.sessionTtlHours;
@@ -118,7 +116,7 @@ export const keystoneRoutes: FastifyPluginAsyncTypebox = async (app) => {
     {
       config: { auth: "public" },
       schema: {
-        tags,
+        tags: IDENTITY_TAGS,
         summary: "Log in with a password (Keystone v3 style)",
         description:
           "Answers 201 with the new token in the `X-Subject-Token` header; use it as `X-Auth-Token`. " +
@@ -144,7 +142,7 @@ export const keystoneRoutes: FastifyPluginAsyncTypebox = async (app) => {
     "/keystone/v3/auth/tokens",
     {
       schema: {
-        tags,
+        tags: IDENTITY_TAGS,
         summary: "Validate a login token (Keystone v3 style)",
         description: "X-Auth-Token authenticates the caller; X-Subject-Token is the session token to describe.",
         headers: SubjectHeaders,
@@ -161,7 +159,7 @@ export const keystoneRoutes: FastifyPluginAsyncTypebox = async (app) => {
     "/keystone/v3/auth/tokens",
     {
       schema: {
-        tags,
+        tags: IDENTITY_TAGS,
         summary: "Revoke a login token (Keystone v3 style)",
         headers: SubjectHeaders,
         response: {

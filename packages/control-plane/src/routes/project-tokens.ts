@@ -8,9 +8,11 @@ import {
   TOKEN_NAME_MAX_LENGTH,
 } from "../domain/identity/project-tokens.ts";
 import {
+  ADMIN_ONLY,
   EmptyReply,
   emptyBodyIsNoOptions,
   errorResponses as errors,
+  IDENTITY_TAGS,
   Timestamp,
   V1ProjectParams,
 } from "./common-schemas.ts";
@@ -37,19 +39,16 @@ const IssuedToken = Type.Object({
   createdAt: Timestamp,
 });
 
-const tags = ["identity"];
-const admin = { auth: "admin" } as const;
-
 export const projectTokenRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const { db } = app.keelson;
 
   app.post(
     "/v1/projects/:projectId/tokens",
     {
-      config: admin,
+      config: ADMIN_ONLY,
       preValidation: emptyBodyIsNoOptions,
       schema: {
-        tags,
+        tags: IDENTITY_TAGS,
         summary: "Mint a project API token (extension, admin)",
         params: V1ProjectParams,
         body: Type.Object(
@@ -74,9 +73,9 @@ export const projectTokenRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.get(
     "/v1/projects/:projectId/tokens",
     {
-      config: admin,
+      config: ADMIN_ONLY,
       schema: {
-        tags,
+        tags: IDENTITY_TAGS,
         summary: "List a project's tokens without their secrets (extension, admin)",
         params: V1ProjectParams,
         response: { 200: Type.Object({ tokens: Type.Array(TokenInfo) }), ...errors(403, 404) },
@@ -88,9 +87,9 @@ export const projectTokenRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.delete(
     "/v1/projects/:projectId/tokens/:tokenId",
     {
-      config: admin,
+      config: ADMIN_ONLY,
       schema: {
-        tags,
+        tags: IDENTITY_TAGS,
         summary: "Revoke a project token or login session (extension, admin)",
         params: Type.Object({ projectId: Type.String(), tokenId: Type.String() }),
         response: { 200: EmptyReply, ...errors(403, 404) },

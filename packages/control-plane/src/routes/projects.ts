@@ -8,16 +8,13 @@ import {
   projectsVisibleTo,
 } from "../domain/projects/projects.ts";
 import { callerOf } from "../http/auth.ts";
-import { errorResponses as errors, Timestamp, V1ProjectParams } from "./common-schemas.ts";
+import { ADMIN_ONLY, errorResponses as errors, IDENTITY_TAGS, Timestamp, V1ProjectParams } from "./common-schemas.ts";
 
 /** Projects (identity extension, DESIGN.md "Identity"): the admin creates them; a token sees its own. */
 
 const Project = Type.Object({ id: Type.String(), name: Type.String(), createdAt: Timestamp });
 
 const presentProject = ({ id, name, createdAt }: ProjectRow) => ({ id, name, createdAt });
-
-const tags = ["identity"];
-const admin = { auth: "admin" } as const;
 
 export const projectRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const { db } = app.keelson;
@@ -26,7 +23,7 @@ export const projectRoutes: FastifyPluginAsyncTypebox = async (app) => {
     "/v1/projects",
     {
       schema: {
-        tags,
+        tags: IDENTITY_TAGS,
         summary: "List projects (extension)",
         description: "The admin token sees every project; any other token sees only its own project.",
         response: { 200: Type.Object({ projects: Type.Array(Project) }), ...errors(403) },
@@ -38,9 +35,9 @@ export const projectRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.post(
     "/v1/projects",
     {
-      config: admin,
+      config: ADMIN_ONLY,
       schema: {
-        tags,
+        tags: IDENTITY_TAGS,
         summary: "Create a project (extension, admin)",
         description: "The new project gets the built-in `local` cloud provider and its node pool.",
         body: Type.Object(
@@ -62,7 +59,7 @@ export const projectRoutes: FastifyPluginAsyncTypebox = async (app) => {
     "/v1/projects/:projectId",
     {
       schema: {
-        tags,
+        tags: IDENTITY_TAGS,
         summary: "Get a project (extension)",
         params: V1ProjectParams,
         response: { 200: Project, ...errors(403, 404) },

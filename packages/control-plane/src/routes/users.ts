@@ -2,14 +2,18 @@ import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
 import { PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH } from "../domain/identity/passwords.ts";
 import { createUser, deleteUser, listUsers, USER_NAME_MAX_LENGTH } from "../domain/identity/users.ts";
-import { EmptyReply, errorResponses as errors, Timestamp, V1ProjectParams } from "./common-schemas.ts";
+import {
+  ADMIN_ONLY,
+  EmptyReply,
+  errorResponses as errors,
+  IDENTITY_TAGS,
+  Timestamp,
+  V1ProjectParams,
+} from "./common-schemas.ts";
 
 /** A project's users, who log in the Keystone way (identity extension); passwords stored with scrypt. */
 
 const User = Type.Object({ id: Type.String(), projectId: Type.String(), name: Type.String(), createdAt: Timestamp });
-
-const tags = ["identity"];
-const admin = { auth: "admin" } as const;
 
 export const userRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const { db } = app.keelson;
@@ -17,9 +21,9 @@ export const userRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.post(
     "/v1/projects/:projectId/users",
     {
-      config: admin,
+      config: ADMIN_ONLY,
       schema: {
-        tags,
+        tags: IDENTITY_TAGS,
         summary: "Create a user for the Keystone-style login (extension, admin)",
         description: "The password is stored as an scrypt hash and never returned.",
         params: V1ProjectParams,
@@ -47,9 +51,9 @@ export const userRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.get(
     "/v1/projects/:projectId/users",
     {
-      config: admin,
+      config: ADMIN_ONLY,
       schema: {
-        tags,
+        tags: IDENTITY_TAGS,
         summary: "List a project's users (extension, admin)",
         params: V1ProjectParams,
         response: { 200: Type.Object({ users: Type.Array(User) }), ...errors(403, 404) },
@@ -61,9 +65,9 @@ export const userRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.delete(
     "/v1/projects/:projectId/users/:userId",
     {
-      config: admin,
+      config: ADMIN_ONLY,
       schema: {
-        tags,
+        tags: IDENTITY_TAGS,
         summary: "Delete a user and end its login sessions (extension, admin)",
         params: Type.Object({ projectId: Type.String(), userId: Type.String() }),
         response: { 200: EmptyReply, ...errors(403, 404) },
