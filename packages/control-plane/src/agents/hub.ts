@@ -1,13 +1,10 @@
-import { type IncomingMessage, type Server, STATUS_CODES } from "node:http";
+import type { IncomingMessage, Server } from "node:http";
 import type { Duplex } from "node:stream";
 import {
   AGENT_LINK_PATH,
   type AgentFrame,
   assertNever,
-  type BackupReportFrame,
-  type CertSignFrame,
   CloseCode,
-  type ClusterTokenVerifyFrame,
   type CommandName,
   type CommandPayload,
   type CommandResult,
@@ -16,7 +13,6 @@ import {
   type HelloFrame,
   MAX_COMMAND_TIMEOUT_MS,
   MAX_FRAME_BYTES,
-  type NodeReportFrame,
   PROTOCOL_VERSION,
   parseAgentFrame,
   type RawFrame,
@@ -27,8 +23,10 @@ import { HostOfflineError } from "./errors.ts";
 import { CAPACITY_RETRY_AFTER_S, LinkCapacity } from "./link-capacity.ts";
 import type { LinkDomain, Presence } from "./link-domain.ts";
 import { NodeEvents } from "./node-events.ts";
+import { NodeFrameAnswers } from "./node-frames.ts";
 import { PendingCommands } from "./pending-commands.ts";
 import { AgentSession, SessionRegistry } from "./sessions.ts";
+import { rejectUpgrade } from "./upgrade-refusal.ts";
 
 export interface AgentHubOptions {
   /** Everything the link asks of the domain (authentication, presence, reports, signing). */
@@ -63,6 +61,7 @@ export class AgentHub {
   private readonly domain: LinkDomain;
   private readonly presence: Presence;
   private readonly capacity: LinkCapacity;
+  private readonly nodeFrames: NodeFrameAnswers;
   private readonly wss: WebSocketServer;
   private readonly registry = new SessionRegistry<AgentSession>();
   /** Every open socket, helloed or not, so a drain reaches them all. */
@@ -79,6 +78,7 @@ export class AgentHub {
     this.log = options.log;
     this.domain = options.domain;
     this.presence = options.domain.presence;
+    this.nodeFrames = new NodeFrameAnswers(options.domain, this.nodeEvents, options.log);
     this.capacity = new LinkCapacity(options.linkLimit ?? Number.POSITIVE_INFINITY, (open, limit) =>
       this.log.warn({ open, limit }, "agent links are near their ceiling; agents beyond it will be refused with 503"),
     );
@@ -319,16 +319,16 @@ export class AgentHub {
         return;
       }
       case "node.report":
-        this.onNodeReport(session, frame);
+        this.nodeFrames.nodeReport(session, frame);
         return;
       case "cert.sign":
-        this.onCertSign(session, frame);
+        this.nodeFrames.certSign(session, frame);
         return;
       case "cluster-token.verify":
-        this.onClusterTokenVerify(session, frame);
+        this.nodeFrames.clusterTokenVerify(session, frame);
         return;
       case "backup.report":
-        this.onBackupReport(session, frame);
+        this.nodeFrames.backupReport(session, frame);
         return;
       default:
         assertNever(frame);
@@ -377,63 +377,6 @@ export class AgentHub {
     });
   }
 
-  // ---- node frames (phases, certificates, cluster tokens) --------------------------------
-
-  private onNodeReport(session: AgentSession, frame: NodeReportFrame): void {
-    const outcome = this.domain.applyNodeReport(session.hostId, frame);
-    if (!outcome.stored) {
-      this.log.debug(
-        { hostId: session.hostId, reported: frame.clusterId, expected: outcome.expected },
-        "node report of another cluster membership ignored",
-      );
-      return;
-    }
-    this.nodeEvents.emit({
-      type: "node-report",
-      hostId: session.hostId,
-      clusterId: frame.clusterId,
-      report: frame.report,
-      apiResponding: frame.apiResponding,
-      ...(frame.etcd ? { etcd: frame.etcd } : {}),
-    });
-  }
-
-  private onBackupReport(session: AgentSession, frame: BackupReportFrame): void {
-    const outcome = this.domain.applyBackupReport(session.hostId, frame);
-    if (!outcome.stored) {
-      this.log.debug({ hostId: session.hostId, clusterId: frame.clusterId, why: outcome.why }, "backup report ignored");
-    } else if (!frame.ok) {
-      this.log.warn({ hostId: session.hostId, clusterId: frame.clusterId, error: frame.error }, "etcd backup failed");
-    }
-  }
-
-  private onCertSign(session: AgentSession, frame: CertSignFrame): void {
-    this.domain.signCertificate(session.hostId, frame).then(
-      (answer) => {
-        if (!answer.ok)
-          this.log.warn(
-            { hostId: session.hostId, profile: frame.profile, error: answer.error.message },
-            "certificate request refused",
-          );
-        session.send(answer);
-      },
-      (err: unknown) => {
-        this.log.error({ err, hostId: session.hostId, profile: frame.profile }, "signing a node certificate failed");
-        session.send({
-          type: "cert.signed",
-          id: frame.id,
-          ok: false,
-          error: { code: "FAILED", message: "the control plane could not sign the request; see its log" },
-        });
-      },
-    );
-  }
-
-  private onClusterTokenVerify(session: AgentSession, frame: ClusterTokenVerifyFrame): void {
-    const subject = this.domain.clusterTokenSubject(session.hostId, frame.token);
-    session.send({ type: "cluster-token.verified", id: frame.id, subject });
-  }
-
   private tick(): void {
     for (const session of this.registry.values()) {
       if (session.missedPongs >= 2) {
@@ -452,23 +395,4 @@ export class AgentHub {
       }
     }
   }
-}
-
-/** Answers a refused upgrade with a plain HTTP error (JSON body) and closes the socket. */
-function rejectUpgrade(
-  socket: Duplex,
-  status: number,
-  code: string,
-  message: string,
-  headers: Record<string, string> = {},
-): void {
-  const body = JSON.stringify({ code, message });
-  const extra = Object.entries(headers)
-    .map(([name, value]) => `${name}: ${value}\r\n`)
-    .join("");
-  socket.end(
-    `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ""}\r\n` +
-      `Connection: close\r\nContent-Type: application/json\r\n${extra}` +
-      `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
-  );
 }
