@@ -137,6 +137,11 @@ interface Waiter {
  * hello/welcome, a watchdog on the control plane's pings, reconnect with backoff and jitter,
  * no retry after an authentication or protocol-version refusal, and command dispatch in which
  * every id runs at most once (see CommandRecord).
+ *
+ * Over 400 lines on purpose, for now: the socket's lifecycle, the watchdog, reconnects and the
+ * requests waiting on the socket share one piece of state (the current socket and whether it
+ * is still current), and each handler must check it; split apart they would each need it
+ * passed in. The command dispatch (runCommand and its record) is the part that can leave next.
  */
 export class LinkClient extends EventEmitter<LinkClientEvents> {
   private readonly url: string;

@@ -43,6 +43,11 @@ import { CoalescingReporter } from "./reporter.ts";
  * `node.report` (and one after every reconnect). `node.leave` drains, stops the phases with the
  * detach intent (a master leaves etcd there, through the other members), cleans what the phases
  * wrote and forgets the membership.
+ *
+ * Over 400 lines on purpose, for now: join, leave, restart, upgrade and resume are steps of one
+ * state machine over one `Running` value, serialised by one queue; each must see the others'
+ * effects. The report coalescing (reporter.ts) and packages (node-packages.ts) already left;
+ * restart/upgrade are the next to go, once they take the running state as an argument.
  */
 
 export const PHASE_STATE_FILE = "phases.json";

@@ -7,6 +7,9 @@
  * the spec says, and the fields with a default (§8), which read as their default. A field
  * typed integer-on-read (privileged, the 0/1 flags, v3 calicoNatOutgoing) reads 1/0;
  * `useVendorDomain` reads "true"/"false".
+ *
+ * Over 400 lines because it is, for now, one of the lists every cluster field appears in; the
+ * single field table (issue 9, not yet built) will fold its per-field entries into one table.
  */
 import type { clusters } from "@keelson/db";
 import { isPlainObject } from "./coerce.ts";
