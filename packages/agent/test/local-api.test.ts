@@ -274,6 +274,22 @@ describe("local API", () => {
     expect(bad.json()).toMatchObject({ field: "body" });
   });
 
+  it("refuses a request whose text is not well-formed Unicode, naming the field", async () => {
+    const api = build(accept);
+    const res = await api.inject({
+      method: "PUT",
+      url: `/v1/hosts/${HOST_ID}/hostagent`,
+      headers: { "x-auth-token": LOCAL, "content-type": "application/json" },
+      payload: '{"name":"keelson-agent","version":"1.0.0\\ud800","url":"file:///a"}',
+    });
+    expect(res.statusCode).toBe(400);
+    expect(res.json()).toEqual({
+      code: "invalid_field",
+      message: "version: must be valid Unicode text (it holds an unpaired surrogate)",
+      field: "version",
+    });
+  });
+
   it("validates requests the same way for the link", () => {
     expect(() => validateUpgradeRequest({ name: "k", version: "1", url: "gopher://x" })).toThrow(UpgradeRequestError);
     expect(validateUpgradeRequest({ name: " k ", version: "1.0.0", url: "file:///a", sha256: "A".repeat(64) })).toEqual(

@@ -68,6 +68,10 @@ export function validateUpgradeRequest(body: unknown): UpgradeRequest {
     const value = input[field];
     if (value === undefined || value === null) throw new UpgradeRequestError(field, "is required");
     if (typeof value !== "string") throw new UpgradeRequestError(field, "must be a string");
+    // The name and version end up in paths and logs: text a file system or log line can hold.
+    if (!value.isWellFormed()) {
+      throw new UpgradeRequestError(field, "must be valid Unicode text (it holds an unpaired surrogate)");
+    }
     if (value.trim() === "") throw new UpgradeRequestError(field, "must not be empty");
     if (value.length > max) throw new UpgradeRequestError(field, `must be at most ${max} characters`);
     return value.trim();
