@@ -252,7 +252,7 @@ describe("an agent's link cut in the middle of its restart", () => {
     // `converging` report it sends on starting the restart: the control plane never hears
     // that the node left `ok`.
     // Needs the rollout to tell a restart by the phases' start times, not by a `converging`
-    // report alone (packages/control-plane/src/domain/clusters/rollout-nodes.ts, rollNode):
+    // report alone (packages/control-plane/src/domain/clusters/rollouts/rollout-nodes.ts, rollNode):
     // without that it waits for the node timeout although the node is back.
     let cutFired = false;
     void proxy.cutOnReply('"name":"node.restart"').then(() => {

@@ -7,7 +7,7 @@ import { AgentHub, type AgentHubOptions } from "./agents/hub.ts";
 import { defaultLinkLimit, readOpenFileLimit } from "./agents/link-capacity.ts";
 import type { Keelson } from "./context.ts";
 import { loadCatalogue } from "./domain/catalogue/catalogue.ts";
-import { followClusterHealth } from "./domain/clusters/health-follower.ts";
+import { followClusterHealth } from "./domain/clusters/health/health-follower.ts";
 import { hostLinkDomain } from "./domain/hosts/link-domain.ts";
 import type { PresenceOptions } from "./domain/hosts/presence.ts";
 import { IdentityResolver } from "./domain/identity/resolver.ts";

@@ -1,7 +1,7 @@
 import type { Keelson } from "./context.ts";
 import { addonOperationKinds } from "./domain/addons/operations.ts";
 import { clusterOperationKinds } from "./domain/clusters/operations.ts";
-import { rolloutOperationKinds } from "./domain/clusters/rollout.ts";
+import { rolloutOperationKinds } from "./domain/clusters/rollouts/rollout.ts";
 import { hostUpgradeKind } from "./domain/hosts/agent-rollout.ts";
 
 /** Every operation kind the runner knows. A kind recorded but unknown fails with a clear error. */

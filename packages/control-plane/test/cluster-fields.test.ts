@@ -5,7 +5,7 @@ import {
   type ClusterSpec,
   parseClusterCreate,
   parseClusterUpdate,
-} from "../src/domain/clusters/spec.ts";
+} from "../src/domain/clusters/spec/spec.ts";
 import { ApiError } from "../src/http/errors.ts";
 
 const catalogue = loadCatalogue();

@@ -8,9 +8,9 @@ import {
   type ClusterView,
   presentClusterV3,
   presentClusterV4,
-} from "../src/domain/clusters/presenters.ts";
-import { clusterReadSchemaV3, clusterReadSchemaV4 } from "../src/domain/clusters/read-schema.ts";
-import { type ApiVersion, type ClusterSpec, parseClusterCreate } from "../src/domain/clusters/spec.ts";
+} from "../src/domain/clusters/present/presenters.ts";
+import { clusterReadSchemaV3, clusterReadSchemaV4 } from "../src/domain/clusters/present/read-schema.ts";
+import { type ApiVersion, type ClusterSpec, parseClusterCreate } from "../src/domain/clusters/spec/spec.ts";
 
 const catalogue = loadCatalogue();
 const newest = catalogue.newest.roleVersion;

@@ -3,7 +3,7 @@ import { clusters, nodes } from "@keelson/db";
 import type { CommandPayload } from "@keelson/protocol";
 import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { checkQuorum } from "../src/domain/clusters/detach.ts";
+import { checkQuorum } from "../src/domain/clusters/membership/detach.ts";
 import { type Fleet, m, startFleet, w, waitFor } from "./membership-harness.ts";
 import { insertHost } from "./node-fixtures.ts";
 

@@ -1,10 +1,10 @@
 import type { NodePhaseReport } from "@keelson/protocol";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { SimAgent } from "../../../test/sim/index.ts";
-import { etcdReports } from "../src/domain/clusters/etcd-reports.ts";
-import { NodeDeadlineError } from "../src/domain/clusters/node-link.ts";
-import { clusterNodes } from "../src/domain/clusters/rollout.ts";
-import { waitForEtcdWhole } from "../src/domain/clusters/rollout-nodes.ts";
+import { etcdReports } from "../src/domain/clusters/health/etcd-reports.ts";
+import { NodeDeadlineError } from "../src/domain/clusters/membership/node-link.ts";
+import { clusterNodes } from "../src/domain/clusters/rollouts/rollout.ts";
+import { waitForEtcdWhole } from "../src/domain/clusters/rollouts/rollout-nodes.ts";
 import type { StepContext } from "../src/runner/types.ts";
 import { defaultServerSettings } from "../src/settings.ts";
 import { type Fleet, startFleet, waitFor } from "./membership-harness.ts";

@@ -119,7 +119,7 @@ export const clusters = sqliteTable(
     /** Result of the etcd backup job setup: `success` | `error`. */
     backupTaskStatus: text("backup_task_status").notNull().default("success"),
     backupTaskErrorDetail: text("backup_task_error_detail").notNull().default(""),
-    /** The validated, normalised create/update fields (domain/clusters/spec.ts). */
+    /** The validated, normalised create/update fields (domain/clusters/spec/spec.ts). */
     spec: text("spec", { mode: "json" }).notNull().$type<Record<string, unknown>>(),
     caCertPem: text("ca_cert_pem").notNull(),
     caKeyEnc: text("ca_key_enc").notNull(),

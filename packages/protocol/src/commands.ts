@@ -51,7 +51,7 @@ export const NodeJoinPayload = Type.Object(
     clusterName: Type.String({ minLength: 1, maxLength: 255 }),
     role: Type.Union([Type.Literal("master"), Type.Literal("worker")]),
     kubeRoleVersion: Text(128),
-    /** The cluster's spec fields (domain/clusters/spec.ts), as stored. */
+    /** The cluster's spec fields (domain/clusters/spec/spec.ts), as stored. */
     settings: Type.Record(Type.String(), Type.Unknown()),
     masterVipVrouterId: Text(8),
     /** PEM of the cluster CA, which signs every node certificate. */

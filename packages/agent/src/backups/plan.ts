@@ -3,7 +3,7 @@ import { isAbsolute, join, normalize } from "node:path";
 /**
  * What the cluster spec (§2.1) asks of a master's etcd backups, read from the settings the
  * control plane sends (`node.join` / `node.settings`). The control plane validated the fields
- * (domain/clusters/rules.ts); this only turns them into a plan and refuses what cannot run.
+ * (domain/clusters/spec/rules.ts); this only turns them into a plan and refuses what cannot run.
  */
 
 /** Where backups go when the spec names no localPath (under the host root). */

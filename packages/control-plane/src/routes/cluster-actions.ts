@@ -1,9 +1,9 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
-import { attachNodes } from "../domain/clusters/attach.ts";
-import { detachNodes } from "../domain/clusters/detach.ts";
-import { currentRollingRestarts } from "../domain/clusters/rollout.ts";
-import { type RestartScope, startRestart, startUpgrade } from "../domain/clusters/rollout-requests.ts";
+import { attachNodes } from "../domain/clusters/membership/attach.ts";
+import { detachNodes } from "../domain/clusters/membership/detach.ts";
+import { currentRollingRestarts } from "../domain/clusters/rollouts/rollout.ts";
+import { type RestartScope, startRestart, startUpgrade } from "../domain/clusters/rollouts/rollout-requests.ts";
 import { sendNoBody } from "../http/no-body.ts";
 import { clusterErrors, ProjectClusterParams, ProjectParams } from "./cluster-schemas.ts";
 import { ErrorBody, NoBody } from "./common-schemas.ts";
@@ -91,8 +91,8 @@ const RESTART_SCOPE: Record<"restart" | "restartWorkers" | "restartMasters", Res
 };
 
 /**
- * Attach and detach (domain/clusters/attach.ts, detach.ts: rules, then an operation that runs
- * the node phases); upgrade and the staggered restarts (domain/clusters/rollout-requests.ts,
+ * Attach and detach (domain/clusters/membership/attach.ts, detach.ts: rules, then an operation that runs
+ * the node phases); upgrade and the staggered restarts (domain/clusters/rollouts/rollout-requests.ts,
  * rollout.ts: rules, then a rolling operation).
  */
 export const clusterActionRoutes: FastifyPluginAsyncTypebox = async (app) => {

@@ -19,7 +19,7 @@ export const FieldValidationQuery = Type.Object({
 });
 
 /**
- * The create/update bodies are checked by the cluster domain (domain/clusters/spec.ts), which knows
+ * The create/update bodies are checked by the cluster domain (domain/clusters/spec/spec.ts), which knows
  * the per-version field sets, the compatibility coercions and the §4.8 rules and names the field
  * in every error. The schema here documents the shape and only insists on a JSON object.
  */

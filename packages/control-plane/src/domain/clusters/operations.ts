@@ -8,10 +8,10 @@ import {
   type OperationStep,
   type StepContext,
 } from "../../runner/types.ts";
-import { settledClusterStatus } from "./health.ts";
-import { attachedNodeIds, deadlineIn, joinNode, leaveNode, workerJoin } from "./membership.ts";
-import { pushSettings } from "./push-settings.ts";
-import { roleCountsOf } from "./views.ts";
+import { settledClusterStatus } from "./health/health.ts";
+import { roleCountsOf } from "./health/views.ts";
+import { attachedNodeIds, deadlineIn, joinNode, leaveNode, workerJoin } from "./membership/membership.ts";
+import { pushSettings } from "./membership/push-settings.ts";
 
 export const CLUSTER_OPS = {
   create: "cluster.create",

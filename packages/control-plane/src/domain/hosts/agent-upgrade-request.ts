@@ -3,7 +3,7 @@ import { and, eq, inArray } from "drizzle-orm";
 import type { Keelson } from "../../context.ts";
 import { badRequest, conflict, notFound } from "../../http/errors.ts";
 import { activeOperationFor, recordOperation } from "../../runner/store.ts";
-import { BUSY_KINDS } from "../clusters/rollout.ts";
+import { BUSY_KINDS } from "../clusters/rollouts/rollout.ts";
 import { agentShelf } from "../packages/agent-shelf.ts";
 import { HOST_UPGRADE_KIND, type HostUpgradeParams } from "./agent-rollout.ts";
 

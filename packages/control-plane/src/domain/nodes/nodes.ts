@@ -2,7 +2,7 @@ import { cloudProviders, clusters, type Db, nodePools, nodes } from "@keelson/db
 import { and, asc, eq, type SQL } from "drizzle-orm";
 import type { Keelson } from "../../context.ts";
 import { badRequest, notFound } from "../../http/errors.ts";
-import { detachNodes } from "../clusters/detach.ts";
+import { detachNodes } from "../clusters/membership/detach.ts";
 import type { NodeExtras, NodeRow } from "./present.ts";
 
 /** A node row with what its records need, read in one joined query. */

@@ -12,9 +12,9 @@
  * single field table (issue 9, not yet built) will fold its per-field entries into one table.
  */
 import type { clusters } from "@keelson/db";
-import { isPlainObject } from "./coerce.ts";
-import { SPEC_DEFAULTS } from "./rules.ts";
-import type { ApiVersion, ClusterSpec } from "./spec.ts";
+import { isPlainObject } from "../spec/coerce.ts";
+import { SPEC_DEFAULTS } from "../spec/rules.ts";
+import type { ApiVersion, ClusterSpec } from "../spec/spec.ts";
 
 /** Everything a read needs; the cluster service fills it from the database. */
 export interface ClusterView {

@@ -4,7 +4,7 @@
  * for a nested one) and the rule that failed. Cross-field rules live in rules.ts.
  */
 import { type Ipv4Block, parseIpv4, parseIpv4Cidr } from "@keelson/protocol";
-import { badRequest } from "../../http/errors.ts";
+import { badRequest } from "../../../http/errors.ts";
 
 /** Dotted-quad IPv4 without leading zeros (`010.0.0.1` is octal to some parsers: refused). */
 export function isIPv4(value: string): boolean {

@@ -1,6 +1,6 @@
 import type { EtcdMemberHealth, NodePhaseStatus } from "@keelson/protocol";
-import type { AgentHub } from "../../agents/hub.ts";
-import type { NodeReportEvent } from "../../agents/node-events.ts";
+import type { AgentHub } from "../../../agents/hub.ts";
+import type { NodeReportEvent } from "../../../agents/node-events.ts";
 
 /**
  * The latest node report of each host as far as a master's etcd gate needs it: its etcd

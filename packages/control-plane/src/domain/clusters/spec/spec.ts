@@ -10,8 +10,8 @@
  * accepted field is always a 400.
  */
 
-import { badRequest } from "../../http/errors.ts";
-import type { Catalogue } from "../catalogue/catalogue.ts";
+import { badRequest } from "../../../http/errors.ts";
+import type { Catalogue } from "../../catalogue/catalogue.ts";
 import { isPlainObject, toStringArray, typeName } from "./coerce.ts";
 import { flattenEtcdBackup, type RawEntry } from "./etcd-backup.ts";
 import {

@@ -1,6 +1,6 @@
 import { clusters, type Tx } from "@keelson/db";
 import { ne } from "drizzle-orm";
-import { conflict } from "../../http/errors.ts";
+import { conflict } from "../../../http/errors.ts";
 
 /**
  * keepalived's virtual router id must be unique on the VIP's network segment. The control

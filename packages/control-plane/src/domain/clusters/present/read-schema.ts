@@ -5,8 +5,8 @@
  * retypes a field. The presenter tests still check real reads against these schemas.
  */
 import { type TSchema, Type } from "typebox";
+import type { ApiVersion } from "../spec/spec.ts";
 import { CLUSTER_READ_KEYS_V3, CLUSTER_READ_KEYS_V4, type ReadType, readTypeOf } from "./presenters.ts";
-import type { ApiVersion } from "./spec.ts";
 
 const S = () => Type.String();
 const I = () => Type.Integer();

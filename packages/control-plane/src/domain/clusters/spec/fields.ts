@@ -9,7 +9,7 @@
  * clients send for fields they leave empty, so a client can send back what it read. On create
  * they leave the field unset; on update they clear it (a field with a default gets the default).
  */
-import { badRequest } from "../../http/errors.ts";
+import { badRequest } from "../../../http/errors.ts";
 import {
   type Range,
   toBoolean,

@@ -1,14 +1,15 @@
 import { clusters, nodes } from "@keelson/db";
 import { and, eq } from "drizzle-orm";
-import type { Keelson } from "../../context.ts";
-import { badRequest, conflict } from "../../http/errors.ts";
-import { recordOperation } from "../../runner/store.ts";
-import type { OperationRow } from "../../runner/types.ts";
-import { hostsInAgentRollout } from "../hosts/agent-rollout.ts";
-import { nodeShelf } from "../packages/node-shelf.ts";
-import { toStringMap } from "./coerce.ts";
-import { checkToken } from "./formats.ts";
-import { countRoles } from "./health.ts";
+import type { Keelson } from "../../../context.ts";
+import { badRequest, conflict } from "../../../http/errors.ts";
+import { recordOperation } from "../../../runner/store.ts";
+import type { OperationRow } from "../../../runner/types.ts";
+import { hostsInAgentRollout } from "../../hosts/agent-rollout.ts";
+import { nodeShelf } from "../../packages/node-shelf.ts";
+import { countRoles } from "../health/health.ts";
+import { findCluster } from "../health/views.ts";
+import { toStringMap } from "../spec/coerce.ts";
+import { checkToken } from "../spec/formats.ts";
 import {
   assertNotBusy,
   clusterNodes,
@@ -17,7 +18,6 @@ import {
   ROLLOUT_OPS,
   type UpgradeParams,
 } from "./rollout.ts";
-import { findCluster } from "./views.ts";
 
 /**
  * The requests that start a rolling restart or an upgrade: rules checked first (each a 400

@@ -1,10 +1,10 @@
 import { setMaxListeners } from "node:events";
 import type { CommandName, CommandPayload, CommandResult } from "@keelson/protocol";
 import { MAX_COMMAND_TIMEOUT_MS } from "@keelson/protocol";
-import { CommandFailedError, CommandTimeoutError, HostOfflineError } from "../../agents/errors.ts";
-import type { AgentHub } from "../../agents/hub.ts";
-import type { NodeEvent } from "../../agents/node-events.ts";
-import { OperationInterrupted } from "../../runner/types.ts";
+import { CommandFailedError, CommandTimeoutError, HostOfflineError } from "../../../agents/errors.ts";
+import type { AgentHub } from "../../../agents/hub.ts";
+import type { NodeEvent } from "../../../agents/node-events.ts";
+import { OperationInterrupted } from "../../../runner/types.ts";
 
 /**
  * Talking to one node from inside an operation step: commands that wait for an offline host to

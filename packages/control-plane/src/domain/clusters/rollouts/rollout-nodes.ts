@@ -1,11 +1,11 @@
 import type { Db } from "@keelson/db";
 import { CommandErrorCode, type CommandPayload } from "@keelson/protocol";
-import type { AgentHub } from "../../agents/hub.ts";
-import type { NodeEvent } from "../../agents/node-events.ts";
-import type { Keelson } from "../../context.ts";
-import type { StepContext } from "../../runner/types.ts";
-import { nodePackageRefusal } from "../packages/node-shelf.ts";
-import { type EtcdReport, etcdReports } from "./etcd-reports.ts";
+import type { AgentHub } from "../../../agents/hub.ts";
+import type { NodeEvent } from "../../../agents/node-events.ts";
+import type { Keelson } from "../../../context.ts";
+import type { StepContext } from "../../../runner/types.ts";
+import { nodePackageRefusal } from "../../packages/node-shelf.ts";
+import { type EtcdReport, etcdReports } from "../health/etcd-reports.ts";
 import {
   type Deadline,
   NodeCommandFailed,
@@ -13,7 +13,7 @@ import {
   type ObservedNode,
   sendWhenOnline,
   waitForNode,
-} from "./node-link.ts";
+} from "../membership/node-link.ts";
 
 /**
  * One node of a rolling restart or upgrade (rollout.ts): send `node.restart` / `node.upgrade`

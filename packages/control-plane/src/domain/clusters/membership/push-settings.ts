@@ -1,7 +1,7 @@
 import { clusters } from "@keelson/db";
 import { eq } from "drizzle-orm";
-import type { Keelson } from "../../context.ts";
-import type { StepContext } from "../../runner/types.ts";
+import type { Keelson } from "../../../context.ts";
+import type { StepContext } from "../../../runner/types.ts";
 import { attachedNodeIds } from "./membership.ts";
 
 const SETTINGS_TIMEOUT_MS = 10_000;

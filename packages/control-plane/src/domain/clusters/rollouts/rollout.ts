@@ -1,22 +1,22 @@
 import { clusters, type Db, nodes, operations, type Tx } from "@keelson/db";
 import { and, asc, eq, inArray } from "drizzle-orm";
-import type { Keelson } from "../../context.ts";
-import { conflict } from "../../http/errors.ts";
-import { activeOperationFor } from "../../runner/store.ts";
+import type { Keelson } from "../../../context.ts";
+import { conflict } from "../../../http/errors.ts";
+import { activeOperationFor } from "../../../runner/store.ts";
 import {
   OperationInterrupted,
   type OperationKind,
   type OperationRow,
   type OperationStep,
   type StepContext,
-} from "../../runner/types.ts";
-import { nodePackageRef } from "../packages/node-shelf.ts";
-import { etcdReports } from "./etcd-reports.ts";
-import { isHealthyNode, settledClusterStatus } from "./health.ts";
-import { deadlineIn } from "./membership.ts";
+} from "../../../runner/types.ts";
+import { nodePackageRef } from "../../packages/node-shelf.ts";
+import { etcdReports } from "../health/etcd-reports.ts";
+import { isHealthyNode, settledClusterStatus } from "../health/health.ts";
+import { roleCountsOf } from "../health/views.ts";
+import { deadlineIn } from "../membership/membership.ts";
 import { type NodeAction, type RolloutNode, rollNode, trackReports, waitForEtcdWhole } from "./rollout-nodes.ts";
 import { prefetchStep } from "./rollout-prefetch.ts";
-import { roleCountsOf } from "./views.ts";
 
 /**
  * Rolling restarts and upgrades of a cluster's nodes (issue 5), as operations:

@@ -1,9 +1,10 @@
 import { clusters, type Db, nodes } from "@keelson/db";
 import type { CommandPayload, NodeRole } from "@keelson/protocol";
 import { eq } from "drizzle-orm";
-import type { Keelson } from "../../context.ts";
-import type { StepContext } from "../../runner/types.ts";
-import { nodePackageRef, nodePackageRefusal } from "../packages/node-shelf.ts";
+import type { Keelson } from "../../../context.ts";
+import type { StepContext } from "../../../runner/types.ts";
+import { nodePackageRef, nodePackageRefusal } from "../../packages/node-shelf.ts";
+import type { ClusterRow } from "../health/views.ts";
 import { buildJoinPayload } from "./join-payload.ts";
 import {
   type Deadline,
@@ -13,11 +14,10 @@ import {
   type Verdict,
   waitForNode,
 } from "./node-link.ts";
-import type { ClusterRow } from "./views.ts";
 
 /**
  * Joining nodes to a cluster and taking them out, one node at a time, as operation steps use
- * them (operations.ts). Each function is idempotent: after a restart it may run again for a
+ * them (../operations.ts). Each function is idempotent: after a restart it may run again for a
  * node it already handled and finds nothing left to do.
  */
 

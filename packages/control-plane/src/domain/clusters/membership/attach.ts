@@ -1,11 +1,11 @@
 import { cloudProviders, clusters, nodes, type Tx } from "@keelson/db";
 import { and, eq, inArray, isNull } from "drizzle-orm";
-import type { Keelson } from "../../context.ts";
-import { ApiError, badRequest, conflict } from "../../http/errors.ts";
-import { activeOperationFor, recordOperation } from "../../runner/store.ts";
-import type { OperationRow } from "../../runner/types.ts";
-import { CLUSTER_OPS } from "./operations.ts";
-import { type ClusterRow, findCluster } from "./views.ts";
+import type { Keelson } from "../../../context.ts";
+import { ApiError, badRequest, conflict } from "../../../http/errors.ts";
+import { activeOperationFor, recordOperation } from "../../../runner/store.ts";
+import type { OperationRow } from "../../../runner/types.ts";
+import { type ClusterRow, findCluster } from "../health/views.ts";
+import { CLUSTER_OPS } from "../operations.ts";
 
 /**
  * Attaching hosts to a manual-deploy cluster (spec §3, §4.1 attach; issue 4). The rules, each

@@ -3,7 +3,7 @@
  * read shows): the same settings as the flat §2.1 backup fields, under other paths. This module
  * only maps its paths to the flat fields; the values go through the same coercion and rules.
  */
-import { badRequest } from "../../http/errors.ts";
+import { badRequest } from "../../../http/errors.ts";
 import { isPlainObject, typeName } from "./coerce.ts";
 import type { SpecField } from "./fields.ts";
 

@@ -1,7 +1,7 @@
-import { HostOfflineError } from "../../agents/errors.ts";
-import type { Keelson } from "../../context.ts";
-import { OperationInterrupted, type OperationStep, type StepContext } from "../../runner/types.ts";
-import { nodePackageRef, nodePackageRefusal } from "../packages/node-shelf.ts";
+import { HostOfflineError } from "../../../agents/errors.ts";
+import type { Keelson } from "../../../context.ts";
+import { OperationInterrupted, type OperationStep, type StepContext } from "../../../runner/types.ts";
+import { nodePackageRef, nodePackageRefusal } from "../../packages/node-shelf.ts";
 import { label, type RolloutNode } from "./rollout-nodes.ts";
 
 /** Nodes asked at once: a download each, so not all thousand of them together. */

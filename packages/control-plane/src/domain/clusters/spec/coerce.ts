@@ -4,7 +4,7 @@
  * calicoV4BlockSize) as numbers; those are accepted and normalised. Anything else of the wrong
  * type is a 400 naming the field and the expected type, never silently converted.
  */
-import { badRequest } from "../../http/errors.ts";
+import { badRequest } from "../../../http/errors.ts";
 
 export function typeName(value: unknown): string {
   if (value === null) return "null";

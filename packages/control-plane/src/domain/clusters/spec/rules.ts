@@ -5,7 +5,7 @@
  */
 
 import { blocksOverlap } from "@keelson/protocol";
-import { badRequest } from "../../http/errors.ts";
+import { badRequest } from "../../../http/errors.ts";
 import { nestedPathOf } from "./etcd-backup.ts";
 import type { SpecField } from "./fields.ts";
 import { parseCidr } from "./formats.ts";

@@ -1,8 +1,8 @@
 import { clusters } from "@keelson/db";
 import { eq } from "drizzle-orm";
-import type { NodeLinkEvent, NodeReportEvent } from "../../agents/node-events.ts";
-import type { Keelson } from "../../context.ts";
-import { activeOperationFor } from "../../runner/store.ts";
+import type { NodeLinkEvent, NodeReportEvent } from "../../../agents/node-events.ts";
+import type { Keelson } from "../../../context.ts";
+import { activeOperationFor } from "../../../runner/store.ts";
 import { settledClusterStatus } from "./health.ts";
 import { roleCountsOf } from "./views.ts";
 

@@ -1,13 +1,13 @@
 import { clusters, nodes, operations, type Tx } from "@keelson/db";
 import { and, eq, inArray } from "drizzle-orm";
-import type { Keelson } from "../../context.ts";
-import { ApiError, badRequest, conflict } from "../../http/errors.ts";
-import { recordOperation } from "../../runner/store.ts";
-import type { OperationRow } from "../../runner/types.ts";
+import type { Keelson } from "../../../context.ts";
+import { ApiError, badRequest, conflict } from "../../../http/errors.ts";
+import { recordOperation } from "../../../runner/store.ts";
+import type { OperationRow } from "../../../runner/types.ts";
+import { isHealthyNode } from "../health/health.ts";
+import { findCluster } from "../health/views.ts";
+import { CLUSTER_OPS } from "../operations.ts";
 import { assertMembershipChangeable, type MembershipEntry, type MembershipPlan } from "./attach.ts";
-import { isHealthyNode } from "./health.ts";
-import { CLUSTER_OPS } from "./operations.ts";
-import { findCluster } from "./views.ts";
 
 /**
  * Detaching nodes from a manual-deploy cluster (spec §3, §4.1 detach, §4.3 PUT node). Each
