@@ -41,6 +41,7 @@ describe("systemd unit scripts/keelson-agent.service", () => {
     expect(service.KillMode).toEqual(["mixed"]);
     expect(service.StateDirectory).toEqual(["keelson-agent"]);
     expect(service.EnvironmentFile).toEqual(["-/etc/keelson/agent.env"]);
+    expect(service.Environment).toEqual(["NODE_ENV=production"]);
     // Refusals and bad configuration (upgrade/ipc.ts AUTH_EXIT_CODE, CONFIG_EXIT_CODE) are not retried.
     expect(service.RestartPreventExitStatus?.[0]?.split(/\s+/).sort()).toEqual(["77", "78"]);
     expect(service.ExecStart?.[0]).toMatch(/packages\/agent\/bin\/keelson-agent\.mjs$/);
