@@ -7,7 +7,7 @@ import {
   supportedAddonVersionsOf,
 } from "../domain/catalogue/addon-versions.ts";
 import { supportedRoleVersions } from "../domain/catalogue/role-versions.ts";
-import { findCluster } from "../domain/clusters/health/views.ts";
+import { findCluster } from "../domain/clusters/views.ts";
 import { getProject } from "../domain/projects/projects.ts";
 import { sendNoBody } from "../http/no-body.ts";
 import { errorResponses, NoBody } from "./common-schemas.ts";

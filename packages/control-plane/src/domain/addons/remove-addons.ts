@@ -4,7 +4,7 @@ import type { Keelson } from "../../context.ts";
 import { conflict } from "../../http/errors.ts";
 import { recordOperation } from "../../runner/store.ts";
 import type { OperationRow } from "../../runner/types.ts";
-import { findCluster } from "../clusters/health/views.ts";
+import { findCluster } from "../clusters/views.ts";
 
 export const ADDONS_REMOVE = "addons.remove";
 

@@ -6,11 +6,11 @@ import { ApiError, badRequest, conflict, notImplemented } from "../../http/error
 import { createClusterCa } from "../../pki/cluster-ca.ts";
 import { activeOperationFor, recordOperation } from "../../runner/store.ts";
 import type { OperationRow } from "../../runner/types.ts";
-import { type ClusterRow, findCluster } from "./health/views.ts";
 import { assignNodes, checkAttachEntries, type MembershipPlan } from "./membership/attach.ts";
 import { chooseVrouterId } from "./membership/vrrp.ts";
 import { CLUSTER_OPS } from "./operations.ts";
 import { type ApiVersion, type ClusterSpec, parseClusterCreate, parseClusterUpdate } from "./spec/spec.ts";
+import { type ClusterRow, findCluster } from "./views.ts";
 
 export interface WriteOptions {
   version: ApiVersion;

@@ -9,9 +9,9 @@ import {
   type StepContext,
 } from "../../runner/types.ts";
 import { settledClusterStatus } from "./health/health.ts";
-import { roleCountsOf } from "./health/views.ts";
 import { attachedNodeIds, deadlineIn, joinNode, leaveNode, workerJoin } from "./membership/membership.ts";
 import { pushSettings } from "./membership/push-settings.ts";
+import { roleCountsOf } from "./views.ts";
 
 export const CLUSTER_OPS = {
   create: "cluster.create",

@@ -1,6 +1,6 @@
 import { type Db, nodes } from "@keelson/db";
 import { and, asc, eq, ne } from "drizzle-orm";
-import type { ClusterRow } from "../clusters/health/views.ts";
+import type { ClusterRow } from "../clusters/views.ts";
 import { apiPort, externalDnsName, masterVipIpv4 } from "./cluster-settings.ts";
 
 /** The primary IP of the cluster's first attached master, the fallback API endpoint. */

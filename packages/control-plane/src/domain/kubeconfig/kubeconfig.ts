@@ -2,7 +2,7 @@ import type { Keelson } from "../../context.ts";
 import { conflict } from "../../http/errors.ts";
 import { generateKeyPair, privateKeyToPem } from "../../pki/keys.ts";
 import { signCertificate } from "../../pki/sign.ts";
-import { findCluster as findClusterInProject } from "../clusters/health/views.ts";
+import { findCluster as findClusterInProject } from "../clusters/views.ts";
 import type { Identity } from "../identity/resolver.ts";
 import { issueClusterAccessToken } from "./access-tokens.ts";
 import { certExpiryHours } from "./cluster-settings.ts";

@@ -1,5 +1,5 @@
 import type { Keelson } from "../../context.ts";
-import { findCluster as findClusterInProject } from "../clusters/health/views.ts";
+import { findCluster as findClusterInProject } from "../clusters/views.ts";
 import type { Identity } from "../identity/resolver.ts";
 import { subjectOf } from "../kubeconfig/subject.ts";
 import { loadWebCliKey } from "./key.ts";

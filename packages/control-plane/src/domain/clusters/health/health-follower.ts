@@ -3,8 +3,8 @@ import { eq } from "drizzle-orm";
 import type { NodeLinkEvent, NodeReportEvent } from "../../../agents/node-events.ts";
 import type { Keelson } from "../../../context.ts";
 import { activeOperationFor } from "../../../runner/store.ts";
+import { roleCountsOf } from "../views.ts";
 import { settledClusterStatus } from "./health.ts";
-import { roleCountsOf } from "./views.ts";
 
 /**
  * Keeps an idle cluster's `status` and `lastOk` following its nodes between tasks: a master

@@ -4,8 +4,8 @@ import type { Keelson } from "../../../context.ts";
 import { ApiError, badRequest, conflict } from "../../../http/errors.ts";
 import { activeOperationFor, recordOperation } from "../../../runner/store.ts";
 import type { OperationRow } from "../../../runner/types.ts";
-import { type ClusterRow, findCluster } from "../health/views.ts";
 import { CLUSTER_OPS } from "../operations.ts";
+import { type ClusterRow, findCluster } from "../views.ts";
 
 /**
  * Attaching hosts to a manual-deploy cluster (spec §3, §4.1 attach; issue 4). The rules, each

@@ -5,8 +5,8 @@ import { ApiError, badRequest, conflict } from "../../../http/errors.ts";
 import { recordOperation } from "../../../runner/store.ts";
 import type { OperationRow } from "../../../runner/types.ts";
 import { isHealthyNode } from "../health/health.ts";
-import { findCluster } from "../health/views.ts";
 import { CLUSTER_OPS } from "../operations.ts";
+import { findCluster } from "../views.ts";
 import { assertMembershipChangeable, type MembershipEntry, type MembershipPlan } from "./attach.ts";
 
 /**

@@ -2,7 +2,7 @@ import { type Db, nodes } from "@keelson/db";
 import { type CommandPayload, etcdMemberFor, type NodePackageRef, type NodeRole } from "@keelson/protocol";
 import { and, asc, eq, ne } from "drizzle-orm";
 import { clusterApiServerUrl } from "../../kubeconfig/endpoint.ts";
-import type { ClusterRow } from "../health/views.ts";
+import type { ClusterRow } from "../views.ts";
 
 /** The stored node package of a role version, if any (domain/packages/node-shelf.ts). */
 export type NodePackageLookup = (roleVersion: string) => NodePackageRef | undefined;

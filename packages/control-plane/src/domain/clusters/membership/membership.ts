@@ -4,7 +4,7 @@ import { eq } from "drizzle-orm";
 import type { Keelson } from "../../../context.ts";
 import type { StepContext } from "../../../runner/types.ts";
 import { nodePackageRef, nodePackageRefusal } from "../../packages/node-shelf.ts";
-import type { ClusterRow } from "../health/views.ts";
+import type { ClusterRow } from "../views.ts";
 import { buildJoinPayload } from "./join-payload.ts";
 import {
   type Deadline,

@@ -7,9 +7,9 @@ import type { OperationRow } from "../../../runner/types.ts";
 import { hostsInAgentRollout } from "../../hosts/agent-rollout.ts";
 import { nodeShelf } from "../../packages/node-shelf.ts";
 import { countRoles } from "../health/health.ts";
-import { findCluster } from "../health/views.ts";
 import { toStringMap } from "../spec/coerce.ts";
 import { checkToken } from "../spec/formats.ts";
+import { findCluster } from "../views.ts";
 import {
   assertNotBusy,
   clusterNodes,

@@ -13,8 +13,8 @@ import {
 import { nodePackageRef } from "../../packages/node-shelf.ts";
 import { etcdReports } from "../health/etcd-reports.ts";
 import { isHealthyNode, settledClusterStatus } from "../health/health.ts";
-import { roleCountsOf } from "../health/views.ts";
 import { deadlineIn } from "../membership/membership.ts";
+import { roleCountsOf } from "../views.ts";
 import { type NodeAction, type RolloutNode, rollNode, trackReports, waitForEtcdWhole } from "./rollout-nodes.ts";
 import { prefetchStep } from "./rollout-prefetch.ts";
 

@@ -1,9 +1,9 @@
 import { cloudProviders, clusters, type Db, nodePools, type Tx } from "@keelson/db";
 import { and, eq, sql } from "drizzle-orm";
-import { notFound } from "../../../http/errors.ts";
-import type { Catalogue } from "../../catalogue/catalogue.ts";
-import type { ClusterView } from "../present/presenters.ts";
-import { countRoles, masterHealth, type NodeHealthInput, type RoleCounts, workerHealth } from "./health.ts";
+import { notFound } from "../../http/errors.ts";
+import type { Catalogue } from "../catalogue/catalogue.ts";
+import { countRoles, masterHealth, type NodeHealthInput, type RoleCounts, workerHealth } from "./health/health.ts";
+import type { ClusterView } from "./present/presenters.ts";
 
 export type ClusterRow = typeof clusters.$inferSelect;
 
