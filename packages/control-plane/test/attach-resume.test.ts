@@ -1,5 +1,5 @@
 import type { AddressInfo } from "node:net";
-import { operations } from "@keelson/db";
+import { clusters, operations } from "@keelson/db";
 import { eq } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
 import { createTestApp } from "./helpers.ts";
@@ -43,6 +43,11 @@ describe("an attach operation across a control-plane restart", () => {
       expect(first.joinsTo(m1)).toHaveLength(1);
       expect(second.joinsTo(m1)).toHaveLength(0);
       expect(first.agent(0).commands).toBe(1);
+      // The operation settles the status from the nodes as they are at its end; a master whose
+      // reconnect is still being written reads unhealthy there, and the status follows its next
+      // report. So the status is waited for, not read once.
+      const storedStatus = () => t2.db.select().from(clusters).where(eq(clusters.id, clusterId)).get()?.status;
+      await waitFor("the cluster ok", () => storedStatus() === "ok", 5_000);
       expect(await second.cluster(clusterId)).toMatchObject({
         status: "ok",
         taskStatus: "success",

@@ -22,7 +22,9 @@ export const CLUSTER_OPS = {
 } as const;
 
 /** Ends a cluster task: status from the nodes, taskStatus success, lastOk when the cluster is ok. */
-function settle(db: Db, clusterId: string): void {
+function settle(k: Keelson, db: Db, clusterId: string): void {
+  // Link changes reach the nodes table in batches; the status must see an agent that just came back.
+  k.agents.flushPresence();
   const counts = roleCountsOf(db, clusterId);
   const status = settledClusterStatus(counts);
   db.update(clusters)
@@ -191,7 +193,7 @@ export function clusterOperationKinds(k: Keelson): OperationKind[] {
       steps: (op) => [
         joinMastersStep(k, joiningNodes(op).masters),
         joinWorkersStep(k, joiningNodes(op).workers),
-        { name: "settle", run: (ctx) => settle(ctx.db, ctx.op.targetId) },
+        { name: "settle", run: (ctx) => settle(k, ctx.db, ctx.op.targetId) },
       ],
       onFailed: recordMembershipFailure,
     },
@@ -201,7 +203,7 @@ export function clusterOperationKinds(k: Keelson): OperationKind[] {
       // follows at once); the phases use them when they next run.
       steps: () => [
         { name: "push-settings", run: (ctx) => pushSettings(k, ctx) },
-        { name: "settle", run: (ctx) => settle(ctx.db, ctx.op.targetId) },
+        { name: "settle", run: (ctx) => settle(k, ctx.db, ctx.op.targetId) },
       ],
       onFailed: recordFailure,
     },
@@ -210,7 +212,7 @@ export function clusterOperationKinds(k: Keelson): OperationKind[] {
       steps: (op) => [
         joinMastersStep(k, joiningNodes(op).masters),
         joinWorkersStep(k, joiningNodes(op).workers),
-        { name: "settle", run: (ctx) => settle(ctx.db, ctx.op.targetId) },
+        { name: "settle", run: (ctx) => settle(k, ctx.db, ctx.op.targetId) },
       ],
       onFailed: recordMembershipFailure,
     },
@@ -218,7 +220,7 @@ export function clusterOperationKinds(k: Keelson): OperationKind[] {
       kind: CLUSTER_OPS.detach,
       steps: (op) => [
         { name: "leave", run: (ctx) => releaseNodes(k, ctx, joiningNodes(op)) },
-        { name: "settle", run: (ctx) => settle(ctx.db, ctx.op.targetId) },
+        { name: "settle", run: (ctx) => settle(k, ctx.db, ctx.op.targetId) },
       ],
       onFailed: recordMembershipFailure,
     },
