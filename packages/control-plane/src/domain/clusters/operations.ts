@@ -8,10 +8,9 @@ import {
   type OperationStep,
   type StepContext,
 } from "../../runner/types.ts";
-import { settledClusterStatus } from "./health/health.ts";
+import { currentClusterStatus, settleClusterTask } from "./health/settle.ts";
 import { attachedNodeIds, deadlineIn, joinNode, leaveNode, workerJoin } from "./membership/membership.ts";
 import { pushSettings } from "./membership/push-settings.ts";
-import { roleCountsOf } from "./views.ts";
 
 export const CLUSTER_OPS = {
   create: "cluster.create",
@@ -20,23 +19,6 @@ export const CLUSTER_OPS = {
   attach: "cluster.attach",
   detach: "cluster.detach",
 } as const;
-
-/** Ends a cluster task: status from the nodes, taskStatus success, lastOk when the cluster is ok. */
-function settle(k: Keelson, db: Db, clusterId: string): void {
-  // Link changes reach the nodes table in batches; the status must see an agent that just came back.
-  k.agents.flushPresence();
-  const counts = roleCountsOf(db, clusterId);
-  const status = settledClusterStatus(counts);
-  db.update(clusters)
-    .set({
-      status,
-      taskStatus: "success",
-      taskError: "",
-      ...(status === "ok" ? { lastOk: new Date().toISOString() } : {}),
-    })
-    .where(eq(clusters.id, clusterId))
-    .run();
-}
 
 /** A failed cluster task leaves the cluster's own status alone and records the task's error. */
 function recordFailure(ctx: StepContext, error: Error): void {
@@ -51,14 +33,16 @@ function recordFailure(ctx: StepContext, error: Error): void {
  * A failed membership task also settles the cluster's status from its nodes: `creating` was
  * the task's doing and must not outlive it (a failed first master reads `error`, none `pending`).
  */
-function recordMembershipFailure(ctx: StepContext, error: Error): void {
-  const status = settledClusterStatus(roleCountsOf(ctx.db, ctx.op.targetId));
-  ctx.db
-    .update(clusters)
-    .set({ status, taskStatus: "error", taskError: error.message })
-    .where(eq(clusters.id, ctx.op.targetId))
-    .run();
-}
+const recordMembershipFailure =
+  (k: Keelson) =>
+  (ctx: StepContext, error: Error): void => {
+    const status = currentClusterStatus(k, ctx.db, ctx.op.targetId);
+    ctx.db
+      .update(clusters)
+      .set({ status, taskStatus: "error", taskError: error.message })
+      .where(eq(clusters.id, ctx.op.targetId))
+      .run();
+  };
 
 function clusterExists(db: Db, clusterId: string): boolean {
   return db.select({ id: clusters.id }).from(clusters).where(eq(clusters.id, clusterId)).get() !== undefined;
@@ -193,9 +177,9 @@ export function clusterOperationKinds(k: Keelson): OperationKind[] {
       steps: (op) => [
         joinMastersStep(k, joiningNodes(op).masters),
         joinWorkersStep(k, joiningNodes(op).workers),
-        { name: "settle", run: (ctx) => settle(k, ctx.db, ctx.op.targetId) },
+        { name: "settle", run: (ctx) => settleClusterTask(k, ctx.db, ctx.op.targetId) },
       ],
-      onFailed: recordMembershipFailure,
+      onFailed: recordMembershipFailure(k),
     },
     {
       kind: CLUSTER_OPS.update,
@@ -203,7 +187,7 @@ export function clusterOperationKinds(k: Keelson): OperationKind[] {
       // follows at once); the phases use them when they next run.
       steps: () => [
         { name: "push-settings", run: (ctx) => pushSettings(k, ctx) },
-        { name: "settle", run: (ctx) => settle(k, ctx.db, ctx.op.targetId) },
+        { name: "settle", run: (ctx) => settleClusterTask(k, ctx.db, ctx.op.targetId) },
       ],
       onFailed: recordFailure,
     },
@@ -212,17 +196,17 @@ export function clusterOperationKinds(k: Keelson): OperationKind[] {
       steps: (op) => [
         joinMastersStep(k, joiningNodes(op).masters),
         joinWorkersStep(k, joiningNodes(op).workers),
-        { name: "settle", run: (ctx) => settle(k, ctx.db, ctx.op.targetId) },
+        { name: "settle", run: (ctx) => settleClusterTask(k, ctx.db, ctx.op.targetId) },
       ],
-      onFailed: recordMembershipFailure,
+      onFailed: recordMembershipFailure(k),
     },
     {
       kind: CLUSTER_OPS.detach,
       steps: (op) => [
         { name: "leave", run: (ctx) => releaseNodes(k, ctx, joiningNodes(op)) },
-        { name: "settle", run: (ctx) => settle(k, ctx.db, ctx.op.targetId) },
+        { name: "settle", run: (ctx) => settleClusterTask(k, ctx.db, ctx.op.targetId) },
       ],
-      onFailed: recordMembershipFailure,
+      onFailed: recordMembershipFailure(k),
     },
     {
       kind: CLUSTER_OPS.delete,
@@ -239,7 +223,7 @@ export function clusterOperationKinds(k: Keelson): OperationKind[] {
         },
       ],
       // Not left `deleting`: that would refuse every later request, a retried delete included.
-      onFailed: recordMembershipFailure,
+      onFailed: recordMembershipFailure(k),
     },
   ];
 }

@@ -3,8 +3,7 @@ import { eq } from "drizzle-orm";
 import type { NodeLinkEvent, NodeReportEvent } from "../../../agents/node-events.ts";
 import type { Keelson } from "../../../context.ts";
 import { activeOperationFor } from "../../../runner/store.ts";
-import { roleCountsOf } from "../views.ts";
-import { settledClusterStatus } from "./health.ts";
+import { currentClusterStatus } from "./settle.ts";
 
 /**
  * Keeps an idle cluster's `status` and `lastOk` following its nodes between tasks: a master
@@ -26,13 +25,11 @@ export function followClusterHealth(k: Keelson, delayMs = 200): () => void {
     if (!k.db.$client.open) return;
     const ids = [...dirty];
     dirty.clear();
-    // Link changes reach the nodes table in batches; health needs them now.
-    k.agents.flushPresence();
     for (const id of ids) {
       try {
         const row = k.db.select({ status: clusters.status }).from(clusters).where(eq(clusters.id, id)).get();
         if (!row || row.status === "deleting" || activeOperationFor(k.db, id)) continue;
-        const status = settledClusterStatus(roleCountsOf(k.db, id));
+        const status = currentClusterStatus(k, k.db, id);
         k.db
           .update(clusters)
           .set({ status, ...(status === "ok" ? { lastOk: new Date().toISOString() } : {}) })

@@ -12,9 +12,9 @@ import {
 } from "../../../runner/types.ts";
 import { nodePackageRef } from "../../packages/node-shelf.ts";
 import { etcdReports } from "../health/etcd-reports.ts";
-import { isHealthyNode, settledClusterStatus } from "../health/health.ts";
+import { isHealthyNode } from "../health/health.ts";
+import { currentClusterStatus, settleClusterTask } from "../health/settle.ts";
 import { deadlineIn } from "../membership/membership.ts";
-import { roleCountsOf } from "../views.ts";
 import { type NodeAction, type RolloutNode, rollNode, trackReports, waitForEtcdWhole } from "./rollout-nodes.ts";
 import { prefetchStep } from "./rollout-prefetch.ts";
 
@@ -215,39 +215,23 @@ function workersStep(
 
 // ---- settling ---------------------------------------------------------------------------
 
-function settledStatus(db: Db, clusterId: string): "pending" | "ok" | "error" {
-  return settledClusterStatus(roleCountsOf(db, clusterId));
-}
-
-function settleRollout(db: Db, clusterId: string, extra: Partial<typeof clusters.$inferInsert> = {}): void {
-  const status = settledStatus(db, clusterId);
-  db.update(clusters)
-    .set({
-      status,
-      taskStatus: "success",
-      taskError: "",
-      ...(status === "ok" ? { lastOk: new Date().toISOString() } : {}),
-      ...extra,
-    })
-    .where(eq(clusters.id, clusterId))
-    .run();
-}
-
 /** A stopped rollout leaves the cluster usable: status from its nodes, the error on the task. */
-function recordRolloutFailure(ctx: StepContext, error: Error): void {
-  const exists = ctx.db.select({ id: clusters.id }).from(clusters).where(eq(clusters.id, ctx.op.targetId)).get();
-  if (!exists) return;
-  ctx.db
-    .update(clusters)
-    .set({
-      status: settledStatus(ctx.db, ctx.op.targetId),
-      taskStatus: "error",
-      taskError: error.message,
-      upgradingTo: null,
-    })
-    .where(eq(clusters.id, ctx.op.targetId))
-    .run();
-}
+const recordRolloutFailure =
+  (k: Keelson) =>
+  (ctx: StepContext, error: Error): void => {
+    const exists = ctx.db.select({ id: clusters.id }).from(clusters).where(eq(clusters.id, ctx.op.targetId)).get();
+    if (!exists) return;
+    ctx.db
+      .update(clusters)
+      .set({
+        status: currentClusterStatus(k, ctx.db, ctx.op.targetId),
+        taskStatus: "error",
+        taskError: error.message,
+        upgradingTo: null,
+      })
+      .where(eq(clusters.id, ctx.op.targetId))
+      .run();
+  };
 
 // ---- kinds ------------------------------------------------------------------------------
 
@@ -291,9 +275,9 @@ export function rolloutOperationKinds(k: Keelson): OperationKind[] {
       steps: (op) => [
         mastersStep(k, "restart-masters", nodesOf(op, "masters"), restart),
         workersStep(k, "restart-workers", nodesOf(op, "workers"), (n) => batchSize(n, percentOf(op)), restart),
-        { name: "settle", run: (ctx) => settleRollout(ctx.db, ctx.op.targetId) },
+        { name: "settle", run: (ctx) => settleClusterTask(k, ctx.db, ctx.op.targetId) },
       ],
-      onFailed: recordRolloutFailure,
+      onFailed: recordRolloutFailure(k),
     },
     {
       kind: ROLLOUT_OPS.upgrade,
@@ -341,7 +325,7 @@ export function rolloutOperationKinds(k: Keelson): OperationKind[] {
           {
             name: "finish",
             run: (ctx) =>
-              settleRollout(ctx.db, ctx.op.targetId, {
+              settleClusterTask(k, ctx.db, ctx.op.targetId, {
                 kubeRoleVersion: target,
                 upgradingTo: null,
                 spec: upgradedSpec(ctx.db, ctx.op.targetId, params.changes ?? {}),
@@ -349,7 +333,7 @@ export function rolloutOperationKinds(k: Keelson): OperationKind[] {
           },
         ];
       },
-      onFailed: recordRolloutFailure,
+      onFailed: recordRolloutFailure(k),
     },
   ];
 }
