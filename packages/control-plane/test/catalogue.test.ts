@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { compareDotted } from "../src/domain/catalogue/addon-versions.ts";
 import { loadCatalogue } from "../src/domain/catalogue/catalogue.ts";
 import { ADMIN_TOKEN, createTestApp, type TestApp } from "./helpers.ts";
+import { storedSpec } from "./node-fixtures.ts";
 
 const catalogue = loadCatalogue();
 
@@ -37,7 +38,7 @@ function insertCluster(
       cloudProviderId: provider.id,
       kubeRoleVersion,
       status,
-      spec: {},
+      spec: storedSpec({ name, kubeRoleVersion }),
       caCertPem: "dummy",
       caKeyEnc: "dummy",
     })

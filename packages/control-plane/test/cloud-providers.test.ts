@@ -7,6 +7,7 @@ import type { InjectOptions } from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseSshPublicKey } from "../src/domain/cloud-providers/ssh-public-key.ts";
 import { ADMIN_TOKEN, createTestApp, type TestApp } from "./helpers.ts";
+import { storedSpec } from "./node-fixtures.ts";
 
 const AWS = { key: "AKIAIOSFODNN7EXAMPLE", secret: "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY" };
 const AZURE = { key: "0f8fad5b-d9cb-469f-a165-70867728950e", secret: "azure~client.secret-value" };
@@ -56,7 +57,7 @@ function insertCluster(db: Db, projectId: string, providerId: string, name: stri
       nodePoolId: pool.id,
       cloudProviderId: providerId,
       kubeRoleVersion: "1.31.4-kls.1",
-      spec: {},
+      spec: storedSpec({ name, kubeRoleVersion: "1.31.4-kls.1" }),
       caCertPem: "dummy",
       caKeyEnc: "dummy",
     })

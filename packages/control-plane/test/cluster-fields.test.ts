@@ -1,11 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { loadCatalogue } from "../src/domain/catalogue/catalogue.ts";
-import {
-  type ApiVersion,
-  type ClusterSpec,
-  parseClusterCreate,
-  parseClusterUpdate,
-} from "../src/domain/clusters/spec/spec.ts";
+import type { ApiVersion, ClusterSpec } from "../src/domain/clusters/spec/fields.ts";
+import { parseClusterCreate, parseClusterUpdate } from "../src/domain/clusters/spec/spec.ts";
 import { ApiError } from "../src/http/errors.ts";
 
 const catalogue = loadCatalogue();

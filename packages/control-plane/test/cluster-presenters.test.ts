@@ -10,7 +10,8 @@ import {
   presentClusterV4,
 } from "../src/domain/clusters/present/presenters.ts";
 import { clusterReadSchemaV3, clusterReadSchemaV4 } from "../src/domain/clusters/present/read-schema.ts";
-import { type ApiVersion, type ClusterSpec, parseClusterCreate } from "../src/domain/clusters/spec/spec.ts";
+import type { ApiVersion, ClusterSpec } from "../src/domain/clusters/spec/fields.ts";
+import { parseClusterCreate } from "../src/domain/clusters/spec/spec.ts";
 
 const catalogue = loadCatalogue();
 const newest = catalogue.newest.roleVersion;
@@ -256,7 +257,7 @@ function viewOf(spec: ClusterSpec, overrides: Partial<Row> = {}, rest: Partial<C
     masterVipVrouterId: spec.masterVipIpv4 ? "42" : "",
     backupTaskStatus: "success",
     backupTaskErrorDetail: "",
-    spec: spec as unknown as Record<string, unknown>,
+    spec,
     caCertPem: "PEM",
     caKeyEnc: "ENC",
     createdAt: "2025-01-01T00:00:00.000Z",

@@ -9,6 +9,7 @@ import { clusterAccessTokens, clusters, nodePools, nodes, tokens } from "@keelso
 import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parse } from "yaml";
+import type { ClusterSpec } from "../src/domain/clusters/spec/fields.ts";
 import { hashSecret } from "../src/domain/identity/token-hash.ts";
 import { verifyClusterAccessToken } from "../src/domain/kubeconfig/access-tokens.ts";
 import { apiServerUrl } from "../src/domain/kubeconfig/endpoint.ts";
@@ -33,7 +34,8 @@ interface TestCluster {
 }
 
 /** A cluster row as the lead's create writes it: spec JSON plus a real CA with its key encrypted. */
-async function insertCluster(spec: Record<string, unknown>, projectId = t.projectId): Promise<TestCluster> {
+/** `spec` may be loose on purpose: the kubeconfig must cope with a row whatever wrote it. */
+async function insertCluster(spec: Readonly<Record<string, unknown>>, projectId = t.projectId): Promise<TestCluster> {
   const id = randomUUID();
   const name = `c-${id.slice(0, 8)}`;
   const pool = t.db.select().from(nodePools).where(eq(nodePools.projectId, projectId)).get();
@@ -48,7 +50,7 @@ async function insertCluster(spec: Record<string, unknown>, projectId = t.projec
       nodePoolId: pool.id,
       cloudProviderId: pool.cloudProviderId,
       kubeRoleVersion: "1.31.4-kls.1",
-      spec: { name, ...spec },
+      spec: { name, ...spec } as ClusterSpec,
       caCertPem: ca.certPem,
       caKeyEnc: t.app.keelson.cipher.encrypt(ca.keyPem),
     })
@@ -338,7 +340,7 @@ describe("kubeconfig against a TLS endpoint serving the cluster CA", () => {
     port = (server.address() as AddressInfo).port;
     t.db
       .update(clusters)
-      .set({ spec: { ...(row?.spec ?? {}), k8sApiPort: String(port) } })
+      .set({ spec: { ...(row?.spec as ClusterSpec), k8sApiPort: String(port) } })
       .where(eq(clusters.id, cluster.id))
       .run();
   });

@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { cloudProviders, clusters, type Db, nodePools, nodes } from "@keelson/db";
 import { and, eq } from "drizzle-orm";
+import { type ClusterSpec, SPEC_DEFAULTS } from "../src/domain/clusters/spec/fields.ts";
 
 /** Rows as registration and the agent hub leave them, written directly for route tests. */
 
@@ -54,7 +55,12 @@ export function insertHost(
     .get();
 }
 
-export function insertCluster(db: Db, projectId: string, name: string, spec: Record<string, unknown> = {}): string {
+/** A stored spec as the parser leaves it: the §8 defaults, a runtime, and what the test sets. */
+export function storedSpec(fields: Partial<ClusterSpec> & Pick<ClusterSpec, "name" | "kubeRoleVersion">): ClusterSpec {
+  return { ...SPEC_DEFAULTS, containerRuntime: "containerd", ...fields };
+}
+
+export function insertCluster(db: Db, projectId: string, name: string, spec: Partial<ClusterSpec> = {}): string {
   const { poolId, providerId } = localPool(db, projectId);
   const id = randomUUID();
   db.insert(clusters)
@@ -65,7 +71,7 @@ export function insertCluster(db: Db, projectId: string, name: string, spec: Rec
       nodePoolId: poolId,
       cloudProviderId: providerId,
       kubeRoleVersion: "1.29.2-pmk.1",
-      spec,
+      spec: storedSpec({ name, kubeRoleVersion: "1.29.2-pmk.1", ...spec }),
       caCertPem: "test",
       caKeyEnc: "test",
     })

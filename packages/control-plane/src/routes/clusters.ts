@@ -4,7 +4,7 @@ import { Type } from "typebox";
 import { createCluster, deleteCluster, updateCluster, type WriteResult } from "../domain/clusters/clusters.ts";
 import { presentClusterV3, presentClusterV4 } from "../domain/clusters/present/presenters.ts";
 import { clusterReadSchemaV3, clusterReadSchemaV4 } from "../domain/clusters/present/read-schema.ts";
-import type { ApiVersion } from "../domain/clusters/spec/spec.ts";
+import type { ApiVersion } from "../domain/clusters/spec/fields.ts";
 import { findCluster, getClusterView, listClusterViews } from "../domain/clusters/views.ts";
 import { listClusterNodeViews } from "../domain/nodes/nodes.ts";
 import { presentNodeV4 } from "../domain/nodes/present.ts";

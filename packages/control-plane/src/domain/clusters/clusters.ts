@@ -9,7 +9,8 @@ import type { OperationRow } from "../../runner/types.ts";
 import { assignNodes, checkAttachEntries, type MembershipPlan } from "./membership/attach.ts";
 import { chooseVrouterId } from "./membership/vrrp.ts";
 import { CLUSTER_OPS } from "./operations.ts";
-import { type ApiVersion, type ClusterSpec, parseClusterCreate, parseClusterUpdate } from "./spec/spec.ts";
+import type { ApiVersion } from "./spec/fields.ts";
+import { parseClusterCreate, parseClusterUpdate } from "./spec/spec.ts";
 import { type ClusterRow, findCluster } from "./views.ts";
 
 export interface WriteOptions {
@@ -105,7 +106,7 @@ export async function createCluster(
         taskStatus: "creating",
         lastOp: "create",
         masterVipVrouterId: spec.masterVipIpv4 ? chooseVrouterId(tx) : "",
-        spec: { ...spec, nodePoolUuid: placement.nodePoolId } as Record<string, unknown>,
+        spec: { ...spec, nodePoolUuid: placement.nodePoolId },
         caCertPem: ca.certPem,
         caKeyEnc: k.cipher.encrypt(ca.keyPem),
       })
@@ -149,7 +150,7 @@ export function updateCluster(
 ): WriteResult {
   const current = findCluster(k.db, projectId, clusterId);
   assertNotDeleting(k, current);
-  const parsed = parseClusterUpdate(options.version, body, current.spec as unknown as ClusterSpec, {
+  const parsed = parseClusterUpdate(options.version, body, current.spec, {
     catalogue: k.catalogue,
     strict: options.strict,
   });
@@ -157,7 +158,7 @@ export function updateCluster(
     const cluster = tx
       .update(clusters)
       .set({
-        spec: parsed.spec as unknown as Record<string, unknown>,
+        spec: parsed.spec,
         taskStatus: "updating",
         taskError: "",
         lastOp: "update",

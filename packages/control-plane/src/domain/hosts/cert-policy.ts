@@ -1,6 +1,7 @@
 import { isIP } from "node:net";
 import { CERT_PROFILES, type CertProfile, nthAddress, parseIpv4Cidr } from "@keelson/protocol";
 import type { CertificateUsage } from "../../pki/sign.ts";
+import type { ClusterSpec } from "../clusters/spec/fields.ts";
 
 /**
  * What a node may have signed by its cluster's CA (the agent's `cert.sign`). The agent proposes
@@ -39,7 +40,7 @@ export interface SigningNode {
 }
 
 export interface SigningCluster {
-  spec: Record<string, unknown>;
+  spec: Pick<ClusterSpec, "masterVipIpv4" | "externalDnsName" | "servicesCidr">;
   /**
    * Host names and addresses of the cluster's other nodes. A node's name and address are its
    * own report, so a host that reports another node's name or IP (or the VIP) as its own must

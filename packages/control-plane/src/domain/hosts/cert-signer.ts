@@ -75,7 +75,7 @@ export class NodeCertificateSigner {
       .leftJoin(clusters, eq(clusters.id, nodes.clusterId))
       .where(eq(nodes.id, hostId))
       .get();
-    if (!row?.clusterId || !row.caCertPem || !row.caKeyEnc) {
+    if (!row?.clusterId || !row.caCertPem || !row.caKeyEnc || !row.spec) {
       return refuse(`host ${hostId} is not attached to a cluster: there is no CA to sign with`);
     }
     const otherNodes = this.db
@@ -87,7 +87,7 @@ export class NodeCertificateSigner {
       const csr = readCsr(frame.csrPem);
       const decision = decideCertificate(
         { hostId, name: row.name, primaryIp: row.primaryIp, isMaster: row.isMaster === 1 },
-        { spec: row.spec ?? {}, otherNodes },
+        { spec: row.spec, otherNodes },
         {
           profile: frame.profile,
           commonName: csr.commonName,

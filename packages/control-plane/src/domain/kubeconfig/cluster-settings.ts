@@ -1,4 +1,4 @@
-import { SPEC_DEFAULTS } from "../clusters/spec/rules.ts";
+import { SPEC_DEFAULTS } from "../clusters/spec/fields.ts";
 
 /**
  * The few spec values the kubeconfig needs, read defensively: the spec JSON is validated on

@@ -29,7 +29,7 @@ export function apiServerUrl(spec: Record<string, unknown>, masterIp: string | u
 }
 
 export function clusterApiServerUrl(db: Db, cluster: ClusterRow): string | undefined {
-  const spec = cluster.spec ?? {};
+  const spec = cluster.spec;
   // Only ask the nodes table when the spec names no endpoint.
   if (externalDnsName(spec) ?? masterVipIpv4(spec)) return apiServerUrl(spec, undefined);
   return apiServerUrl(spec, firstMasterIp(db, cluster.id));

@@ -70,7 +70,7 @@ export async function issueKubeconfig(
     );
   }
   const subject = subjectOf(req.identity);
-  const validHours = certExpiryHours(cluster.spec ?? {});
+  const validHours = certExpiryHours(cluster.spec);
   const credential = req.forceCertAuth
     ? await clientCertificate(keelson, { certPem: cluster.caCertPem, keyEnc: cluster.caKeyEnc }, subject, validHours)
     : {

@@ -25,7 +25,7 @@ export function buildJoinPayload(
     clusterName: cluster.name,
     role: node.role,
     kubeRoleVersion: cluster.kubeRoleVersion,
-    settings: cluster.spec ?? {},
+    settings: { ...cluster.spec },
     masterVipVrouterId: cluster.masterVipVrouterId,
     caCertPem: cluster.caCertPem,
     // A master is attached (its row says so) before its join is built, so a cluster without a

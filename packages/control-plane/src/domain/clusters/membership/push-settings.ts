@@ -16,7 +16,7 @@ export async function pushSettings(k: Keelson, ctx: StepContext): Promise<void> 
   const clusterId = ctx.op.targetId;
   const row = ctx.db.select({ spec: clusters.spec }).from(clusters).where(eq(clusters.id, clusterId)).get();
   if (!row) return;
-  const settings = (row.spec ?? {}) as Record<string, unknown>;
+  const settings = { ...row.spec };
   const targets = attachedNodeIds(ctx.db, clusterId).filter((n) => k.agents.isConnected(n.id));
   await Promise.all(
     targets.map(async ({ id }) => {

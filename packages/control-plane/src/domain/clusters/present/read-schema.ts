@@ -5,28 +5,38 @@
  * retypes a field. The presenter tests still check real reads against these schemas.
  */
 import { type TSchema, Type } from "typebox";
-import type { ApiVersion } from "../spec/spec.ts";
-import { CLUSTER_READ_KEYS_V3, CLUSTER_READ_KEYS_V4, type ReadType, readTypeOf } from "./presenters.ts";
+import type { ApiVersion } from "../spec/fields.ts";
+import {
+  CLUSTER_READ_KEYS_V3,
+  CLUSTER_READ_KEYS_V4,
+  NESTED_BACKUP_READS,
+  type ReadType,
+  readTypeOf,
+  setAtPath,
+} from "./presenters.ts";
 
 const S = () => Type.String();
 const I = () => Type.Integer();
 
-const etcdBackupSchema = () =>
-  Type.Object(
-    {
-      isEtcdBackupEnabled: I(),
-      storageType: S(),
-      storageProperties: Type.Object({ localPath: S() }, { additionalProperties: false }),
-      intervalInMins: I(),
-      intervalInHours: I(),
-      dailyBackupTime: S(),
-      maxIntervalBackupCount: I(),
-      maxTimestampBackupCount: I(),
-      taskStatus: Type.String({ description: "Whether the backup job was set up: success or error" }),
-      taskErrorDetail: S(),
-    },
-    { additionalProperties: false },
-  );
+interface TypeTree {
+  [key: string]: TypeTree | ReadType;
+}
+
+function objectSchema(tree: TypeTree): TSchema {
+  const properties: Record<string, TSchema> = {};
+  for (const [key, type] of Object.entries(tree)) {
+    properties[key] = typeof type === "string" ? schemaOf(type, "v4") : objectSchema(type);
+  }
+  return Type.Object(properties, { additionalProperties: false });
+}
+
+/** v4's nested `etcdBackup`: the table's nested backup fields and the backup job's status. */
+function etcdBackupSchema(): TSchema {
+  const tree: TypeTree = {};
+  for (const { path, type } of NESTED_BACKUP_READS) setAtPath(tree, path, type);
+  // The backup job's status and detail: the read's second `taskStatus` (success or error).
+  return objectSchema({ ...tree, taskStatus: "string", taskErrorDetail: "string" });
+}
 
 function schemaOf(type: ReadType, version: ApiVersion): TSchema {
   switch (type) {

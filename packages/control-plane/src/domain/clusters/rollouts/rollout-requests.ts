@@ -16,6 +16,7 @@ import {
   DEFAULT_BATCH_PERCENT,
   type RestartParams,
   ROLLOUT_OPS,
+  type UpgradeChanges,
   type UpgradeParams,
 } from "./rollout.ts";
 
@@ -116,7 +117,7 @@ export function startUpgrade(
 
   assertNodePackageFor(k, cluster, target);
 
-  const changes: Record<string, unknown> = {};
+  const changes: UpgradeChanges = {};
   if (request.containerRuntime !== undefined) changes.containerRuntime = request.containerRuntime;
   if (request.addonOperatorImageTag !== undefined) {
     if (request.addonOperatorImageTag === "" || request.addonOperatorImageTag.length > 255) {

@@ -15,6 +15,7 @@ import { etcdReports } from "../health/etcd-reports.ts";
 import { isHealthyNode } from "../health/health.ts";
 import { currentClusterStatus, settleClusterTask } from "../health/settle.ts";
 import { deadlineIn } from "../membership/membership.ts";
+import type { ClusterSpec } from "../spec/fields.ts";
 import { type NodeAction, type RolloutNode, rollNode, trackReports, waitForEtcdWhole } from "./rollout-nodes.ts";
 import { prefetchStep } from "./rollout-prefetch.ts";
 
@@ -249,8 +250,8 @@ export interface UpgradeParams {
   /** batchUpgradeNodes: upgraded together, right after the masters. */
   chosen: RolloutNode[];
   workers: RolloutNode[];
-  /** Spec fields the upgrade changes (containerRuntime, addonOperatorImageTag, addonVersions). */
-  changes: Record<string, unknown>;
+  /** Spec fields the upgrade changes. */
+  changes: UpgradeChanges;
 }
 
 function percentOf(op: OperationRow): number {
@@ -258,9 +259,11 @@ function percentOf(op: OperationRow): number {
   return Number.isFinite(value) && value >= 1 && value <= 100 ? value : DEFAULT_BATCH_PERCENT;
 }
 
-function upgradedSpec(db: Db, clusterId: string, changes: Record<string, unknown>): Record<string, unknown> {
+export type UpgradeChanges = Partial<Pick<ClusterSpec, "containerRuntime" | "addonOperatorImageTag" | "addonVersions">>;
+
+function upgradedSpec(db: Db, clusterId: string, changes: UpgradeChanges): ClusterSpec | undefined {
   const row = db.select({ spec: clusters.spec }).from(clusters).where(eq(clusters.id, clusterId)).get();
-  return { ...(row?.spec ?? {}), ...changes };
+  return row && { ...row.spec, ...changes };
 }
 
 export function rolloutOperationKinds(k: Keelson): OperationKind[] {
@@ -302,7 +305,7 @@ export function rolloutOperationKinds(k: Keelson): OperationKind[] {
             payload: {
               clusterId,
               kubeRoleVersion: target,
-              settings: upgradedSpec(k.db, clusterId, params.changes ?? {}),
+              settings: { ...upgradedSpec(k.db, clusterId, params.changes ?? {}) },
               ...nodePackageOf(target),
             },
           }),

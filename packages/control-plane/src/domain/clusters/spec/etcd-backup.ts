@@ -5,7 +5,7 @@
  */
 import { badRequest } from "../../../http/errors.ts";
 import { isPlainObject, typeName } from "./coerce.ts";
-import type { SpecField } from "./fields.ts";
+import { CLUSTER_FIELDS, type FieldDef, type SpecField } from "./fields.ts";
 
 export interface RawEntry {
   field: SpecField;
@@ -14,19 +14,25 @@ export interface RawEntry {
   path: string;
 }
 
-const NESTED_FIELDS: ReadonlySet<string> = new Set<SpecField>([
-  "isEtcdBackupEnabled",
-  "storageType",
-  "intervalInMins",
-  "intervalInHours",
-  "dailyBackupTime",
-  "maxIntervalBackupCount",
-  "maxTimestampBackupCount",
-]);
+/** Nested path -> flat field, from the field table. */
+const BY_NESTED_PATH: ReadonlyMap<string, SpecField> = new Map(
+  Object.entries(CLUSTER_FIELDS).flatMap(([name, field]: [string, FieldDef]): [string, SpecField][] =>
+    field.nested === undefined ? [] : [[field.nested, name as SpecField]],
+  ),
+);
 
 /** The nested path of a backup field (for messages about a field the client did not send). */
 export function nestedPathOf(field: SpecField): string {
-  return field === "localPath" ? "etcdBackup.storageProperties.localPath" : `etcdBackup.${field}`;
+  const entry: FieldDef = CLUSTER_FIELDS[field];
+  return entry.nested ?? `etcdBackup.${field}`;
+}
+
+function nestedEntry(key: string, raw: unknown, ignored: string[]): RawEntry[] {
+  const path = `etcdBackup.${key}`;
+  const field = BY_NESTED_PATH.get(path);
+  if (field) return [{ field, raw, path }];
+  ignored.push(path);
+  return [];
 }
 
 /**
@@ -48,14 +54,10 @@ export function flattenEtcdBackup(value: unknown, ignored: string[]): RawEntry[]
           `etcdBackup.storageProperties must be an object (got ${typeName(raw)})`,
         );
       }
-      for (const [inner, innerRaw] of Object.entries(raw)) {
-        if (inner === "localPath") entries.push({ field: "localPath", raw: innerRaw, path: nestedPathOf("localPath") });
-        else ignored.push(`etcdBackup.storageProperties.${inner}`);
-      }
-    } else if (NESTED_FIELDS.has(key)) {
-      entries.push({ field: key as SpecField, raw, path: `etcdBackup.${key}` });
+      for (const [inner, innerRaw] of Object.entries(raw))
+        entries.push(...nestedEntry(`storageProperties.${inner}`, innerRaw, ignored));
     } else {
-      ignored.push(`etcdBackup.${key}`);
+      entries.push(...nestedEntry(key, raw, ignored));
     }
   }
   return entries;

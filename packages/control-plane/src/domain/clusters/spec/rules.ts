@@ -1,5 +1,5 @@
 /**
- * Defaults (§8 and §2.1) and the rules between cluster fields (§4.8 and the dependencies §2.1
+ * Defaults (§8 and §2.1, declared in fields.ts) and the rules between cluster fields (§4.8 and the dependencies §2.1
  * states), checked on the whole spec: the body of a create, or the merged result of an update.
  * Each violation is a 400 naming the field to fix and the rule.
  */
@@ -7,30 +7,18 @@
 import { blocksOverlap } from "@keelson/protocol";
 import { badRequest } from "../../../http/errors.ts";
 import { nestedPathOf } from "./etcd-backup.ts";
-import type { SpecField } from "./fields.ts";
+import { type ClusterSpec, SPEC_DEFAULTS, type SpecField } from "./fields.ts";
 import { parseCidr } from "./formats.ts";
-import type { ClusterSpec } from "./spec.ts";
 
 /** A spec under construction: typed keys, any of which may still be missing. */
 export type DraftSpec = Partial<ClusterSpec>;
-
-/** §8 defaults, plus `enableMetallb` whose §2.1 row says "Default 0". */
-export const SPEC_DEFAULTS = {
-  k8sApiPort: "443",
-  networkPlugin: "flannel",
-  cpuManagerPolicy: "none",
-  topologyManagerPolicy: "none",
-  enableCatapultMonitoring: true,
-  certExpiryHrs: 24,
-  enableMetallb: false,
-} as const satisfies Partial<ClusterSpec>;
 
 /** etcd's own defaults, used to check a timing the client gave against the one it left out. */
 export const ETCD_DEFAULT_HEARTBEAT_MS = 100;
 export const ETCD_DEFAULT_ELECTION_MS = 1000;
 
 export function applyDefaults(spec: DraftSpec): void {
-  const target = spec as Record<string, unknown>;
+  const target: Record<string, unknown> = spec;
   for (const [field, value] of Object.entries(SPEC_DEFAULTS)) {
     if (target[field] === undefined) target[field] = value;
   }

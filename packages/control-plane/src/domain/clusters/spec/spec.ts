@@ -15,109 +15,15 @@ import type { Catalogue } from "../../catalogue/catalogue.ts";
 import { isPlainObject, toStringArray, typeName } from "./coerce.ts";
 import { flattenEtcdBackup, type RawEntry } from "./etcd-backup.ts";
 import {
+  type ApiVersion,
   acceptedOnCreate,
   acceptedOnUpdate,
-  CLUSTER_FIELDS,
-  type CONTAINER_RUNTIMES,
+  type ClusterSpec,
   isSpecField,
   normaliseField,
   type SpecField,
 } from "./fields.ts";
 import { applyDefaults, checkClusterRules, type DraftSpec, pathNamer } from "./rules.ts";
-
-export type ApiVersion = "v3" | "v4";
-
-type Flag = 0 | 1;
-
-/**
- * Every create/update field of either version, each in one type: 0/1 integer fields as 0|1,
- * booleans as boolean, numeric strings (k8sApiPort, mtuSize, calicoV4BlockSize) as canonical
- * decimal strings, the etcd backup settings as the flat fields. The required keys have a
- * default (§8, §2.1) or are required; the others are absent when not set.
- */
-export interface ClusterSpec {
-  name: string;
-  nodePoolUuid?: string;
-  numMasters?: number;
-  numWorkers?: number;
-  enableCAS?: boolean;
-  numMinWorkers?: number;
-  numMaxWorkers?: number;
-  allowWorkloadsOnMaster?: Flag;
-  privileged?: boolean;
-  appCatalogEnabled?: Flag;
-  ami?: string;
-  customAmi?: string;
-  azs?: string[];
-  region?: string;
-  masterFlavor?: string;
-  workerFlavor?: string;
-  sshKey?: string;
-  domainId?: string;
-  serviceFqdn?: string;
-  externalDnsName?: string;
-  useVendorDomain?: boolean;
-  vpc?: string;
-  subnets?: string[];
-  privateSubnets?: string[];
-  isPrivate?: boolean;
-  internalElb?: boolean;
-  httpProxy?: string;
-  containersCidr?: string;
-  servicesCidr?: string;
-  runtimeConfig?: string;
-  k8sApiPort: string;
-  masterVipIpv4?: string;
-  masterVipIface?: string;
-  enableMetallb: boolean;
-  metallbCidr?: string;
-  networkPlugin: "flannel" | "calico" | "noop" | "weave";
-  calicoV4BlockSize?: string;
-  calicoIpIpMode?: "Always" | "Never" | "CrossSubnet";
-  calicoNatOutgoing?: boolean;
-  calicoNodeCpuLimit?: string;
-  calicoNodeMemoryLimit?: string;
-  calicoTyphaCpuLimit?: string;
-  calicoTyphaMemoryLimit?: string;
-  calicoControllerCpuLimit?: string;
-  calicoControllerMemoryLimit?: string;
-  mtuSize?: string;
-  dockerLiveRestoreEnabled?: boolean;
-  isEtcdBackupEnabled?: boolean;
-  intervalInMins?: number;
-  intervalInHours?: number;
-  dailyBackupTime?: string;
-  maxIntervalBackupCount?: number;
-  maxTimestampBackupCount?: number;
-  storageType?: "local";
-  localPath?: string;
-  tags?: Record<string, string>;
-  kubeRoleVersion: string;
-  cpuManagerPolicy: "none" | "static";
-  topologyManagerPolicy: "none" | "best-effort" | "restricted" | "single-numa-node";
-  reservedCPUs?: string;
-  dockerPrivateRegistry?: string;
-  quayPrivateRegistry?: string;
-  gcrPrivateRegistry?: string;
-  k8sPrivateRegistry?: string;
-  useHostname?: boolean;
-  enableProfileAgent?: boolean;
-  enableCatapultMonitoring: boolean;
-  dockerCentosPackageRepoUrl?: string;
-  dockerUbuntuPackageRepoUrl?: string;
-  /** Defaults to the runtime of the cluster's role version in the catalogue. */
-  containerRuntime: (typeof CONTAINER_RUNTIMES)[number];
-  certExpiryHrs: number;
-  addonOperatorImageTag?: string;
-  addonVersions?: Record<string, string>;
-  // v3 create only.
-  deployVendorOperator?: Flag;
-  deployKubevirt?: Flag;
-  etcdHeartbeatIntervalMs?: number;
-  etcdElectionTimeoutMs?: number;
-  masterless?: boolean;
-  additionalAWSDiskSize?: number;
-}
 
 export interface ParsedCreate {
   spec: ClusterSpec;
@@ -328,7 +234,7 @@ export function parseClusterUpdate(
   applyDefaults(spec);
   const dropped = checkClusterRules(spec, pathNamer(collected.paths));
 
-  const before = current as unknown as Record<string, unknown>;
+  const before: Readonly<Record<string, unknown>> = current;
   const keys = new Set([...Object.keys(before), ...Object.keys(next)]);
   const changed = [...keys].filter((key): key is SpecField => isSpecField(key) && !sameValue(before[key], next[key]));
   return {
@@ -337,6 +243,3 @@ export function parseClusterUpdate(
     ignored: [...collected.notAccepted, ...skipped, ...dropped],
   };
 }
-
-/** The §2.1 field names, for callers that need the list (schemas, docs). */
-export const CLUSTER_SPEC_FIELDS = Object.keys(CLUSTER_FIELDS) as SpecField[];
