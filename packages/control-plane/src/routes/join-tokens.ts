@@ -8,13 +8,13 @@ import {
   revokeJoinToken,
 } from "../domain/identity/join-tokens.ts";
 import {
-  EmptyReply,
   emptyBodyIsNoOptions,
   errorResponses as errors,
   IDENTITY_TAGS,
   Timestamp,
   V1ProjectParams,
 } from "./common-schemas.ts";
+import { projectCollectionRoutes } from "./project-collection.ts";
 
 /** Agents' one-time join tokens (identity extension): shown once, stored hashed, spent by one registration. */
 
@@ -64,32 +64,14 @@ export const joinTokenRoutes: FastifyPluginAsyncTypebox = async (app) => {
     async (request, reply) => reply.status(201).send(createJoinToken(db, request.params.projectId, request.body)),
   );
 
-  app.get(
-    "/v1/projects/:projectId/joinTokens",
-    {
-      schema: {
-        tags: IDENTITY_TAGS,
-        summary: "List a project's join tokens without their secrets (extension)",
-        params: V1ProjectParams,
-        response: { 200: Type.Object({ joinTokens: Type.Array(JoinTokenInfo) }), ...errors(403, 404) },
-      },
-    },
-    async (request) => ({ joinTokens: listJoinTokens(db, request.params.projectId) }),
-  );
-
-  app.delete(
-    "/v1/projects/:projectId/joinTokens/:joinTokenId",
-    {
-      schema: {
-        tags: IDENTITY_TAGS,
-        summary: "Revoke a join token (extension)",
-        params: Type.Object({ projectId: Type.String(), joinTokenId: Type.String() }),
-        response: { 200: EmptyReply, ...errors(403, 404) },
-      },
-    },
-    async (request, reply) => {
-      revokeJoinToken(db, request.params.projectId, request.params.joinTokenId);
-      return reply.status(200).send();
-    },
-  );
+  projectCollectionRoutes(app, {
+    plural: "joinTokens",
+    idParam: "joinTokenId",
+    item: JoinTokenInfo,
+    adminOnly: false,
+    listSummary: "List a project's join tokens without their secrets (extension)",
+    deleteSummary: "Revoke a join token (extension)",
+    list: (projectId) => listJoinTokens(db, projectId),
+    remove: (projectId, id) => revokeJoinToken(db, projectId, id),
+  });
 };

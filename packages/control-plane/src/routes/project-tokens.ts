@@ -9,13 +9,13 @@ import {
 } from "../domain/identity/project-tokens.ts";
 import {
   ADMIN_ONLY,
-  EmptyReply,
   emptyBodyIsNoOptions,
   errorResponses as errors,
   IDENTITY_TAGS,
   Timestamp,
   V1ProjectParams,
 } from "./common-schemas.ts";
+import { projectCollectionRoutes } from "./project-collection.ts";
 
 /** A project's API tokens (identity extension): the secret appears only in the create response; stored hashed. */
 
@@ -70,34 +70,14 @@ export const projectTokenRoutes: FastifyPluginAsyncTypebox = async (app) => {
     async (request, reply) => reply.status(201).send(createProjectToken(db, request.params.projectId, request.body)),
   );
 
-  app.get(
-    "/v1/projects/:projectId/tokens",
-    {
-      config: ADMIN_ONLY,
-      schema: {
-        tags: IDENTITY_TAGS,
-        summary: "List a project's tokens without their secrets (extension, admin)",
-        params: V1ProjectParams,
-        response: { 200: Type.Object({ tokens: Type.Array(TokenInfo) }), ...errors(403, 404) },
-      },
-    },
-    async (request) => ({ tokens: listTokens(db, request.params.projectId) }),
-  );
-
-  app.delete(
-    "/v1/projects/:projectId/tokens/:tokenId",
-    {
-      config: ADMIN_ONLY,
-      schema: {
-        tags: IDENTITY_TAGS,
-        summary: "Revoke a project token or login session (extension, admin)",
-        params: Type.Object({ projectId: Type.String(), tokenId: Type.String() }),
-        response: { 200: EmptyReply, ...errors(403, 404) },
-      },
-    },
-    async (request, reply) => {
-      revokeToken(db, request.params.projectId, request.params.tokenId);
-      return reply.status(200).send();
-    },
-  );
+  projectCollectionRoutes(app, {
+    plural: "tokens",
+    idParam: "tokenId",
+    item: TokenInfo,
+    adminOnly: true,
+    listSummary: "List a project's tokens without their secrets (extension, admin)",
+    deleteSummary: "Revoke a project token or login session (extension, admin)",
+    list: (projectId) => listTokens(db, projectId),
+    remove: (projectId, id) => revokeToken(db, projectId, id),
+  });
 };

@@ -2,14 +2,8 @@ import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
 import { PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH } from "../domain/identity/passwords.ts";
 import { createUser, deleteUser, listUsers, USER_NAME_MAX_LENGTH } from "../domain/identity/users.ts";
-import {
-  ADMIN_ONLY,
-  EmptyReply,
-  errorResponses as errors,
-  IDENTITY_TAGS,
-  Timestamp,
-  V1ProjectParams,
-} from "./common-schemas.ts";
+import { ADMIN_ONLY, errorResponses as errors, IDENTITY_TAGS, Timestamp, V1ProjectParams } from "./common-schemas.ts";
+import { projectCollectionRoutes } from "./project-collection.ts";
 
 /** A project's users, who log in the Keystone way (identity extension); passwords stored with scrypt. */
 
@@ -48,34 +42,14 @@ export const userRoutes: FastifyPluginAsyncTypebox = async (app) => {
     async (request, reply) => reply.status(201).send(await createUser(db, request.params.projectId, request.body)),
   );
 
-  app.get(
-    "/v1/projects/:projectId/users",
-    {
-      config: ADMIN_ONLY,
-      schema: {
-        tags: IDENTITY_TAGS,
-        summary: "List a project's users (extension, admin)",
-        params: V1ProjectParams,
-        response: { 200: Type.Object({ users: Type.Array(User) }), ...errors(403, 404) },
-      },
-    },
-    async (request) => ({ users: listUsers(db, request.params.projectId) }),
-  );
-
-  app.delete(
-    "/v1/projects/:projectId/users/:userId",
-    {
-      config: ADMIN_ONLY,
-      schema: {
-        tags: IDENTITY_TAGS,
-        summary: "Delete a user and end its login sessions (extension, admin)",
-        params: Type.Object({ projectId: Type.String(), userId: Type.String() }),
-        response: { 200: EmptyReply, ...errors(403, 404) },
-      },
-    },
-    async (request, reply) => {
-      deleteUser(db, request.params.projectId, request.params.userId);
-      return reply.status(200).send();
-    },
-  );
+  projectCollectionRoutes(app, {
+    plural: "users",
+    idParam: "userId",
+    item: User,
+    adminOnly: true,
+    listSummary: "List a project's users (extension, admin)",
+    deleteSummary: "Delete a user and end its login sessions (extension, admin)",
+    list: (projectId) => listUsers(db, projectId),
+    remove: (projectId, id) => deleteUser(db, projectId, id),
+  });
 };

@@ -8,7 +8,8 @@ export interface NewOperation {
   kind: string;
   targetType: string;
   targetId: string;
-  params?: Record<string, unknown>;
+  /** The kind's own parameters (its `…Params` interface); stored as JSON. */
+  params?: object;
 }
 
 /** Inserts an operation; call inside the transaction that makes the change it carries out. */
@@ -21,7 +22,8 @@ export function recordOperation(tx: Tx, input: NewOperation): OperationRow {
       kind: input.kind,
       targetType: input.targetType,
       targetId: input.targetId,
-      params: input.params ?? {},
+      // The column holds every kind's params; each kind reads back the interface it wrote.
+      params: (input.params ?? {}) as Record<string, unknown>,
       state: "pending",
       cursor: { step: 0, progress: {} },
     })

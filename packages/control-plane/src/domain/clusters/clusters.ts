@@ -11,6 +11,7 @@ import { chooseVrouterId } from "./membership/vrrp.ts";
 import { CLUSTER_OPS } from "./operations.ts";
 import type { ApiVersion } from "./spec/fields.ts";
 import { parseClusterCreate, parseClusterUpdate } from "./spec/spec.ts";
+import { startClusterTask } from "./start-task.ts";
 import { type ClusterRow, findCluster } from "./views.ts";
 
 export interface WriteOptions {
@@ -154,49 +155,24 @@ export function updateCluster(
     catalogue: k.catalogue,
     strict: options.strict,
   });
-  const { cluster, operation } = k.db.transaction((tx) => {
-    const cluster = tx
-      .update(clusters)
-      .set({
-        spec: parsed.spec,
-        taskStatus: "updating",
-        taskError: "",
-        lastOp: "update",
-      })
-      .where(eq(clusters.id, clusterId))
-      .returning()
-      .get();
-    const operation = recordOperation(tx, {
-      projectId,
-      kind: CLUSTER_OPS.update,
-      targetType: "cluster",
-      targetId: clusterId,
-      params: { changed: parsed.changed, version: options.version },
-    });
-    return { cluster, operation };
+  const { cluster, operation } = startClusterTask(k, {
+    projectId,
+    clusterId,
+    kind: CLUSTER_OPS.update,
+    params: { changed: parsed.changed, version: options.version },
+    mark: { spec: parsed.spec, taskStatus: "updating", lastOp: "update" },
   });
-  k.runner.enqueue(operation);
   return { cluster, operation, ignored: parsed.ignored };
 }
 
 export function deleteCluster(k: Keelson, projectId: string, clusterId: string): WriteResult {
   const current = findCluster(k.db, projectId, clusterId);
   assertNotDeleting(k, current);
-  const { cluster, operation } = k.db.transaction((tx) => {
-    const cluster = tx
-      .update(clusters)
-      .set({ status: "deleting", taskStatus: "deleting", taskError: "", lastOp: "delete" })
-      .where(eq(clusters.id, clusterId))
-      .returning()
-      .get();
-    const operation = recordOperation(tx, {
-      projectId,
-      kind: CLUSTER_OPS.delete,
-      targetType: "cluster",
-      targetId: clusterId,
-    });
-    return { cluster, operation };
+  const { cluster, operation } = startClusterTask(k, {
+    projectId,
+    clusterId,
+    kind: CLUSTER_OPS.delete,
+    mark: { status: "deleting", taskStatus: "deleting", lastOp: "delete" },
   });
-  k.runner.enqueue(operation);
   return { cluster, operation, ignored: [] };
 }

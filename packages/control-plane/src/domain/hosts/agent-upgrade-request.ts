@@ -101,7 +101,7 @@ export function requestHostAgentUpgrade(
       kind: HOST_UPGRADE_KIND,
       targetType: "host-agents",
       targetId: projectId,
-      params: params as unknown as Record<string, unknown>,
+      params,
     });
   });
   k.runner.enqueue(op);

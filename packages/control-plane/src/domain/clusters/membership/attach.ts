@@ -2,9 +2,10 @@ import { cloudProviders, clusters, nodes, type Tx } from "@keelson/db";
 import { and, eq, inArray, isNull } from "drizzle-orm";
 import type { Keelson } from "../../../context.ts";
 import { ApiError, badRequest, conflict } from "../../../http/errors.ts";
-import { activeOperationFor, recordOperation } from "../../../runner/store.ts";
+import { activeOperationFor } from "../../../runner/store.ts";
 import type { OperationRow } from "../../../runner/types.ts";
 import { CLUSTER_OPS } from "../operations.ts";
+import { startClusterTask } from "../start-task.ts";
 import { type ClusterRow, findCluster } from "../views.ts";
 
 /**
@@ -187,27 +188,18 @@ export function attachNodes(
   const before = masterCount(k.db, clusterId);
   const plan = checkAttachEntries(k, projectId, entries, { unknownNode: 404, existingMasters: before.masters });
   // No await between the checks and the transaction: nothing else can change the rows meanwhile.
-  const operation = k.db.transaction((tx) => {
-    assignNodes(tx, clusterId, plan);
-    const firstMasters = before.masters === 0 && plan.masters.length > 0;
-    tx.update(clusters)
-      .set({
-        // Until a master is ok the cluster is still being created.
-        ...(before.okMasters === 0 ? { status: "creating" } : {}),
-        taskStatus: firstMasters ? "creating" : "updating",
-        taskError: "",
-        lastOp: "attach",
-      })
-      .where(eq(clusters.id, clusterId))
-      .run();
-    return recordOperation(tx, {
-      projectId,
-      kind: CLUSTER_OPS.attach,
-      targetType: "cluster",
-      targetId: clusterId,
-      params: { masters: plan.masters, workers: plan.workers },
-    });
-  });
-  k.runner.enqueue(operation);
-  return operation;
+  const firstMasters = before.masters === 0 && plan.masters.length > 0;
+  return startClusterTask(k, {
+    projectId,
+    clusterId,
+    kind: CLUSTER_OPS.attach,
+    params: { masters: plan.masters, workers: plan.workers },
+    // Until a master is ok the cluster is still being created.
+    mark: {
+      ...(before.okMasters === 0 ? { status: "creating" } : {}),
+      taskStatus: firstMasters ? "creating" : "updating",
+      lastOp: "attach",
+    },
+    first: (tx) => assignNodes(tx, clusterId, plan),
+  }).operation;
 }

@@ -1,11 +1,11 @@
-import { clusters, nodes, operations, type Tx } from "@keelson/db";
+import { nodes, operations, type Tx } from "@keelson/db";
 import { and, eq, inArray } from "drizzle-orm";
 import type { Keelson } from "../../../context.ts";
 import { ApiError, badRequest, conflict } from "../../../http/errors.ts";
-import { recordOperation } from "../../../runner/store.ts";
 import type { OperationRow } from "../../../runner/types.ts";
 import { isHealthyNode } from "../health/health.ts";
 import { CLUSTER_OPS } from "../operations.ts";
+import { startClusterTask } from "../start-task.ts";
 import { findCluster } from "../views.ts";
 import { assertMembershipChangeable, type MembershipEntry, type MembershipPlan } from "./attach.ts";
 
@@ -169,19 +169,11 @@ export function detachNodes(
   assertMembershipChangeable(k, cluster, "detached");
   const plan = checkDetachEntries(k.db, projectId, clusterId, entries);
   // No await between the checks and the transaction: nothing else can change the rows meanwhile.
-  const operation = k.db.transaction((tx) => {
-    tx.update(clusters)
-      .set({ taskStatus: "updating", taskError: "", lastOp: "detach" })
-      .where(eq(clusters.id, clusterId))
-      .run();
-    return recordOperation(tx, {
-      projectId,
-      kind: CLUSTER_OPS.detach,
-      targetType: "cluster",
-      targetId: clusterId,
-      params: { masters: plan.masters, workers: plan.workers },
-    });
-  });
-  k.runner.enqueue(operation);
-  return operation;
+  return startClusterTask(k, {
+    projectId,
+    clusterId,
+    kind: CLUSTER_OPS.detach,
+    params: { masters: plan.masters, workers: plan.workers },
+    mark: { taskStatus: "updating", lastOp: "detach" },
+  }).operation;
 }

@@ -1,14 +1,14 @@
-import { clusters, nodes } from "@keelson/db";
+import { nodes } from "@keelson/db";
 import { and, eq } from "drizzle-orm";
 import type { Keelson } from "../../../context.ts";
 import { badRequest, conflict } from "../../../http/errors.ts";
-import { recordOperation } from "../../../runner/store.ts";
 import type { OperationRow } from "../../../runner/types.ts";
 import { hostsInAgentRollout } from "../../hosts/agent-rollout.ts";
 import { nodeShelf } from "../../packages/node-shelf.ts";
 import { countRoles } from "../health/health.ts";
 import { toStringMap } from "../spec/coerce.ts";
 import { checkToken } from "../spec/formats.ts";
+import { startClusterTask } from "../start-task.ts";
 import { findCluster } from "../views.ts";
 import {
   assertNotBusy,
@@ -55,23 +55,17 @@ export function startRestart(
     throw badRequest("uuid", `cluster ${cluster.name} (${cluster.id}) has no ${what} to restart`, "nothing_to_restart");
   }
   const params: RestartParams = { scope, batchPercent: percent, masters, workers };
-  const operation = k.db.transaction((tx) => {
-    assertNotBusy(tx, clusterId);
-    assertNoAgentRollout(tx, projectId, [...masters, ...workers]);
-    tx.update(clusters)
-      .set({ taskStatus: "restarting", taskError: "", lastOp: "restart" })
-      .where(eq(clusters.id, clusterId))
-      .run();
-    return recordOperation(tx, {
-      projectId,
-      kind: ROLLOUT_OPS.restart,
-      targetType: "cluster",
-      targetId: clusterId,
-      params: params as unknown as Record<string, unknown>,
-    });
-  });
-  k.runner.enqueue(operation);
-  return operation;
+  return startClusterTask(k, {
+    projectId,
+    clusterId,
+    kind: ROLLOUT_OPS.restart,
+    params,
+    mark: { taskStatus: "restarting", lastOp: "restart" },
+    first: (tx) => {
+      assertNotBusy(tx, clusterId);
+      assertNoAgentRollout(tx, projectId, [...masters, ...workers]);
+    },
+  }).operation;
 }
 
 export interface UpgradeRequest {
@@ -175,23 +169,17 @@ export function startUpgrade(
     workers: all.workers.filter((n) => !chosenIds.has(n.id)),
     changes,
   };
-  const operation = k.db.transaction((tx) => {
-    assertNotBusy(tx, clusterId);
-    assertNoAgentRollout(tx, projectId, [...all.masters, ...all.workers]);
-    tx.update(clusters)
-      .set({ status: "upgrading", taskStatus: "upgrading", taskError: "", upgradingTo: target, lastOp: "upgrade" })
-      .where(eq(clusters.id, clusterId))
-      .run();
-    return recordOperation(tx, {
-      projectId,
-      kind: ROLLOUT_OPS.upgrade,
-      targetType: "cluster",
-      targetId: clusterId,
-      params: params as unknown as Record<string, unknown>,
-    });
-  });
-  k.runner.enqueue(operation);
-  return operation;
+  return startClusterTask(k, {
+    projectId,
+    clusterId,
+    kind: ROLLOUT_OPS.upgrade,
+    params,
+    mark: { status: "upgrading", taskStatus: "upgrading", upgradingTo: target, lastOp: "upgrade" },
+    first: (tx) => {
+      assertNotBusy(tx, clusterId);
+      assertNoAgentRollout(tx, projectId, [...all.masters, ...all.workers]);
+    },
+  }).operation;
 }
 
 /**
