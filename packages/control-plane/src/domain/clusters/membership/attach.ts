@@ -39,13 +39,8 @@ export interface AttachCheckOptions {
   existingMasters: number;
 }
 
-/** Request entries -> plan; throws the first violation. Reads only. */
-export function checkAttachEntries(
-  k: Pick<Keelson, "db" | "agents">,
-  projectId: string,
-  entries: MembershipEntry[],
-  options: AttachCheckOptions,
-): MembershipPlan {
+/** The requested node ids; a node named twice in one request is a mistake the client should hear about. */
+export function uniqueNodeIds(entries: MembershipEntry[]): string[] {
   const seen = new Set<string>();
   for (const entry of entries) {
     if (seen.has(entry.uuid)) {
@@ -53,6 +48,17 @@ export function checkAttachEntries(
     }
     seen.add(entry.uuid);
   }
+  return [...seen];
+}
+
+/** Request entries -> plan; throws the first violation. Reads only. */
+export function checkAttachEntries(
+  k: Pick<Keelson, "db" | "agents">,
+  projectId: string,
+  entries: MembershipEntry[],
+  options: AttachCheckOptions,
+): MembershipPlan {
+  const ids = uniqueNodeIds(entries);
   const rows = new Map(
     (entries.length === 0
       ? []
@@ -66,7 +72,7 @@ export function checkAttachEntries(
           })
           .from(nodes)
           .leftJoin(clusters, eq(clusters.id, nodes.clusterId))
-          .where(and(eq(nodes.projectId, projectId), inArray(nodes.id, [...seen])))
+          .where(and(eq(nodes.projectId, projectId), inArray(nodes.id, ids)))
           .all()
     ).map((r) => [r.id, r]),
   );

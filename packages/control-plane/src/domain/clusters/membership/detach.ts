@@ -7,7 +7,7 @@ import { isHealthyNode } from "../health/health.ts";
 import { CLUSTER_OPS } from "../operations.ts";
 import { startClusterTask } from "../start-task.ts";
 import { findCluster } from "../views.ts";
-import { assertMembershipChangeable, type MembershipEntry, type MembershipPlan } from "./attach.ts";
+import { assertMembershipChangeable, type MembershipEntry, type MembershipPlan, uniqueNodeIds } from "./attach.ts";
 
 /**
  * Detaching nodes from a manual-deploy cluster (spec §3, §4.1 detach, §4.3 PUT node). Each
@@ -67,18 +67,12 @@ export function checkDetachEntries(
   clusterId: string,
   entries: MembershipEntry[],
 ): MembershipPlan {
-  const seen = new Set<string>();
-  for (const entry of entries) {
-    if (seen.has(entry.uuid)) {
-      throw badRequest(entry.field, `node ${entry.uuid} is listed more than once`, "duplicate_node");
-    }
-    seen.add(entry.uuid);
-  }
+  const ids = uniqueNodeIds(entries);
   const requested = new Map(
     db
       .select({ id: nodes.id, name: nodes.name, clusterId: nodes.clusterId, isMaster: nodes.isMaster })
       .from(nodes)
-      .where(and(eq(nodes.projectId, projectId), inArray(nodes.id, [...seen])))
+      .where(and(eq(nodes.projectId, projectId), inArray(nodes.id, ids)))
       .all()
       .map((r) => [r.id, r]),
   );
