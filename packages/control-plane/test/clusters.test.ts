@@ -1,4 +1,4 @@
-import { operations } from "@keelson/db";
+import { clusters, operations } from "@keelson/db";
 import { eq } from "drizzle-orm";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { createTestApp, type TestApp } from "./helpers.ts";
@@ -66,6 +66,23 @@ describe.each(["v4", "v3"] as const)("clusters %s", (version) => {
       "cluster.delete:succeeded",
       "cluster.update:succeeded",
     ]);
+  });
+
+  it("keeps a cluster's place in the list and its creation time when it is updated", async () => {
+    const first = (await create({ name: "first" })).json().uuid as string;
+    const second = (await create({ name: "second" })).json().uuid as string;
+    await t.app.keelson.runner.idle();
+    const createdAt = () => t.db.select().from(clusters).where(eq(clusters.id, first)).get()?.createdAt;
+    const before = createdAt();
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    const put = await t.request({ method: "PUT", url: `${base()}/${first}`, payload: { certExpiryHrs: 48 } });
+    expect(put.statusCode).toBe(200);
+    await t.app.keelson.runner.idle();
+    expect(createdAt()).toBe(before);
+    const row = t.db.select().from(clusters).where(eq(clusters.id, first)).get();
+    expect((row?.updatedAt ?? "") > (row?.createdAt ?? "")).toBe(true);
+    const list = await t.request({ method: "GET", url: base() });
+    expect(list.json().map((c: { uuid: string }) => c.uuid)).toEqual([first, second]);
   });
 
   it("shows deleting while the delete operation has not run", async () => {

@@ -132,7 +132,14 @@ export const clusters = sqliteTable(
     caCertPem: text("ca_cert_pem").notNull(),
     caKeyEnc: text("ca_key_enc").notNull(),
     createdAt: createdAt(),
-    updatedAt: createdAt().$onUpdate(() => new Date().toISOString()),
+    // Its own column: sharing created_at (as it once did) moved an updated cluster to the end of the list.
+    // Set by the service: SQLite cannot add a column whose default is an expression, so the
+    // migration gives it a constant one and copies created_at into the rows it finds.
+    updatedAt: text("updated_at")
+      .notNull()
+      .default("")
+      .$defaultFn(() => new Date().toISOString())
+      .$onUpdate(() => new Date().toISOString()),
   },
   (t) => [uniqueIndex("clusters_project_name").on(t.projectId, t.name)],
 );
