@@ -7,6 +7,8 @@ export default defineConfig({
         test: {
           name: "unit",
           include: ["packages/*/test/**/*.test.ts", "test/repo/**/*.test.ts"],
+          // One real PostgreSQL server per run, for the store's tests on that dialect.
+          globalSetup: ["test/support/postgres-setup.ts"],
           testTimeout: 20_000,
         },
       },

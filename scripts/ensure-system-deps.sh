@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Debian packages the tests use (real etcd and keepalived for the phases, iproute2 for network namespaces,
-# openssl to cross-check certificates). Installed only when missing; needs root, as on CI.
+# openssl to cross-check certificates, PostgreSQL for the store's second dialect).
+# Installed only when missing; needs root, as on CI.
 set -euo pipefail
 need=()
 command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
@@ -8,6 +9,8 @@ command -v etcdctl >/dev/null 2>&1 || need+=(etcd-client)
 PATH="$PATH:/usr/sbin:/sbin" command -v keepalived >/dev/null 2>&1 || need+=(keepalived)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v openssl >/dev/null 2>&1 || need+=(openssl)
+# A real PostgreSQL server for the store tests on that dialect (test/support/postgres.ts).
+compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || need+=(postgresql)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ]; then
   echo "missing system packages: ${need[*]} (run as root or install them)" >&2

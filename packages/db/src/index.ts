@@ -1,3 +1,4 @@
 export * from "./client.ts";
 export * as schema from "./schema.ts";
 export * from "./schema.ts";
+export * from "./store/index.ts";

@@ -1,0 +1,75 @@
+import { drizzle } from "drizzle-orm/postgres-js";
+import { migrate } from "drizzle-orm/postgres-js/migrator";
+import postgres from "postgres";
+import type { AsyncDb, Store } from "./types.ts";
+
+export interface PostgresOptions {
+  /** `postgres://` or `postgresql://`; libpq's parameters (sslmode, …) in its query work as libpq users expect. */
+  url: string;
+  /** Instead of a password in the URL (read from a file by the caller). */
+  password?: string;
+  poolSize: number;
+  statementTimeoutMs: number;
+  connectTimeoutMs: number;
+  applicationName: string;
+  migrationsFolder: string;
+}
+
+/**
+ * Two servers starting at once must migrate once: the first takes this session lock, the
+ * second waits and then finds nothing left to do. (A transaction-pooling proxy cannot hold a
+ * session lock: the README says to point Keelson at the database or a session-pooling proxy.)
+ */
+const MIGRATION_LOCK = 0x6b65656c; // "keel"
+
+/**
+ * The production store: a pool of postgres.js connections (chosen over `pg` because it follows
+ * `target_session_attrs=read-write` across a failover, has TCP keepalive and reserved
+ * connections built in) behind drizzle's PostgreSQL driver. Queries are the same awaited
+ * drizzle calls as on SQLite (see AsyncDb).
+ */
+export async function openPostgresStore(options: PostgresOptions): Promise<Store> {
+  const client = postgres(options.url, {
+    max: options.poolSize,
+    ...(options.password !== undefined ? { password: options.password } : {}),
+    connect_timeout: Math.ceil(options.connectTimeoutMs / 1000),
+    keep_alive: 30,
+    target_session_attrs: "read-write",
+    connection: {
+      application_name: options.applicationName,
+      statement_timeout: options.statementTimeoutMs,
+    },
+    // Server notices (e.g. "relation already exists, skipping") are not the service's to print.
+    onnotice: () => {},
+  });
+  const pg = drizzle(client);
+  try {
+    // The lock is held by one reserved session while the pool runs the migrations.
+    const reserved = await client.reserve();
+    try {
+      await reserved`select pg_advisory_lock(${MIGRATION_LOCK})`;
+      try {
+        await migrate(pg, { migrationsFolder: options.migrationsFolder });
+      } finally {
+        await reserved`select pg_advisory_unlock(${MIGRATION_LOCK})`;
+      }
+    } finally {
+      reserved.release();
+    }
+  } catch (err) {
+    await client.end({ timeout: 1 });
+    throw err;
+  }
+  // Typed as the SQLite driver's database on purpose: see AsyncDb.
+  const db = pg as unknown as AsyncDb;
+  return {
+    dialect: "postgres",
+    db,
+    async ping() {
+      await client`select 1`;
+    },
+    async close() {
+      await client.end({ timeout: 5 });
+    },
+  };
+}

@@ -1,0 +1,78 @@
+import { mkdirSync } from "node:fs";
+import { dirname } from "node:path";
+import Database from "better-sqlite3";
+import { drizzle as syncDrizzle } from "drizzle-orm/better-sqlite3";
+import { migrate } from "drizzle-orm/better-sqlite3/migrator";
+import { drizzle } from "drizzle-orm/sqlite-proxy";
+import * as schema from "../schema.ts";
+import { StatementGate } from "./gate.ts";
+import { type AsyncDb, first, type Store } from "./types.ts";
+
+/** Distinct statements kept compiled; the service issues a few hundred kinds at most. */
+const STATEMENT_CACHE = 2_000;
+
+type Method = "run" | "all" | "values" | "get";
+
+/**
+ * The embedded store: one better-sqlite3 connection behind drizzle's asynchronous SQLite
+ * driver, so the same awaited queries run here and on PostgreSQL. Statements are compiled once
+ * and kept by their SQL text; the gate keeps other statements out of an open transaction.
+ */
+export function openSqliteStore(file: string, migrationsFolder: string): Store {
+  if (file !== ":memory:") mkdirSync(dirname(file), { recursive: true });
+  const sqlite = new Database(file);
+  // WAL lets readers run beside the single writer, the busy timeout absorbs another process's
+  // short writes, and SQLite leaves foreign keys off unless each connection switches them on.
+  sqlite.pragma("journal_mode = WAL");
+  sqlite.pragma("synchronous = NORMAL");
+  sqlite.pragma("foreign_keys = ON");
+  sqlite.pragma("busy_timeout = 5000");
+  // Migrations run before the store is shared, through drizzle's synchronous migrator.
+  migrate(syncDrizzle(sqlite, { schema }), { migrationsFolder });
+
+  const statements = new Map<string, Database.Statement>();
+  const compile = (sql: string): Database.Statement => {
+    let statement = statements.get(sql);
+    if (!statement) {
+      if (statements.size >= STATEMENT_CACHE) statements.clear();
+      statement = sqlite.prepare(sql);
+      statements.set(sql, statement);
+    }
+    return statement;
+  };
+  const execute = (sql: string, params: unknown[], method: Method): { rows: unknown[] } => {
+    const statement = compile(sql);
+    if (method === "run" || !statement.reader) {
+      statement.run(...params);
+      return { rows: [] };
+    }
+    const raw = statement.raw(true);
+    // drizzle's proxy takes the row itself (or undefined) for `get`, a list for the others.
+    return method === "get" ? { rows: raw.get(...params) as unknown[] } : { rows: raw.all(...params) };
+  };
+
+  const gate = new StatementGate();
+  const db: AsyncDb = drizzle(async (sql, params, method) => gate.statement(() => execute(sql, params, method)), {
+    schema,
+  });
+  // A transaction holds the gate from BEGIN to COMMIT (see StatementGate). Nested calls on
+  // `tx` are savepoints and already inside it.
+  const transaction = db.transaction.bind(db);
+  db.transaction = ((fn, config) => gate.exclusive(() => transaction(fn, config))) as AsyncDb["transaction"];
+
+  return {
+    dialect: "sqlite",
+    db,
+    async ping() {
+      await gate.statement(() => first(compile("select 1").raw(true).all()));
+    },
+    async close() {
+      await gate.exclusive(async () => {
+        if (!sqlite.open) return;
+        // Fold the WAL back into the main file so a clean stop leaves one self-contained file.
+        sqlite.pragma("wal_checkpoint(TRUNCATE)");
+        sqlite.close();
+      });
+    },
+  };
+}

@@ -1,0 +1,195 @@
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { asc, count, eq } from "drizzle-orm";
+import postgres from "postgres";
+import { afterEach, describe, expect, inject, it } from "vitest";
+import { createDatabase } from "../../../test/support/postgres.ts";
+import { cloudProviders, clusters, nodePools, operations, projects } from "../src/schema.ts";
+import { first, MIGRATIONS, openStore, type Store, type StoreOptions } from "../src/store/index.ts";
+
+const stores: Store[] = [];
+afterEach(async () => {
+  await Promise.all(stores.splice(0).map((s) => s.close()));
+});
+
+async function optionsFor(dialect: Store["dialect"], url?: string): Promise<StoreOptions> {
+  if (dialect === "sqlite") return { dialect, file: ":memory:" };
+  return {
+    dialect,
+    url: url ?? (await createDatabase(inject("postgresAdminUrl"))),
+    poolSize: 4,
+    statementTimeoutMs: 10_000,
+    connectTimeoutMs: 5_000,
+    applicationName: "keelson-test",
+  };
+}
+
+async function open(dialect: Store["dialect"], url?: string): Promise<Store> {
+  const store = await openStore(await optionsFor(dialect, url));
+  stores.push(store);
+  return store;
+}
+
+const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
+
+describe.each(["sqlite", "postgres"] as const)("the %s store", (dialect) => {
+  it("runs the same awaited queries with the same results", async () => {
+    const { db } = await open(dialect);
+    const inserted = await db.insert(projects).values({ id: "p1", name: "one" }).returning();
+    expect(inserted).toEqual([{ id: "p1", name: "one", createdAt: expect.stringMatching(ISO) }]);
+    await db.insert(projects).values({ id: "p2", name: "two" });
+    const upserted = await db
+      .insert(projects)
+      .values({ id: "p1", name: "one" })
+      .onConflictDoUpdate({ target: projects.id, set: { name: "uno" } })
+      .returning({ name: projects.name });
+    expect(upserted).toEqual([{ name: "uno" }]);
+    expect(await db.select({ id: projects.id }).from(projects).orderBy(asc(projects.name))).toEqual([
+      { id: "p2" },
+      { id: "p1" },
+    ]);
+    expect(first(await db.select().from(projects).where(eq(projects.id, "nope")))).toBeUndefined();
+    const [{ n } = { n: -1 }] = await db.select({ n: count() }).from(projects);
+    expect(n).toBe(2);
+    const removed = await db.delete(projects).where(eq(projects.id, "p2")).returning({ id: projects.id });
+    expect(removed).toEqual([{ id: "p2" }]);
+  });
+
+  it("returns JSON documents as stored, keys in their order", async () => {
+    const { db } = await open(dialect);
+    await db.insert(projects).values({ id: "p", name: "p" });
+    const params = { zeta: 1, alpha: { y: [3, 1], b: null }, mid: "x" };
+    await db.insert(operations).values({
+      id: "o",
+      projectId: "p",
+      kind: "k",
+      targetType: "cluster",
+      targetId: "c",
+      params,
+      cursor: { step: 2 },
+    });
+    const row = first(await db.select().from(operations).where(eq(operations.id, "o")));
+    expect(JSON.stringify(row?.params)).toBe(JSON.stringify(params));
+    expect(row).toMatchObject({ state: "pending", attempts: 0, error: null, createdAt: expect.stringMatching(ISO) });
+  });
+
+  it("rolls a failed transaction back whole", async () => {
+    const { db } = await open(dialect);
+    await expect(
+      db.transaction(async (tx) => {
+        await tx.insert(projects).values({ id: "a", name: "a" });
+        await tx.insert(projects).values({ id: "b", name: "a" }); // duplicate name
+      }),
+    ).rejects.toThrow();
+    expect(await db.select().from(projects)).toEqual([]);
+  });
+
+  it("keeps foreign keys and their cascades", async () => {
+    const { db } = await open(dialect);
+    await expect(
+      db.insert(cloudProviders).values({ id: "cp", projectId: "missing", name: "n", type: "local" }),
+    ).rejects.toThrow();
+    await db.insert(projects).values({ id: "p", name: "p" });
+    await db.insert(cloudProviders).values({ id: "cp", projectId: "p", name: "n", type: "local" });
+    await db.insert(nodePools).values({ id: "np", projectId: "p", cloudProviderId: "cp", name: "n" });
+    await db.insert(clusters).values({
+      id: "c",
+      projectId: "p",
+      name: "c",
+      nodePoolId: "np",
+      cloudProviderId: "cp",
+      kubeRoleVersion: "1",
+      spec: {} as never,
+      caCertPem: "",
+      caKeyEnc: "",
+    });
+    expect((await db.select().from(clusters)).map((c) => c.id)).toEqual(["c"]);
+    // A project's delete takes its clusters, pools and providers along.
+    await db.delete(projects).where(eq(projects.id, "p"));
+    expect(await db.select().from(clusters)).toEqual([]);
+    expect(await db.select().from(nodePools)).toEqual([]);
+  });
+});
+
+describe("the SQLite store's gate", () => {
+  it("keeps other statements out of an open transaction, and out of its rollback", async () => {
+    const { db } = await open("sqlite");
+    let insideDone!: () => void;
+    const holding = new Promise<void>((resolve) => {
+      insideDone = resolve;
+    });
+    const events: string[] = [];
+    const transaction = db
+      .transaction(async (tx) => {
+        await tx.insert(projects).values({ id: "inside", name: "inside" });
+        events.push("tx wrote");
+        await holding;
+        throw new Error("roll back");
+      })
+      .catch((err: Error) => events.push(`tx ${err.message}`));
+    // Let the transaction reach its BEGIN and first write.
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    const outsideWrite = db
+      .insert(projects)
+      .values({ id: "outside", name: "outside" })
+      .then(() => events.push("outside wrote"));
+    const outsideRead = db
+      .select()
+      .from(projects)
+      .then((rows) => events.push(`outside read ${rows.map((r) => r.id).join(",")}`));
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(events).toEqual(["tx wrote"]);
+    insideDone();
+    await Promise.all([transaction, outsideWrite, outsideRead]);
+    // The outside statements ran after the rollback, in order, and the rollback did not take them along.
+    expect(events).toEqual(["tx wrote", "tx roll back", "outside wrote", "outside read outside"]);
+    expect((await db.select().from(projects)).map((r) => r.id)).toEqual(["outside"]);
+  });
+
+  it("runs concurrent read-modify-write transactions one after another", async () => {
+    const { db } = await open("sqlite");
+    await db.insert(projects).values({ id: "p", name: "0" });
+    await Promise.all(
+      Array.from({ length: 20 }, () =>
+        db.transaction(async (tx) => {
+          const row = first(await tx.select().from(projects).where(eq(projects.id, "p")));
+          await new Promise((resolve) => setImmediate(resolve));
+          await tx
+            .update(projects)
+            .set({ name: String(Number(row?.name) + 1) })
+            .where(eq(projects.id, "p"));
+        }),
+      ),
+    );
+    expect(first(await db.select().from(projects))?.name).toBe("20");
+  });
+});
+
+describe("the PostgreSQL store", () => {
+  it("migrates once when two servers start on the same empty database at once", async () => {
+    const url = await createDatabase(inject("postgresAdminUrl"));
+    await Promise.all([open("postgres", url), open("postgres", url)]);
+    const journal = JSON.parse(readFileSync(join(MIGRATIONS.postgres, "meta", "_journal.json"), "utf8"));
+    const sql = postgres(url, { max: 1, onnotice: () => {} });
+    try {
+      const rows = await sql`select hash from drizzle.__drizzle_migrations`;
+      expect(rows.length).toBe(journal.entries.length);
+      const [{ name } = { name: "" }] = await sql`select application_name as name from pg_stat_activity
+        where datname = current_database() and application_name = 'keelson-test' limit 1`;
+      expect(name).toBe("keelson-test");
+    } finally {
+      await sql.end();
+    }
+  });
+
+  it("refuses a wrong password with the server's answer and never shows the password", async () => {
+    const url = new URL(await createDatabase(inject("postgresAdminUrl")));
+    url.password = "not-the-Password-42";
+    const failure = await openStore(await optionsFor("postgres", url.toString())).catch(
+      (err: Error & { code?: string }) => err,
+    );
+    expect(failure).toBeInstanceOf(Error);
+    expect((failure as { code?: string }).code).toBe("28P01");
+    expect(String((failure as Error).message)).not.toContain("not-the-Password-42");
+  });
+});
