@@ -1,11 +1,20 @@
 import { readFileSync } from "node:fs";
+import { type AddressInfo, createServer } from "node:net";
 import { join } from "node:path";
 import { asc, count, eq } from "drizzle-orm";
 import postgres from "postgres";
 import { afterEach, describe, expect, inject, it } from "vitest";
 import { createDatabase } from "../../../test/support/postgres.ts";
 import { cloudProviders, clusters, nodePools, operations, projects } from "../src/schema.ts";
-import { first, MIGRATIONS, openStore, type Store, type StoreOptions } from "../src/store/index.ts";
+import {
+  DatabaseUnavailableError,
+  first,
+  MIGRATIONS,
+  openStore,
+  parseDatabaseUrl,
+  type Store,
+  type StoreOptions,
+} from "../src/store/index.ts";
 
 const stores: Store[] = [];
 afterEach(async () => {
@@ -16,10 +25,11 @@ async function optionsFor(dialect: Store["dialect"], url?: string): Promise<Stor
   if (dialect === "sqlite") return { dialect, file: ":memory:" };
   return {
     dialect,
-    url: url ?? (await createDatabase(inject("postgresAdminUrl"))),
+    target: parseDatabaseUrl(url ?? (await createDatabase(inject("postgresAdminUrl")))),
     poolSize: 4,
     statementTimeoutMs: 10_000,
     connectTimeoutMs: 5_000,
+    startTimeoutMs: 0,
     applicationName: "keelson-test",
   };
 }
@@ -188,8 +198,43 @@ describe("the PostgreSQL store", () => {
     const failure = await openStore(await optionsFor("postgres", url.toString())).catch(
       (err: Error & { code?: string }) => err,
     );
-    expect(failure).toBeInstanceOf(Error);
-    expect((failure as { code?: string }).code).toBe("28P01");
-    expect(String((failure as Error).message)).not.toContain("not-the-Password-42");
+    expect(failure).toBeInstanceOf(DatabaseUnavailableError);
+    const error = failure as DatabaseUnavailableError;
+    expect(error.code).toBe("28P01");
+    expect(error.message).toMatch(
+      /^PostgreSQL at keelson@127\.0\.0\.1:\d+\/t_[0-9a-f]{12}: password authentication failed/,
+    );
+    expect(error.message).not.toContain("not-the-Password-42");
+  });
+
+  it("retries an unreachable database until its start timeout, then names where and why", async () => {
+    const server = createServer();
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const { port } = server.address() as AddressInfo;
+    await new Promise((resolve) => server.close(resolve));
+    const retries: number[] = [];
+    const started = Date.now();
+    const options = await optionsFor("postgres", `postgres://keelson:pw@127.0.0.1:${port}/keelson`);
+    const failure = await openStore({
+      ...options,
+      startTimeoutMs: 1_500,
+      onRetry: (_err, delayMs) => retries.push(delayMs),
+    } as StoreOptions).catch((err: unknown) => err);
+    expect(failure).toBeInstanceOf(DatabaseUnavailableError);
+    expect((failure as Error).message).toContain(`PostgreSQL at keelson@127.0.0.1:${port}/keelson`);
+    expect((failure as DatabaseUnavailableError).code).toBe("ECONNREFUSED");
+    expect(retries).toEqual([250, 500]);
+    expect(Date.now() - started).toBeLessThan(5_000);
+  });
+
+  it("refuses TLS it was told to require from a server without it, and connects with sslmode=disable", async () => {
+    const url = new URL(await createDatabase(inject("postgresAdminUrl")));
+    url.searchParams.set("sslmode", "require");
+    const refused = await openStore(await optionsFor("postgres", url.toString())).catch((err: unknown) => err);
+    expect(refused).toBeInstanceOf(DatabaseUnavailableError);
+    expect((refused as Error).message).toMatch(/ssl|tls/i);
+    url.searchParams.set("sslmode", "disable");
+    const store = await open("postgres", url.toString());
+    await expect(store.ping()).resolves.toBeUndefined();
   });
 });

@@ -4,8 +4,9 @@ import { openPostgresStore, type PostgresOptions } from "./postgres-store.ts";
 import { openSqliteStore } from "./sqlite-store.ts";
 import type { Store } from "./types.ts";
 
+export { checkDatabaseUrl, DATABASE_URL_RULE, type PostgresTarget, parseDatabaseUrl } from "./database-url.ts";
 export { StatementGate } from "./gate.ts";
-export type { PostgresOptions } from "./postgres-store.ts";
+export { DatabaseUnavailableError, type PostgresOptions } from "./postgres-store.ts";
 export { type AsyncDb, type AsyncTx, type Dialect, first, type Store } from "./types.ts";
 
 const packageRoot = join(dirname(fileURLToPath(import.meta.url)), "..", "..");

@@ -1,18 +1,44 @@
 import { drizzle } from "drizzle-orm/postgres-js";
 import { migrate } from "drizzle-orm/postgres-js/migrator";
 import postgres from "postgres";
+import type { PostgresTarget } from "./database-url.ts";
 import type { AsyncDb, Store } from "./types.ts";
 
 export interface PostgresOptions {
-  /** `postgres://` or `postgresql://`; libpq's parameters (sslmode, …) in its query work as libpq users expect. */
-  url: string;
+  target: PostgresTarget;
   /** Instead of a password in the URL (read from a file by the caller). */
   password?: string;
   poolSize: number;
   statementTimeoutMs: number;
+  /** One connection attempt. */
   connectTimeoutMs: number;
+  /** How long an unreachable or refusing database is retried at start before giving up. */
+  startTimeoutMs: number;
   applicationName: string;
   migrationsFolder: string;
+  /** Told about each failed attempt before the next (for the log). */
+  onRetry?: (failure: DatabaseUnavailableError, delayMs: number) => void;
+}
+
+/** The database could not be reached or refused us: names where and the server's answer, never the password. */
+export class DatabaseUnavailableError extends Error {
+  override name = "DatabaseUnavailableError";
+  constructor(
+    readonly target: string,
+    readonly answer: string,
+    readonly code: string | undefined,
+  ) {
+    super(`PostgreSQL at ${target}: ${answer}${code ? ` (${code})` : ""}`);
+  }
+}
+
+function unavailable(target: PostgresTarget, err: unknown, password: string | undefined): DatabaseUnavailableError {
+  const e = err as { code?: unknown; message?: unknown };
+  let answer = typeof e.message === "string" && e.message !== "" ? e.message : String(err);
+  // Belt and braces: no answer may carry the password, whatever produced it.
+  const secret = password ?? decodeURIComponent(new URL(target.url).password);
+  if (secret) answer = answer.split(secret).join("(hidden)");
+  return new DatabaseUnavailableError(target.display, answer, typeof e.code === "string" ? e.code : undefined);
 }
 
 /**
@@ -29,7 +55,23 @@ const MIGRATION_LOCK = 0x6b65656c; // "keel"
  * drizzle calls as on SQLite (see AsyncDb).
  */
 export async function openPostgresStore(options: PostgresOptions): Promise<Store> {
-  const client = postgres(options.url, {
+  const deadline = Date.now() + options.startTimeoutMs;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await connect(options);
+    } catch (err) {
+      const failure = unavailable(options.target, err, options.password);
+      const delayMs = Math.min(5_000, 250 * 2 ** (attempt - 1));
+      if (Date.now() + delayMs > deadline) throw failure;
+      options.onRetry?.(failure, delayMs);
+      await new Promise((resolve) => setTimeout(resolve, delayMs));
+    }
+  }
+}
+
+async function connect(options: PostgresOptions): Promise<Store> {
+  const client = postgres(options.target.url, {
+    ssl: options.target.ssl,
     max: options.poolSize,
     ...(options.password !== undefined ? { password: options.password } : {}),
     connect_timeout: Math.ceil(options.connectTimeoutMs / 1000),
