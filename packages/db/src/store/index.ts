@@ -4,9 +4,15 @@ import { openPostgresStore, type PostgresOptions } from "./postgres-store.ts";
 import { openSqliteStore } from "./sqlite-store.ts";
 import type { Store } from "./types.ts";
 
+export { type CopyProgress, copySqliteToPostgres, TABLES_IN_ORDER, type TableCopy } from "./copy.ts";
 export { checkDatabaseUrl, DATABASE_URL_RULE, type PostgresTarget, parseDatabaseUrl } from "./database-url.ts";
 export { StatementGate } from "./gate.ts";
-export { DatabaseUnavailableError, type PostgresOptions } from "./postgres-store.ts";
+export {
+  DatabaseUnavailableError,
+  openPostgresStore,
+  type PostgresOptions,
+  type PostgresStore,
+} from "./postgres-store.ts";
 export { type AsyncDb, type AsyncTx, type Dialect, first, type Store } from "./types.ts";
 
 const packageRoot = join(dirname(fileURLToPath(import.meta.url)), "..", "..");

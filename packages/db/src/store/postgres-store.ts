@@ -54,7 +54,12 @@ const MIGRATION_LOCK = 0x6b65656c; // "keel"
  * connections built in) behind drizzle's PostgreSQL driver. Queries are the same awaited
  * drizzle calls as on SQLite (see AsyncDb).
  */
-export async function openPostgresStore(options: PostgresOptions): Promise<Store> {
+/** The PostgreSQL store, with its pool for the few jobs that speak SQL directly (the copy from SQLite). */
+export interface PostgresStore extends Store {
+  readonly client: postgres.Sql;
+}
+
+export async function openPostgresStore(options: PostgresOptions): Promise<PostgresStore> {
   const deadline = Date.now() + options.startTimeoutMs;
   for (let attempt = 1; ; attempt++) {
     try {
@@ -69,7 +74,7 @@ export async function openPostgresStore(options: PostgresOptions): Promise<Store
   }
 }
 
-async function connect(options: PostgresOptions): Promise<Store> {
+async function connect(options: PostgresOptions): Promise<PostgresStore> {
   const client = postgres(options.target.url, {
     ssl: options.target.ssl,
     max: options.poolSize,
@@ -107,6 +112,7 @@ async function connect(options: PostgresOptions): Promise<Store> {
   return {
     dialect: "postgres",
     db,
+    client,
     async ping() {
       await client`select 1`;
     },

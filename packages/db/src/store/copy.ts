@@ -1,0 +1,105 @@
+import { createHash } from "node:crypto";
+import type Database from "better-sqlite3";
+import { getTableName, type Table } from "drizzle-orm";
+import { getTableConfig } from "drizzle-orm/sqlite-core";
+import type postgres from "postgres";
+import * as schema from "../schema.ts";
+
+/** Every table, parents before children (the order the foreign keys need). */
+export const TABLES_IN_ORDER: readonly Table[] = [
+  schema.projects,
+  schema.users,
+  schema.tokens,
+  schema.joinTokens,
+  schema.cloudProviders,
+  schema.nodePools,
+  schema.clusters,
+  schema.nodes,
+  schema.operations,
+  schema.externalClusters,
+  schema.addons,
+  schema.clusterAccessTokens,
+];
+
+const BATCH_ROWS = 500;
+
+export interface TableCopy {
+  table: string;
+  /** Rows read from SQLite, and rows PostgreSQL holds after the copy. */
+  rows: number;
+  copiedRows: number;
+  /** sha256 of the table's rows in id order, as read from each side. */
+  sourceChecksum: string;
+  targetChecksum: string;
+}
+
+export interface CopyProgress {
+  table: string;
+  copied: number;
+  total: number;
+}
+
+type Row = Record<string, unknown>;
+
+function columnsOf(table: Table): string[] {
+  return getTableConfig(table as Parameters<typeof getTableConfig>[0]).columns.map((c) => c.name);
+}
+
+/** The rows in a form both sides produce alike: values in column order, one JSON line per row. */
+function checksum(rows: Row[], columns: string[]): string {
+  const hash = createHash("sha256");
+  for (const row of rows) hash.update(`${JSON.stringify(columns.map((c) => row[c] ?? null))}\n`);
+  return hash.digest("hex");
+}
+
+/**
+ * Copies every row of a SQLite database into an empty PostgreSQL database of the same schema
+ * version, in one transaction (a failure leaves the target empty), value for value: text stays
+ * the same text (JSON documents included), integers the same integers. Then reads both sides
+ * back in id order and compares a checksum per table. Refuses a target that has any row.
+ */
+export async function copySqliteToPostgres(
+  source: Database.Database,
+  target: postgres.Sql,
+  onProgress: (progress: CopyProgress) => void = () => {},
+): Promise<TableCopy[]> {
+  for (const table of TABLES_IN_ORDER) {
+    const name = getTableName(table);
+    const [found] = await target`select count(*)::int as n from ${target(name)}`;
+    if ((found?.n ?? 0) > 0) throw new Error(`the target database is not empty: ${name} has ${found?.n} rows`);
+  }
+  // One read transaction: the copy is a consistent snapshot even if something writes meanwhile.
+  const read = source.transaction(() =>
+    TABLES_IN_ORDER.map((table) => {
+      const name = getTableName(table);
+      const rows = source.prepare(`select * from "${name}" order by "id"`).all() as Row[];
+      return { table, name, rows };
+    }),
+  );
+  const snapshot = read();
+  await target.begin(async (tx) => {
+    for (const { table, name, rows } of snapshot) {
+      const columns = columnsOf(table);
+      onProgress({ table: name, copied: 0, total: rows.length });
+      for (let i = 0; i < rows.length; i += BATCH_ROWS) {
+        const batch = rows.slice(i, i + BATCH_ROWS);
+        await tx`insert into ${tx(name)} ${tx(batch as Record<string, postgres.ParameterOrJSON<never>>[], columns)}`;
+        onProgress({ table: name, copied: Math.min(rows.length, i + BATCH_ROWS), total: rows.length });
+      }
+    }
+  });
+  const result: TableCopy[] = [];
+  for (const { table, name, rows } of snapshot) {
+    const columns = columnsOf(table);
+    // "C" collation: byte order, as SQLite sorts text.
+    const copied = (await target`select * from ${target(name)} order by "id" collate "C"`) as unknown as Row[];
+    result.push({
+      table: name,
+      rows: rows.length,
+      copiedRows: copied.length,
+      sourceChecksum: checksum(rows, columns),
+      targetChecksum: checksum(copied, columns),
+    });
+  }
+  return result;
+}
