@@ -1,7 +1,9 @@
 import { existsSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { api, type ServerProc, startServer, waitUntil } from "./support/processes.ts";
+import { closeDatabase, openDatabase } from "../../packages/db/src/client.ts";
+import { keelsonSchema } from "../../packages/db/src/schema.ts";
+import { api, type ServerProc, start, startServer, waitUntil } from "./support/processes.ts";
 
 describe("keelson-server as a process", () => {
   const servers: ServerProc[] = [];
@@ -45,6 +47,23 @@ describe("keelson-server as a process", () => {
     const projectsAgain = await api<{ projects: { name: string }[] }>(`${again.url}/v1/projects`, admin);
     expect(projectsAgain.body.projects.filter((p) => p.name === "default")).toHaveLength(1);
     expect(await again.stop("SIGTERM")).toBe(0);
+  });
+
+  it("refuses to start on a schema that needs a newer keelson-server, naming both versions", async () => {
+    const server = await startServer();
+    servers.push(server);
+    expect(await server.stop("SIGTERM")).toBe(0);
+    // What a newer server's migration would have written.
+    const db = openDatabase(join(server.dataDir, "keelson.sqlite"));
+    db.update(keelsonSchema).set({ minBinaryVersion: "99.0.0" }).run();
+    closeDatabase(db);
+    const old = start("npx", ["--no-install", "keelson-server"], {
+      KEELSON_LISTEN: "127.0.0.1:0",
+      KEELSON_DATA_DIR: server.dataDir,
+      KEELSON_ADMIN_TOKEN: server.adminToken,
+    });
+    expect(await old.exited).toBe(1);
+    expect(old.output()).toContain("this database needs keelson-server 99.0.0 or newer, and this one is 0.1.0");
   });
 
   it("generates an admin token into the data dir when none is configured", async () => {

@@ -22,6 +22,7 @@ import { registerRoutes } from "./routes/index.ts";
 import { OperationRunner } from "./runner/runner.ts";
 import type { SecretCipher } from "./secrets/cipher.ts";
 import { defaultServerSettings, type ServerSettings } from "./settings.ts";
+import { SERVER_VERSION } from "./version.ts";
 
 export interface AppOptions {
   db: Db;
@@ -91,7 +92,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       openapi: "3.1.0",
       info: {
         title: "Keelson cluster-management API",
-        version: "0.1.0",
+        version: SERVER_VERSION,
         description:
           "Versions v4, v3 and v1 of the cluster-management interface plus Keelson's extensions. " +
           "Every path is also served under the /qbert prefix (for example /qbert/v4/{projectId}/clusters).",

@@ -1,5 +1,5 @@
 import { join } from "node:path";
-import { closeDatabase, openDatabase } from "@keelson/db";
+import { closeDatabase, openDatabase, SchemaTooNewError } from "@keelson/db";
 import { setOutgoingFrameChecks } from "@keelson/protocol";
 import { SETTINGS_EXIT_CODE, SettingsError } from "@keelson/settings";
 import closeWithGrace from "close-with-grace";
@@ -10,6 +10,7 @@ import { ensureAdminToken } from "./domain/identity/admin-token.ts";
 import { defaultProjectId } from "./domain/projects/projects.ts";
 import { loadSecretCipher } from "./secrets/cipher.ts";
 import { readServerSettings, type ServerSettings } from "./settings.ts";
+import { SERVER_VERSION } from "./version.ts";
 
 let config: ServerSettings;
 try {
@@ -30,7 +31,14 @@ const raised = raiseOpenFileLimit();
 if (raised.problem) logger.warn({ openFiles: raised.limit, problem: raised.problem }, "open-file limit not raised");
 
 const dbFile = join(config.dataDir, "keelson.sqlite");
-const db = openDatabase(dbFile);
+let db: ReturnType<typeof openDatabase>;
+try {
+  db = openDatabase(dbFile, SERVER_VERSION);
+} catch (err) {
+  if (!(err instanceof SchemaTooNewError)) throw err;
+  logger.fatal({ database: dbFile, required: err.required, binary: err.binary }, err.message);
+  process.exit(1);
+}
 const admin = ensureAdminToken(config.dataDir, config.adminToken);
 const app = await buildApp({
   db,

@@ -5,6 +5,7 @@ import Database from "better-sqlite3";
 import { type BetterSQLite3Database, drizzle } from "drizzle-orm/better-sqlite3";
 import { migrate } from "drizzle-orm/better-sqlite3/migrator";
 import * as schema from "./schema.ts";
+import { assertBinaryCanRun } from "./store/compat.ts";
 
 export type Db = BetterSQLite3Database<typeof schema> & { $client: Database.Database };
 
@@ -19,11 +20,12 @@ export type Tx = Pick<Db, "select" | "insert" | "update" | "delete">;
 const migrationsFolder = join(dirname(fileURLToPath(import.meta.url)), "..", "drizzle");
 
 /**
- * Opens (and migrates) the SQLite database. WAL lets readers run beside the single writer,
+ * Opens (and migrates) the SQLite database; with `binaryVersion`, refuses a schema that needs a
+ * newer binary (SchemaTooNewError). WAL lets readers run beside the single writer,
  * the busy timeout absorbs short write contention, and foreign keys are off by default in
  * SQLite so they must be switched on per connection.
  */
-export function openDatabase(file: string): Db {
+export function openDatabase(file: string, binaryVersion?: string): Db {
   if (file !== ":memory:") mkdirSync(dirname(file), { recursive: true });
   const sqlite = new Database(file);
   sqlite.pragma("journal_mode = WAL");
@@ -32,6 +34,15 @@ export function openDatabase(file: string): Db {
   sqlite.pragma("busy_timeout = 5000");
   const db = drizzle(sqlite, { schema }) as Db;
   migrate(db, { migrationsFolder });
+  if (binaryVersion !== undefined) {
+    const row = db.select().from(schema.keelsonSchema).get();
+    try {
+      assertBinaryCanRun(row?.minBinaryVersion, binaryVersion);
+    } catch (err) {
+      sqlite.close();
+      throw err;
+    }
+  }
   return db;
 }
 

@@ -275,3 +275,14 @@ export const clusterAccessTokens = pgTable(
   },
   (t) => [index("cluster_access_tokens_cluster").on(t.clusterId)],
 );
+
+/**
+ * The oldest keelson-server that can run on this schema, in the one row (id 1). Each migration
+ * that older servers must not run on raises it in its own SQL; a server older than it refuses to
+ * start, naming both versions (store/compat.ts). A newer schema alone is no reason to refuse:
+ * that is what lets old and new replicas run side by side during a rolling upgrade.
+ */
+export const keelsonSchema = pgTable("keelson_schema", {
+  id: integer("id").primaryKey().default(1),
+  minBinaryVersion: text("min_binary_version").notNull(),
+});

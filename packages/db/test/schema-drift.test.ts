@@ -30,6 +30,7 @@ const rowTypesMatch = {
   externalClusters: true,
   addons: true,
   clusterAccessTokens: true,
+  keelsonSchema: true,
 } satisfies { [K in keyof typeof pg]: Same<(typeof sqlite)[K], (typeof pg)[K]> };
 
 const sqliteTables = Object.fromEntries(Object.entries(sqlite).filter(([, value]) => isTable(value))) as Record<

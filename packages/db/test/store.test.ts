@@ -1,17 +1,19 @@
-import { readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync } from "node:fs";
 import { type AddressInfo, createServer } from "node:net";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { asc, count, eq } from "drizzle-orm";
 import postgres from "postgres";
 import { afterEach, describe, expect, inject, it } from "vitest";
 import { createDatabase } from "../../../test/support/postgres.ts";
-import { cloudProviders, clusters, nodePools, operations, projects } from "../src/schema.ts";
+import { cloudProviders, clusters, keelsonSchema, nodePools, operations, projects } from "../src/schema.ts";
 import {
   DatabaseUnavailableError,
   first,
   MIGRATIONS,
   openStore,
   parseDatabaseUrl,
+  SchemaTooNewError,
   type Store,
   type StoreOptions,
 } from "../src/store/index.ts";
@@ -22,7 +24,7 @@ afterEach(async () => {
 });
 
 async function optionsFor(dialect: Store["dialect"], url?: string): Promise<StoreOptions> {
-  if (dialect === "sqlite") return { dialect, file: ":memory:" };
+  if (dialect === "sqlite") return { dialect, file: ":memory:", binaryVersion: "0.1.0" };
   return {
     dialect,
     target: parseDatabaseUrl(url ?? (await createDatabase(inject("postgresAdminUrl")))),
@@ -31,6 +33,7 @@ async function optionsFor(dialect: Store["dialect"], url?: string): Promise<Stor
     connectTimeoutMs: 5_000,
     startTimeoutMs: 0,
     applicationName: "keelson-test",
+    binaryVersion: "0.1.0",
   };
 }
 
@@ -118,6 +121,30 @@ describe.each(["sqlite", "postgres"] as const)("the %s store", (dialect) => {
     await db.delete(projects).where(eq(projects.id, "p"));
     expect(await db.select().from(clusters)).toEqual([]);
     expect(await db.select().from(nodePools)).toEqual([]);
+  });
+});
+
+describe.each(["sqlite", "postgres"] as const)("the %s schema's binary requirement", (dialect) => {
+  it("refuses a binary older than the schema asks for, naming both versions; a newer one runs", async () => {
+    const options = await optionsFor(dialect === "sqlite" ? "sqlite" : "postgres");
+    const sqliteFile = join(mkdtempSync(join(tmpdir(), "keelson-compat-")), "keelson.sqlite");
+    const at = (binaryVersion: string) =>
+      openStore({
+        ...options,
+        ...(options.dialect === "sqlite" ? { file: sqliteFile } : {}),
+        binaryVersion,
+      } as StoreOptions);
+    const initial = await at("0.1.0");
+    await initial.db.update(keelsonSchema).set({ minBinaryVersion: "0.3.0" });
+    await initial.close();
+    const refused = await at("0.2.9").catch((err: unknown) => err);
+    expect(refused).toBeInstanceOf(SchemaTooNewError);
+    expect((refused as Error).message).toBe(
+      "this database needs keelson-server 0.3.0 or newer, and this one is 0.2.9: start a newer keelson-server (or restore the backup taken before the upgrade)",
+    );
+    const newer = await at("0.10.0");
+    stores.push(newer);
+    expect(first(await newer.db.select().from(keelsonSchema))?.minBinaryVersion).toBe("0.3.0");
   });
 });
 

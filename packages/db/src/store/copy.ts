@@ -5,7 +5,10 @@ import { getTableConfig } from "drizzle-orm/sqlite-core";
 import type postgres from "postgres";
 import * as schema from "../schema.ts";
 
-/** Every table, parents before children (the order the foreign keys need). */
+/**
+ * Every table with the service's data, parents before children (the order the foreign keys
+ * need). Not `keelson_schema`: the target's own migrations wrote it.
+ */
 export const TABLES_IN_ORDER: readonly Table[] = [
   schema.projects,
   schema.users,

@@ -1,9 +1,12 @@
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { keelsonSchema } from "../schema.ts";
+import { assertBinaryCanRun } from "./compat.ts";
 import { openPostgresStore, type PostgresOptions } from "./postgres-store.ts";
 import { openSqliteStore } from "./sqlite-store.ts";
-import type { Store } from "./types.ts";
+import { first, type Store } from "./types.ts";
 
+export { assertBinaryCanRun, compareVersions, SchemaTooNewError } from "./compat.ts";
 export { type CopyProgress, copySqliteToPostgres, TABLES_IN_ORDER, type TableCopy } from "./copy.ts";
 export { checkDatabaseUrl, DATABASE_URL_RULE, type PostgresTarget, parseDatabaseUrl } from "./database-url.ts";
 export { StatementGate } from "./gate.ts";
@@ -23,12 +26,22 @@ export const MIGRATIONS = {
   postgres: join(packageRoot, "drizzle-pg"),
 } as const;
 
-export type StoreOptions =
+export type StoreOptions = { binaryVersion: string } & (
   | { dialect: "sqlite"; file: string }
-  | ({ dialect: "postgres" } & Omit<PostgresOptions, "migrationsFolder">);
+  | ({ dialect: "postgres" } & Omit<PostgresOptions, "migrationsFolder">)
+);
 
-/** Opens and migrates the store the settings name. */
+/** Opens and migrates the store the settings name; refuses a schema that needs a newer binary. */
 export async function openStore(options: StoreOptions): Promise<Store> {
-  if (options.dialect === "sqlite") return openSqliteStore(options.file, MIGRATIONS.sqlite);
-  return openPostgresStore({ ...options, migrationsFolder: MIGRATIONS.postgres });
+  const store =
+    options.dialect === "sqlite"
+      ? openSqliteStore(options.file, MIGRATIONS.sqlite)
+      : await openPostgresStore({ ...options, migrationsFolder: MIGRATIONS.postgres });
+  try {
+    assertBinaryCanRun(first(await store.db.select().from(keelsonSchema))?.minBinaryVersion, options.binaryVersion);
+  } catch (err) {
+    await store.close();
+    throw err;
+  }
+  return store;
 }
