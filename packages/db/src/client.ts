@@ -20,18 +20,26 @@ export type Tx = Pick<Db, "select" | "insert" | "update" | "delete">;
 const migrationsFolder = join(dirname(fileURLToPath(import.meta.url)), "..", "drizzle");
 
 /**
- * Opens (and migrates) the SQLite database; with `binaryVersion`, refuses a schema that needs a
- * newer binary (SchemaTooNewError). WAL lets readers run beside the single writer,
- * the busy timeout absorbs short write contention, and foreign keys are off by default in
- * SQLite so they must be switched on per connection.
+ * A connection to the SQLite file as every Keelson connection is set up: WAL lets readers run
+ * beside the single writer, the busy timeout absorbs short write contention, and foreign keys
+ * are off by default in SQLite so they must be switched on per connection.
  */
-export function openDatabase(file: string, binaryVersion?: string): Db {
+export function openSqliteConnection(file: string): Database.Database {
   if (file !== ":memory:") mkdirSync(dirname(file), { recursive: true });
   const sqlite = new Database(file);
   sqlite.pragma("journal_mode = WAL");
   sqlite.pragma("synchronous = NORMAL");
   sqlite.pragma("foreign_keys = ON");
   sqlite.pragma("busy_timeout = 5000");
+  return sqlite;
+}
+
+/**
+ * Opens (and migrates) the SQLite database; with `binaryVersion`, refuses a schema that needs a
+ * newer binary (SchemaTooNewError).
+ */
+export function openDatabase(file: string, binaryVersion?: string): Db {
+  const sqlite = openSqliteConnection(file);
   const db = drizzle(sqlite, { schema }) as Db;
   migrate(db, { migrationsFolder });
   if (binaryVersion !== undefined) {

@@ -1,9 +1,8 @@
-import { mkdirSync } from "node:fs";
-import { dirname } from "node:path";
-import Database from "better-sqlite3";
+import type Database from "better-sqlite3";
 import { drizzle as syncDrizzle } from "drizzle-orm/better-sqlite3";
 import { migrate } from "drizzle-orm/better-sqlite3/migrator";
 import { drizzle } from "drizzle-orm/sqlite-proxy";
+import { openSqliteConnection } from "../client.ts";
 import * as schema from "../schema.ts";
 import { StatementGate } from "./gate.ts";
 import { type AsyncDb, first, type Store } from "./types.ts";
@@ -19,14 +18,7 @@ type Method = "run" | "all" | "values" | "get";
  * and kept by their SQL text; the gate keeps other statements out of an open transaction.
  */
 export function openSqliteStore(file: string, migrationsFolder: string): Store {
-  if (file !== ":memory:") mkdirSync(dirname(file), { recursive: true });
-  const sqlite = new Database(file);
-  // WAL lets readers run beside the single writer, the busy timeout absorbs another process's
-  // short writes, and SQLite leaves foreign keys off unless each connection switches them on.
-  sqlite.pragma("journal_mode = WAL");
-  sqlite.pragma("synchronous = NORMAL");
-  sqlite.pragma("foreign_keys = ON");
-  sqlite.pragma("busy_timeout = 5000");
+  const sqlite = openSqliteConnection(file);
   // Migrations run before the store is shared, through drizzle's synchronous migrator.
   migrate(syncDrizzle(sqlite, { schema }), { migrationsFolder });
 
