@@ -2,10 +2,24 @@
  * `pnpm bench store`: the cost of a drizzle query against the raw better-sqlite3 statement
  * it compiles to (the baseline, same run), for the hot single-row reads and writes of the
  * agent link (a node's project, presence). Decides where raw SQL through `$client` is worth it.
+ * Then the same read through the asynchronous store (packages/db/src/store) on SQLite and on a
+ * real PostgreSQL server the bench starts (test/support/postgres.ts), one awaited query at a time.
  */
 import { randomUUID } from "node:crypto";
 import { eq, sql } from "drizzle-orm";
-import { createTestDatabase, nodes, projects } from "../../../packages/db/src/index.ts";
+import {
+  type AsyncDb,
+  cloudProviders,
+  createTestDatabase,
+  first,
+  nodePools,
+  nodes,
+  openStore,
+  parseDatabaseUrl,
+  projects,
+  type Store,
+} from "../../../packages/db/src/index.ts";
+import { createDatabase, startPostgres } from "../../support/postgres.ts";
 
 const db = createTestDatabase();
 // Rows stand alone here: only the statements are measured.
@@ -53,4 +67,58 @@ for (let round = 0; round < 2; round++) {
   const at = new Date().toISOString();
   time("touch raw        ", (i) => rawTouch.run(at, ids[i % 1000] as string));
   time("touch drizzle prp", (i) => preparedTouch.run({ at, id: ids[i % 1000] }));
+}
+
+async function timeAsync(name: string, f: (i: number) => Promise<unknown>, n = N / 10) {
+  for (let i = 0; i < 2_000; i++) await f(i);
+  const t = process.hrtime.bigint();
+  for (let i = 0; i < n; i++) await f(i);
+  const ns = Number(process.hrtime.bigint() - t) / n;
+  process.stdout.write(`${name}: ${(ns / 1000).toFixed(2)} µs/op\n`);
+}
+
+async function seedStore(db: AsyncDb): Promise<void> {
+  await db.insert(projects).values({ id: projectId, name: "p" });
+  await db.insert(cloudProviders).values({ id: "cp", projectId, name: "local", type: "local" });
+  await db.insert(nodePools).values({ id: "np", projectId, cloudProviderId: "cp", name: "local" });
+  const rows = ids.map((id, i) => ({ id, projectId, name: `n${i}`, nodePoolId: "np" }));
+  for (let i = 0; i < rows.length; i += 200) await db.insert(nodes).values(rows.slice(i, i + 200) as never);
+}
+
+async function benchStore(label: string, store: Store): Promise<void> {
+  const read = (i: number) =>
+    store.db
+      .select({ projectId: nodes.projectId })
+      .from(nodes)
+      .where(eq(nodes.id, ids[i % 1000] as string));
+  await timeAsync(`${label} read drizzle    `, async (i) => first(await read(i)));
+  await timeAsync(`${label} read in a tx    `, (i) =>
+    store.db.transaction(async (tx) => first(await read(i).limit(1))),
+  );
+}
+
+const server = await startPostgres();
+try {
+  const sqliteStore = await openStore({ dialect: "sqlite", file: ":memory:", binaryVersion: "0.1.0" });
+  const pgUrl = await createDatabase(server.adminUrl);
+  const pgStore = await openStore({
+    dialect: "postgres",
+    target: parseDatabaseUrl(pgUrl),
+    poolSize: 4,
+    statementTimeoutMs: 30_000,
+    connectTimeoutMs: 5_000,
+    startTimeoutMs: 0,
+    applicationName: "keelson-bench",
+    binaryVersion: "0.1.0",
+  });
+  await seedStore(sqliteStore.db);
+  await seedStore(pgStore.db);
+  for (let round = 0; round < 2; round++) {
+    await benchStore("sqlite store", sqliteStore);
+    await benchStore("postgres    ", pgStore);
+  }
+  await sqliteStore.close();
+  await pgStore.close();
+} finally {
+  await server.stop();
 }
