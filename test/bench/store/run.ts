@@ -9,6 +9,7 @@ import { randomUUID } from "node:crypto";
 import { eq, sql } from "drizzle-orm";
 import {
   type AsyncDb,
+  type AsyncTx,
   cloudProviders,
   createTestDatabase,
   first,
@@ -86,15 +87,13 @@ async function seedStore(db: AsyncDb): Promise<void> {
 }
 
 async function benchStore(label: string, store: Store): Promise<void> {
-  const read = (i: number) =>
-    store.db
+  const read = (i: number, db: AsyncTx = store.db) =>
+    db
       .select({ projectId: nodes.projectId })
       .from(nodes)
       .where(eq(nodes.id, ids[i % 1000] as string));
   await timeAsync(`${label} read drizzle    `, async (i) => first(await read(i)));
-  await timeAsync(`${label} read in a tx    `, (i) =>
-    store.db.transaction(async (tx) => first(await read(i).limit(1))),
-  );
+  await timeAsync(`${label} read in a tx    `, (i) => store.db.transaction(async (tx) => first(await read(i, tx))));
 }
 
 const server = await startPostgres();
