@@ -1,8 +1,8 @@
 import { existsSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { closeDatabase, openDatabase } from "../../packages/db/src/client.ts";
 import { keelsonSchema } from "../../packages/db/src/schema.ts";
+import { openStore } from "../../packages/db/src/store/index.ts";
 import { api, type ServerProc, start, startServer, waitUntil } from "./support/processes.ts";
 
 describe("keelson-server as a process", () => {
@@ -54,9 +54,13 @@ describe("keelson-server as a process", () => {
     servers.push(server);
     expect(await server.stop("SIGTERM")).toBe(0);
     // What a newer server's migration would have written.
-    const db = openDatabase(join(server.dataDir, "keelson.sqlite"));
-    db.update(keelsonSchema).set({ minBinaryVersion: "99.0.0" }).run();
-    closeDatabase(db);
+    const store = await openStore({
+      dialect: "sqlite",
+      file: join(server.dataDir, "keelson.sqlite"),
+      binaryVersion: "0.1.0",
+    });
+    await store.db.update(keelsonSchema).set({ minBinaryVersion: "99.0.0" });
+    await store.close();
     const old = start("npx", ["--no-install", "keelson-server"], {
       KEELSON_LISTEN: "127.0.0.1:0",
       KEELSON_DATA_DIR: server.dataDir,

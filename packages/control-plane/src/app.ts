@@ -1,7 +1,7 @@
 import swagger from "@fastify/swagger";
 import swaggerUi from "@fastify/swagger-ui";
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
-import type { Db } from "@keelson/db";
+import type { Store } from "@keelson/db";
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from "fastify";
 import { AgentHub, type AgentHubOptions } from "./agents/hub.ts";
 import { defaultLinkLimit, readOpenFileLimit } from "./agents/link-capacity.ts";
@@ -25,7 +25,8 @@ import { defaultServerSettings, type ServerSettings } from "./settings.ts";
 import { SERVER_VERSION } from "./version.ts";
 
 export interface AppOptions {
-  db: Db;
+  /** Opened and migrated by the caller, who also closes it after the app. */
+  store: Store;
   dataDir: string;
   adminToken: string;
   cipher: SecretCipher;
@@ -56,21 +57,23 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     },
   }).withTypeProvider<TypeBoxTypeProvider>();
 
-  const runner = new OperationRunner(options.db, app.log);
-  const identity = new IdentityResolver(options.db, hashSecret(options.adminToken));
+  const runner = new OperationRunner(options.store.db, app.log);
+  const identity = new IdentityResolver(options.store.db, hashSecret(options.adminToken));
   const { presence, ...hubTuning } = options.agentHub ?? {};
   const openFiles = readOpenFileLimit();
   const agents = new AgentHub({
     heartbeatMs: settings.agentHeartbeatMs,
     linkLimit: settings.agentLinkLimit ?? (openFiles ? defaultLinkLimit(openFiles.soft) : undefined),
     ...hubTuning,
-    domain: hostLinkDomain({ db: options.db, identity, cipher: options.cipher, log: app.log, presence }),
+    domain: hostLinkDomain({ db: options.store.db, identity, cipher: options.cipher, log: app.log, presence }),
     log: app.log,
   });
+  await agents.resetStalePresence();
   agents.attach(app.server);
   const keelson: Keelson = {
     settings,
-    db: options.db,
+    store: options.store,
+    db: options.store.db,
     dataDir: options.dataDir,
     cipher: options.cipher,
     catalogue: loadCatalogue(),
@@ -80,7 +83,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     agents,
   };
   app.decorate("keelson", keelson);
-  ensureDefaultProject(keelson);
+  await ensureDefaultProject(keelson);
   registerOperationKinds(keelson);
   const stopFollowingHealth = followClusterHealth(keelson);
 
@@ -108,7 +111,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   app.get("/openapi.json", { config: { auth: "public" }, schema: { hide: true } }, async () => app.swagger());
 
   app.addHook("onReady", async () => {
-    if (options.runOperations !== false) runner.start();
+    if (options.runOperations !== false) await runner.start();
   });
   app.addHook("preClose", async () => {
     await runner.stop();

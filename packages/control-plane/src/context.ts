@@ -1,4 +1,4 @@
-import type { Db } from "@keelson/db";
+import type { Db, Store } from "@keelson/db";
 import type { FastifyBaseLogger } from "fastify";
 import type { AgentHub } from "./agents/hub.ts";
 import type { Catalogue } from "./domain/catalogue/catalogue.ts";
@@ -11,6 +11,8 @@ import type { ServerSettings } from "./settings.ts";
 export interface Keelson {
   /** Every setting of the server, parsed once at start (settings.ts). */
   readonly settings: ServerSettings;
+  /** The store (SQLite or PostgreSQL) and its query builders (`store.db`). */
+  readonly store: Store;
   readonly db: Db;
   readonly dataDir: string;
   readonly cipher: SecretCipher;

@@ -1,5 +1,5 @@
 import { join } from "node:path";
-import { closeDatabase, openDatabase, SchemaTooNewError } from "@keelson/db";
+import { openStore, SchemaTooNewError, type Store } from "@keelson/db";
 import { setOutgoingFrameChecks } from "@keelson/protocol";
 import { SETTINGS_EXIT_CODE, SettingsError } from "@keelson/settings";
 import closeWithGrace from "close-with-grace";
@@ -31,17 +31,18 @@ const raised = raiseOpenFileLimit();
 if (raised.problem) logger.warn({ openFiles: raised.limit, problem: raised.problem }, "open-file limit not raised");
 
 const dbFile = join(config.dataDir, "keelson.sqlite");
-let db: ReturnType<typeof openDatabase>;
+let store: Store;
 try {
-  db = openDatabase(dbFile, SERVER_VERSION);
+  store = await openStore({ dialect: "sqlite", file: dbFile, binaryVersion: SERVER_VERSION });
 } catch (err) {
   if (!(err instanceof SchemaTooNewError)) throw err;
   logger.fatal({ database: dbFile, required: err.required, binary: err.binary }, err.message);
   process.exit(1);
 }
 const admin = ensureAdminToken(config.dataDir, config.adminToken);
+const db = store.db;
 const app = await buildApp({
-  db,
+  store,
   dataDir: config.dataDir,
   adminToken: admin.token,
   cipher: loadSecretCipher(config.dataDir),
@@ -54,7 +55,7 @@ closeWithGrace({ delay: 15_000, logger }, async ({ signal, err }) => {
   else logger.info({ signal }, "shutting down");
   // Fastify's close waits for in-flight requests and runs preClose hooks (operations, agent hub).
   await app.close();
-  closeDatabase(db);
+  await store.close();
 });
 
 const address = await app.listen({ host: config.host, port: config.port });
@@ -63,7 +64,7 @@ logger.info(
     url: address,
     database: dbFile,
     adminToken: admin.file ?? "from KEELSON_ADMIN_TOKEN",
-    defaultProjectId: defaultProjectId(db),
+    defaultProjectId: await defaultProjectId(db),
   },
   "keelson-server ready",
 );
@@ -74,7 +75,7 @@ if (process.stdout.isTTY || config.printSummary) {
       "",
       `Keelson control plane listening on ${address}`,
       `  admin token:        ${admin.file ? `cat ${admin.file}` : "(from KEELSON_ADMIN_TOKEN)"}`,
-      `  default project id: ${defaultProjectId(db)}`,
+      `  default project id: ${await defaultProjectId(db)}`,
       `  API docs:           ${address}/docs`,
       "",
     ].join("\n"),

@@ -2,7 +2,7 @@ import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { joinTokens, nodePools, nodes } from "@keelson/db";
+import { firstRow, joinTokens, nodePools, nodes } from "@keelson/db";
 import {
   AGENT_LINK_PATH,
   CloseCode,
@@ -101,10 +101,14 @@ function connect(
   });
 }
 
-async function waitFor<T>(what: string, probe: () => T | undefined | false, timeoutMs = 3000): Promise<T> {
+async function waitFor<T>(
+  what: string,
+  probe: () => T | undefined | false | Promise<T | undefined | false>,
+  timeoutMs = 3000,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const value = probe();
+    const value = await probe();
     if (value) return value;
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 10));
@@ -147,7 +151,7 @@ async function register(app: TestApp, hostname = "worker-1") {
   return res.json() as { hostId: string; credential: string; projectId: string };
 }
 
-const nodeRow = (app: TestApp, id: string) => app.db.select().from(nodes).where(eq(nodes.id, id)).get();
+const nodeRow = async (app: TestApp, id: string) => firstRow(await app.db.select().from(nodes).where(eq(nodes.id, id)));
 
 describe("POST /v1/agents/register", () => {
   it("spends the join token and creates an unattached node in the local pool, storing only the credential hash", async () => {
@@ -166,7 +170,7 @@ describe("POST /v1/agents/register", () => {
       credential: expect.stringMatching(/^khc_/),
       projectId: t.projectId,
     });
-    const row = nodeRow(t, body.hostId);
+    const row = await nodeRow(t, body.hostId);
     expect(row).toMatchObject({
       projectId: t.projectId,
       name: "worker-7",
@@ -175,17 +179,19 @@ describe("POST /v1/agents/register", () => {
       agentConnected: 0,
     });
     expect(row?.credentialHash).toBe(hashSecret(body.credential));
-    const pool = t.db
-      .select()
-      .from(nodePools)
-      .where(eq(nodePools.id, row?.nodePoolId as string))
-      .get();
+    const pool = firstRow(
+      await t.db
+        .select()
+        .from(nodePools)
+        .where(eq(nodePools.id, row?.nodePoolId as string)),
+    );
     expect(pool?.projectId).toBe(t.projectId);
-    const tokenRow = t.db
-      .select()
-      .from(joinTokens)
-      .where(eq(joinTokens.tokenHash, hashSecret(joinToken)))
-      .get();
+    const tokenRow = firstRow(
+      await t.db
+        .select()
+        .from(joinTokens)
+        .where(eq(joinTokens.tokenHash, hashSecret(joinToken))),
+    );
     expect(tokenRow).toMatchObject({ usedByNodeId: body.hostId, usedAt: expect.any(String) });
   });
 
@@ -212,11 +218,10 @@ describe("POST /v1/agents/register", () => {
     });
 
     const expired = await mintJoinToken(t);
-    t.db
+    await t.db
       .update(joinTokens)
       .set({ expiresAt: "2000-01-01T00:00:00.000Z" })
-      .where(eq(joinTokens.tokenHash, hashSecret(expired)))
-      .run();
+      .where(eq(joinTokens.tokenHash, hashSecret(expired)));
     const late = await t.request({
       method: "POST",
       url: "/v1/agents/register",
@@ -234,7 +239,7 @@ describe("POST /v1/agents/register", () => {
     });
     expect(unknown.statusCode).toBe(403);
     expect(unknown.json().code).toBe("join_token_unknown");
-    expect(t.db.select().from(nodes).all()).toHaveLength(1);
+    expect(await t.db.select().from(nodes)).toHaveLength(1);
   });
 
   it("a registration whose answer was lost is asked again with the agent's credential: the same host, once", async () => {
@@ -259,7 +264,7 @@ describe("POST /v1/agents/register", () => {
       backoff: { initialMs: 5, maxMs: 10 },
     });
     expect(calls).toBe(2);
-    const rows = t.db.select().from(nodes).where(eq(nodes.name, "lost-answer")).all();
+    const rows = await t.db.select().from(nodes).where(eq(nodes.name, "lost-answer"));
     expect(rows).toHaveLength(1);
     expect(rows[0]?.id).toBe(identity.hostId);
     expect(rows[0]?.credentialHash).toBe(hashSecret(identity.credential));
@@ -348,7 +353,10 @@ describe("agent hub", () => {
       projectId,
       heartbeatMs: 5000,
     });
-    const row = await waitFor("node row", () => nodeRow(t, hostId)?.agentConnected === 1 && nodeRow(t, hostId));
+    const row = await waitFor("node row", async () => {
+      const r = await nodeRow(t, hostId);
+      return r?.agentConnected === 1 ? r : undefined;
+    });
     expect(row).toMatchObject({
       name: "renamed-host",
       primaryIp: "10.9.9.9",
@@ -362,11 +370,11 @@ describe("agent hub", () => {
     expect(t.app.keelson.agents.isConnected(hostId)).toBe(true);
 
     peer.send({ type: "status", agentStatus: "updating", agentVersion: "0.3.0" });
-    await waitFor("status update", () => nodeRow(t, hostId)?.agentStatus === "updating");
-    expect(nodeRow(t, hostId)?.agentError).toBeNull();
+    await waitFor("status update", async () => (await nodeRow(t, hostId))?.agentStatus === "updating");
+    expect((await nodeRow(t, hostId))?.agentError).toBeNull();
 
     peer.ws.close(1000);
-    await waitFor("disconnect", () => nodeRow(t, hostId)?.agentConnected === 0);
+    await waitFor("disconnect", async () => (await nodeRow(t, hostId))?.agentConnected === 0);
     expect(t.app.keelson.agents.isConnected(hostId)).toBe(false);
   });
 
@@ -421,9 +429,9 @@ describe("agent hub", () => {
     expect(old.code).toBe(CloseCode.SUPERSEDED);
     // Give the server time to process the old socket's close completely.
     await new Promise((r) => setTimeout(r, 50));
-    t.app.keelson.agents.flushPresence();
+    await t.app.keelson.agents.flushPresence();
     expect(t.app.keelson.agents.isConnected(hostId)).toBe(true);
-    expect(nodeRow(t, hostId)).toMatchObject({ agentConnected: 1, agentVersion: "0.2.0" });
+    expect(await nodeRow(t, hostId)).toMatchObject({ agentConnected: 1, agentVersion: "0.2.0" });
     // And the new session still works end to end.
     const reply = t.app.keelson.agents.sendCommand(hostId, "ping", {});
     const command = await second.next("command");
@@ -444,7 +452,7 @@ describe("agent hub", () => {
     const closed = await mute.closed;
     // Terminated (no close frame): 1006 on the client side.
     expect(closed.code).toBe(1006);
-    await waitFor("silent host marked gone", () => nodeRow(t, silent.hostId)?.agentConnected === 0);
+    await waitFor("silent host marked gone", async () => (await nodeRow(t, silent.hostId))?.agentConnected === 0);
     expect(t.app.keelson.agents.isConnected(lively.hostId)).toBe(true);
     expect(good.ws.readyState).toBe(WebSocket.OPEN);
   });
@@ -548,8 +556,8 @@ describe("agent hub", () => {
     expect((await pa.closed).code).toBe(CloseCode.GOING_AWAY);
     expect((await pb.closed).code).toBe(CloseCode.GOING_AWAY);
     expect(await pending).toBeInstanceOf(HostOfflineError);
-    expect(nodeRow(app, a.hostId)?.agentConnected).toBe(0);
-    expect(nodeRow(app, b.hostId)?.agentConnected).toBe(0);
+    expect((await nodeRow(app, a.hostId))?.agentConnected).toBe(0);
+    expect((await nodeRow(app, b.hostId))?.agentConnected).toBe(0);
     // The listener is gone with the app: nothing answers on the port any more.
     await expect(connect(url, a.credential)).rejects.toThrow(/ECONNREFUSED/);
     await app.close();
@@ -558,10 +566,10 @@ describe("agent hub", () => {
   it("marks hosts left connected by a crashed control plane as disconnected on start", async () => {
     const first = await createTestApp({ runOperations: false });
     const { hostId } = await register(first);
-    first.db.update(nodes).set({ agentConnected: 1 }).where(eq(nodes.id, hostId)).run();
+    await first.db.update(nodes).set({ agentConnected: 1 }).where(eq(nodes.id, hostId));
     await first.close(true);
     t = await createTestApp({ runOperations: false, dataDir: first.dataDir });
-    expect(nodeRow(t, hostId)?.agentConnected).toBe(0);
+    expect((await nodeRow(t, hostId))?.agentConnected).toBe(0);
   });
 });
 
@@ -589,17 +597,17 @@ describe("PresenceWriter", () => {
     const writer = new PresenceWriter(t.db, t.app.log, { seenIntervalMs: 60_000, flushDelayMs: 60_000 });
     for (const h of hosts) writer.touch(h.hostId, new Date("2030-01-01T00:00:00.000Z"));
     // Nothing written until the periodic flush.
-    for (const h of hosts) expect(nodeRow(t, h.hostId)?.lastSeen).toBeNull();
-    const before = t.db.$client.prepare("select total_changes() as n").get() as { n: number };
-    writer.flush();
-    for (const h of hosts) expect(nodeRow(t, h.hostId)?.lastSeen).toBe("2030-01-01T00:00:00.000Z");
-    const after = t.db.$client.prepare("select total_changes() as n").get() as { n: number };
-    expect(after.n - before.n).toBe(3);
+    for (const h of hosts) expect((await nodeRow(t, h.hostId))?.lastSeen).toBeNull();
+    const before = (await t.store.changeCount?.()) ?? 0;
+    await writer.flush();
+    for (const h of hosts) expect((await nodeRow(t, h.hostId))?.lastSeen).toBe("2030-01-01T00:00:00.000Z");
+    const after = (await t.store.changeCount?.()) ?? 0;
+    expect(after - before).toBe(3);
     // After close (the database may be closing) events are ignored.
-    writer.close();
+    await writer.close();
     writer.touch(hosts[0]?.hostId as string);
-    writer.flush();
-    expect(nodeRow(t, hosts[0]?.hostId as string)?.lastSeen).toBe("2030-01-01T00:00:00.000Z");
+    await writer.flush();
+    expect((await nodeRow(t, hosts[0]?.hostId as string))?.lastSeen).toBe("2030-01-01T00:00:00.000Z");
   });
 });
 
@@ -680,13 +688,11 @@ describe("simulated fleet (test/sim) against the real hub", () => {
     try {
       expect(sim.connectedCount()).toBe(12);
       expect(t.app.keelson.agents.connectedHosts(t.projectId)).toHaveLength(12);
-      await waitFor("rows", () => t.db.select().from(nodes).where(eq(nodes.agentConnected, 1)).all().length === 12);
-      const names = t.db
-        .select({ name: nodes.name })
-        .from(nodes)
-        .all()
-        .map((r) => r.name)
-        .sort();
+      await waitFor(
+        "rows",
+        async () => (await t.db.select().from(nodes).where(eq(nodes.agentConnected, 1))).length === 12,
+      );
+      const names = (await t.db.select({ name: nodes.name }).from(nodes)).map((r) => r.name).sort();
       expect(names[0]).toBe("sim-00001");
       const res = await t.request({ method: "POST", url: "/v1/agents/ping", payload: {}, token: ADMIN_TOKEN });
       expect(res.json()).toMatchObject({ hosts: 12, ok: 9, failed: 3, timedOut: 0 });
@@ -694,7 +700,7 @@ describe("simulated fleet (test/sim) against the real hub", () => {
       // Killed agents reconnect by themselves, with the same identity.
       sim.agents[0]?.kill();
       await waitFor("reconnect", () => (sim.agents[0]?.connects ?? 0) >= 2, 5000);
-      expect(t.db.select().from(nodes).all()).toHaveLength(12);
+      expect(await t.db.select().from(nodes)).toHaveLength(12);
     } finally {
       await sim.stop();
     }

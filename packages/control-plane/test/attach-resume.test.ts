@@ -1,5 +1,5 @@
 import type { AddressInfo } from "node:net";
-import { clusters, operations } from "@keelson/db";
+import { clusters, firstRow, openStore, operations } from "@keelson/db";
 import { eq } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
 import { createTestApp } from "./helpers.ts";
@@ -15,16 +15,22 @@ describe("an attach operation across a control-plane restart", () => {
     const clusterId = await first.createCluster("resumed");
     expect((await first.attach(clusterId, [m(m1), m(m2)])).statusCode).toBe(200);
     await waitFor("m2's join", () => first.joinsTo(m2).length === 1);
-    const op = first.latestOperation(clusterId);
+    const op = await first.latestOperation(clusterId);
     expect(op.cursor).toMatchObject({ step: 0, progress: { joined: [m1] } });
 
     // Stop the control plane (the operation is interrupted, not failed) and start a new one on
     // the same data and port; the agents reconnect by themselves.
     const { port } = t.app.server.address() as AddressInfo;
     await t.close(true);
-    const interrupted = (await import("@keelson/db")).openDatabase(`${t.dataDir}/keelson.sqlite`);
-    expect(interrupted.select().from(operations).where(eq(operations.id, op.id)).get()?.state).toBe("running");
-    (await import("@keelson/db")).closeDatabase(interrupted);
+    const interrupted = await openStore({
+      dialect: "sqlite",
+      file: `${t.dataDir}/keelson.sqlite`,
+      binaryVersion: "0.1.0",
+    });
+    expect(firstRow(await interrupted.db.select().from(operations).where(eq(operations.id, op.id)))?.state).toBe(
+      "running",
+    );
+    await interrupted.close();
 
     const t2 = await createTestApp({ dataDir: t.dataDir, agentHub: { presence: { flushDelayMs: 5 } } });
     const sent = recordCommands(t2);
@@ -36,7 +42,8 @@ describe("an attach operation across a control-plane restart", () => {
       first.agent(1).setFailPhase(undefined); // runs m2's phases again, now without delay
       await waitFor(
         "operation done",
-        () => t2.db.select().from(operations).where(eq(operations.id, op.id)).get()?.state === "succeeded",
+        async () =>
+          firstRow(await t2.db.select().from(operations).where(eq(operations.id, op.id)))?.state === "succeeded",
         15_000,
       );
       // m1 got exactly one node.join over both lifetimes; m2 may have been asked again.
@@ -46,8 +53,9 @@ describe("an attach operation across a control-plane restart", () => {
       // The operation settles the status from the nodes as they are at its end; a master whose
       // reconnect is still being written reads unhealthy there, and the status follows its next
       // report. So the status is waited for, not read once.
-      const storedStatus = () => t2.db.select().from(clusters).where(eq(clusters.id, clusterId)).get()?.status;
-      await waitFor("the cluster ok", () => storedStatus() === "ok", 5_000);
+      const storedStatus = async () =>
+        firstRow(await t2.db.select().from(clusters).where(eq(clusters.id, clusterId)))?.status;
+      await waitFor("the cluster ok", async () => (await storedStatus()) === "ok", 5_000);
       expect(await second.cluster(clusterId)).toMatchObject({
         status: "ok",
         taskStatus: "success",

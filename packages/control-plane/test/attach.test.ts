@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { cloudProviders, clusters, nodePools, nodes, operations } from "@keelson/db";
+import { cloudProviders, clusters, firstRow, nodePools, nodes, operations } from "@keelson/db";
 import type { CommandPayload } from "@keelson/protocol";
 import { eq } from "drizzle-orm";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
@@ -51,8 +51,8 @@ describe("attach rules: every violation is refused and changes nothing", () => {
     free = agents(3);
     await attachedCluster("rules-busy", [busy]);
     clusterId = await f.createCluster("rules");
-    offline = insertHost(f.t.db, f.t.projectId, { name: "offline-host", agentConnected: 0 }).id;
-    foreign = insertHost(f.t.db, f.t.otherProjectId, { name: "foreign-host", agentConnected: 1 }).id;
+    offline = (await insertHost(f.t.db, f.t.projectId, { name: "offline-host", agentConnected: 0 })).id;
+    foreign = (await insertHost(f.t.db, f.t.otherProjectId, { name: "foreign-host", agentConnected: 1 })).id;
   });
 
   const cases = () =>
@@ -73,7 +73,7 @@ describe("attach rules: every violation is refused and changes nothing", () => {
 
   it("answers 400/404 naming the entry and the rule", async () => {
     for (const [what, body, status, field, code] of cases()) {
-      const before = f.snapshot();
+      const before = await f.snapshot();
       const joins = f.sent.length;
       for (const version of ["v4", "v3"]) {
         const res = await f.attach(clusterId, [...body], version);
@@ -83,7 +83,7 @@ describe("attach rules: every violation is refused and changes nothing", () => {
         const named = body[Number(field.slice(1, field.indexOf("]")))]?.uuid as string;
         expect(message, what).toContain(named);
       }
-      expect(f.snapshot(), what).toEqual(before);
+      expect(await f.snapshot(), what).toEqual(before);
       expect(f.sent.length, what).toBe(joins);
     }
   });
@@ -98,7 +98,7 @@ describe("attach rules: every violation is refused and changes nothing", () => {
   });
 
   it("refuses malformed bodies with 400 and unknown or foreign clusters with 404/403", async () => {
-    const before = f.snapshot();
+    const before = await f.snapshot();
     for (const body of [[], [{ uuid: free[0] }], [{ isMaster: true }], {}, [{ uuid: free[0], isMaster: true, x: 1 }]]) {
       const res = await f.t.request({
         method: "POST",
@@ -115,7 +115,7 @@ describe("attach rules: every violation is refused and changes nothing", () => {
       payload: [m(free[0] as string)],
     });
     expect(foreignCluster.statusCode).toBe(403);
-    expect(f.snapshot()).toEqual(before);
+    expect(await f.snapshot()).toEqual(before);
   });
 
   it("attaches only to manual-deploy clusters that are not being deleted", async () => {
@@ -123,49 +123,44 @@ describe("attach rules: every violation is refused and changes nothing", () => {
     const providerId = randomUUID();
     const poolId = randomUUID();
     const awsCluster = randomUUID();
-    const local = f.t.db.select().from(clusters).where(eq(clusters.id, clusterId)).get();
-    f.t.db
+    const local = firstRow(await f.t.db.select().from(clusters).where(eq(clusters.id, clusterId)));
+    await f.t.db
       .insert(cloudProviders)
-      .values({ id: providerId, projectId: f.t.projectId, name: "aws-1", type: "aws" })
-      .run();
-    f.t.db
+      .values({ id: providerId, projectId: f.t.projectId, name: "aws-1", type: "aws" });
+    await f.t.db
       .insert(nodePools)
-      .values({ id: poolId, projectId: f.t.projectId, cloudProviderId: providerId, name: "aws-1" })
-      .run();
-    f.t.db
-      .insert(clusters)
-      .values({
-        ...(local as typeof clusters.$inferInsert),
-        id: awsCluster,
-        name: "on-aws",
-        nodePoolId: poolId,
-        cloudProviderId: providerId,
-      })
-      .run();
-    const before = f.snapshot();
+      .values({ id: poolId, projectId: f.t.projectId, cloudProviderId: providerId, name: "aws-1" });
+    await f.t.db.insert(clusters).values({
+      ...(local as typeof clusters.$inferInsert),
+      id: awsCluster,
+      name: "on-aws",
+      nodePoolId: poolId,
+      cloudProviderId: providerId,
+    });
+    const before = await f.snapshot();
     const aws = await f.attach(awsCluster, [m(free[0] as string)]);
     expect(aws.statusCode).toBe(400);
     expect(aws.json()).toMatchObject({ code: "not_manual_deploy" });
     expect(aws.json().message).toMatch(/manual-deploy/);
 
-    f.t.db.update(clusters).set({ status: "deleting" }).where(eq(clusters.id, clusterId)).run();
+    await f.t.db.update(clusters).set({ status: "deleting" }).where(eq(clusters.id, clusterId));
     const deleting = await f.attach(clusterId, [m(free[0] as string)]);
-    f.t.db.update(clusters).set({ status: "pending" }).where(eq(clusters.id, clusterId)).run();
+    await f.t.db.update(clusters).set({ status: "pending" }).where(eq(clusters.id, clusterId));
     expect(deleting.statusCode).toBe(409);
     expect(deleting.json()).toMatchObject({ code: "cluster_deleting" });
-    expect(f.snapshot()).toEqual(before);
+    expect(await f.snapshot()).toEqual(before);
   });
 
   it("takes several masters only while the cluster has none, then one master per request", async () => {
     const [a, b, c] = agents(3) as [string, string, string];
     const [x, y] = agents(2) as [string, string];
     const id = await attachedCluster("one-at-a-time", [a]);
-    const before = f.snapshot();
+    const before = await f.snapshot();
     const two = await f.attach(id, [m(b), m(c)]);
     expect(two.statusCode).toBe(400);
     expect(two.json()).toMatchObject({ field: "[1].uuid", code: "one_master_at_a_time" });
     expect(two.json().message).toMatch(/etcd grows by one member at a time/);
-    expect(f.snapshot()).toEqual(before);
+    expect(await f.snapshot()).toEqual(before);
 
     // Allowed: one more master; then workers alone (the cluster has masters).
     expect((await f.attach(id, [m(b)])).statusCode).toBe(200);
@@ -214,7 +209,10 @@ describe("the attach operation", () => {
       status: "converging",
       api_responding: 0,
     });
-    expect(f.latestOperation(id)).toMatchObject({ kind: "cluster.attach", params: { masters: [master], workers: [] } });
+    expect(await f.latestOperation(id)).toMatchObject({
+      kind: "cluster.attach",
+      params: { masters: [master], workers: [] },
+    });
 
     await f.idle();
     const cluster = await f.cluster(id);
@@ -233,7 +231,7 @@ describe("the attach operation", () => {
     const v3 = await f.node(master, "v3");
     expect(v3.actualKubeRoleVersion).toBe(cluster.kubeRoleVersion);
     expect(v3.clusterKubeRoleVersion).toBe(cluster.kubeRoleVersion);
-    expect(f.latestOperation(id).state).toBe("succeeded");
+    expect((await f.latestOperation(id)).state).toBe("succeeded");
     // The phase list is stored as reported and shown on the host record.
     const host = await f.t.request({ url: `/v1/hosts/${master}` });
     const phases = (host.json() as { phases: { id: string; state: string }[] }).phases;
@@ -252,20 +250,21 @@ describe("the attach operation", () => {
     const joins = f.sent.filter((c) => c.name === "node.join" && (c.payload as JoinPayload).clusterId === id);
     expect(joins.map((c) => c.hostId)).toEqual([...masters, ...joins.slice(3).map((c) => c.hostId)]);
     expect(new Set(joins.slice(3).map((c) => c.hostId))).toEqual(new Set(workers));
-    const ip = (hostId: string) => f.t.db.select().from(nodes).where(eq(nodes.id, hostId)).get()?.primaryIp as string;
+    const ip = async (hostId: string) =>
+      firstRow(await f.t.db.select().from(nodes).where(eq(nodes.id, hostId)))?.primaryIp as string;
     const members = (i: number) => joinOf(joins[i]).etcdMembers;
     expect(members(0)).toEqual([]);
     expect(members(1)).toEqual([
       {
         name: masters[0],
-        peerUrl: `https://${ip(masters[0] as string)}:2380`,
-        clientUrl: `https://${ip(masters[0] as string)}:2379`,
+        peerUrl: `https://${await ip(masters[0] as string)}:2380`,
+        clientUrl: `https://${await ip(masters[0] as string)}:2379`,
       },
     ]);
     expect(members(2).map((e) => e.name)).toEqual([masters[0], masters[1]]);
     for (const join of joins.slice(3)) expect((join.payload as JoinPayload).etcdMembers).toEqual([]);
 
-    const row = f.t.db.select().from(clusters).where(eq(clusters.id, id)).get();
+    const row = firstRow(await f.t.db.select().from(clusters).where(eq(clusters.id, id)));
     const first = joinOf(joins[0]);
     expect(first).toMatchObject({
       clusterId: id,
@@ -273,7 +272,7 @@ describe("the attach operation", () => {
       role: "master",
       kubeRoleVersion: row?.kubeRoleVersion,
       caCertPem: row?.caCertPem,
-      apiEndpoint: `https://${ip(masters[0] as string)}:443`,
+      apiEndpoint: `https://${await ip(masters[0] as string)}:443`,
     });
     expect(joinOf(joins[3]).role).toBe("worker");
 
@@ -300,8 +299,9 @@ describe("the attach operation", () => {
     };
     const [a, b, c] = agents(3) as [string, string, string];
     const plain = await attachedCluster("kc-plain", [a]);
-    const ipOf = (hostId: string) => f.t.db.select().from(nodes).where(eq(nodes.id, hostId)).get()?.primaryIp;
-    expect(await server(plain)).toBe(`https://${ipOf(a)}:443`);
+    const ipOf = async (hostId: string) =>
+      firstRow(await f.t.db.select().from(nodes).where(eq(nodes.id, hostId)))?.primaryIp;
+    expect(await server(plain)).toBe(`https://${await ipOf(a)}:443`);
 
     const vip = await f.createCluster("kc-vip", { masterVipIpv4: "10.250.0.10", masterVipIface: "eth0" });
     expect((await f.attach(vip, [m(b)])).statusCode).toBe(200);
@@ -332,7 +332,7 @@ describe("the attach operation", () => {
     expect(cluster.taskError).toBe(
       `node ${agent.hostname} (${master}) failed in phase "Configure and start kubelet" (kubelet): simulated failure of phase kubelet`,
     );
-    expect(f.latestOperation(id)).toMatchObject({ state: "failed", error: cluster.taskError });
+    expect(await f.latestOperation(id)).toMatchObject({ state: "failed", error: cluster.taskError });
     expect(await f.node(master)).toMatchObject({ status: "failed", clusterUuid: id });
     const host = await f.t.request({ url: `/v1/hosts/${master}` });
     const phase = (host.json() as { phases: { id: string; state: string; lastError: string }[] }).phases.find(
@@ -342,7 +342,10 @@ describe("the attach operation", () => {
 
     // Fixed on the host: the node converges and the idle cluster's status follows its nodes.
     agent.setFailPhase(undefined);
-    await waitFor("cluster ok", () => f.t.db.select().from(clusters).where(eq(clusters.id, id)).get()?.status === "ok");
+    await waitFor(
+      "cluster ok",
+      async () => firstRow(await f.t.db.select().from(clusters).where(eq(clusters.id, id)))?.status === "ok",
+    );
     expect(await f.cluster(id)).toMatchObject({ status: "ok", masterStatus: "healthy", taskStatus: "error" });
   });
 
@@ -386,10 +389,13 @@ describe("the attach operation", () => {
     const id = await f.createCluster("offline-worker");
     expect((await f.attach(id, [m(master), w(worker)])).statusCode).toBe(200);
     await agentOf(worker).stop();
-    await waitFor("master ok", () => f.t.db.select().from(nodes).where(eq(nodes.id, master)).get()?.status === "ok");
+    await waitFor(
+      "master ok",
+      async () => firstRow(await f.t.db.select().from(nodes).where(eq(nodes.id, master)))?.status === "ok",
+    );
     await new Promise((r) => setTimeout(r, 200));
     expect(f.joinsTo(worker)).toHaveLength(0);
-    expect(f.latestOperation(id).state).toBe("running");
+    expect((await f.latestOperation(id)).state).toBe("running");
     expect(await agentOf(worker).connect()).toBe(true);
     await f.idle();
     expect(f.joinsTo(worker)).toHaveLength(1);
@@ -412,7 +418,7 @@ describe("cluster create with masterNodes / workerNodes", () => {
     });
     expect(res.statusCode, res.body).toBe(200);
     const id = res.json().uuid as string;
-    expect(f.latestOperation(id)).toMatchObject({ kind: "cluster.create" });
+    expect(await f.latestOperation(id)).toMatchObject({ kind: "cluster.create" });
     expect(await f.node(master)).toMatchObject({ clusterUuid: id, isMaster: 1 });
     expect((await f.cluster(id)).status).toMatch(/creating|ok/);
     await f.idle();
@@ -432,7 +438,7 @@ describe("cluster create with masterNodes / workerNodes", () => {
   it("applies the attach rules to the named nodes and creates nothing when one is broken", async () => {
     const [free, busy] = agents(2) as [string, string];
     await attachedCluster("create-busy", [busy]);
-    const offline = insertHost(f.t.db, f.t.projectId, { name: "offline-2", agentConnected: 0 }).id;
+    const offline = (await insertHost(f.t.db, f.t.projectId, { name: "offline-2", agentConnected: 0 })).id;
     const cases = [
       [{ workerNodes: [free] }, "workerNodes[0]", "master_required"],
       [{ masterNodes: [offline] }, "masterNodes[0]", "node_offline"],
@@ -440,7 +446,7 @@ describe("cluster create with masterNodes / workerNodes", () => {
       [{ masterNodes: [randomUUID()] }, "masterNodes[0]", "unknown_node"],
     ] as const;
     for (const [body, field, code] of cases) {
-      const before = f.snapshot();
+      const before = await f.snapshot();
       const res = await f.t.request({
         method: "POST",
         url: `/v4/${f.t.projectId}/clusters`,
@@ -448,10 +454,10 @@ describe("cluster create with masterNodes / workerNodes", () => {
       });
       expect(res.statusCode, res.body).toBe(400);
       expect(res.json()).toMatchObject({ field, code });
-      expect(f.snapshot()).toEqual(before);
+      expect(await f.snapshot()).toEqual(before);
     }
-    expect(f.t.db.select().from(operations).where(eq(operations.kind, "cluster.create")).all().length).toBeGreaterThan(
-      0,
-    );
+    expect(
+      (await f.t.db.select().from(operations).where(eq(operations.kind, "cluster.create"))).length,
+    ).toBeGreaterThan(0);
   });
 });

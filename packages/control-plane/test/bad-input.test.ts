@@ -22,8 +22,8 @@ describe("bad input in the API's error vocabulary", () => {
     });
 
   it("refuses a string with an unpaired surrogate as a 400 naming the field, storing nothing", async () => {
-    const clustersBefore = t.db.select().from(clusters).all().length;
-    const usersBefore = t.db.select().from(users).all().length;
+    const clustersBefore = (await t.db.select().from(clusters)).length;
+    const usersBefore = (await t.db.select().from(users)).length;
     const cases: [string, string, string][] = [
       [`/v4/${t.projectId}/clusters`, `{"name":"a${LONE}b"}`, "name"],
       [`/v3/${t.projectId}/clusters`, `{"name":"ok","masterVipIface":"${LONE}"}`, "masterVipIface"],
@@ -45,8 +45,8 @@ describe("bad input in the API's error vocabulary", () => {
         field,
       });
     }
-    expect(t.db.select().from(clusters).all()).toHaveLength(clustersBefore);
-    expect(t.db.select().from(users).all()).toHaveLength(usersBefore);
+    expect(await t.db.select().from(clusters)).toHaveLength(clustersBefore);
+    expect(await t.db.select().from(users)).toHaveLength(usersBefore);
   });
 
   it("still takes every well-formed string, astral characters included", async () => {

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { addons, cloudProviders, clusters, type Db, nodePools, operations } from "@keelson/db";
+import { addons, cloudProviders, clusters, type Db, firstRow, nodePools, operations } from "@keelson/db";
 import { and, eq } from "drizzle-orm";
 import type { InjectOptions } from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -10,57 +10,52 @@ import { storedSpec } from "./node-fixtures.ts";
 
 const catalogue = loadCatalogue();
 
-function insertCluster(
+async function insertCluster(
   db: Db,
   projectId: string,
   name: string,
   kubeRoleVersion = "1.30.6-kls.1",
   status = "pending",
-): string {
-  const provider = db
-    .select()
-    .from(cloudProviders)
-    .where(and(eq(cloudProviders.projectId, projectId), eq(cloudProviders.type, "local")))
-    .get();
-  const pool = db
-    .select()
-    .from(nodePools)
-    .where(eq(nodePools.cloudProviderId, provider?.id ?? ""))
-    .get();
+): Promise<string> {
+  const provider = firstRow(
+    await db
+      .select()
+      .from(cloudProviders)
+      .where(and(eq(cloudProviders.projectId, projectId), eq(cloudProviders.type, "local"))),
+  );
+  const pool = firstRow(
+    await db
+      .select()
+      .from(nodePools)
+      .where(eq(nodePools.cloudProviderId, provider?.id ?? "")),
+  );
   if (!provider || !pool) throw new Error("no local provider");
   const id = randomUUID();
-  db.insert(clusters)
-    .values({
-      id,
-      projectId,
-      name,
-      nodePoolId: pool.id,
-      cloudProviderId: provider.id,
-      kubeRoleVersion,
-      status,
-      spec: storedSpec({ name, kubeRoleVersion }),
-      caCertPem: "dummy",
-      caKeyEnc: "dummy",
-    })
-    .run();
+  await db.insert(clusters).values({
+    id,
+    projectId,
+    name,
+    nodePoolId: pool.id,
+    cloudProviderId: provider.id,
+    kubeRoleVersion,
+    status,
+    spec: storedSpec({ name, kubeRoleVersion }),
+    caCertPem: "dummy",
+    caKeyEnc: "dummy",
+  });
   return id;
 }
 
-function insertAddons(db: Db, clusterId: string, roleVersion: string): void {
+async function insertAddons(db: Db, clusterId: string, roleVersion: string): Promise<void> {
   const role = catalogue.find(roleVersion);
   for (const [name, version] of Object.entries(role?.addons ?? {})) {
-    db.insert(addons).values({ id: randomUUID(), clusterId, name, version }).run();
+    await db.insert(addons).values({ id: randomUUID(), clusterId, name, version });
   }
 }
 
-const addonStates = (db: Db, clusterId: string) =>
+const addonStates = async (db: Db, clusterId: string) =>
   new Set(
-    db
-      .select({ state: addons.state })
-      .from(addons)
-      .where(eq(addons.clusterId, clusterId))
-      .all()
-      .map((a) => a.state),
+    (await db.select({ state: addons.state }).from(addons).where(eq(addons.clusterId, clusterId))).map((a) => a.state),
   );
 
 describe("catalogue endpoints", () => {
@@ -70,7 +65,7 @@ describe("catalogue endpoints", () => {
 
   beforeAll(async () => {
     t = await createTestApp();
-    cluster = insertCluster(t.db, p(), "c-130");
+    cluster = await insertCluster(t.db, p(), "c-130");
   });
   afterAll(async () => t.close());
 
@@ -154,7 +149,7 @@ describe("catalogue endpoints", () => {
     });
 
     it("answers 404 for an unknown cluster and for a cluster of another project", async () => {
-      const other = insertCluster(t.db, t.otherProjectId, "theirs");
+      const other = await insertCluster(t.db, t.otherProjectId, "theirs");
       for (const id of [randomUUID(), other]) {
         const res = await t.request({ method: "GET", url: `/v4/${p()}/clusters/${id}/addonversions` });
         expect(res.statusCode).toBe(404);
@@ -162,7 +157,7 @@ describe("catalogue endpoints", () => {
     });
 
     it("answers 409 when the cluster's role version left the catalogue", async () => {
-      const stale = insertCluster(t.db, p(), "stale", "1.28.15-kls.1");
+      const stale = await insertCluster(t.db, p(), "stale", "1.28.15-kls.1");
       const res = await t.request({ method: "GET", url: `/v4/${p()}/clusters/${stale}/addonversions` });
       expect(res.statusCode).toBe(409);
       expect(res.json().message).toContain("1.28.15-kls.1");
@@ -188,11 +183,13 @@ describe("catalogue endpoints", () => {
       // And nothing from the cluster's past.
       expect(body.flannel).not.toContain("0.25.1");
       // The add-on rows did not change: this DELETE only reads.
-      expect(t.db.select().from(clusters).where(eq(clusters.id, cluster)).get()?.kubeRoleVersion).toBe("1.30.6-kls.1");
+      expect(firstRow(await t.db.select().from(clusters).where(eq(clusters.id, cluster)))?.kubeRoleVersion).toBe(
+        "1.30.6-kls.1",
+      );
     });
 
     it("for the newest role version, only its own versions", async () => {
-      const newest = insertCluster(t.db, p(), "newest", catalogue.newest.roleVersion);
+      const newest = await insertCluster(t.db, p(), "newest", catalogue.newest.roleVersion);
       const res = await t.request({ method: "DELETE", url: `/v4/${p()}/clusters/${newest}/suppotedaddonversions` });
       const expected = Object.fromEntries(Object.entries(catalogue.newest.addons).map(([k, v]) => [k, [v]]));
       expect(res.json()).toEqual(expected);
@@ -232,13 +229,13 @@ describe("catalogue endpoints", () => {
     it("marks the add-ons removing and records the operation in the same transaction", async () => {
       const paused = await createTestApp({ runOperations: false });
       try {
-        const id = insertCluster(paused.db, paused.projectId, "paused");
-        insertAddons(paused.db, id, "1.30.6-kls.1");
+        const id = await insertCluster(paused.db, paused.projectId, "paused");
+        await insertAddons(paused.db, id, "1.30.6-kls.1");
         const res = await paused.request({ method: "DELETE", url: `/v4/${paused.projectId}/clusters/${id}/addons` });
         expect(res.statusCode).toBe(200);
         expect(res.body).toBe("");
-        expect(addonStates(paused.db, id)).toEqual(new Set(["removing"]));
-        const ops = paused.db.select().from(operations).where(eq(operations.targetId, id)).all();
+        expect(await addonStates(paused.db, id)).toEqual(new Set(["removing"]));
+        const ops = await paused.db.select().from(operations).where(eq(operations.targetId, id));
         expect(ops).toHaveLength(1);
         expect(ops[0]).toMatchObject({ kind: "addons.remove", targetType: "cluster", state: "pending" });
         expect((ops[0]?.params as { addons?: string[] } | undefined)?.addons).toHaveLength(12);
@@ -248,19 +245,19 @@ describe("catalogue endpoints", () => {
     });
 
     it("the runner finishes the removal", async () => {
-      const id = insertCluster(t.db, p(), "with-addons");
-      insertAddons(t.db, id, "1.30.6-kls.1");
+      const id = await insertCluster(t.db, p(), "with-addons");
+      await insertAddons(t.db, id, "1.30.6-kls.1");
       const res = await t.request({ method: "DELETE", url: `/v4/${p()}/clusters/${id}/addons` });
       expect(res.statusCode).toBe(200);
       await t.app.keelson.runner.idle();
-      expect(addonStates(t.db, id)).toEqual(new Set(["removed"]));
-      const op = t.db.select().from(operations).where(eq(operations.targetId, id)).get();
+      expect(await addonStates(t.db, id)).toEqual(new Set(["removed"]));
+      const op = firstRow(await t.db.select().from(operations).where(eq(operations.targetId, id)));
       expect(op?.state).toBe("succeeded");
       expect(op?.error).toBeNull();
     });
 
     it("takes the empty JSON body existing clients send with a DELETE", async () => {
-      const id = insertCluster(t.db, p(), "empty-json");
+      const id = await insertCluster(t.db, p(), "empty-json");
       const res = await t.request({
         method: "DELETE",
         url: `/v4/${p()}/clusters/${id}/addons`,
@@ -270,37 +267,37 @@ describe("catalogue endpoints", () => {
     });
 
     it("does not touch other clusters' add-ons", async () => {
-      const a = insertCluster(t.db, p(), "a-addons");
-      const b = insertCluster(t.db, p(), "b-addons");
-      insertAddons(t.db, a, "1.30.6-kls.1");
-      insertAddons(t.db, b, "1.30.6-kls.1");
+      const a = await insertCluster(t.db, p(), "a-addons");
+      const b = await insertCluster(t.db, p(), "b-addons");
+      await insertAddons(t.db, a, "1.30.6-kls.1");
+      await insertAddons(t.db, b, "1.30.6-kls.1");
       await t.request({ method: "DELETE", url: `/v4/${p()}/clusters/${a}/addons` });
       await t.app.keelson.runner.idle();
-      expect(addonStates(t.db, a)).toEqual(new Set(["removed"]));
-      expect(addonStates(t.db, b)).toEqual(new Set(["installed"]));
+      expect(await addonStates(t.db, a)).toEqual(new Set(["removed"]));
+      expect(await addonStates(t.db, b)).toEqual(new Set(["installed"]));
     });
 
     it("answers 409 while the cluster is being deleted and records nothing", async () => {
-      const id = insertCluster(t.db, p(), "deleting", "1.30.6-kls.1", "deleting");
-      insertAddons(t.db, id, "1.30.6-kls.1");
+      const id = await insertCluster(t.db, p(), "deleting", "1.30.6-kls.1", "deleting");
+      await insertAddons(t.db, id, "1.30.6-kls.1");
       const res = await t.request({ method: "DELETE", url: `/v4/${p()}/clusters/${id}/addons` });
       expect(res.statusCode).toBe(409);
-      expect(addonStates(t.db, id)).toEqual(new Set(["installed"]));
-      expect(t.db.select().from(operations).where(eq(operations.targetId, id)).all()).toHaveLength(0);
+      expect(await addonStates(t.db, id)).toEqual(new Set(["installed"]));
+      expect(await t.db.select().from(operations).where(eq(operations.targetId, id))).toHaveLength(0);
     });
 
     it("answers 404 for an unknown cluster and records nothing", async () => {
-      const before = t.db.select().from(operations).all().length;
+      const before = (await t.db.select().from(operations)).length;
       const res = await t.request({ method: "DELETE", url: `/v4/${p()}/clusters/${randomUUID()}/addons` });
       expect(res.statusCode).toBe(404);
-      expect(t.db.select().from(operations).all()).toHaveLength(before);
+      expect(await t.db.select().from(operations)).toHaveLength(before);
     });
   });
 
   describe("authentication", () => {
     it("answers 403 on every endpoint without a token, with a bad one, and with another project's token", async () => {
-      const id = insertCluster(t.db, p(), "auth-target");
-      insertAddons(t.db, id, "1.30.6-kls.1");
+      const id = await insertCluster(t.db, p(), "auth-target");
+      await insertAddons(t.db, id, "1.30.6-kls.1");
       const endpoints: InjectOptions[] = [
         { method: "GET", url: `/v4/${p()}/clusters/supportedRoleVersions` },
         { method: "GET", url: `/v4/${p()}/clusters/${id}/addonversions` },
@@ -315,7 +312,7 @@ describe("catalogue endpoints", () => {
           expect(res.json().code).toBe("forbidden");
         }
       }
-      expect(addonStates(t.db, id)).toEqual(new Set(["installed"]));
+      expect(await addonStates(t.db, id)).toEqual(new Set(["installed"]));
     });
   });
 });

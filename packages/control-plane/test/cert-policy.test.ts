@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
-import { nodes } from "@keelson/db";
+import { firstRow, nodePools, nodes } from "@keelson/db";
 import * as x509 from "@peculiar/x509";
+import { eq } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
 import { decideCertificate } from "../src/domain/hosts/cert-policy.ts";
 import { NodeCertificateSigner } from "../src/domain/hosts/cert-signer.ts";
@@ -65,20 +66,18 @@ describe("NodeCertificateSigner", () => {
     const t = await createTestApp({ runOperations: false });
     const created = await t.request({ method: "POST", url: `/v4/${t.projectId}/clusters`, payload: { name: "c" } });
     const clusterId = created.json().uuid as string;
-    const pool = t.db.$client
-      .prepare("select id from node_pools where project_id = ?")
-      .pluck()
-      .get(t.projectId) as string;
-    const addNode = (name: string, primaryIp: string) => {
+    const pool = firstRow(
+      await t.db.select({ id: nodePools.id }).from(nodePools).where(eq(nodePools.projectId, t.projectId)),
+    )?.id as string;
+    const addNode = async (name: string, primaryIp: string) => {
       const id = randomUUID();
-      t.db
+      await t.db
         .insert(nodes)
-        .values({ id, projectId: t.projectId, nodePoolId: pool, clusterId, name, primaryIp, status: "ok" })
-        .run();
+        .values({ id, projectId: t.projectId, nodePoolId: pool, clusterId, name, primaryIp, status: "ok" });
       return id;
     };
-    addNode("master-a", "10.0.0.5");
-    const impostor = addNode("worker-a", "10.0.0.5");
+    await addNode("master-a", "10.0.0.5");
+    const impostor = await addNode("worker-a", "10.0.0.5");
     const signer = new NodeCertificateSigner(t.db, t.app.keelson.cipher);
     const ask = async (commonName: string) =>
       signer.sign(impostor, {

@@ -1,4 +1,4 @@
-import { clusters, operations } from "@keelson/db";
+import { clusters, firstRow, operations } from "@keelson/db";
 import { eq } from "drizzle-orm";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { createTestApp, type TestApp } from "./helpers.ts";
@@ -72,14 +72,14 @@ describe.each(["v4", "v3"] as const)("clusters %s", (version) => {
     const first = (await create({ name: "first" })).json().uuid as string;
     const second = (await create({ name: "second" })).json().uuid as string;
     await t.app.keelson.runner.idle();
-    const createdAt = () => t.db.select().from(clusters).where(eq(clusters.id, first)).get()?.createdAt;
-    const before = createdAt();
+    const createdAt = async () => firstRow(await t.db.select().from(clusters).where(eq(clusters.id, first)))?.createdAt;
+    const before = await createdAt();
     await new Promise((resolve) => setTimeout(resolve, 5));
     const put = await t.request({ method: "PUT", url: `${base()}/${first}`, payload: { certExpiryHrs: 48 } });
     expect(put.statusCode).toBe(200);
     await t.app.keelson.runner.idle();
-    expect(createdAt()).toBe(before);
-    const row = t.db.select().from(clusters).where(eq(clusters.id, first)).get();
+    expect(await createdAt()).toBe(before);
+    const row = firstRow(await t.db.select().from(clusters).where(eq(clusters.id, first)));
     expect((row?.updatedAt ?? "") > (row?.createdAt ?? "")).toBe(true);
     const list = await t.request({ method: "GET", url: base() });
     expect(list.json().map((c: { uuid: string }) => c.uuid)).toEqual([first, second]);
@@ -120,7 +120,7 @@ describe.each(["v4", "v3"] as const)("clusters %s", (version) => {
     });
     expect(notObject.statusCode).toBe(400);
     expect((await t.request({ method: "GET", url: base() })).json()).toHaveLength(0);
-    expect(t.db.select().from(operations).all()).toHaveLength(0);
+    expect(await t.db.select().from(operations)).toHaveLength(0);
   });
 
   it("answers 400 naming an unknown node in masterNodes", async () => {
@@ -196,7 +196,7 @@ describe("operations survive a restart", () => {
     ).json();
     const before = (await first.request({ method: "GET", url: `/v4/${first.projectId}/clusters/${uuid}` })).json();
     expect(before.taskStatus).toBe("creating");
-    const pending = first.db.select().from(operations).where(eq(operations.targetId, uuid)).get();
+    const pending = firstRow(await first.db.select().from(operations).where(eq(operations.targetId, uuid)));
     expect(pending?.state).toBe("pending");
     await first.close(true);
 
@@ -206,7 +206,7 @@ describe("operations survive a restart", () => {
         const c = (await second.request({ method: "GET", url: `/v4/${second.projectId}/clusters/${uuid}` })).json();
         return c.taskStatus === "success";
       });
-      const op = second.db.select().from(operations).where(eq(operations.targetId, uuid)).get();
+      const op = firstRow(await second.db.select().from(operations).where(eq(operations.targetId, uuid)));
       expect(op?.state).toBe("succeeded");
       expect(op?.attempts).toBe(1);
       const after = (await second.request({ method: "GET", url: `/v4/${second.projectId}/clusters/${uuid}` })).json();
@@ -226,11 +226,10 @@ describe("operations survive a restart", () => {
     // Simulate a crash after the delete's first step: the operation is `running` with its cursor at step 1.
     const crashed = await createTestApp({ dataDir: first.dataDir, runOperations: false });
     await crashed.request({ method: "DELETE", url: `/v4/${crashed.projectId}/clusters/${uuid}` });
-    crashed.db
+    await crashed.db
       .update(operations)
       .set({ state: "running", attempts: 1, cursor: { step: 1, progress: {} } })
-      .where(eq(operations.kind, "cluster.delete"))
-      .run();
+      .where(eq(operations.kind, "cluster.delete"));
     await crashed.close(true);
 
     const second = await createTestApp({ dataDir: first.dataDir });
@@ -239,7 +238,7 @@ describe("operations survive a restart", () => {
       expect(
         (await second.request({ method: "GET", url: `/v4/${second.projectId}/clusters/${uuid}` })).statusCode,
       ).toBe(404);
-      const op = second.db.select().from(operations).where(eq(operations.kind, "cluster.delete")).get();
+      const op = firstRow(await second.db.select().from(operations).where(eq(operations.kind, "cluster.delete")));
       expect(op?.state).toBe("succeeded");
       expect(op?.attempts).toBe(2);
     } finally {

@@ -1,4 +1,4 @@
-import { clusters } from "@keelson/db";
+import { clusters, firstRow } from "@keelson/db";
 import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ADMIN_TOKEN, createTestApp, type TestApp } from "./helpers.ts";
@@ -45,7 +45,7 @@ describe("an existing client's create, replayed byte for byte", () => {
     const { uuid } = res.json();
     expect(String(res.headers.warning)).toContain("status");
 
-    const stored = t.db.select().from(clusters).where(eq(clusters.id, uuid)).get();
+    const stored = firstRow(await t.db.select().from(clusters).where(eq(clusters.id, uuid)));
     expect(stored?.name).toBe("tf-prod-east");
     expect(stored?.status).not.toBe("ok"); // the echoed read-only field was not applied
     expect(stored?.spec).toMatchObject({

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { clusters, nodes } from "@keelson/db";
+import { clusters, firstRow, nodes } from "@keelson/db";
 import type { CommandPayload } from "@keelson/protocol";
 import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -38,11 +38,11 @@ async function clusterWith(masters: string[], workers: string[] = []): Promise<s
   return id;
 }
 
-const nodeRow = (hostId: string) => f.t.db.select().from(nodes).where(eq(nodes.id, hostId)).get();
+const nodeRow = async (hostId: string) => firstRow(await f.t.db.select().from(nodes).where(eq(nodes.id, hostId)));
 
 async function failNode(hostId: string): Promise<void> {
   agentOf(hostId).setFailPhase("kubelet");
-  await waitFor(`${hostId} failed`, () => nodeRow(hostId)?.status === "failed");
+  await waitFor(`${hostId} failed`, async () => (await nodeRow(hostId))?.status === "failed");
 }
 
 async function expectRefused(
@@ -51,12 +51,12 @@ async function expectRefused(
   status: number,
   expected: Record<string, unknown>,
 ): Promise<string> {
-  const before = f.snapshot();
+  const before = await f.snapshot();
   const sent = f.sent.length;
   const res = await f.detach(clusterId, body);
   expect(res.statusCode, res.body).toBe(status);
   expect(res.json()).toMatchObject(expected);
-  expect(f.snapshot()).toEqual(before);
+  expect(await f.snapshot()).toEqual(before);
   expect(f.sent.length).toBe(sent);
   return res.json().message as string;
 }
@@ -77,7 +77,7 @@ describe("detach rules: every violation is refused and changes nothing", () => {
   });
 
   it("answers 400/404 naming the entry and the rule", async () => {
-    const foreign = insertHost(f.t.db, f.t.otherProjectId, { name: "foreign", agentConnected: 1 }).id;
+    const foreign = (await insertHost(f.t.db, f.t.otherProjectId, { name: "foreign", agentConnected: 1 })).id;
     await expectRefused(a, [w(worker1), w(randomUUID())], 404, { field: "[1].uuid", code: "not_found" });
     await expectRefused(a, [w(foreign)], 404, { field: "[0].uuid", code: "not_found" });
     await expectRefused(a, [w(worker1), w(worker1)], 400, { field: "[1].uuid", code: "duplicate_node" });
@@ -106,11 +106,11 @@ describe("detach rules: every violation is refused and changes nothing", () => {
     const id = await clusterWith([mm], [ww]);
     await agentOf(ww).stop(); // the leave waits for the agent to come back
     expect((await f.detach(id, [w(ww)])).statusCode).toBe(200);
-    await waitFor("leave pending", () => f.latestOperation(id).state === "running");
+    await waitFor("leave pending", async () => (await f.latestOperation(id)).state === "running");
     await expectRefused(id, [w(ww)], 409, { code: "already_detaching" });
     expect(await agentOf(ww).connect()).toBe(true);
     await f.idle();
-    expect(nodeRow(ww)).toMatchObject({ clusterId: null, status: "ok" });
+    expect(await nodeRow(ww)).toMatchObject({ clusterId: null, status: "ok" });
   });
 });
 
@@ -187,7 +187,7 @@ describe("the detach operation", () => {
     expect(res.statusCode).toBe(200);
     expect(res.body).toBe("");
     expect(await f.cluster(id)).toMatchObject({ lastOp: "detach", taskStatus: "updating" });
-    expect(f.latestOperation(id)).toMatchObject({
+    expect(await f.latestOperation(id)).toMatchObject({
       kind: "cluster.detach",
       params: { masters: [m1, m2], workers: [w1, w2] },
     });
@@ -208,7 +208,7 @@ describe("the detach operation", () => {
         api_responding: 0,
       });
       expect((await f.node(hostId, "v3")).actualKubeRoleVersion).toBe("");
-      expect(nodeRow(hostId)?.phases).toEqual([]);
+      expect((await nodeRow(hostId))?.phases).toEqual([]);
       expect(agentOf(hostId).membership).toBeUndefined();
     }
     expect(await f.cluster(id)).toMatchObject({
@@ -234,7 +234,7 @@ describe("the detach operation", () => {
     const put = (hostId: string, payload: unknown) =>
       f.t.request({ method: "PUT", url: `/v4/${f.t.projectId}/nodes/${hostId}`, payload: payload as object });
 
-    const before = f.snapshot();
+    const before = await f.snapshot();
     const quorum = await put(mm, { clusterUuid: null });
     expect(quorum.statusCode).toBe(409);
     expect(quorum.json()).toMatchObject({ code: "quorum_loss" });
@@ -248,7 +248,7 @@ describe("the detach operation", () => {
       expect(res.json()).toMatchObject({ field, code: "only_cluster_can_change" });
       expect(res.json().message).toMatch(/only the node's cluster can be changed, and only cleared/);
     }
-    expect(f.snapshot()).toEqual(before);
+    expect(await f.snapshot()).toEqual(before);
 
     expect((await put(loose, { clusterUuid: null })).statusCode).toBe(200);
     const ok = await put(ww, { clusterUuid: null });
@@ -279,7 +279,7 @@ describe("the detach operation", () => {
     expect(res.statusCode).toBe(200);
     await f.idle();
     expect((await f.t.request({ url: `/v4/${f.t.projectId}/clusters/${id}` })).statusCode).toBe(404);
-    expect(f.t.db.select().from(clusters).where(eq(clusters.id, id)).get()).toBeUndefined();
+    expect(firstRow(await f.t.db.select().from(clusters).where(eq(clusters.id, id)))).toBeUndefined();
     for (const hostId of [mm, ww]) {
       expect(await f.node(hostId)).toMatchObject({ clusterUuid: null, status: "ok", isMaster: 0 });
       expect(agentOf(hostId).membership).toBeUndefined();

@@ -1,4 +1,6 @@
+import { firstRow, nodes } from "@keelson/db";
 import type { CommandPayload } from "@keelson/protocol";
+import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Fleet, m, startFleet, w, waitFor } from "./membership-harness.ts";
 
@@ -94,7 +96,7 @@ describe("etcd backup status and settings", () => {
     // The simulated master answers with a good backup, as a real one does after its first run.
     const b = await waitForBackup("success", (x) => x.taskStatus === "success");
     expect(b).toMatchObject({ taskErrorDetail: "", isEtcdBackupEnabled: 1 });
-    expect(f.latestOperation(clusterId)).toMatchObject({ kind: "cluster.update", state: "succeeded" });
+    expect(await f.latestOperation(clusterId)).toMatchObject({ kind: "cluster.update", state: "succeeded" });
   });
 
   it("an offline node does not hold up or fail the update", async () => {
@@ -110,7 +112,7 @@ describe("etcd backup status and settings", () => {
     await f.idle();
     const pushed = f.sent.slice(before).filter((c) => c.name === "node.settings");
     expect(pushed.map((c) => c.hostId)).toEqual([master]);
-    expect(f.latestOperation(clusterId)).toMatchObject({ kind: "cluster.update", state: "succeeded" });
+    expect(await f.latestOperation(clusterId)).toMatchObject({ kind: "cluster.update", state: "succeeded" });
   });
 
   it("with several masters, one whose latest backup failed keeps the cluster in error until it succeeds", async () => {
@@ -128,12 +130,10 @@ describe("etcd backup status and settings", () => {
     report(0, "disk full");
     report(2);
     // The second master's success comes last, and still the first one's failure shows.
-    const backupOfNode = (id: string) =>
-      f.t.db.$client.prepare("SELECT backup_status AS status FROM nodes WHERE id = ?").get(id) as {
-        status: string | null;
-      };
-    await waitFor("both reports stored", () => backupOfNode(second).status === "success");
-    expect(backupOfNode(master).status).toBe("error");
+    const backupOfNode = async (id: string) =>
+      firstRow(await f.t.db.select({ status: nodes.backupStatus }).from(nodes).where(eq(nodes.id, id)));
+    await waitFor("both reports stored", async () => (await backupOfNode(second))?.status === "success");
+    expect((await backupOfNode(master))?.status).toBe("error");
     const failing = await backupOf();
     expect(failing.taskStatus).toBe("error");
     expect(failing.taskErrorDetail).toBe(`master ${f.agent(0).hostname} (${master}): disk full`);

@@ -48,7 +48,7 @@ describe("restartMasters waits for etcd to be whole", () => {
     );
     await sleep(4 * PHASE_MS);
     expect(b.restarts).toBe(0);
-    expect(f.latestOperation(clusterId).state).toBe("running");
+    expect((await f.latestOperation(clusterId)).state).toBe("running");
 
     // Whole again: the re-check reports it, and the next master goes.
     const wholeAt = Date.now();
@@ -109,7 +109,7 @@ describe("waitForEtcdWhole", () => {
       log: k.log,
       signal: new AbortController().signal,
     } as unknown as StepContext;
-    const masters = clusterNodes(f.t.db, clusterId).masters;
+    const masters = (await clusterNodes(f.t.db, clusterId)).masters;
     const master = masters.find((n) => n.id === a.hostId) as (typeof masters)[number];
     const wait = (ms: number) =>
       waitForEtcdWhole(k, ctx, master, masters, since, { at: Date.now() + ms, signal: ctx.signal });

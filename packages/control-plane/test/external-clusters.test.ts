@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { cloudProviders, type Db, externalClusters } from "@keelson/db";
+import { cloudProviders, type Db, externalClusters, firstRow } from "@keelson/db";
 import { and, eq } from "drizzle-orm";
 import type { InjectOptions } from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -8,12 +8,13 @@ import { ADMIN_TOKEN, createTestApp, type TestApp } from "./helpers.ts";
 const AWS = { key: "AKIAIOSFODNN7EXAMPLE", secret: "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY" };
 const AZURE = { key: "0f8fad5b-d9cb-469f-a165-70867728950e", secret: "azure-secret" };
 
-function localProviderId(db: Db, projectId: string): string {
-  const row = db
-    .select()
-    .from(cloudProviders)
-    .where(and(eq(cloudProviders.projectId, projectId), eq(cloudProviders.type, "local")))
-    .get();
+async function localProviderId(db: Db, projectId: string): Promise<string> {
+  const row = firstRow(
+    await db
+      .select()
+      .from(cloudProviders)
+      .where(and(eq(cloudProviders.projectId, projectId), eq(cloudProviders.type, "local"))),
+  );
   return row?.id ?? "";
 }
 
@@ -46,21 +47,18 @@ describe("external clusters", () => {
     ).json().uuid;
     // What a registration will store once the cloud drivers exist.
     registeredId = randomUUID();
-    t.db
-      .insert(externalClusters)
-      .values({
-        id: registeredId,
-        projectId: p(),
-        externalId: "eks-prod",
-        provider: "eks",
-        cloudProviderId: aws,
-        providerDetails: { region: "us-east-1" },
-      })
-      .run();
+    await t.db.insert(externalClusters).values({
+      id: registeredId,
+      projectId: p(),
+      externalId: "eks-prod",
+      provider: "eks",
+      cloudProviderId: aws,
+      providerDetails: { region: "us-east-1" },
+    });
   });
   afterAll(async () => t.close());
 
-  const count = () => t.db.select().from(externalClusters).all().length;
+  const count = async () => (await t.db.select().from(externalClusters)).length;
 
   describe("discover", () => {
     it("answers 200 with an empty list until the cloud drivers exist", async () => {
@@ -88,7 +86,7 @@ describe("external clusters", () => {
     });
 
     it("checks a valid body through to the cloud step, which answers 501 and stores nothing", async () => {
-      const before = count();
+      const before = await count();
       for (const payload of [
         valid(),
         { ...valid(), provider: "EKS" },
@@ -101,7 +99,7 @@ describe("external clusters", () => {
           message: expect.stringContaining("cloud drivers"),
         });
       }
-      expect(count()).toBe(before);
+      expect(await count()).toBe(before);
     });
 
     const bad: [string, (v: Record<string, unknown>) => Record<string, unknown>, string][] = [
@@ -129,13 +127,13 @@ describe("external clusters", () => {
     }
 
     it("answers 400 for the local provider as the account", async () => {
-      const res = await register({ ...valid(), cloudProviderID: localProviderId(t.db, p()) });
+      const res = await register({ ...valid(), cloudProviderID: await localProviderId(t.db, p()) });
       expect(res.statusCode).toBe(400);
       expect(res.json().field).toBe("cloudProviderID");
     });
 
     it("answers 404 for an unknown account and for another project's account", async () => {
-      for (const id of [randomUUID(), localProviderId(t.db, t.otherProjectId)]) {
+      for (const id of [randomUUID(), await localProviderId(t.db, t.otherProjectId)]) {
         const res = await register({ ...valid(), cloudProviderID: id });
         expect(res.statusCode).toBe(404);
       }
@@ -175,7 +173,7 @@ describe("external clusters", () => {
           expect(res.statusCode, res.body).toBe(501);
           expect(res.json().message).toContain("cloud drivers");
         }
-        expect(count()).toBe(1);
+        expect(await count()).toBe(1);
       });
     }
   });

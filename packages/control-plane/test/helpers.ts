@@ -2,7 +2,8 @@ import { randomUUID } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { closeDatabase, type Db, openDatabase, tokens } from "@keelson/db";
+import { type Db, firstRow, openStore, projects, type Store, tokens } from "@keelson/db";
+import { eq } from "drizzle-orm";
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from "fastify";
 import { onTestFinished } from "vitest";
 import { type AppOptions, buildApp } from "../src/app.ts";
@@ -18,6 +19,8 @@ export const ADMIN_TOKEN = "test-admin-token";
 
 export interface TestApp {
   app: FastifyInstance;
+  /** The app's store and its query builders. */
+  store: Store;
   db: Db;
   dataDir: string;
   projectId: string;
@@ -36,11 +39,11 @@ export interface TestApp {
   close(keepFiles?: boolean): Promise<void>;
 }
 
-export function mintProjectToken(db: Db, projectId: string): string {
+export async function mintProjectToken(db: Db, projectId: string): Promise<string> {
   const token = generateSecret("kpt");
-  db.insert(tokens)
-    .values({ id: randomUUID(), projectId, kind: "project", name: "test", tokenHash: hashSecret(token) })
-    .run();
+  await db
+    .insert(tokens)
+    .values({ id: randomUUID(), projectId, kind: "project", name: "test", tokenHash: hashSecret(token) });
   return token;
 }
 
@@ -60,9 +63,10 @@ export async function createTestApp(
 ): Promise<TestApp> {
   const settings: MutableSettings = { ...defaultServerSettings(), ...options.settings };
   const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), "keelson-test-"));
-  const db = openDatabase(join(dataDir, "keelson.sqlite"));
+  const store = await openStore({ dialect: "sqlite", file: join(dataDir, "keelson.sqlite"), binaryVersion: "0.1.0" });
+  const db = store.db;
   const app = await buildApp({
-    db,
+    store,
     dataDir,
     adminToken: ADMIN_TOKEN,
     cipher: new SecretCipher(cipherKey),
@@ -71,15 +75,16 @@ export async function createTestApp(
     ...(options.agentHub ? { agentHub: options.agentHub } : {}),
   });
   await app.ready();
-  const projectId = defaultProjectId(db) as string;
+  const projectId = (await defaultProjectId(db)) as string;
   const other =
-    (db.$client.prepare("select id from projects where name = 'other'").get() as { id: string } | undefined) ??
-    createProject(db, "other");
-  const token = mintProjectToken(db, projectId);
-  const otherToken = mintProjectToken(db, other.id);
+    firstRow(await db.select({ id: projects.id }).from(projects).where(eq(projects.name, "other"))) ??
+    (await createProject(db, "other"));
+  const token = await mintProjectToken(db, projectId);
+  const otherToken = await mintProjectToken(db, other.id);
   let closing: Promise<void> | undefined;
   const testApp: TestApp = {
     app,
+    store,
     db,
     dataDir,
     projectId,
@@ -95,7 +100,7 @@ export async function createTestApp(
     close(keepFiles = false) {
       closing ??= (async () => {
         await app.close();
-        closeDatabase(db);
+        await store.close();
         if (!keepFiles) rmSync(dataDir, { recursive: true, force: true });
       })();
       return closing;

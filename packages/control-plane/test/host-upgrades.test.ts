@@ -1,5 +1,5 @@
 import type { AddressInfo } from "node:net";
-import { operations } from "@keelson/db";
+import { firstRow, operations } from "@keelson/db";
 import { eq } from "drizzle-orm";
 import { afterEach, describe, expect, it } from "vitest";
 import { agentShelf } from "../src/domain/packages/agent-shelf.ts";
@@ -24,7 +24,8 @@ const upgrade = (f: Fleet, body: Record<string, unknown>, token?: string) =>
     ...(token ? { token } : {}),
   });
 
-const operation = (f: Fleet, id: string) => f.t.db.select().from(operations).where(eq(operations.id, id)).get();
+const operation = async (f: Fleet, id: string) =>
+  firstRow(await f.t.db.select().from(operations).where(eq(operations.id, id)));
 
 let fleets: Fleet[] = [];
 afterEach(async () => {
@@ -63,7 +64,7 @@ describe("host-agent upgrades as an operation", () => {
       [b, d],
     ]);
     await f.idle();
-    const op = operation(f, res.json.operationId as string);
+    const op = await operation(f, res.json.operationId as string);
     expect(op).toMatchObject({ kind: "hosts.upgrade", state: "succeeded", error: null });
 
     const sent = f.sent.filter((s) => s.name === "agent.upgrade");
@@ -98,7 +99,7 @@ describe("host-agent upgrades as an operation", () => {
     const res = await upgrade(f, { version: VERSION, hosts: [f.id(0), f.id(1), f.id(2)] });
     expect(res.statusCode, res.body).toBe(200);
     await f.idle();
-    const op = operation(f, res.json().operationId);
+    const op = await operation(f, res.json().operationId);
     expect(op?.state).toBe("failed");
     expect(op?.error).toContain(`host ${f.id(1)}: upgrade to ${VERSION} failed: checksum mismatch`);
     expect(f.agent(0).agentVersion).toBe(VERSION);
@@ -113,7 +114,7 @@ describe("host-agent upgrades as an operation", () => {
     f.agent(0).upgradeTimeMs = 60_000;
     const res = await upgrade(f, { version: VERSION, hosts: [f.id(0), f.id(1)] });
     await f.idle();
-    const op = operation(f, res.json().operationId);
+    const op = await operation(f, res.json().operationId);
     expect(op?.state).toBe("failed");
     expect(op?.error).toContain(`host ${f.id(0)} did not come back running at ${VERSION} in time`);
     expect(f.agent(1).agentUpgrades).toBe(0);
@@ -150,7 +151,7 @@ describe("host-agent upgrades as an operation", () => {
     expect(refused.json()).toMatchObject({ code: "cluster_busy", message: expect.stringContaining("being upgraded") });
     expect((await restart(other)).statusCode).toBe(200);
     await f.idle();
-    expect(operation(f, rollout.json().operationId)?.state).toBe("succeeded");
+    expect((await operation(f, rollout.json().operationId))?.state).toBe("succeeded");
     // Once the agent rollout ended, the restart goes through.
     expect((await restart(clusterId)).statusCode).toBe(200);
     await f.idle();
@@ -159,8 +160,8 @@ describe("host-agent upgrades as an operation", () => {
   it("refuses bad requests with the right status, recording nothing", async () => {
     const f = await fleetWithPackage(2);
     fleets.push(f);
-    const ops = () => f.t.db.select().from(operations).all().length;
-    const before = ops();
+    const ops = async () => (await f.t.db.select().from(operations)).length;
+    const before = await ops();
     const unknownVersion = await upgrade(f, { version: "9.9.9", hosts: [f.id(0)] });
     expect(unknownVersion.statusCode).toBe(400);
     expect(unknownVersion.json().field).toBe("version");
@@ -184,7 +185,7 @@ describe("host-agent upgrades as an operation", () => {
     const offline = await upgrade(f, { version: VERSION, hosts: [f.id(0), f.id(1)] });
     expect(offline.statusCode).toBe(409);
     expect(offline.json().message).toContain(f.id(1));
-    expect(ops()).toBe(before);
+    expect(await ops()).toBe(before);
 
     // One rollout per project at a time.
     f.agent(0).upgradeTimeMs = 500;
@@ -201,7 +202,7 @@ describe("host-agent upgrades as an operation", () => {
     expect(res.statusCode).toBe(200);
     const opId = res.json().operationId as string;
     await waitFor("second batch asked", () => first.agent(1).agentUpgrades === 1, 10_000);
-    expect(operation(first, opId)?.cursor).toMatchObject({ step: 1 });
+    expect((await operation(first, opId))?.cursor).toMatchObject({ step: 1 });
 
     const { port } = t.app.server.address() as AddressInfo;
     await t.close(true);
@@ -212,7 +213,7 @@ describe("host-agent upgrades as an operation", () => {
     await t2.app.listen({ host: "127.0.0.1", port });
     const second = fleetOf(t2, `http://127.0.0.1:${port}`, sim, sent);
     fleets.push(second);
-    await waitFor("operation done", () => operation(second, opId)?.state === "succeeded", 20_000);
+    await waitFor("operation done", async () => (await operation(second, opId))?.state === "succeeded", 20_000);
     expect(first.agent(0).agentUpgrades).toBe(1);
     expect(sent.filter((s) => s.name === "agent.upgrade").map((s) => s.hostId)).toEqual([first.id(1)]);
     expect(first.agent(1).agentVersion).toBe(VERSION);

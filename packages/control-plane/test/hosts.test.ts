@@ -16,30 +16,36 @@ describe("/v1/hosts", () => {
 
   beforeAll(async () => {
     t = await createTestApp({ runOperations: false });
-    online = insertHost(t.db, t.projectId, {
-      name: "host-a",
-      primaryIp: "10.0.0.11",
-      facts: sampleFacts("host-a", "10.0.0.11"),
-      agentConnected: 1,
-      lastSeen: "2030-01-01T00:00:00.000Z",
-      agentVersion: "0.1.0",
-      createdAt: "2030-01-01T00:00:01.000Z",
-    }).id;
-    away = insertHost(t.db, t.projectId, {
-      name: "host-b",
-      facts: sampleFacts("host-b", "10.0.0.12"),
-      agentConnected: 0,
-      lastSeen: "2030-01-02T03:04:05.000Z",
-      createdAt: "2030-01-01T00:00:02.000Z",
-    }).id;
-    failed = insertHost(t.db, t.projectId, {
-      name: "host-c",
-      agentConnected: 1,
-      agentStatus: "running",
-      agentError: "upgrade to 0.2.0 failed: checksum mismatch",
-      createdAt: "2030-01-01T00:00:03.000Z",
-    }).id;
-    foreign = insertHost(t.db, t.otherProjectId, { name: "elsewhere" }).id;
+    online = (
+      await insertHost(t.db, t.projectId, {
+        name: "host-a",
+        primaryIp: "10.0.0.11",
+        facts: sampleFacts("host-a", "10.0.0.11"),
+        agentConnected: 1,
+        lastSeen: "2030-01-01T00:00:00.000Z",
+        agentVersion: "0.1.0",
+        createdAt: "2030-01-01T00:00:01.000Z",
+      })
+    ).id;
+    away = (
+      await insertHost(t.db, t.projectId, {
+        name: "host-b",
+        facts: sampleFacts("host-b", "10.0.0.12"),
+        agentConnected: 0,
+        lastSeen: "2030-01-02T03:04:05.000Z",
+        createdAt: "2030-01-01T00:00:02.000Z",
+      })
+    ).id;
+    failed = (
+      await insertHost(t.db, t.projectId, {
+        name: "host-c",
+        agentConnected: 1,
+        agentStatus: "running",
+        agentError: "upgrade to 0.2.0 failed: checksum mismatch",
+        createdAt: "2030-01-01T00:00:03.000Z",
+      })
+    ).id;
+    foreign = (await insertHost(t.db, t.otherProjectId, { name: "elsewhere" })).id;
   });
   afterAll(() => t.close());
   afterEach(() => vi.restoreAllMocks());

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { cloudProviders, joinTokens, nodePools, projects, tokens, users } from "@keelson/db";
+import { cloudProviders, firstRow, joinTokens, nodePools, projects, tokens, users } from "@keelson/db";
 import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { consumeJoinToken, JoinTokenRejected } from "../src/domain/identity/join-tokens.ts";
@@ -60,7 +60,7 @@ describe("identity endpoints", () => {
   });
   afterAll(async () => t.close());
 
-  const projectCount = () => t.db.select().from(projects).all().length;
+  const projectCount = async () => (await t.db.select().from(projects)).length;
 
   describe("projects", () => {
     it("lists every project for the admin and only its own for a project token", async () => {
@@ -91,9 +91,9 @@ describe("identity endpoints", () => {
       expect(res.statusCode).toBe(201);
       const body = res.json();
       expect(body).toEqual({ id: expect.any(String), name: "team-a.v2_x", createdAt: expect.any(String) });
-      const providers = t.db.select().from(cloudProviders).where(eq(cloudProviders.projectId, body.id)).all();
+      const providers = await t.db.select().from(cloudProviders).where(eq(cloudProviders.projectId, body.id));
       expect(providers).toEqual([expect.objectContaining({ name: "local", type: "local" })]);
-      const pools = t.db.select().from(nodePools).where(eq(nodePools.projectId, body.id)).all();
+      const pools = await t.db.select().from(nodePools).where(eq(nodePools.projectId, body.id));
       expect(pools).toHaveLength(1);
       expect(pools[0]?.cloudProviderId).toBe(providers[0]?.id);
 
@@ -102,13 +102,13 @@ describe("identity endpoints", () => {
     });
 
     it("refuses a duplicate name with 409", async () => {
-      const before = projectCount();
+      const before = await projectCount();
       expectError(
         await t.request({ method: "POST", url: "/v1/projects", token: admin, payload: { name: "default" } }),
         409,
         "duplicate_name",
       );
-      expect(projectCount()).toBe(before);
+      expect(await projectCount()).toBe(before);
     });
 
     it.each([
@@ -120,10 +120,10 @@ describe("identity endpoints", () => {
       ["missing", {}],
       ["an unknown field", { name: "fine", color: "red" }],
     ])("answers 400 naming the field for a name that is %s, storing nothing", async (_what, payload) => {
-      const before = projectCount();
+      const before = await projectCount();
       const body = expectError(await t.request({ method: "POST", url: "/v1/projects", token: admin, payload }), 400);
       expect(body.field).toMatch(/^(name|color)$/);
-      expect(projectCount()).toBe(before);
+      expect(await projectCount()).toBe(before);
     });
 
     it("accepts a 64-character name", async () => {
@@ -180,10 +180,10 @@ describe("identity endpoints", () => {
       expect(expires).toBeGreaterThanOrEqual(before + 2 * HOUR);
       expect(expires).toBeLessThanOrEqual(Date.now() + 2 * HOUR);
 
-      const row = t.db.select().from(tokens).where(eq(tokens.id, body.id)).get();
+      const row = firstRow(await t.db.select().from(tokens).where(eq(tokens.id, body.id)));
       expect(row?.kind).toBe("project");
       expect(row?.tokenHash).toBe(hashSecret(body.token));
-      expect(JSON.stringify(t.db.select().from(tokens).all())).not.toContain(body.token);
+      expect(JSON.stringify(await t.db.select().from(tokens))).not.toContain(body.token);
 
       const use = await t.request({ method: "GET", url: "/v1/projects", token: body.token });
       expect(use.json().projects.map((p: { id: string }) => p.id)).toEqual([t.projectId]);
@@ -204,10 +204,10 @@ describe("identity endpoints", () => {
       [{ name: "tab\tname" }, "name"],
       [{ scope: "all" }, "scope"],
     ])("answers 400 for %j naming %s", async (payload, field) => {
-      const before = t.db.select().from(tokens).all().length;
+      const before = (await t.db.select().from(tokens)).length;
       const body = expectError(await t.request({ method: "POST", url: url(), token: admin, payload }), 400);
       expect(body.field).toBe(field);
-      expect(t.db.select().from(tokens).all().length).toBe(before);
+      expect((await t.db.select().from(tokens)).length).toBe(before);
     });
 
     it("is admin-only, and 404 for an unknown project", async () => {
@@ -259,23 +259,20 @@ describe("identity endpoints", () => {
 
     it("refuses an expired token with 403", async () => {
       const token = generateSecret("kpt");
-      t.db
-        .insert(tokens)
-        .values({
-          id: randomUUID(),
-          projectId: t.projectId,
-          kind: "project",
-          tokenHash: hashSecret(token),
-          expiresAt: new Date(Date.now() - 1000).toISOString(),
-        })
-        .run();
+      await t.db.insert(tokens).values({
+        id: randomUUID(),
+        projectId: t.projectId,
+        kind: "project",
+        tokenHash: hashSecret(token),
+        expiresAt: new Date(Date.now() - 1000).toISOString(),
+      });
       expectError(await t.request({ method: "GET", url: "/v1/projects", token }), 403, "forbidden");
     });
   });
 
   describe("users", () => {
     const url = () => `/v1/projects/${t.projectId}/users`;
-    const userRows = () => t.db.select().from(users).all();
+    const userRows = async () => await t.db.select().from(users);
 
     it("creates a user and keeps only an scrypt hash of the password", async () => {
       const res = await t.request({
@@ -292,14 +289,14 @@ describe("identity endpoints", () => {
         createdAt: expect.any(String),
       });
       expect(res.body).not.toMatch(/s3cret|scrypt|password/i);
-      const row = t.db.select().from(users).where(eq(users.id, res.json().id)).get();
+      const row = firstRow(await t.db.select().from(users).where(eq(users.id, res.json().id)));
       expect(row?.passwordHash).toMatch(/^scrypt\$32768\$8\$1\$/);
       expect(row?.passwordHash).not.toContain("s3cret-password");
       expect(await verifyPassword("s3cret-password", row?.passwordHash as string)).toBe(true);
     });
 
     it("refuses a duplicate name in the same project but allows it in another", async () => {
-      const before = userRows().length;
+      const before = (await userRows()).length;
       expectError(
         await t.request({
           method: "POST",
@@ -310,7 +307,7 @@ describe("identity endpoints", () => {
         409,
         "duplicate_name",
       );
-      expect(userRows().length).toBe(before);
+      expect((await userRows()).length).toBe(before);
       const elsewhere = await t.request({
         method: "POST",
         url: `/v1/projects/${t.otherProjectId}/users`,
@@ -338,10 +335,10 @@ describe("identity endpoints", () => {
       [{ name: "n".repeat(256), password: "long-enough" }, "name"],
       [{ name: "bob", password: "long-enough", role: "admin" }, "role"],
     ])("answers 400 for %j naming %s, storing nothing", async (payload, field) => {
-      const before = userRows().length;
+      const before = (await userRows()).length;
       const body = expectError(await t.request({ method: "POST", url: url(), token: admin, payload }), 400);
       expect(body.field).toBe(field);
-      expect(userRows().length).toBe(before);
+      expect((await userRows()).length).toBe(before);
     });
 
     it("accepts passwords of exactly 8 and 1024 characters", async () => {
@@ -364,7 +361,7 @@ describe("identity endpoints", () => {
         await t.request({ method: "POST", url: `/v1/projects/${randomUUID()}/users`, token: admin, payload }),
         404,
       );
-      expect(userRows().some((u) => u.name === "mallory")).toBe(false);
+      expect((await userRows()).some((u) => u.name === "mallory")).toBe(false);
     });
 
     it("lists users without hashes and deletes one", async () => {
@@ -383,7 +380,7 @@ describe("identity endpoints", () => {
 
   describe("join tokens", () => {
     const url = () => `/v1/projects/${t.projectId}/joinTokens`;
-    const joinRows = () => t.db.select().from(joinTokens).all();
+    const joinRows = async () => await t.db.select().from(joinTokens);
 
     it("issues a one-hour token to a project token by default, stored hashed", async () => {
       const before = Date.now();
@@ -399,9 +396,9 @@ describe("identity endpoints", () => {
       });
       expect(Date.parse(body.expiresAt)).toBeGreaterThanOrEqual(before + HOUR);
       expect(Date.parse(body.expiresAt)).toBeLessThanOrEqual(Date.now() + HOUR);
-      const row = t.db.select().from(joinTokens).where(eq(joinTokens.id, body.id)).get();
+      const row = firstRow(await t.db.select().from(joinTokens).where(eq(joinTokens.id, body.id)));
       expect(row?.tokenHash).toBe(hashSecret(body.token));
-      expect(JSON.stringify(joinRows())).not.toContain(body.token);
+      expect(JSON.stringify(await joinRows())).not.toContain(body.token);
       // A join token is not an API token.
       expectError(await t.request({ method: "GET", url: "/v1/projects", token: body.token }), 403);
     });
@@ -416,10 +413,10 @@ describe("identity endpoints", () => {
     it.each([[{ expiresInMinutes: 0 }], [{ expiresInMinutes: 10_081 }], [{ expiresInMinutes: "soon" }], [{ uses: 2 }]])(
       "answers 400 for %j, storing nothing",
       async (payload) => {
-        const before = joinRows().length;
+        const before = (await joinRows()).length;
         const body = expectError(await t.request({ method: "POST", url: url(), payload }), 400);
         expect(body.field).toBe(Object.keys(payload)[0]);
-        expect(joinRows().length).toBe(before);
+        expect((await joinRows()).length).toBe(before);
       },
     );
 
@@ -451,7 +448,9 @@ describe("identity endpoints", () => {
         404,
       );
       expect((await t.request({ method: "DELETE", url: `${url()}/${issued.id}` })).statusCode).toBe(200);
-      expect(() => t.db.transaction((tx) => consumeJoinToken(tx, issued.token, "node-x"))).toThrow(JoinTokenRejected);
+      await expect(t.db.transaction((tx) => consumeJoinToken(tx, issued.token, "node-x"))).rejects.toThrow(
+        JoinTokenRejected,
+      );
     });
 
     describe("consumeJoinToken", () => {
@@ -460,9 +459,9 @@ describe("identity endpoints", () => {
           id: string;
           token: string;
         };
-      const rejection = (fn: () => unknown): JoinTokenRejected => {
+      const rejection = async (attempt: Promise<unknown>): Promise<JoinTokenRejected> => {
         try {
-          fn();
+          await attempt;
         } catch (err) {
           expect(err).toBeInstanceOf(JoinTokenRejected);
           return err as JoinTokenRejected;
@@ -472,21 +471,23 @@ describe("identity endpoints", () => {
 
       it("returns the project once, records who used it, then refuses it as used", async () => {
         const { id, token } = await issue();
-        const projectId = t.db.transaction((tx) => consumeJoinToken(tx, token, "node-1"));
+        const projectId = await t.db.transaction((tx) => consumeJoinToken(tx, token, "node-1"));
         expect(projectId).toBe(t.projectId);
-        const row = t.db.select().from(joinTokens).where(eq(joinTokens.id, id)).get();
+        const row = firstRow(await t.db.select().from(joinTokens).where(eq(joinTokens.id, id)));
         expect(row?.usedByNodeId).toBe("node-1");
         expect(Date.parse(row?.usedAt as string)).toBeLessThanOrEqual(Date.now());
 
-        const err = rejection(() => t.db.transaction((tx) => consumeJoinToken(tx, token, "node-2")));
+        const err = await rejection(t.db.transaction((tx) => consumeJoinToken(tx, token, "node-2")));
         expect(err.reason).toBe("used");
         expect(err.statusCode).toBe(403);
         expect(err.message).toMatch(/already been used/);
-        expect(t.db.select().from(joinTokens).where(eq(joinTokens.id, id)).get()?.usedByNodeId).toBe("node-1");
+        expect(firstRow(await t.db.select().from(joinTokens).where(eq(joinTokens.id, id)))?.usedByNodeId).toBe(
+          "node-1",
+        );
       });
 
-      it("refuses an unknown token", () => {
-        const err = rejection(() => t.db.transaction((tx) => consumeJoinToken(tx, generateSecret("kjt"), "n")));
+      it("refuses an unknown token", async () => {
+        const err = await rejection(t.db.transaction((tx) => consumeJoinToken(tx, generateSecret("kjt"), "n")));
         expect(err.reason).toBe("unknown");
         expect(err.code).toBe("join_token_unknown");
       });
@@ -494,21 +495,21 @@ describe("identity endpoints", () => {
       it("refuses an expired token and leaves it unused", async () => {
         const { id, token } = await issue({ expiresInMinutes: 5 });
         const later = new Date(Date.now() + 6 * 60_000);
-        const err = rejection(() => t.db.transaction((tx) => consumeJoinToken(tx, token, "n", later)));
+        const err = await rejection(t.db.transaction((tx) => consumeJoinToken(tx, token, "n", later)));
         expect(err.reason).toBe("expired");
         expect(err.message).toMatch(/expired/);
-        expect(t.db.select().from(joinTokens).where(eq(joinTokens.id, id)).get()?.usedAt).toBeNull();
+        expect(firstRow(await t.db.select().from(joinTokens).where(eq(joinTokens.id, id)))?.usedAt).toBeNull();
       });
 
       it("is not burnt when the registration's transaction rolls back", async () => {
         const { token } = await issue();
-        expect(() =>
-          t.db.transaction((tx) => {
-            consumeJoinToken(tx, token, "node-a");
+        await expect(
+          t.db.transaction(async (tx) => {
+            await consumeJoinToken(tx, token, "node-a");
             throw new Error("node insert failed");
           }),
-        ).toThrow("node insert failed");
-        expect(t.db.transaction((tx) => consumeJoinToken(tx, token, "node-b"))).toBe(t.projectId);
+        ).rejects.toThrow("node insert failed");
+        expect(await t.db.transaction((tx) => consumeJoinToken(tx, token, "node-b"))).toBe(t.projectId);
       });
     });
   });

@@ -1,4 +1,4 @@
-import { tokens } from "@keelson/db";
+import { firstRow, tokens } from "@keelson/db";
 import { and, eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LOGIN_FAILED } from "../src/domain/identity/keystone.ts";
@@ -72,13 +72,14 @@ describe("Keystone-style login", () => {
     expect(expires).toBeLessThanOrEqual(Date.now() + 24 * HOUR);
 
     // Stored as a hashed session token of the user.
-    const row = t.db
-      .select()
-      .from(tokens)
-      .where(eq(tokens.tokenHash, hashSecret(token as string)))
-      .get();
+    const row = firstRow(
+      await t.db
+        .select()
+        .from(tokens)
+        .where(eq(tokens.tokenHash, hashSecret(token as string))),
+    );
     expect(row).toMatchObject({ kind: "session", userId, projectId: t.projectId });
-    expect(JSON.stringify(t.db.select().from(tokens).all())).not.toContain(token as string);
+    expect(JSON.stringify(await t.db.select().from(tokens))).not.toContain(token as string);
   });
 
   it("issues a token that works as X-Auth-Token, plain and under /qbert, for its project only", async () => {
@@ -132,13 +133,13 @@ describe("Keystone-style login", () => {
         },
       ],
     ])("%s", async (_what, payload) => {
-      const before = t.db.select().from(tokens).all().length;
+      const before = (await t.db.select().from(tokens)).length;
       const res = await login(payload);
       expect(res.statusCode).toBe(401);
       expect(res.headers["content-type"]).toMatch(/application\/json/);
       expect(res.headers["x-subject-token"]).toBeUndefined();
       expect(res.json()).toEqual({ code: "unauthorized", message: LOGIN_FAILED });
-      expect(t.db.select().from(tokens).all().length).toBe(before);
+      expect((await t.db.select().from(tokens)).length).toBe(before);
     });
 
     it("logs the other project's user in to its own project only, by name or by id", async () => {
@@ -205,11 +206,10 @@ describe("Keystone-style login", () => {
   it("refuses an expired session with 403", async () => {
     const token = (await login(authBody("alice", "wonderland-1", "default"))).headers["x-subject-token"] as string;
     expect((await t.request({ method: "GET", url: "/v1/projects", token })).statusCode).toBe(200);
-    t.db
+    await t.db
       .update(tokens)
       .set({ expiresAt: new Date(Date.now() - 1000).toISOString() })
-      .where(eq(tokens.tokenHash, hashSecret(token)))
-      .run();
+      .where(eq(tokens.tokenHash, hashSecret(token)));
     const res = await t.request({ method: "GET", url: "/v1/projects", token });
     expect(res.statusCode).toBe(403);
     expect(res.json().code).toBe("forbidden");
@@ -223,16 +223,16 @@ describe("Keystone-style login", () => {
   });
 
   it("clears the user's expired sessions at the next login", async () => {
-    const expiredSessions = () =>
-      t.db
-        .select()
-        .from(tokens)
-        .where(and(eq(tokens.userId, userId), eq(tokens.kind, "session")))
-        .all()
-        .filter((row) => Date.parse(row.expiresAt as string) <= Date.now());
-    expect(expiredSessions().length).toBeGreaterThan(0); // left by the previous test
+    const expiredSessions = async () =>
+      (
+        await t.db
+          .select()
+          .from(tokens)
+          .where(and(eq(tokens.userId, userId), eq(tokens.kind, "session")))
+      ).filter((row) => Date.parse(row.expiresAt as string) <= Date.now());
+    expect((await expiredSessions()).length).toBeGreaterThan(0); // left by the previous test
     expect((await login(authBody("alice", "wonderland-1", "default"))).statusCode).toBe(201);
-    expect(expiredSessions()).toEqual([]);
+    expect(await expiredSessions()).toEqual([]);
   });
 
   describe("validation and revocation (GET/DELETE with X-Subject-Token)", () => {

@@ -5,7 +5,7 @@ import { createServer, type Server } from "node:https";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { clusterAccessTokens, clusters, nodePools, nodes, tokens } from "@keelson/db";
+import { clusterAccessTokens, clusters, firstRow, nodePools, nodes, tokens } from "@keelson/db";
 import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parse } from "yaml";
@@ -38,41 +38,35 @@ interface TestCluster {
 async function insertCluster(spec: Readonly<Record<string, unknown>>, projectId = t.projectId): Promise<TestCluster> {
   const id = randomUUID();
   const name = `c-${id.slice(0, 8)}`;
-  const pool = t.db.select().from(nodePools).where(eq(nodePools.projectId, projectId)).get();
+  const pool = firstRow(await t.db.select().from(nodePools).where(eq(nodePools.projectId, projectId)));
   if (!pool) throw new Error("the project has no local node pool");
   const ca = await createClusterCa(name, id);
-  t.db
-    .insert(clusters)
-    .values({
-      id,
-      projectId,
-      name,
-      nodePoolId: pool.id,
-      cloudProviderId: pool.cloudProviderId,
-      kubeRoleVersion: "1.31.4-kls.1",
-      spec: { name, ...spec } as ClusterSpec,
-      caCertPem: ca.certPem,
-      caKeyEnc: t.app.keelson.cipher.encrypt(ca.keyPem),
-    })
-    .run();
+  await t.db.insert(clusters).values({
+    id,
+    projectId,
+    name,
+    nodePoolId: pool.id,
+    cloudProviderId: pool.cloudProviderId,
+    kubeRoleVersion: "1.31.4-kls.1",
+    spec: { name, ...spec } as ClusterSpec,
+    caCertPem: ca.certPem,
+    caKeyEnc: t.app.keelson.cipher.encrypt(ca.keyPem),
+  });
   return { id, name, caCertPem: ca.certPem };
 }
 
-function insertNode(clusterId: string, node: { ip: string; isMaster: 0 | 1; createdAt: string }): void {
-  const pool = t.db.select().from(nodePools).where(eq(nodePools.projectId, t.projectId)).get();
-  t.db
-    .insert(nodes)
-    .values({
-      id: randomUUID(),
-      projectId: t.projectId,
-      nodePoolId: pool?.id as string,
-      clusterId,
-      name: `host-${node.ip || "noip"}-${node.createdAt}`,
-      primaryIp: node.ip,
-      isMaster: node.isMaster,
-      createdAt: node.createdAt,
-    })
-    .run();
+async function insertNode(clusterId: string, node: { ip: string; isMaster: 0 | 1; createdAt: string }): Promise<void> {
+  const pool = firstRow(await t.db.select().from(nodePools).where(eq(nodePools.projectId, t.projectId)));
+  await t.db.insert(nodes).values({
+    id: randomUUID(),
+    projectId: t.projectId,
+    nodePoolId: pool?.id as string,
+    clusterId,
+    name: `host-${node.ip || "noip"}-${node.createdAt}`,
+    primaryIp: node.ip,
+    isMaster: node.isMaster,
+    createdAt: node.createdAt,
+  });
 }
 
 const kubeconfigUrl = (clusterId: string, query = "", version = "v4", projectId = t.projectId) =>
@@ -110,11 +104,12 @@ const b64decode = (s: string) => Buffer.from(s, "base64").toString("utf8");
 
 beforeAll(async () => {
   t = await createTestApp();
-  const row = t.db
-    .select()
-    .from(tokens)
-    .where(eq(tokens.tokenHash, hashSecret(t.token)))
-    .get();
+  const row = firstRow(
+    await t.db
+      .select()
+      .from(tokens)
+      .where(eq(tokens.tokenHash, hashSecret(t.token))),
+  );
   tokenId = row?.id as string;
 });
 afterAll(async () => t.close());
@@ -139,15 +134,15 @@ describe("GET kubeconfig", () => {
 
   it("picks the server: externalDnsName, else masterVipIpv4, else the first master's IP; k8sApiPort defaults to 443", async () => {
     const all = await insertCluster({ externalDnsName: "k.example.test", masterVipIpv4: "10.0.0.50" });
-    insertNode(all.id, { ip: "10.0.0.11", isMaster: 1, createdAt: "2024-01-01T00:00:00.000Z" });
+    await insertNode(all.id, { ip: "10.0.0.11", isMaster: 1, createdAt: "2024-01-01T00:00:00.000Z" });
     const vip = await insertCluster({ externalDnsName: "", masterVipIpv4: "10.0.0.50", k8sApiPort: "8443" });
-    insertNode(vip.id, { ip: "10.0.0.11", isMaster: 1, createdAt: "2024-01-01T00:00:00.000Z" });
+    await insertNode(vip.id, { ip: "10.0.0.11", isMaster: 1, createdAt: "2024-01-01T00:00:00.000Z" });
     const masters = await insertCluster({ k8sApiPort: 6443 });
     // A master without an address yet and an earlier worker are skipped; the earliest master with an IP wins.
-    insertNode(masters.id, { ip: "", isMaster: 1, createdAt: "2024-01-01T00:00:00.000Z" });
-    insertNode(masters.id, { ip: "10.0.0.9", isMaster: 0, createdAt: "2024-01-02T00:00:00.000Z" });
-    insertNode(masters.id, { ip: "10.0.0.13", isMaster: 1, createdAt: "2024-01-04T00:00:00.000Z" });
-    insertNode(masters.id, { ip: "10.0.0.12", isMaster: 1, createdAt: "2024-01-03T00:00:00.000Z" });
+    await insertNode(masters.id, { ip: "", isMaster: 1, createdAt: "2024-01-01T00:00:00.000Z" });
+    await insertNode(masters.id, { ip: "10.0.0.9", isMaster: 0, createdAt: "2024-01-02T00:00:00.000Z" });
+    await insertNode(masters.id, { ip: "10.0.0.13", isMaster: 1, createdAt: "2024-01-04T00:00:00.000Z" });
+    await insertNode(masters.id, { ip: "10.0.0.12", isMaster: 1, createdAt: "2024-01-03T00:00:00.000Z" });
 
     const server = async (id: string) => (await getKubeconfig(id)).doc.clusters[0]?.cluster.server;
     expect(await server(all.id)).toBe("https://k.example.test:443");
@@ -162,7 +157,7 @@ describe("GET kubeconfig", () => {
 
   it("answers 409 with a clear message while the cluster has no endpoint, and stores nothing", async () => {
     const c = await insertCluster({ externalDnsName: "", masterVipIpv4: "" });
-    insertNode(c.id, { ip: "10.0.0.20", isMaster: 0, createdAt: "2024-01-01T00:00:00.000Z" });
+    await insertNode(c.id, { ip: "10.0.0.20", isMaster: 0, createdAt: "2024-01-01T00:00:00.000Z" });
     for (const query of ["", "?force_cert_auth=true"]) {
       const res = await t.request({ method: "GET", url: kubeconfigUrl(c.id, query) });
       expect(res.statusCode).toBe(409);
@@ -171,7 +166,7 @@ describe("GET kubeconfig", () => {
         message: `cluster ${c.name} has no API endpoint yet: set externalDnsName or masterVipIpv4, or attach a master`,
       });
     }
-    expect(t.db.select().from(clusterAccessTokens).where(eq(clusterAccessTokens.clusterId, c.id)).all()).toEqual([]);
+    expect(await t.db.select().from(clusterAccessTokens).where(eq(clusterAccessTokens.clusterId, c.id))).toEqual([]);
   });
 
   it("issues a bearer token stored only as a hash, verifiable for this cluster until certExpiryHrs", async () => {
@@ -181,7 +176,7 @@ describe("GET kubeconfig", () => {
     const { doc } = await getKubeconfig(c.id);
     const token = doc.users[0]?.user.token as string;
 
-    const rows = t.db.select().from(clusterAccessTokens).where(eq(clusterAccessTokens.clusterId, c.id)).all();
+    const rows = await t.db.select().from(clusterAccessTokens).where(eq(clusterAccessTokens.clusterId, c.id));
     expect(rows).toHaveLength(1);
     const row = rows[0] as (typeof rows)[number];
     expect(row.tokenHash).toBe(hashSecret(token));
@@ -190,11 +185,11 @@ describe("GET kubeconfig", () => {
     expect(row.subject).toBe(tokenId);
     expect(Math.abs(Date.parse(row.expiresAt as string) - (before + 6 * HOUR))).toBeLessThan(5_000);
 
-    expect(verifyClusterAccessToken(t.db, c.id, token)).toBe(tokenId);
-    expect(verifyClusterAccessToken(t.db, other.id, token)).toBeNull();
-    expect(verifyClusterAccessToken(t.db, c.id, `${token}x`)).toBeNull();
-    expect(verifyClusterAccessToken(t.db, c.id, token, new Date(before + 6 * HOUR + 10_000))).toBeNull();
-    expect(verifyClusterAccessToken(t.db, c.id, token, new Date(before + 5 * HOUR))).toBe(tokenId);
+    expect(await verifyClusterAccessToken(t.db, c.id, token)).toBe(tokenId);
+    expect(await verifyClusterAccessToken(t.db, other.id, token)).toBeNull();
+    expect(await verifyClusterAccessToken(t.db, c.id, `${token}x`)).toBeNull();
+    expect(await verifyClusterAccessToken(t.db, c.id, token, new Date(before + 6 * HOUR + 10_000))).toBeNull();
+    expect(await verifyClusterAccessToken(t.db, c.id, token, new Date(before + 5 * HOUR))).toBe(tokenId);
     // It opens the cluster's Kubernetes API, never this API.
     const res = await t.request({ method: "GET", url: kubeconfigUrl(c.id), token });
     expect(res.statusCode).toBe(403);
@@ -223,7 +218,7 @@ describe("GET kubeconfig", () => {
       cert.publicKey.export({ format: "der", type: "spki" }),
     );
     // No bearer token was minted for a certificate kubeconfig.
-    expect(t.db.select().from(clusterAccessTokens).where(eq(clusterAccessTokens.clusterId, c.id)).all()).toEqual([]);
+    expect(await t.db.select().from(clusterAccessTokens).where(eq(clusterAccessTokens.clusterId, c.id))).toEqual([]);
 
     // Every download gets its own key pair.
     const again = parse((await getKubeconfig(c.id, "?force_cert_auth=true")).res.body) as Kubeconfig;
@@ -281,7 +276,7 @@ describe("GET kubeconfig", () => {
     const res = await t.request({ method: "GET", url: kubeconfigUrl(c.id, "?force_cert_auth=maybe") });
     expect(res.statusCode).toBe(400);
     expect(res.json().field).toBe("force_cert_auth");
-    expect(t.db.select().from(clusterAccessTokens).where(eq(clusterAccessTokens.clusterId, c.id)).all()).toEqual([]);
+    expect(await t.db.select().from(clusterAccessTokens).where(eq(clusterAccessTokens.clusterId, c.id))).toEqual([]);
   });
 });
 
@@ -306,7 +301,7 @@ describe("kubeconfig against a TLS endpoint serving the cluster CA", () => {
     // A stand-in for the node bouncer in front of the API server: serves a certificate of the
     // cluster CA and accepts the kubeconfig's token or client certificate.
     cluster = await insertCluster({ masterVipIpv4: "127.0.0.1" });
-    const row = t.db.select().from(clusters).where(eq(clusters.id, cluster.id)).get();
+    const row = firstRow(await t.db.select().from(clusters).where(eq(clusters.id, cluster.id)));
     const ca = { certPem: cluster.caCertPem, keyPem: t.app.keelson.cipher.decrypt(row?.caKeyEnc as string) };
     const keys = await generateKeyPair();
     const serving = await signCertificate(ca, {
@@ -324,13 +319,13 @@ describe("kubeconfig against a TLS endpoint serving the cluster CA", () => {
         requestCert: true,
         rejectUnauthorized: false,
       },
-      (req, res) => {
+      async (req, res) => {
         const socket = req.socket as import("node:tls").TLSSocket;
         const bearer = /^Bearer (.+)$/.exec(req.headers.authorization ?? "")?.[1];
         const user = socket.authorized
           ? socket.getPeerCertificate().subject.CN
           : bearer
-            ? verifyClusterAccessToken(t.db, cluster.id, bearer)
+            ? await verifyClusterAccessToken(t.db, cluster.id, bearer)
             : null;
         res.writeHead(user ? 200 : 401, { "content-type": "application/json" });
         res.end(JSON.stringify(user ? { user } : { message: "Unauthorized" }));
@@ -338,11 +333,10 @@ describe("kubeconfig against a TLS endpoint serving the cluster CA", () => {
     );
     await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
     port = (server.address() as AddressInfo).port;
-    t.db
+    await t.db
       .update(clusters)
       .set({ spec: { ...(row?.spec as ClusterSpec), k8sApiPort: String(port) } })
-      .where(eq(clusters.id, cluster.id))
-      .run();
+      .where(eq(clusters.id, cluster.id));
   });
   afterAll(async () => new Promise<void>((resolve) => server.close(() => resolve())));
 
@@ -462,7 +456,7 @@ describe("revoking the credential a kubeconfig was issued to", () => {
     const { res } = await getKubeconfig(c.id, "", minted.token);
     const bearer = bearerOf(res.body);
     const { res: kept } = await getKubeconfig(c.id);
-    expect(verifyClusterAccessToken(t.db, c.id, bearer)).toBe(minted.id);
+    expect(await verifyClusterAccessToken(t.db, c.id, bearer)).toBe(minted.id);
 
     const revoked = await t.request({
       method: "DELETE",
@@ -470,9 +464,9 @@ describe("revoking the credential a kubeconfig was issued to", () => {
       token: ADMIN_TOKEN,
     });
     expect(revoked.statusCode).toBe(200);
-    expect(verifyClusterAccessToken(t.db, c.id, bearer)).toBeNull();
+    expect(await verifyClusterAccessToken(t.db, c.id, bearer)).toBeNull();
     // Kubeconfigs of other credentials are untouched.
-    expect(verifyClusterAccessToken(t.db, c.id, bearerOf(kept.body))).toBe(tokenId);
+    expect(await verifyClusterAccessToken(t.db, c.id, bearerOf(kept.body))).toBe(tokenId);
   });
 
   it("revokes a user's kubeconfig tokens when the user is deleted", async () => {
@@ -499,7 +493,7 @@ describe("revoking the credential a kubeconfig was issued to", () => {
     expect(login.statusCode, login.body).toBe(201);
     const { res } = await getKubeconfig(c.id, "", login.headers["x-subject-token"] as string);
     const bearer = bearerOf(res.body);
-    expect(verifyClusterAccessToken(t.db, c.id, bearer)).toBe(user.id);
+    expect(await verifyClusterAccessToken(t.db, c.id, bearer)).toBe(user.id);
 
     const deleted = await t.request({
       method: "DELETE",
@@ -507,6 +501,6 @@ describe("revoking the credential a kubeconfig was issued to", () => {
       token: ADMIN_TOKEN,
     });
     expect(deleted.statusCode).toBe(200);
-    expect(verifyClusterAccessToken(t.db, c.id, bearer)).toBeNull();
+    expect(await verifyClusterAccessToken(t.db, c.id, bearer)).toBeNull();
   });
 });

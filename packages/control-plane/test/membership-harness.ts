@@ -33,9 +33,9 @@ export interface Fleet {
   node(hostId: string, version?: string): Promise<Record<string, unknown>>;
   /** Waits until every operation has settled. */
   idle(): Promise<void>;
-  latestOperation(clusterId: string): typeof operations.$inferSelect;
+  latestOperation(clusterId: string): Promise<typeof operations.$inferSelect>;
   /** Table contents a rejected request must leave exactly as they were. */
-  snapshot(): unknown;
+  snapshot(): Promise<unknown>;
   joinsTo(hostId: string): SentCommand[];
   close(): Promise<void>;
 }
@@ -118,24 +118,22 @@ export function fleetOf(t: TestApp, base: string, sim: Simulator, sent: SentComm
       return res.json();
     },
     idle: () => t.app.keelson.runner.idle(),
-    latestOperation(clusterId) {
-      const ops = t.db
+    async latestOperation(clusterId) {
+      const ops = await t.db
         .select()
         .from(operations)
         .where(eq(operations.targetId, clusterId))
-        .orderBy(asc(operations.createdAt))
-        .all();
+        .orderBy(asc(operations.createdAt));
       const last = ops.at(-1);
       if (!last) throw new Error(`no operation on ${clusterId}`);
       return last;
     },
-    snapshot: () => ({
-      nodes: t.db
+    snapshot: async () => ({
+      nodes: await t.db
         .select({ id: nodes.id, clusterId: nodes.clusterId, isMaster: nodes.isMaster, status: nodes.status })
         .from(nodes)
-        .orderBy(asc(nodes.id))
-        .all(),
-      clusters: t.db
+        .orderBy(asc(nodes.id)),
+      clusters: await t.db
         .select({
           id: clusters.id,
           status: clusters.status,
@@ -144,9 +142,8 @@ export function fleetOf(t: TestApp, base: string, sim: Simulator, sent: SentComm
           taskError: clusters.taskError,
         })
         .from(clusters)
-        .orderBy(asc(clusters.id))
-        .all(),
-      operations: t.db.select({ id: operations.id }).from(operations).all().length,
+        .orderBy(asc(clusters.id)),
+      operations: (await t.db.select({ id: operations.id }).from(operations)).length,
     }),
     joinsTo: (hostId) => sent.filter((c) => c.hostId === hostId && c.name === "node.join"),
     async close() {
@@ -156,10 +153,14 @@ export function fleetOf(t: TestApp, base: string, sim: Simulator, sent: SentComm
   };
 }
 
-export async function waitFor<T>(what: string, probe: () => T | undefined | false, timeoutMs = 5000): Promise<T> {
+export async function waitFor<T>(
+  what: string,
+  probe: () => T | undefined | false | Promise<T | undefined | false>,
+  timeoutMs = 5000,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const value = probe();
+    const value = await probe();
     if (value) return value;
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 10));

@@ -1,17 +1,18 @@
 import { randomUUID } from "node:crypto";
-import { cloudProviders, clusters, type Db, nodePools, nodes } from "@keelson/db";
+import { cloudProviders, clusters, type Db, firstRow, nodePools, nodes, one } from "@keelson/db";
 import { and, eq } from "drizzle-orm";
 import { type ClusterSpec, SPEC_DEFAULTS } from "../src/domain/clusters/spec/fields.ts";
 
 /** Rows as registration and the agent hub leave them, written directly for route tests. */
 
-export function localPool(db: Db, projectId: string): { poolId: string; providerId: string } {
-  const row = db
-    .select({ poolId: nodePools.id, providerId: cloudProviders.id })
-    .from(nodePools)
-    .innerJoin(cloudProviders, eq(cloudProviders.id, nodePools.cloudProviderId))
-    .where(and(eq(nodePools.projectId, projectId), eq(cloudProviders.type, "local")))
-    .get();
+export async function localPool(db: Db, projectId: string): Promise<{ poolId: string; providerId: string }> {
+  const row = firstRow(
+    await db
+      .select({ poolId: nodePools.id, providerId: cloudProviders.id })
+      .from(nodePools)
+      .innerJoin(cloudProviders, eq(cloudProviders.id, nodePools.cloudProviderId))
+      .where(and(eq(nodePools.projectId, projectId), eq(cloudProviders.type, "local"))),
+  );
   if (!row) throw new Error(`project ${projectId} has no local pool`);
   return row;
 }
@@ -35,24 +36,25 @@ export const sampleFacts = (hostname: string, ip: string) => ({
   agentVersion: "0.1.0",
 });
 
-export function insertHost(
+export async function insertHost(
   db: Db,
   projectId: string,
   values: Partial<typeof nodes.$inferInsert> & { name: string },
-): typeof nodes.$inferSelect {
-  const { poolId } = localPool(db, projectId);
-  return db
-    .insert(nodes)
-    .values({
-      id: randomUUID(),
-      projectId,
-      nodePoolId: poolId,
-      primaryIp: "10.0.0.1",
-      agentVersion: "0.1.0",
-      ...values,
-    })
-    .returning()
-    .get();
+): Promise<typeof nodes.$inferSelect> {
+  const { poolId } = await localPool(db, projectId);
+  return one(
+    await db
+      .insert(nodes)
+      .values({
+        id: randomUUID(),
+        projectId,
+        nodePoolId: poolId,
+        primaryIp: "10.0.0.1",
+        agentVersion: "0.1.0",
+        ...values,
+      })
+      .returning(),
+  );
 }
 
 /** A stored spec as the parser leaves it: the §8 defaults, a runtime, and what the test sets. */
@@ -60,21 +62,24 @@ export function storedSpec(fields: Partial<ClusterSpec> & Pick<ClusterSpec, "nam
   return { ...SPEC_DEFAULTS, containerRuntime: "containerd", ...fields };
 }
 
-export function insertCluster(db: Db, projectId: string, name: string, spec: Partial<ClusterSpec> = {}): string {
-  const { poolId, providerId } = localPool(db, projectId);
+export async function insertCluster(
+  db: Db,
+  projectId: string,
+  name: string,
+  spec: Partial<ClusterSpec> = {},
+): Promise<string> {
+  const { poolId, providerId } = await localPool(db, projectId);
   const id = randomUUID();
-  db.insert(clusters)
-    .values({
-      id,
-      projectId,
-      name,
-      nodePoolId: poolId,
-      cloudProviderId: providerId,
-      kubeRoleVersion: "1.29.2-pmk.1",
-      spec: storedSpec({ name, kubeRoleVersion: "1.29.2-pmk.1", ...spec }),
-      caCertPem: "test",
-      caKeyEnc: "test",
-    })
-    .run();
+  await db.insert(clusters).values({
+    id,
+    projectId,
+    name,
+    nodePoolId: poolId,
+    cloudProviderId: providerId,
+    kubeRoleVersion: "1.29.2-pmk.1",
+    spec: storedSpec({ name, kubeRoleVersion: "1.29.2-pmk.1", ...spec }),
+    caCertPem: "test",
+    caKeyEnc: "test",
+  });
   return id;
 }

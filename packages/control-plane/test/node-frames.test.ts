@@ -1,6 +1,6 @@
 import { X509Certificate } from "node:crypto";
 import type { AddressInfo } from "node:net";
-import { clusters, nodes } from "@keelson/db";
+import { clusters, firstRow, nodes } from "@keelson/db";
 import {
   AGENT_LINK_PATH,
   type AgentFrame,
@@ -100,7 +100,7 @@ async function connectHost(hostname: string, primaryIp: string): Promise<Peer> {
     agentStatus: "running",
   });
   await peer.next("welcome");
-  t.app.keelson.agents.flushPresence();
+  await t.app.keelson.agents.flushPresence();
   return peer;
 }
 
@@ -110,11 +110,11 @@ async function createCluster(name: string, body: Record<string, unknown> = {}): 
   return res.json().uuid as string;
 }
 
-function putInCluster(hostId: string, clusterId: string, isMaster: 0 | 1): void {
-  t.db.update(nodes).set({ clusterId, isMaster, status: "converging" }).where(eq(nodes.id, hostId)).run();
+async function putInCluster(hostId: string, clusterId: string, isMaster: 0 | 1): Promise<void> {
+  await t.db.update(nodes).set({ clusterId, isMaster, status: "converging" }).where(eq(nodes.id, hostId));
 }
 
-const nodeRow = (hostId: string) => t.db.select().from(nodes).where(eq(nodes.id, hostId)).get();
+const nodeRow = async (hostId: string) => firstRow(await t.db.select().from(nodes).where(eq(nodes.id, hostId)));
 
 function report(status: NodePhaseReport["status"], state: "running" | "failed" = "running"): NodePhaseReport {
   return {
@@ -145,21 +145,21 @@ describe("node.report", () => {
       peer.send({ type: "node.report", clusterId: null, report: { status: "ok", phases: [] }, apiResponding: false });
       await waitFor(() => events.length === 1);
 
-      putInCluster(peer.hostId, clusterId, 1);
+      await putInCluster(peer.hostId, clusterId, 1);
       // A report still of no cluster (the agent has not had its join yet): ignored.
       peer.send({ type: "node.report", clusterId: null, report: report("ok"), apiResponding: true });
       // A report of the right cluster: stored, with the phases and api_responding.
       peer.send({ type: "node.report", clusterId, report: report("failed", "failed"), apiResponding: true });
       await waitFor(() => events.length === 2);
-      expect(nodeRow(peer.hostId)).toMatchObject({ status: "failed", apiResponding: 1, clusterId });
-      expect(nodeRow(peer.hostId)?.phases).toEqual(report("failed", "failed").phases);
+      expect(await nodeRow(peer.hostId)).toMatchObject({ status: "failed", apiResponding: 1, clusterId });
+      expect((await nodeRow(peer.hostId))?.phases).toEqual(report("failed", "failed").phases);
       expect(events[1]).toMatchObject({ type: "node-report", clusterId, report: { status: "failed" } });
 
       // Another cluster: ignored.
       peer.send({ type: "node.report", clusterId: "some-other-cluster", report: report("ok"), apiResponding: true });
       peer.send({ type: "node.report", clusterId, report: report("ok"), apiResponding: false });
       await waitFor(() => events.length === 3);
-      expect(nodeRow(peer.hostId)).toMatchObject({ status: "ok", apiResponding: 0 });
+      expect(await nodeRow(peer.hostId)).toMatchObject({ status: "ok", apiResponding: 0 });
       expect(events.map((e) => e.type)).toEqual(["node-report", "node-report", "node-report"]);
     } finally {
       off();
@@ -171,11 +171,11 @@ describe("node.report", () => {
   it("keeps the node's status across a reconnect (the link does not reset it to ok)", async () => {
     const peer = await connectHost("rep-2", "10.7.0.2");
     const clusterId = await createCluster("reports-2");
-    putInCluster(peer.hostId, clusterId, 0);
+    await putInCluster(peer.hostId, clusterId, 0);
     peer.close();
     await waitFor(() => !t.app.keelson.agents.isConnected(peer.hostId));
-    t.app.keelson.agents.flushPresence();
-    expect(nodeRow(peer.hostId)?.status).toBe("converging");
+    await t.app.keelson.agents.flushPresence();
+    expect((await nodeRow(peer.hostId))?.status).toBe("converging");
   });
 });
 
@@ -212,9 +212,9 @@ describe("cert.sign", () => {
       servicesCidr: "10.96.0.0/12",
       containersCidr: "10.244.0.0/16",
     });
-    putInCluster(worker.hostId, clusterId, 0);
-    putInCluster(master.hostId, clusterId, 1);
-    caPem = t.db.select().from(clusters).where(eq(clusters.id, clusterId)).get()?.caCertPem as string;
+    await putInCluster(worker.hostId, clusterId, 0);
+    await putInCluster(master.hostId, clusterId, 1);
+    caPem = firstRow(await t.db.select().from(clusters).where(eq(clusters.id, clusterId)))?.caCertPem as string;
   });
   afterAll(() => {
     for (const p of [worker, master, loose]) p.close();
@@ -357,7 +357,7 @@ describe("cluster-token.verify", () => {
     const loose = await connectHost("bouncer-b", "10.9.0.2");
     const mine = await createCluster("tokens-a", { externalDnsName: "a.example" });
     const theirs = await createCluster("tokens-b", { externalDnsName: "b.example" });
-    putInCluster(peer.hostId, mine, 1);
+    await putInCluster(peer.hostId, mine, 1);
     const tokenOf = async (clusterId: string) => {
       const res = await t.request({ url: `/v4/${t.projectId}/kubeconfig/${clusterId}` });
       expect(res.statusCode, res.body).toBe(200);

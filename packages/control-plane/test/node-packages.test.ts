@@ -182,7 +182,7 @@ describe("node packages served by the control plane", () => {
     await waitFor("the old agent back", () => oldSupports() === false);
     // Its reconnect reaches the node row (what the health check reads) within the presence
     // flush delay; write it now so the request below does not race it.
-    f.t.app.keelson.agents.flushPresence();
+    await f.t.app.keelson.agents.flushPresence();
     expect((await post(f, `/v4/{p}/clusters/${clusterId}/upgrade?type=patch`, {})).statusCode).toBe(200);
     await f.idle();
     expect(
@@ -202,7 +202,7 @@ describe("node packages served by the control plane", () => {
       "the second old agent back",
       () => f.t.app.keelson.agents.supports(newcomer.hostId, "node-packages") === false,
     );
-    f.t.app.keelson.agents.flushPresence();
+    await f.t.app.keelson.agents.flushPresence();
     expect((await f.attach(clusterId, [w(newcomer.hostId)])).statusCode).toBe(200);
     await f.idle();
     expect(sent.filter((s) => s.name === "node.join" && s.hostId === newcomer.hostId)).toEqual([]);

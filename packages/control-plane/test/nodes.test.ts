@@ -1,4 +1,4 @@
-import { nodes } from "@keelson/db";
+import { firstRow, nodes } from "@keelson/db";
 import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { listClusterNodeViews } from "../src/domain/nodes/nodes.ts";
@@ -42,31 +42,37 @@ describe("nodes v4 and v3", () => {
 
   beforeAll(async () => {
     t = await createTestApp({ runOperations: false });
-    hostA = insertHost(t.db, t.projectId, {
-      name: "host-a",
-      primaryIp: "10.0.0.11",
-      facts: sampleFacts("host-a", "10.0.0.11"),
-      agentConnected: 1,
-      lastSeen: "2030-01-01T00:00:00.000Z",
-      createdAt: "2030-01-01T00:00:01.000Z",
-    }).id;
-    hostB = insertHost(t.db, t.projectId, {
-      name: "host-b",
-      primaryIp: "10.0.0.12",
-      agentConnected: 0,
-      lastSeen: null,
-      createdAt: "2030-01-01T00:00:02.000Z",
-    }).id;
-    clusterId = insertCluster(t.db, t.projectId, "c1", { masterless: true });
-    attached = insertHost(t.db, t.projectId, {
-      name: "host-c",
-      clusterId,
-      isMaster: 1,
-      apiResponding: 1,
-      actualKubeRoleVersion: "1.29.2-pmk.1",
-      createdAt: "2030-01-01T00:00:03.000Z",
-    }).id;
-    otherHost = insertHost(t.db, t.otherProjectId, { name: "elsewhere" }).id;
+    hostA = (
+      await insertHost(t.db, t.projectId, {
+        name: "host-a",
+        primaryIp: "10.0.0.11",
+        facts: sampleFacts("host-a", "10.0.0.11"),
+        agentConnected: 1,
+        lastSeen: "2030-01-01T00:00:00.000Z",
+        createdAt: "2030-01-01T00:00:01.000Z",
+      })
+    ).id;
+    hostB = (
+      await insertHost(t.db, t.projectId, {
+        name: "host-b",
+        primaryIp: "10.0.0.12",
+        agentConnected: 0,
+        lastSeen: null,
+        createdAt: "2030-01-01T00:00:02.000Z",
+      })
+    ).id;
+    clusterId = await insertCluster(t.db, t.projectId, "c1", { masterless: true });
+    attached = (
+      await insertHost(t.db, t.projectId, {
+        name: "host-c",
+        clusterId,
+        isMaster: 1,
+        apiResponding: 1,
+        actualKubeRoleVersion: "1.29.2-pmk.1",
+        createdAt: "2030-01-01T00:00:03.000Z",
+      })
+    ).id;
+    otherHost = (await insertHost(t.db, t.otherProjectId, { name: "elsewhere" })).id;
   });
   afterAll(() => t.close());
 
@@ -76,7 +82,7 @@ describe("nodes v4 and v3", () => {
     const list = res.json() as Record<string, unknown>[];
     expect(list.map((n) => n.name)).toEqual(["host-a", "host-b", "host-c"]);
     for (const node of list) expect(Object.keys(node).sort()).toEqual(V4_FIELDS);
-    const { poolId } = localPool(t.db, t.projectId);
+    const { poolId } = await localPool(t.db, t.projectId);
     expect(list[0]).toEqual({
       uuid: hostA,
       name: "host-a",
@@ -108,7 +114,7 @@ describe("nodes v4 and v3", () => {
     expect(res.statusCode).toBe(200);
     const list = res.json() as Record<string, unknown>[];
     for (const node of list) expect(Object.keys(node).sort()).toEqual(V3_FIELDS);
-    const { providerId } = localPool(t.db, t.projectId);
+    const { providerId } = await localPool(t.db, t.projectId);
     expect(list[0]).toMatchObject({
       uuid: hostA,
       actualKubeRoleVersion: "",
@@ -175,12 +181,12 @@ describe("nodes v4 and v3", () => {
     });
     expect(again.statusCode).toBe(409);
     expect(again.json()).toMatchObject({ code: "already_detaching" });
-    const row = t.db.select().from(nodes).where(eq(nodes.id, attached)).get();
+    const row = firstRow(await t.db.select().from(nodes).where(eq(nodes.id, attached)));
     expect(row?.clusterId).toBe(clusterId);
   });
 
   it("PUT with any other body: 400 naming the field, nothing changed", async () => {
-    const before = t.db.select().from(nodes).where(eq(nodes.id, hostA)).get();
+    const before = firstRow(await t.db.select().from(nodes).where(eq(nodes.id, hostA)));
     const cases: [unknown, string][] = [
       [{ clusterUuid: clusterId }, "clusterUuid"],
       [{}, "clusterUuid"],
@@ -197,7 +203,7 @@ describe("nodes v4 and v3", () => {
     }
     const noBody = await t.request({ method: "PUT", url: `/v4/${t.projectId}/nodes/${hostA}` });
     expect(noBody.statusCode).toBe(400);
-    expect(t.db.select().from(nodes).where(eq(nodes.id, hostA)).get()).toEqual(before);
+    expect(firstRow(await t.db.select().from(nodes).where(eq(nodes.id, hostA)))).toEqual(before);
     const unknown = await t.request({
       method: "PUT",
       url: `/v4/${t.projectId}/nodes/00000000-0000-0000-0000-000000000000`,
@@ -217,9 +223,9 @@ describe("nodes v4 and v3", () => {
     }
   });
 
-  it("exports presenters and a cluster's node query for other routes (cluster nodes)", () => {
-    expect(listClusterNodeViews(t.db, t.projectId, clusterId).map((v) => v.row.id)).toEqual([attached]);
-    const row = t.db.select().from(nodes).where(eq(nodes.id, attached)).get();
+  it("exports presenters and a cluster's node query for other routes (cluster nodes)", async () => {
+    expect((await listClusterNodeViews(t.db, t.projectId, clusterId)).map((v) => v.row.id)).toEqual([attached]);
+    const row = firstRow(await t.db.select().from(nodes).where(eq(nodes.id, attached)));
     if (!row) throw new Error("missing row");
     const extras = {
       nodePool: { uuid: "p", name: "pool" },

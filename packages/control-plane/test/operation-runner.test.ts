@@ -1,4 +1,4 @@
-import { closeDatabase, createTestDatabase, operations } from "@keelson/db";
+import { createTestStore, firstRow, operations } from "@keelson/db";
 import { eq } from "drizzle-orm";
 import pino from "pino";
 import { describe, expect, it } from "vitest";
@@ -8,9 +8,10 @@ import { recordOperation } from "../src/runner/store.ts";
 
 describe("OperationRunner", () => {
   it("fails an operation whose kind cannot list its steps, and still runs the next one on that target", async () => {
-    const db = createTestDatabase();
+    const store = createTestStore();
+    const db = store.db;
     try {
-      const projectId = createProject(db, "p").id;
+      const projectId = (await createProject(db, "p")).id;
       const runner = new OperationRunner(db, pino({ level: "silent" }));
       let ran = false;
       runner.register({
@@ -30,28 +31,29 @@ describe("OperationRunner", () => {
           },
         ],
       });
-      runner.start();
+      await runner.start();
       const record = (kind: string) =>
         recordOperation(db, { projectId, kind, targetType: "cluster", targetId: "target-1" });
-      const broken = record("broken");
-      const fine = record("fine");
+      const broken = await record("broken");
+      const fine = await record("fine");
       runner.enqueue(broken);
       runner.enqueue(fine);
       await runner.idle();
-      const state = (id: string) => db.select().from(operations).where(eq(operations.id, id)).get();
-      expect(state(broken.id)).toMatchObject({ state: "failed", error: "params of an older version" });
-      expect(state(fine.id)?.state).toBe("succeeded");
+      const state = async (id: string) => firstRow(await db.select().from(operations).where(eq(operations.id, id)));
+      expect(await state(broken.id)).toMatchObject({ state: "failed", error: "params of an older version" });
+      expect((await state(fine.id))?.state).toBe("succeeded");
       expect(ran).toBe(true);
       await runner.stop();
     } finally {
-      closeDatabase(db);
+      await store.close();
     }
   });
 
   it("resumes at the step of the saved name when a newer release added a step before it", async () => {
-    const db = createTestDatabase();
+    const store = createTestStore();
+    const db = store.db;
     try {
-      const projectId = createProject(db, "p").id;
+      const projectId = (await createProject(db, "p")).id;
       const runner = new OperationRunner(db, pino({ level: "silent" }));
       const ran: string[] = [];
       const seen: Record<string, unknown>[] = [];
@@ -64,50 +66,51 @@ describe("OperationRunner", () => {
       });
       // The release that recorded the operation had steps [a, b]; this one has [new, a, b].
       runner.register({ kind: "grown", steps: () => [step("new"), step("a"), step("b")] });
-      const op = recordOperation(db, { projectId, kind: "grown", targetType: "cluster", targetId: "target-2" });
-      db.update(operations)
+      const op = await recordOperation(db, { projectId, kind: "grown", targetType: "cluster", targetId: "target-2" });
+      await db
+        .update(operations)
         .set({ cursor: { step: 1, stepName: "b", progress: { done: ["n1"] } } })
-        .where(eq(operations.id, op.id))
-        .run();
-      runner.start();
+        .where(eq(operations.id, op.id));
+      await runner.start();
       await runner.idle();
       expect(ran).toEqual(["b"]);
       expect(seen).toEqual([{ done: ["n1"] }]);
       // A cursor without a name (recorded before names were kept) resumes by its index.
-      const old = recordOperation(db, { projectId, kind: "grown", targetType: "cluster", targetId: "target-3" });
-      db.update(operations)
+      const old = await recordOperation(db, { projectId, kind: "grown", targetType: "cluster", targetId: "target-3" });
+      await db
+        .update(operations)
         .set({ cursor: { step: 2, progress: {} } })
-        .where(eq(operations.id, old.id))
-        .run();
+        .where(eq(operations.id, old.id));
       runner.enqueue(old);
       await runner.idle();
       expect(ran).toEqual(["b", "b"]);
-      const state = db.select().from(operations).where(eq(operations.id, op.id)).get();
+      const state = firstRow(await db.select().from(operations).where(eq(operations.id, op.id)));
       expect(state?.state).toBe("succeeded");
       await runner.stop();
     } finally {
-      closeDatabase(db);
+      await store.close();
     }
   });
 
   it("keeps an operation's outcome when an event listener throws", async () => {
-    const db = createTestDatabase();
+    const store = createTestStore();
+    const db = store.db;
     try {
-      const projectId = createProject(db, "p").id;
+      const projectId = (await createProject(db, "p")).id;
       const runner = new OperationRunner(db, pino({ level: "silent" }));
       runner.register({ kind: "fine", steps: () => [{ name: "only", run: () => undefined }] });
       runner.events.on("event", () => {
         throw new Error("listener bug");
       });
-      runner.start();
-      const op = recordOperation(db, { projectId, kind: "fine", targetType: "cluster", targetId: "t" });
+      await runner.start();
+      const op = await recordOperation(db, { projectId, kind: "fine", targetType: "cluster", targetId: "t" });
       runner.enqueue(op);
       await runner.idle();
-      const row = db.select().from(operations).where(eq(operations.id, op.id)).get();
+      const row = firstRow(await db.select().from(operations).where(eq(operations.id, op.id)));
       expect(row).toMatchObject({ state: "succeeded", error: null });
       await runner.stop();
     } finally {
-      closeDatabase(db);
+      await store.close();
     }
   });
 });

@@ -1,5 +1,5 @@
 import type { AddressInfo } from "node:net";
-import { operations } from "@keelson/db";
+import { firstRow, operations } from "@keelson/db";
 import { eq } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
 import { createTestApp } from "./helpers.ts";
@@ -18,7 +18,7 @@ describe("a rolling restart across a control-plane restart", () => {
     slow.phaseTimeMs = 60_000;
     expect((await post(first, `/v3/{p}/clusters/${clusterId}/restart?batchPercent=34`)).statusCode).toBe(200);
     await waitFor("the slow worker's restart", () => slow.restarts === 1, 10_000);
-    const op = first.latestOperation(clusterId);
+    const op = await first.latestOperation(clusterId);
     // Workers step, the slow worker recorded as started (before its command went out), not done.
     expect(op.cursor).toMatchObject({ step: 1, progress: { started: expect.arrayContaining([slow.hostId]) } });
     expect((op.cursor as { progress: { done: string[] } }).progress.done).not.toContain(slow.hostId);
@@ -37,7 +37,8 @@ describe("a rolling restart across a control-plane restart", () => {
       slow.setFailPhase(undefined);
       await waitFor(
         "operation done",
-        () => t2.db.select().from(operations).where(eq(operations.id, op.id)).get()?.state === "succeeded",
+        async () =>
+          firstRow(await t2.db.select().from(operations).where(eq(operations.id, op.id)))?.state === "succeeded",
         15_000,
       );
       expect(sim.agents.map((a) => a.restarts)).toEqual([1, 1, 1, 1, 1, 1, 1]);
@@ -66,7 +67,7 @@ describe("a rolling restart across a control-plane restart", () => {
     const res = await post(first, `/v4/{p}/clusters/${clusterId}/upgrade?type=patch`, { batchUpgradePercent: 34 });
     expect(res.statusCode, res.body).toBe(200);
     await waitFor("the slow worker's upgrade", () => slow.upgrades === 1, 10_000);
-    const op = first.latestOperation(clusterId);
+    const op = await first.latestOperation(clusterId);
 
     const { port } = t.app.server.address() as AddressInfo;
     await t.close(true);
@@ -80,7 +81,8 @@ describe("a rolling restart across a control-plane restart", () => {
       slow.setFailPhase(undefined);
       await waitFor(
         "operation done",
-        () => t2.db.select().from(operations).where(eq(operations.id, op.id)).get()?.state === "succeeded",
+        async () =>
+          firstRow(await t2.db.select().from(operations).where(eq(operations.id, op.id)))?.state === "succeeded",
         15_000,
       );
       expect(sim.agents.map((a) => a.upgrades)).toEqual([1, 1, 1, 1]);

@@ -1,3 +1,5 @@
+import { firstRow, nodes, operations } from "@keelson/db";
+import { and, eq, inArray } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { defaultServerSettings } from "../src/settings.ts";
 import { type Fleet, startFleet, waitFor } from "./membership-harness.ts";
@@ -110,9 +112,10 @@ describe("staggered restarts", () => {
       expect(a.json()).toMatchObject({ code: "cluster_busy" });
     await f.idle();
     // One operation ran, not two.
-    const ops = f.t.db.$client
-      .prepare("SELECT kind FROM operations WHERE target_id = ? AND kind IN ('cluster.restart', 'cluster.upgrade')")
-      .all(clusterId);
+    const ops = await f.t.db
+      .select({ kind: operations.kind })
+      .from(operations)
+      .where(and(eq(operations.targetId, clusterId), inArray(operations.kind, ["cluster.restart", "cluster.upgrade"])));
     expect(ops).toHaveLength(1);
   });
 
@@ -135,9 +138,13 @@ describe("staggered restarts", () => {
     }
     await waitFor(
       "the master's converging report",
-      () =>
-        (f.t.db.$client.prepare("SELECT status FROM nodes WHERE id = ?").get(master?.hostId) as { status: string })
-          .status === "converging",
+      async () =>
+        firstRow(
+          await f.t.db
+            .select({ status: nodes.status })
+            .from(nodes)
+            .where(eq(nodes.id, master?.hostId ?? "")),
+        )?.status === "converging",
     );
     const list = await f.t.request({ method: "GET", url: `/v3/${f.t.projectId}/currentRollingRestarts` });
     expect(list.statusCode).toBe(200);

@@ -62,12 +62,12 @@ describe("the test app helper", () => {
 
   it("makes an app inside a test …", async () => {
     made = await createTestApp({ runOperations: false });
-    expect(made.db.$client.open).toBe(true);
+    expect(await made.store.ping()).toBeUndefined();
     expect((await made.request({ url: "/healthz", token: null })).statusCode).toBe(200);
   });
 
-  it("… that closed itself when that test ended, data dir removed", () => {
-    expect(made?.db.$client.open).toBe(false);
+  it("… that closed itself when that test ended, data dir removed", async () => {
+    await expect(made?.store.ping()).rejects.toThrow();
     expect(existsSync(made?.dataDir as string)).toBe(false);
   });
 });

@@ -10,29 +10,28 @@ describe("SnapshotCache", () => {
   });
   afterEach(async () => t.close());
 
-  it("serves the same bytes while nothing was written, and recomputes after any write", () => {
-    const cache = new SnapshotCache(t.db);
+  it("serves the same bytes while nothing was written, and recomputes after any write", async () => {
+    const cache = new SnapshotCache(t.store.changeCount);
     let calls = 0;
-    const produce = () => `v${++calls}`;
-    expect(cache.get("k", produce)).toBe("v1");
-    expect(cache.get("k", produce)).toBe("v1");
-    t.db.update(projects).set({ name: "renamed" }).where(projectsIdIs(t.otherProjectId)).run();
-    expect(cache.get("k", produce)).toBe("v2");
+    const produce = async () => `v${++calls}`;
+    expect(await cache.get("k", produce)).toBe("v1");
+    expect(await cache.get("k", produce)).toBe("v1");
+    await t.db.update(projects).set({ name: "renamed" }).where(projectsIdIs(t.otherProjectId));
+    expect(await cache.get("k", produce)).toBe("v2");
   });
 
-  it("does not keep a value whose computation wrote to the database", () => {
-    const cache = new SnapshotCache(t.db);
+  it("does not keep a value whose computation wrote to the database", async () => {
+    const cache = new SnapshotCache(t.store.changeCount);
     let n = 0;
-    const writing = () => {
-      t.db
+    const writing = async () => {
+      await t.db
         .update(projects)
         .set({ name: `w${++n}` })
-        .where(projectsIdIs(t.otherProjectId))
-        .run();
+        .where(projectsIdIs(t.otherProjectId));
       return `w${n}`;
     };
-    expect(cache.get("k", writing)).toBe("w1");
-    expect(cache.get("k", writing)).toBe("w2");
+    expect(await cache.get("k", writing)).toBe("w1");
+    expect(await cache.get("k", writing)).toBe("w2");
   });
 
   it("reflects a cluster update in the next read", async () => {

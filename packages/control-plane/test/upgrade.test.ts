@@ -1,4 +1,4 @@
-import { clusters } from "@keelson/db";
+import { clusters, firstRow, nodes } from "@keelson/db";
 import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Fleet, startFleet, waitFor } from "./membership-harness.ts";
@@ -22,7 +22,7 @@ afterAll(() => f.close());
 const rollsTo = (ids: string[]) => rolls.filter((r) => ids.includes(r.hostId));
 const byName = <T extends { hostname: string }>(list: T[]) =>
   [...list].sort((a, b) => a.hostname.localeCompare(b.hostname));
-const clusterRow = (id: string) => f.t.db.select().from(clusters).where(eq(clusters.id, id)).get();
+const clusterRow = async (id: string) => firstRow(await f.t.db.select().from(clusters).where(eq(clusters.id, id)));
 
 describe("cluster upgrade", () => {
   it("v4 patch: masters one at a time, batchUpgradeNodes together, then the rest in batches; versions move", async () => {
@@ -61,7 +61,7 @@ describe("cluster upgrade", () => {
     expect(all.map((a) => [a.upgrades, a.kubeRoleVersion])).toEqual(all.map(() => [1, PATCH]));
     const after = await f.cluster(clusterId, "v3");
     expect(after).toMatchObject({ status: "ok", taskStatus: "success", kubeRoleVersion: PATCH, upgradingTo: null });
-    expect(clusterRow(clusterId)?.spec).toMatchObject({
+    expect((await clusterRow(clusterId))?.spec).toMatchObject({
       containerRuntime: "docker",
       addonVersions: { coredns: "1.11.1" },
     });
@@ -134,14 +134,14 @@ describe("cluster upgrade", () => {
       ],
       ["an unknown field", `${base}?type=patch`, { nope: 1 }, undefined, undefined],
     ];
-    const before = f.snapshot();
+    const before = await f.snapshot();
     for (const [what, url, body, field, code] of cases) {
       const res = await post(f, url, body);
       expect(res.statusCode, `${what}: ${res.body}`).toBe(400);
       if (field) expect(res.json(), what).toMatchObject({ field });
       if (code) expect(res.json(), what).toMatchObject({ code });
     }
-    expect(f.snapshot()).toEqual(before);
+    expect(await f.snapshot()).toEqual(before);
     expect([master?.upgrades, worker?.upgrades]).toEqual([0, 0]);
   });
 
@@ -152,10 +152,14 @@ describe("cluster upgrade", () => {
       kubeRoleVersion: FROM,
     });
     worker?.setFailPhase("kubelet");
-    const status = () =>
-      (f.t.db.$client.prepare("SELECT status FROM nodes WHERE id = ?").get(worker?.hostId) as { status: string })
-        .status;
-    await waitFor("the worker failed", () => status() === "failed", 3000);
+    const status = async () =>
+      firstRow(
+        await f.t.db
+          .select({ status: nodes.status })
+          .from(nodes)
+          .where(eq(nodes.id, worker?.hostId ?? "")),
+      )?.status;
+    await waitFor("the worker failed", async () => (await status()) === "failed", 3000);
     const refused = await post(f, `/v4/{p}/clusters/${clusterId}/upgrade?type=patch`, {});
     expect(refused.statusCode, refused.body).toBe(400);
     expect(refused.json()).toMatchObject({ field: "force", code: "cluster_unhealthy" });
@@ -188,12 +192,12 @@ describe("cluster upgrade", () => {
     expect([master, ...workers].map((a) => a?.upgrades)).toEqual([1, 1, 1, 0, 0]);
     // Fixed: the node recovers (still at the old version as far as the control plane knows).
     bad.setFailPhase(undefined);
-    expect(clusterRow(clusterId)?.status).toBe("ok");
+    expect((await clusterRow(clusterId))?.status).toBe("ok");
     await waitFor(
       "the node ok again",
-      () =>
-        (f.t.db.$client.prepare("SELECT status FROM nodes WHERE id = ?").get(bad.hostId) as { status: string })
-          .status === "ok",
+      async () =>
+        firstRow(await f.t.db.select({ status: nodes.status }).from(nodes).where(eq(nodes.id, bad.hostId)))?.status ===
+        "ok",
       3000,
     );
     expect(

@@ -4,13 +4,14 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, inject, it } from "vitest";
 import { createDatabase } from "../../../test/support/postgres.ts";
-import { closeDatabase, openDatabase } from "../src/client.ts";
+import { openSqliteConnection } from "../src/client.ts";
 import { cloudProviders, clusters, nodePools, nodes, operations, projects } from "../src/schema.ts";
 import {
   type CopyProgress,
   copySqliteToPostgres,
   MIGRATIONS,
   openPostgresStore,
+  openStore,
   parseDatabaseUrl,
 } from "../src/store/index.ts";
 
@@ -18,65 +19,60 @@ const dir = mkdtempSync(join(tmpdir(), "keelson-copy-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 /** A control plane's database with 1,000 clusters, 3,000 nodes and 2,000 operations. */
-function seed(file: string): void {
-  const db = openDatabase(file);
-  db.insert(projects).values({ id: "p", name: "default" }).run();
-  db.insert(cloudProviders).values({ id: "cp", projectId: "p", name: "local", type: "local" }).run();
-  db.insert(nodePools).values({ id: "np", projectId: "p", cloudProviderId: "cp", name: "local" }).run();
-  db.transaction((tx) => {
+async function seed(file: string): Promise<void> {
+  const store = await openStore({ dialect: "sqlite", file, binaryVersion: "0.1.0" });
+  const { db } = store;
+  await db.insert(projects).values({ id: "p", name: "default" });
+  await db.insert(cloudProviders).values({ id: "cp", projectId: "p", name: "local", type: "local" });
+  await db.insert(nodePools).values({ id: "np", projectId: "p", cloudProviderId: "cp", name: "local" });
+  await db.transaction(async (tx) => {
     for (let i = 0; i < 1000; i++) {
       const id = randomUUID();
       // Keys out of alphabetical order: the copy must keep them where they are.
       const spec = { name: `c${i}`, zeta: i, networkPlugin: "calico", alpha: ["b", "a"], tags: { z: "1", a: "ü ✓" } };
-      tx.insert(clusters)
-        .values({
-          id,
-          projectId: "p",
-          name: `c${i}`,
-          nodePoolId: "np",
-          cloudProviderId: "cp",
-          kubeRoleVersion: "1.31.4-kls.1",
-          spec: spec as never,
-          caCertPem: "pem",
-          caKeyEnc: "enc",
-        })
-        .run();
+      await tx.insert(clusters).values({
+        id,
+        projectId: "p",
+        name: `c${i}`,
+        nodePoolId: "np",
+        cloudProviderId: "cp",
+        kubeRoleVersion: "1.31.4-kls.1",
+        spec: spec as never,
+        caCertPem: "pem",
+        caKeyEnc: "enc",
+      });
       for (let n = 0; n < 3; n++) {
-        tx.insert(nodes)
-          .values({
-            id: randomUUID(),
-            projectId: "p",
-            nodePoolId: "np",
-            clusterId: id,
-            name: `c${i}-n${n}`,
-            isMaster: n === 0 ? 1 : 0,
-            facts: { os: "debian", cpus: 2, memory: { total: 8 } },
-            phases: [{ name: "etcd", state: "running" }],
-          })
-          .run();
+        await tx.insert(nodes).values({
+          id: randomUUID(),
+          projectId: "p",
+          nodePoolId: "np",
+          clusterId: id,
+          name: `c${i}-n${n}`,
+          isMaster: n === 0 ? 1 : 0,
+          facts: { os: "debian", cpus: 2, memory: { total: 8 } },
+          phases: [{ name: "etcd", state: "running" }],
+        });
       }
       for (let o = 0; o < 2; o++) {
-        tx.insert(operations)
-          .values({
-            id: randomUUID(),
-            projectId: "p",
-            kind: "cluster.create",
-            targetType: "cluster",
-            targetId: id,
-            params: { o, b: 1, a: 2 },
-            cursor: { step: 3 },
-          })
-          .run();
+        await tx.insert(operations).values({
+          id: randomUUID(),
+          projectId: "p",
+          kind: "cluster.create",
+          targetType: "cluster",
+          targetId: id,
+          params: { o, b: 1, a: 2 },
+          cursor: { step: 3 },
+        });
       }
     }
   });
-  closeDatabase(db);
+  await store.close();
 }
 
 describe("copying a SQLite database into PostgreSQL", () => {
   it("copies every row value for value, checks each table, and refuses to copy into a non-empty database", async () => {
     const file = join(dir, "keelson.sqlite");
-    seed(file);
+    await seed(file);
     const store = await openPostgresStore({
       target: parseDatabaseUrl(await createDatabase(inject("postgresAdminUrl"))),
       poolSize: 2,
@@ -86,10 +82,10 @@ describe("copying a SQLite database into PostgreSQL", () => {
       applicationName: "keelson-copy-test",
       migrationsFolder: MIGRATIONS.postgres,
     });
-    const source = openDatabase(file);
+    const source = openSqliteConnection(file);
     try {
       const progress: CopyProgress[] = [];
-      const copied = await copySqliteToPostgres(source.$client, store.client, (p) => progress.push(p));
+      const copied = await copySqliteToPostgres(source, store.client, (p) => progress.push(p));
       const byTable = Object.fromEntries(copied.map((t) => [t.table, t]));
       expect(byTable.clusters).toMatchObject({ rows: 1000, copiedRows: 1000 });
       expect(byTable.nodes).toMatchObject({ rows: 3000, copiedRows: 3000 });
@@ -102,7 +98,7 @@ describe("copying a SQLite database into PostgreSQL", () => {
         0, 500, 1000, 1500, 2000, 2500, 3000,
       ]);
       // The same bytes: a JSON document is the same text on both sides.
-      const sqliteSpec = source.$client.prepare("select id, spec from clusters order by id limit 1").get() as {
+      const sqliteSpec = source.prepare("select id, spec from clusters order by id limit 1").get() as {
         id: string;
         spec: string;
       };
@@ -112,11 +108,11 @@ describe("copying a SQLite database into PostgreSQL", () => {
         /^\{"name":"c\d+","zeta":\d+,"networkPlugin":"calico","alpha":\["b","a"\],"tags":\{"z":"1","a":"ü ✓"\}\}$/,
       );
 
-      await expect(copySqliteToPostgres(source.$client, store.client)).rejects.toThrow(
+      await expect(copySqliteToPostgres(source, store.client)).rejects.toThrow(
         "the target database is not empty: projects has 1 rows",
       );
     } finally {
-      closeDatabase(source);
+      source.close();
       await store.close();
     }
   });

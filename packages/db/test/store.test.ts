@@ -9,7 +9,7 @@ import { createDatabase } from "../../../test/support/postgres.ts";
 import { cloudProviders, clusters, keelsonSchema, nodePools, operations, projects } from "../src/schema.ts";
 import {
   DatabaseUnavailableError,
-  first,
+  firstRow,
   MIGRATIONS,
   openStore,
   parseDatabaseUrl,
@@ -61,7 +61,7 @@ describe.each(["sqlite", "postgres"] as const)("the %s store", (dialect) => {
       { id: "p2" },
       { id: "p1" },
     ]);
-    expect(first(await db.select().from(projects).where(eq(projects.id, "nope")))).toBeUndefined();
+    expect(firstRow(await db.select().from(projects).where(eq(projects.id, "nope")))).toBeUndefined();
     const [{ n } = { n: -1 }] = await db.select({ n: count() }).from(projects);
     expect(n).toBe(2);
     const removed = await db.delete(projects).where(eq(projects.id, "p2")).returning({ id: projects.id });
@@ -81,7 +81,7 @@ describe.each(["sqlite", "postgres"] as const)("the %s store", (dialect) => {
       params,
       cursor: { step: 2 },
     });
-    const row = first(await db.select().from(operations).where(eq(operations.id, "o")));
+    const row = firstRow(await db.select().from(operations).where(eq(operations.id, "o")));
     expect(JSON.stringify(row?.params)).toBe(JSON.stringify(params));
     expect(row).toMatchObject({ state: "pending", attempts: 0, error: null, createdAt: expect.stringMatching(ISO) });
   });
@@ -144,7 +144,7 @@ describe.each(["sqlite", "postgres"] as const)("the %s schema's binary requireme
     );
     const newer = await at("0.10.0");
     stores.push(newer);
-    expect(first(await newer.db.select().from(keelsonSchema))?.minBinaryVersion).toBe("0.3.0");
+    expect(firstRow(await newer.db.select().from(keelsonSchema))?.minBinaryVersion).toBe("0.3.0");
   });
 });
 
@@ -189,7 +189,7 @@ describe("the SQLite store's gate", () => {
     await Promise.all(
       Array.from({ length: 20 }, () =>
         db.transaction(async (tx) => {
-          const row = first(await tx.select().from(projects).where(eq(projects.id, "p")));
+          const row = firstRow(await tx.select().from(projects).where(eq(projects.id, "p")));
           await new Promise((resolve) => setImmediate(resolve));
           await tx
             .update(projects)
@@ -198,7 +198,7 @@ describe("the SQLite store's gate", () => {
         }),
       ),
     );
-    expect(first(await db.select().from(projects))?.name).toBe("20");
+    expect(firstRow(await db.select().from(projects))?.name).toBe("20");
   });
 });
 

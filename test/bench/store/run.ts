@@ -7,41 +7,48 @@
  */
 import { randomUUID } from "node:crypto";
 import { eq, sql } from "drizzle-orm";
+import { drizzle } from "drizzle-orm/better-sqlite3";
+import { migrate } from "drizzle-orm/better-sqlite3/migrator";
 import {
-  type AsyncDb,
-  type AsyncTx,
   cloudProviders,
-  createTestDatabase,
-  first,
+  type Db,
+  firstRow,
+  MIGRATIONS,
   nodePools,
   nodes,
+  openSqliteConnection,
   openStore,
   parseDatabaseUrl,
   projects,
   type Store,
+  schema,
+  type Tx,
 } from "../../../packages/db/src/index.ts";
 import { createDatabase, startPostgres } from "../../support/postgres.ts";
 
-const db = createTestDatabase();
+// The synchronous baselines: better-sqlite3 itself, and drizzle's synchronous driver on it.
+const connection = openSqliteConnection(":memory:");
+const db = drizzle(connection, { schema });
+migrate(db, { migrationsFolder: MIGRATIONS.sqlite });
 // Rows stand alone here: only the statements are measured.
-db.$client.pragma("foreign_keys = OFF");
+connection.pragma("foreign_keys = OFF");
 const projectId = randomUUID();
-db.insert(projects).values({ id: projectId, name: "p" }).run();
+await db.insert(projects).values({ id: projectId, name: "p" });
 const ids: string[] = [];
 for (let i = 0; i < 1000; i++) {
   const id = randomUUID();
   ids.push(id);
-  db.insert(nodes)
-    .values({ id, projectId, name: `n${i}`, credentialHash: randomUUID(), nodePoolId: randomUUID() } as never)
-    .run();
+  await db
+    .insert(nodes)
+    .values({ id, projectId, name: `n${i}`, credentialHash: randomUUID(), nodePoolId: randomUUID() } as never);
 }
-const raw = db.$client.prepare<[string], { project_id: string }>("SELECT project_id FROM nodes WHERE id = ?");
+const raw = connection.prepare<[string], { project_id: string }>("SELECT project_id FROM nodes WHERE id = ?");
 const prepared = db
   .select({ projectId: nodes.projectId })
   .from(nodes)
   .where(eq(nodes.id, sql.placeholder("id")))
   .prepare();
-const rawTouch = db.$client.prepare("UPDATE nodes SET last_seen = ? WHERE id = ?");
+const rawTouch = connection.prepare("UPDATE nodes SET last_seen = ? WHERE id = ?");
 const preparedTouch = db
   .update(nodes)
   .set({ lastSeen: sql.placeholder("at") as never })
@@ -58,12 +65,13 @@ function time(name: string, f: (i: number) => void) {
 for (let round = 0; round < 2; round++) {
   time("read raw        ", (i) => raw.get(ids[i % 1000] as string));
   time("read drizzle prp", (i) => prepared.get({ id: ids[i % 1000] }));
-  time("read drizzle    ", (i) =>
-    db
-      .select({ projectId: nodes.projectId })
-      .from(nodes)
-      .where(eq(nodes.id, ids[i % 1000] as string))
-      .get(),
+  time("read drizzle    ", async (i) =>
+    firstRow(
+      await db
+        .select({ projectId: nodes.projectId })
+        .from(nodes)
+        .where(eq(nodes.id, ids[i % 1000] as string)),
+    ),
   );
   const at = new Date().toISOString();
   time("touch raw        ", (i) => rawTouch.run(at, ids[i % 1000] as string));
@@ -78,7 +86,7 @@ async function timeAsync(name: string, f: (i: number) => Promise<unknown>, n = N
   process.stdout.write(`${name}: ${(ns / 1000).toFixed(2)} µs/op\n`);
 }
 
-async function seedStore(db: AsyncDb): Promise<void> {
+async function seedStore(db: Db): Promise<void> {
   await db.insert(projects).values({ id: projectId, name: "p" });
   await db.insert(cloudProviders).values({ id: "cp", projectId, name: "local", type: "local" });
   await db.insert(nodePools).values({ id: "np", projectId, cloudProviderId: "cp", name: "local" });
@@ -87,13 +95,13 @@ async function seedStore(db: AsyncDb): Promise<void> {
 }
 
 async function benchStore(label: string, store: Store): Promise<void> {
-  const read = (i: number, db: AsyncTx = store.db) =>
+  const read = (i: number, db: Tx = store.db) =>
     db
       .select({ projectId: nodes.projectId })
       .from(nodes)
       .where(eq(nodes.id, ids[i % 1000] as string));
-  await timeAsync(`${label} read drizzle    `, async (i) => first(await read(i)));
-  await timeAsync(`${label} read in a tx    `, (i) => store.db.transaction(async (tx) => first(await read(i, tx))));
+  await timeAsync(`${label} read drizzle    `, async (i) => firstRow(await read(i)));
+  await timeAsync(`${label} read in a tx    `, (i) => store.db.transaction(async (tx) => firstRow(await read(i, tx))));
 }
 
 const server = await startPostgres();

@@ -90,7 +90,11 @@ export class AgentHub {
       maxPayload: 4 * MAX_FRAME_BYTES,
       perMessageDeflate: false,
     });
-    const stale = this.presence.resetAll();
+  }
+
+  /** At start, before the first link: hosts a previous process left marked connected are not. */
+  async resetStalePresence(): Promise<void> {
+    const stale = await this.presence.resetAll();
     if (stale > 0) this.log.info({ hosts: stale }, "marked hosts disconnected after a restart");
   }
 
@@ -166,8 +170,8 @@ export class AgentHub {
   }
 
   /** Writes presence now (tests; shutdown). */
-  flushPresence(): void {
-    this.presence.flush();
+  flushPresence(): Promise<void> {
+    return this.presence.flush();
   }
 
   /**
@@ -199,7 +203,7 @@ export class AgentHub {
     for (const s of this.sockets) s.socket.terminate();
     // Close events of terminated sockets may come later; record the hosts as gone now.
     for (const s of this.registry.values()) this.presence.disconnected(s.hostId);
-    this.presence.close();
+    await this.presence.close();
     this.wss.close();
   }
 
@@ -229,13 +233,23 @@ export class AgentHub {
       return;
     }
     // Authenticate before completing the upgrade: an unknown peer never gets a socket.
-    const auth = this.domain.authenticate(request.headers);
-    if (!auth.ok) {
-      this.log.warn({ code: auth.code, remote: request.socket.remoteAddress }, "agent link refused");
-      rejectUpgrade(socket, auth.status, auth.code, auth.message);
-      return;
-    }
-    this.wss.handleUpgrade(request, socket, head, (ws) => this.onConnection(ws, auth.hostId, auth.projectId));
+    this.domain.authenticate(request.headers).then(
+      (auth) => {
+        if (!auth.ok) {
+          this.log.warn({ code: auth.code, remote: request.socket.remoteAddress }, "agent link refused");
+          rejectUpgrade(socket, auth.status, auth.code, auth.message);
+          return;
+        }
+        if (socket.destroyed || this.draining) return;
+        this.wss.handleUpgrade(request, socket, head, (ws) => this.onConnection(ws, auth.hostId, auth.projectId));
+      },
+      (err: unknown) => {
+        this.log.error({ err }, "could not check an agent's credential");
+        rejectUpgrade(socket, 503, "unavailable", "the control plane could not check the credential; retry later", {
+          "Retry-After": String(CAPACITY_RETRY_AFTER_S),
+        });
+      },
+    );
   };
 
   private onConnection(ws: WebSocket, hostId: string, projectId: string): void {
@@ -250,7 +264,15 @@ export class AgentHub {
       () => session.close(CloseCode.HELLO_TIMEOUT, `no hello within ${this.helloTimeoutMs} ms`),
       this.helloTimeoutMs,
     );
-    ws.on("message", (data: RawFrame) => this.onMessage(session, data));
+    // One frame at a time per link, in arrival order: a node's reports must be stored in the
+    // order it sent them, and handling a frame may wait for the database.
+    ws.on("message", (data: RawFrame) => {
+      session.inbox = session.inbox
+        .then(() => this.onMessage(session, data))
+        .catch((err: unknown) =>
+          this.log.error({ err, hostId, session: session.id }, "handling an agent frame failed"),
+        );
+    });
     ws.on("pong", () => {
       session.missedPongs = 0;
       this.presence.touch(hostId);
@@ -271,7 +293,7 @@ export class AgentHub {
     this.nodeEvents.emit({ type: "link", hostId: session.hostId, connected: false });
   }
 
-  private onMessage(session: AgentSession, data: RawFrame): void {
+  private async onMessage(session: AgentSession, data: RawFrame): Promise<void> {
     const parsed = parseAgentFrame(data);
     if (!parsed.ok) {
       this.log.warn({ hostId: session.hostId, reason: parsed.error.message }, "closing agent link: bad frame");
@@ -314,21 +336,21 @@ export class AgentHub {
         return;
       }
       case "token.verify": {
-        const valid = this.domain.tokenGrantsProject(frame.token, session.projectId);
+        const valid = await this.domain.tokenGrantsProject(frame.token, session.projectId);
         session.send({ type: "token.verified", id: frame.id, valid });
         return;
       }
       case "node.report":
-        this.nodeFrames.nodeReport(session, frame);
+        await this.nodeFrames.nodeReport(session, frame);
         return;
       case "cert.sign":
         this.nodeFrames.certSign(session, frame);
         return;
       case "cluster-token.verify":
-        this.nodeFrames.clusterTokenVerify(session, frame);
+        await this.nodeFrames.clusterTokenVerify(session, frame);
         return;
       case "backup.report":
-        this.nodeFrames.backupReport(session, frame);
+        await this.nodeFrames.backupReport(session, frame);
         return;
       default:
         assertNever(frame);

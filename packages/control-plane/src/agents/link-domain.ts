@@ -17,18 +17,18 @@ import type {
  */
 export interface LinkDomain {
   /** The host credential of a link upgrade, checked before the WebSocket exists. */
-  authenticate(headers: IncomingHttpHeaders): HostAuth;
+  authenticate(headers: IncomingHttpHeaders): Promise<HostAuth>;
   /** Connection state and facts, written to the host records. */
   readonly presence: Presence;
   /** A node's phase report; refused when it speaks of another cluster than the node's. */
-  applyNodeReport(hostId: string, frame: NodeReportFrame): ReportOutcome;
-  applyBackupReport(hostId: string, frame: BackupReportFrame): BackupOutcome;
+  applyNodeReport(hostId: string, frame: NodeReportFrame): Promise<ReportOutcome>;
+  applyBackupReport(hostId: string, frame: BackupReportFrame): Promise<BackupOutcome>;
   /** A node certificate signed with its cluster's CA, or refused. */
   signCertificate(hostId: string, frame: CertSignFrame): Promise<CertSignedFrame>;
   /** `token.verify`: whether an API token (the admin's included) grants access to the project. */
-  tokenGrantsProject(token: string, projectId: string): boolean;
+  tokenGrantsProject(token: string, projectId: string): Promise<boolean>;
   /** `cluster-token.verify`: the subject of a kubeconfig token of the host's own cluster, or null. */
-  clusterTokenSubject(hostId: string, token: string): string | null;
+  clusterTokenSubject(hostId: string, token: string): Promise<string | null>;
 }
 
 export type HostAuth =
@@ -57,11 +57,11 @@ export interface PresencePatch {
 
 export interface Presence {
   /** At start: every host disconnected (no link survives a restart); how many were marked. */
-  resetAll(): number;
+  resetAll(): Promise<number>;
   connected(hostId: string, hello: HelloFrame, now?: Date): void;
   disconnected(hostId: string, now?: Date): void;
   change(hostId: string, patch: PresencePatch): void;
   touch(hostId: string, now?: Date): void;
-  flush(): void;
-  close(): void;
+  flush(): Promise<void>;
+  close(): Promise<void>;
 }

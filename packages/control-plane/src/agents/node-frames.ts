@@ -16,8 +16,8 @@ export class NodeFrameAnswers {
     private readonly log: FastifyBaseLogger,
   ) {}
 
-  nodeReport(session: AgentSession, frame: NodeReportFrame): void {
-    const outcome = this.domain.applyNodeReport(session.hostId, frame);
+  async nodeReport(session: AgentSession, frame: NodeReportFrame): Promise<void> {
+    const outcome = await this.domain.applyNodeReport(session.hostId, frame);
     if (!outcome.stored) {
       this.log.debug(
         { hostId: session.hostId, reported: frame.clusterId, expected: outcome.expected },
@@ -35,8 +35,8 @@ export class NodeFrameAnswers {
     });
   }
 
-  backupReport(session: AgentSession, frame: BackupReportFrame): void {
-    const outcome = this.domain.applyBackupReport(session.hostId, frame);
+  async backupReport(session: AgentSession, frame: BackupReportFrame): Promise<void> {
+    const outcome = await this.domain.applyBackupReport(session.hostId, frame);
     if (!outcome.stored) {
       this.log.debug({ hostId: session.hostId, clusterId: frame.clusterId, why: outcome.why }, "backup report ignored");
     } else if (!frame.ok) {
@@ -66,8 +66,8 @@ export class NodeFrameAnswers {
     );
   }
 
-  clusterTokenVerify(session: AgentSession, frame: ClusterTokenVerifyFrame): void {
-    const subject = this.domain.clusterTokenSubject(session.hostId, frame.token);
+  async clusterTokenVerify(session: AgentSession, frame: ClusterTokenVerifyFrame): Promise<void> {
+    const subject = await this.domain.clusterTokenSubject(session.hostId, frame.token);
     session.send({ type: "cluster-token.verified", id: frame.id, subject });
   }
 }

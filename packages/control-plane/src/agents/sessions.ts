@@ -15,6 +15,8 @@ export class AgentSession {
   helloTimer: NodeJS.Timeout | undefined;
   /** What the agent declared in its hello (AGENT_CAPABILITIES); empty for an agent older than the field. */
   capabilities: ReadonlySet<string> = new Set();
+  /** The frames being handled, one after another (hub.ts). */
+  inbox: Promise<void> = Promise.resolve();
 
   constructor(
     readonly socket: WebSocket,

@@ -48,7 +48,7 @@ export function installAuth(app: FastifyInstance, resolver: IdentityResolver): v
     const auth = request.routeOptions.config?.auth ?? "token";
     if (auth === "public") return;
     const header = request.headers["x-auth-token"];
-    const identity = resolver.resolve(Array.isArray(header) ? header[0] : header);
+    const identity = await resolver.resolve(Array.isArray(header) ? header[0] : header);
     if (!identity) throw forbidden();
     if (auth === "admin" && identity.kind !== "admin") {
       throw forbidden("this endpoint needs the admin token");

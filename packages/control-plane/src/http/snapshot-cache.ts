@@ -1,5 +1,3 @@
-import type { Db } from "@keelson/db";
-
 /**
  * Serialized read responses, valid for as long as the database has not changed.
  *
@@ -10,28 +8,27 @@ import type { Db } from "@keelson/db";
  * trades nothing in correctness for the hot read paths and is bounded in size.
  */
 export class SnapshotCache {
-  private readonly changes;
   private seen = -1;
   private readonly entries = new Map<string, string>();
 
+  /** Without a change counter (PostgreSQL: other replicas write too) nothing is cached. */
   constructor(
-    db: Db,
+    private readonly changeCount: (() => Promise<number>) | undefined,
     private readonly maxEntries = 2000,
-  ) {
-    this.changes = db.$client.prepare("select total_changes()").pluck();
-  }
+  ) {}
 
-  get(key: string, produce: () => string): string {
-    const now = this.changes.get() as number;
+  async get(key: string, produce: () => Promise<string>): Promise<string> {
+    if (!this.changeCount) return produce();
+    const now = await this.changeCount();
     if (now !== this.seen) {
       this.entries.clear();
       this.seen = now;
     }
     const hit = this.entries.get(key);
     if (hit !== undefined) return hit;
-    const value = produce();
-    // produce() only reads; if it wrote anyway the counter moved and the entry must not outlive it.
-    if ((this.changes.get() as number) !== now) return value;
+    const value = await produce();
+    // produce() only reads; if anything wrote meanwhile the entry must not outlive it.
+    if ((await this.changeCount()) !== now) return value;
     if (this.entries.size >= this.maxEntries) this.entries.clear();
     this.entries.set(key, value);
     return value;

@@ -92,7 +92,7 @@ export const agentRoutes: FastifyPluginAsyncTypebox = async (app) => {
         response: { 201: Registered, 400: ErrorBody, 403: ErrorBody, 409: ErrorBody },
       },
     },
-    async (request, reply) => reply.status(201).send(registerHost(db, request.body)),
+    async (request, reply) => reply.status(201).send(await registerHost(db, request.body)),
   );
 
   app.post(

@@ -68,7 +68,7 @@ export const catalogueRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
     },
     async (request) => {
-      getProject(keelson.db, request.params.projectId);
+      await getProject(keelson.db, request.params.projectId);
       return supportedRoleVersions(keelson.catalogue);
     },
   );
@@ -84,7 +84,7 @@ export const catalogueRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
     },
     async (request) => {
-      const cluster = findCluster(keelson.db, request.params.projectId, request.params.clusterId);
+      const cluster = await findCluster(keelson.db, request.params.projectId, request.params.clusterId);
       return addonVersionsOf(keelson.catalogue, cluster.kubeRoleVersion);
     },
   );
@@ -106,7 +106,7 @@ export const catalogueRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
     },
     handler: async (request) => {
-      const cluster = findCluster(keelson.db, request.params.projectId, request.params.clusterId);
+      const cluster = await findCluster(keelson.db, request.params.projectId, request.params.clusterId);
       return supportedAddonVersionsOf(keelson.catalogue, cluster.kubeRoleVersion);
     },
   });
@@ -123,7 +123,7 @@ export const catalogueRoutes: FastifyPluginAsyncTypebox = async (app) => {
       response: { 200: Type.Array(Type.String()), ...errors(403, 404) },
     },
     handler: async (request) => {
-      findCluster(keelson.db, request.params.projectId, request.params.clusterId);
+      await findCluster(keelson.db, request.params.projectId, request.params.clusterId);
       return supportedAddonOperatorTags(keelson.catalogue);
     },
   });
@@ -142,7 +142,7 @@ export const catalogueRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
     },
     async (request, reply) => {
-      removeAddons(keelson, request.params.projectId, request.params.clusterId);
+      await removeAddons(keelson, request.params.projectId, request.params.clusterId);
       return sendNoBody(reply);
     },
   );

@@ -116,8 +116,8 @@ export const cloudProviderRoutes: FastifyPluginAsyncTypebox = async (app) => {
         },
       },
       async (request) => {
-        getProject(keelson.db, request.params.project_uuid);
-        return listProviders(keelson.db, request.params.project_uuid).map(present);
+        await getProject(keelson.db, request.params.project_uuid);
+        return (await listProviders(keelson.db, request.params.project_uuid)).map(present);
       },
     );
 
@@ -136,8 +136,8 @@ export const cloudProviderRoutes: FastifyPluginAsyncTypebox = async (app) => {
         },
       },
       async (request) => {
-        getProject(keelson.db, request.params.project_uuid);
-        const created = createProvider(keelson, request.params.project_uuid, version, request.body);
+        await getProject(keelson.db, request.params.project_uuid);
+        const created = await createProvider(keelson, request.params.project_uuid, version, request.body);
         return { uuid: created.id };
       },
     );
@@ -153,7 +153,7 @@ export const cloudProviderRoutes: FastifyPluginAsyncTypebox = async (app) => {
         },
       },
       async (request) => {
-        getProject(keelson.db, request.params.project_uuid);
+        await getProject(keelson.db, request.params.project_uuid);
         return providerTypes(version).map((type) => ({ type }));
       },
     );
@@ -173,7 +173,7 @@ export const cloudProviderRoutes: FastifyPluginAsyncTypebox = async (app) => {
         },
       },
       async (request, reply) => {
-        getProject(keelson.db, request.params.project_uuid);
+        await getProject(keelson.db, request.params.project_uuid);
         validateProviderInput(version, request.body);
         return sendNoBody(reply);
       },
@@ -191,7 +191,7 @@ export const cloudProviderRoutes: FastifyPluginAsyncTypebox = async (app) => {
         },
       },
       async (request) => {
-        const provider = getProvider(keelson.db, request.params.project_uuid, request.params.uuid);
+        const provider = await getProvider(keelson.db, request.params.project_uuid, request.params.uuid);
         return { Regions: regionsOf(provider.type) };
       },
     );
@@ -208,7 +208,7 @@ export const cloudProviderRoutes: FastifyPluginAsyncTypebox = async (app) => {
         },
       },
       async (request, reply) => {
-        deleteProvider(keelson.db, request.params.project_uuid, request.params.uuid);
+        await deleteProvider(keelson.db, request.params.project_uuid, request.params.uuid);
         return sendNoBody(reply);
       },
     );
@@ -226,7 +226,7 @@ export const cloudProviderRoutes: FastifyPluginAsyncTypebox = async (app) => {
         },
       },
       async (request) => {
-        const provider = getProvider(keelson.db, request.params.project_uuid, request.params.uuid);
+        const provider = await getProvider(keelson.db, request.params.project_uuid, request.params.uuid);
         requireRegion(provider.type, request.params.regionid);
         throw notImplemented("region detail needs the cloud drivers, which this server does not have");
       },
@@ -248,7 +248,7 @@ export const cloudProviderRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
       async (request) => {
         parseSshPublicKey(request.body.key);
-        const provider = getProvider(keelson.db, request.params.project_uuid, request.params.uuid);
+        const provider = await getProvider(keelson.db, request.params.project_uuid, request.params.uuid);
         requireRegion(provider.type, request.params.regionid);
         throw notImplemented(
           "uploading an SSH key to a region needs the cloud drivers, which this server does not have",
@@ -277,12 +277,12 @@ export const cloudProviderRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
       async (request, reply) => {
         const identity = callerOf(request);
-        const provider = findProviderAnywhere(keelson.db, request.params.uuid);
+        const provider = await findProviderAnywhere(keelson.db, request.params.uuid);
         if (!provider) throw notFound("cloud provider", request.params.uuid);
         if (!canSeeProject(identity, provider.projectId)) {
           throw forbidden("the token does not grant access to this cloud provider's project");
         }
-        updateProvider(keelson, provider.projectId, provider.id, request.body);
+        await updateProvider(keelson, provider.projectId, provider.id, request.body);
         return sendNoBody(reply);
       },
     );

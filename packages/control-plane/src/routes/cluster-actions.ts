@@ -116,8 +116,8 @@ export const clusterActionRoutes: FastifyPluginAsyncTypebox = async (app) => {
         async (request, reply) => {
           const { project_uuid: projectId, uuid: clusterId } = request.params;
           const entries = request.body.map((e, i) => ({ uuid: e.uuid, isMaster: e.isMaster, field: `[${i}].uuid` }));
-          if (action === "attach") attachNodes(k, projectId, clusterId, entries);
-          else detachNodes(k, projectId, clusterId, entries);
+          if (action === "attach") await attachNodes(k, projectId, clusterId, entries);
+          else await detachNodes(k, projectId, clusterId, entries);
           return sendNoBody(reply);
         },
       );
@@ -139,7 +139,7 @@ export const clusterActionRoutes: FastifyPluginAsyncTypebox = async (app) => {
       async (request, reply) => {
         const query = (request.query ?? {}) as { type?: "patch" | "minor"; force?: boolean };
         const body = request.body ?? {};
-        startUpgrade(k, request.params.project_uuid, request.params.uuid, version, {
+        await startUpgrade(k, request.params.project_uuid, request.params.uuid, version, {
           ...(version === "v4" ? { type: query.type, force: query.force } : {}),
           ...body,
         });
@@ -163,7 +163,7 @@ export const clusterActionRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
       async (request, reply) => {
         const { project_uuid: projectId, uuid: clusterId } = request.params;
-        startRestart(k, projectId, clusterId, RESTART_SCOPE[action], request.query.batchPercent);
+        await startRestart(k, projectId, clusterId, RESTART_SCOPE[action], request.query.batchPercent);
         return sendNoBody(reply);
       },
     );

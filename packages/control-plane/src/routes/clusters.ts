@@ -40,7 +40,7 @@ export const clusterRoutes: FastifyPluginAsyncTypebox = async (app) => {
   // Cluster records depend on the database and the (immutable) catalogue only. They are sent
   // as JSON text, so the response schemas document them; cluster-presenters.test.ts checks the
   // presenters against those schemas.
-  const snapshots = new SnapshotCache(k.db);
+  const snapshots = new SnapshotCache(k.store.changeCount);
 
   for (const version of ["v4", "v3"] as const) {
     const tags = [`clusters ${version}`];
@@ -83,8 +83,8 @@ export const clusterRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
       async (request, reply) => {
         const projectId = request.params.project_uuid;
-        const body = snapshots.get(`${version}:list:${projectId}`, () =>
-          JSON.stringify(listClusterViews(k.db, k.catalogue, projectId).map(present)),
+        const body = await snapshots.get(`${version}:list:${projectId}`, async () =>
+          JSON.stringify((await listClusterViews(k.db, k.catalogue, projectId)).map(present)),
         );
         return reply.type("application/json; charset=utf-8").send(body as never);
       },
@@ -102,8 +102,8 @@ export const clusterRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
       async (request, reply) => {
         const { project_uuid, uuid } = request.params;
-        const body = snapshots.get(`${version}:one:${project_uuid}:${uuid}`, () =>
-          JSON.stringify(present(getClusterView(k.db, k.catalogue, project_uuid, uuid))),
+        const body = await snapshots.get(`${version}:one:${project_uuid}:${uuid}`, async () =>
+          JSON.stringify(present(await getClusterView(k.db, k.catalogue, project_uuid, uuid))),
         );
         return reply.type("application/json; charset=utf-8").send(body as never);
       },
@@ -123,7 +123,7 @@ export const clusterRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
       async (request, reply) => {
         const { project_uuid, uuid } = request.params;
-        const result = updateCluster(k, project_uuid, uuid, request.body, writeOptions(version, request.query));
+        const result = await updateCluster(k, project_uuid, uuid, request.body, writeOptions(version, request.query));
         reportIgnored(reply, request.query, result);
         return sendNoBody(reply);
       },
@@ -140,7 +140,7 @@ export const clusterRoutes: FastifyPluginAsyncTypebox = async (app) => {
         },
       },
       async (request, reply) => {
-        deleteCluster(k, request.params.project_uuid, request.params.uuid);
+        await deleteCluster(k, request.params.project_uuid, request.params.uuid);
         return sendNoBody(reply);
       },
     );
@@ -158,8 +158,8 @@ export const clusterRoutes: FastifyPluginAsyncTypebox = async (app) => {
     },
     async (request) => {
       const { project_uuid, uuid } = request.params;
-      findCluster(k.db, project_uuid, uuid);
-      return listClusterNodeViews(k.db, project_uuid, uuid).map((v) => presentNodeV4(v.row, v.extras));
+      await findCluster(k.db, project_uuid, uuid);
+      return (await listClusterNodeViews(k.db, project_uuid, uuid)).map((v) => presentNodeV4(v.row, v.extras));
     },
   );
 };

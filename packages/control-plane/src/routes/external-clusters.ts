@@ -67,7 +67,7 @@ export const externalClusterRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
     },
     async (request) => {
-      getProject(keelson.db, request.params.projectId);
+      await getProject(keelson.db, request.params.projectId);
       return [];
     },
   );
@@ -85,8 +85,8 @@ export const externalClusterRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
     },
     async (request) => {
-      getProject(keelson.db, request.params.projectId);
-      checkRegistration(keelson.db, request.params.projectId, request.body);
+      await getProject(keelson.db, request.params.projectId);
+      await checkRegistration(keelson.db, request.params.projectId, request.body);
       throw notImplemented(`registering external clusters ${NO_DRIVERS}`);
     },
   );
@@ -103,7 +103,7 @@ export const externalClusterRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
     },
     async (request) => {
-      findExternalCluster(keelson.db, request.params.projectId, request.params.clusterID);
+      await findExternalCluster(keelson.db, request.params.projectId, request.params.clusterID);
       throw notImplemented(`deregistering external clusters ${NO_DRIVERS}`);
     },
   );
@@ -124,7 +124,7 @@ export const externalClusterRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
     },
     async (request) => {
-      findExternalCluster(keelson.db, request.params.projectId, request.params.clusterID);
+      await findExternalCluster(keelson.db, request.params.projectId, request.params.clusterID);
       throw notImplemented(`the deployment YAML of external clusters ${NO_DRIVERS}`);
     },
   );

@@ -26,9 +26,9 @@ export const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
       schema: { tags: ["health"], security: [], response: { 200: Ready, 503: Status } },
     },
     async (_request, reply) => {
-      const { db, runner } = app.keelson;
+      const { store, runner } = app.keelson;
       try {
-        db.$client.prepare("select 1").get();
+        await store.ping();
       } catch {
         return reply.status(503).send({ status: "database unavailable" });
       }

@@ -38,7 +38,7 @@ export const hostRoutes: FastifyPluginAsyncTypebox = async (app) => {
         response: { 200: HostRecord, 403: ErrorBody, 404: ErrorBody },
       },
     },
-    async (request) => hostRecordOf(findHost(k.db, callerOf(request), request.params.uuid)),
+    async (request) => hostRecordOf(await findHost(k.db, callerOf(request), request.params.uuid)),
   );
 
   app.put(

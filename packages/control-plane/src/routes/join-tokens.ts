@@ -61,7 +61,7 @@ export const joinTokenRoutes: FastifyPluginAsyncTypebox = async (app) => {
         response: { 201: IssuedJoinToken, ...errors(400, 403, 404) },
       },
     },
-    async (request, reply) => reply.status(201).send(createJoinToken(db, request.params.projectId, request.body)),
+    async (request, reply) => reply.status(201).send(await createJoinToken(db, request.params.projectId, request.body)),
   );
 
   projectCollectionRoutes(app, {

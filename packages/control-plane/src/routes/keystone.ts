@@ -96,8 +96,8 @@ function present(session: Session) {
 const tokenNotFound = () => new ApiError(404, "not_found", "the subject token is not valid");
 
 /** The caller may see a session of its own project (the admin any); otherwise it does not exist for them. */
-function subjectSession(request: FastifyRequest, subjectToken: string): Session {
-  const session = findSession(request.server.keelson.db, subjectToken);
+async function subjectSession(request: FastifyRequest, subjectToken: string): Promise<Session> {
+  const session = await findSession(request.server.keelson.db, subjectToken);
   if (!session || !canSeeProject(callerOf(request), session.project.id)) throw tokenNotFound();
   return session;
 }
@@ -150,7 +150,7 @@ export const keystoneRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
     },
     async (request, reply) => {
-      const session = subjectSession(request, request.headers["x-subject-token"]);
+      const session = await subjectSession(request, request.headers["x-subject-token"]);
       return withSubject(reply, request.headers["x-subject-token"]).send(present(session));
     },
   );
@@ -169,7 +169,7 @@ export const keystoneRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
     },
     async (request, reply) => {
-      endSession(db, subjectSession(request, request.headers["x-subject-token"]).tokenId);
+      await endSession(db, (await subjectSession(request, request.headers["x-subject-token"])).tokenId);
       return reply.status(204).send();
     },
   );

@@ -90,7 +90,7 @@ export const kubeconfigRoutes: FastifyPluginAsyncTypebox = async (app) => {
         },
       },
       async (request, reply) => {
-        const session = issueWebCliSession(app.keelson, {
+        const session = await issueWebCliSession(app.keelson, {
           projectId: request.params.project_uuid,
           clusterId: request.params.uuid,
           identity: callerOf(request),

@@ -25,7 +25,7 @@ export const nodePoolRoutes: FastifyPluginAsyncTypebox = async (app) => {
         },
       },
       async (request) => {
-        getProject(app.keelson.db, request.params.project_uuid);
+        await getProject(app.keelson.db, request.params.project_uuid);
         return listNodePools(app.keelson.db, request.params.project_uuid);
       },
     );

@@ -48,7 +48,7 @@ export const nodeRoutes: FastifyPluginAsyncTypebox = async (app) => {
           response: { 200: Type.Array(record), 403: ErrorBody },
         },
       },
-      async (request) => listNodeViews(db, request.params.project_uuid).map((v) => present(v.row, v.extras)),
+      async (request) => (await listNodeViews(db, request.params.project_uuid)).map((v) => present(v.row, v.extras)),
     );
 
     app.get(
@@ -62,7 +62,7 @@ export const nodeRoutes: FastifyPluginAsyncTypebox = async (app) => {
         },
       },
       async (request) => {
-        const view = getNodeView(db, request.params.project_uuid, request.params.uuid);
+        const view = await getNodeView(db, request.params.project_uuid, request.params.uuid);
         return present(view.row, view.extras);
       },
     );
@@ -82,7 +82,7 @@ export const nodeRoutes: FastifyPluginAsyncTypebox = async (app) => {
         },
       },
       async (request, reply) => {
-        updateNode(app.keelson, request.params.project_uuid, request.params.uuid, request.body);
+        await updateNode(app.keelson, request.params.project_uuid, request.params.uuid, request.body);
         return sendNoBody(reply);
       },
     );

@@ -68,11 +68,13 @@ export const operationRoutes: FastifyPluginAsyncTypebox = async (app) => {
     },
     async (request) => {
       const { target, state, limit } = request.query;
-      return listOperations(app.keelson.db, request.params.project_uuid, {
-        ...(target ? { targetId: target } : {}),
-        ...(state ? { state } : {}),
-        limit,
-      }).map(present);
+      return (
+        await listOperations(app.keelson.db, request.params.project_uuid, {
+          ...(target ? { targetId: target } : {}),
+          ...(state ? { state } : {}),
+          limit,
+        })
+      ).map(present);
     },
   );
 };

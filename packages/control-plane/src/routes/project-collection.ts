@@ -14,8 +14,8 @@ export interface ProjectCollection<Item extends TSchema> {
   adminOnly: boolean;
   listSummary: string;
   deleteSummary: string;
-  list: (projectId: string) => Static<Item>[];
-  remove: (projectId: string, id: string) => void;
+  list: (projectId: string) => Promise<Static<Item>[]>;
+  remove: (projectId: string, id: string) => Promise<void>;
 }
 
 /**
@@ -37,7 +37,7 @@ export function projectCollectionRoutes<Item extends TSchema>(app: App, c: Proje
         response: { 200: Type.Object({ [c.plural]: Type.Array(c.item) }), ...errors(403, 404) },
       },
     },
-    async (request) => ({ [c.plural]: c.list(request.params.projectId) }),
+    async (request) => ({ [c.plural]: await c.list(request.params.projectId) }),
   );
   app.delete(
     `${base}/:${c.idParam}`,
@@ -52,7 +52,7 @@ export function projectCollectionRoutes<Item extends TSchema>(app: App, c: Proje
     },
     async (request, reply) => {
       const params = request.params as Record<string, string>;
-      c.remove(params.projectId as string, params[c.idParam] as string);
+      await c.remove(params.projectId as string, params[c.idParam] as string);
       return reply.status(200).send();
     },
   );

@@ -67,7 +67,8 @@ export const projectTokenRoutes: FastifyPluginAsyncTypebox = async (app) => {
         response: { 201: IssuedToken, ...errors(400, 403, 404) },
       },
     },
-    async (request, reply) => reply.status(201).send(createProjectToken(db, request.params.projectId, request.body)),
+    async (request, reply) =>
+      reply.status(201).send(await createProjectToken(db, request.params.projectId, request.body)),
   );
 
   projectCollectionRoutes(app, {

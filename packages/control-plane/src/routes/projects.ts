@@ -29,7 +29,7 @@ export const projectRoutes: FastifyPluginAsyncTypebox = async (app) => {
         response: { 200: Type.Object({ projects: Type.Array(Project) }), ...errors(403) },
       },
     },
-    async (request) => ({ projects: projectsVisibleTo(db, callerOf(request)).map(presentProject) }),
+    async (request) => ({ projects: (await projectsVisibleTo(db, callerOf(request))).map(presentProject) }),
   );
 
   app.post(
@@ -52,7 +52,7 @@ export const projectRoutes: FastifyPluginAsyncTypebox = async (app) => {
         response: { 201: Project, ...errors(400, 403, 409) },
       },
     },
-    async (request, reply) => reply.status(201).send(presentProject(createProject(db, request.body.name))),
+    async (request, reply) => reply.status(201).send(presentProject(await createProject(db, request.body.name))),
   );
 
   app.get(
@@ -65,6 +65,6 @@ export const projectRoutes: FastifyPluginAsyncTypebox = async (app) => {
         response: { 200: Project, ...errors(403, 404) },
       },
     },
-    async (request) => presentProject(getProject(db, request.params.projectId)),
+    async (request) => presentProject(await getProject(db, request.params.projectId)),
   );
 };

@@ -1,5 +1,5 @@
 import { EventEmitter } from "node:events";
-import { type Db, operations } from "@keelson/db";
+import { type Db, firstRow, operations } from "@keelson/db";
 import { eq } from "drizzle-orm";
 import type { FastifyBaseLogger } from "fastify";
 import { unfinishedOperations } from "./store.ts";
@@ -49,10 +49,10 @@ export class OperationRunner {
   }
 
   /** Resumes every unfinished operation, then runs new ones as they are enqueued. */
-  start(): void {
+  async start(): Promise<void> {
     if (this.started) return;
     this.started = true;
-    for (const op of unfinishedOperations(this.db)) this.schedule(op.id, op.targetId);
+    for (const op of await unfinishedOperations(this.db)) this.schedule(op.id, op.targetId);
   }
 
   get isRunning(): boolean {
@@ -100,20 +100,19 @@ export class OperationRunner {
 
   private async execute(id: string): Promise<void> {
     if (this.abort.signal.aborted) return;
-    const op = this.db.select().from(operations).where(eq(operations.id, id)).get();
+    const op = firstRow(await this.db.select().from(operations).where(eq(operations.id, id)));
     if (!op || op.state === "succeeded" || op.state === "failed") return;
     const kind = this.kinds.get(op.kind);
     const cursor: Cursor = { step: 0, progress: {}, ...(op.cursor as Partial<Cursor> | null) };
     const ctx = this.contextFor(op, cursor);
     if (!kind) {
-      this.finish(op, "failed", `no handler for operation kind ${op.kind}`);
+      await this.finish(op, "failed", `no handler for operation kind ${op.kind}`);
       return;
     }
-    this.db
+    await this.db
       .update(operations)
       .set({ state: "running", attempts: op.attempts + 1, startedAt: op.startedAt ?? new Date().toISOString() })
-      .where(eq(operations.id, id))
-      .run();
+      .where(eq(operations.id, id));
     this.emit(op, "operation.started", "running");
     try {
       // Inside the try: params a kind cannot read fail the operation instead of leaving it running.
@@ -129,10 +128,10 @@ export class OperationRunner {
         cursor.step = i + 1;
         cursor.stepName = steps[i + 1]?.name;
         cursor.progress = {};
-        this.saveCursor(id, cursor);
+        await this.saveCursor(id, cursor);
         this.emit(op, "operation.step", "running", step.name);
       }
-      this.finish(op, "succeeded", null);
+      await this.finish(op, "succeeded", null);
     } catch (err) {
       if (err instanceof OperationInterrupted || this.abort.signal.aborted) {
         this.log.info({ operation: id, kind: op.kind }, "operation interrupted; it resumes at next start");
@@ -141,11 +140,11 @@ export class OperationRunner {
       const error = err instanceof Error ? err : new Error(String(err));
       this.log.warn({ operation: id, kind: op.kind, err: error }, "operation failed");
       try {
-        kind.onFailed?.(ctx, error);
+        await kind.onFailed?.(ctx, error);
       } catch (hookError) {
         this.log.error({ operation: id, err: hookError }, "recording an operation failure failed");
       }
-      this.finish(op, "failed", error.message);
+      await this.finish(op, "failed", error.message);
     }
   }
 
@@ -156,27 +155,25 @@ export class OperationRunner {
       log: this.log.child({ operation: op.id, kind: op.kind }),
       signal: this.abort.signal,
       progress: cursor.progress,
-      saveProgress: (patch) => {
+      saveProgress: async (patch) => {
         Object.assign(cursor.progress, patch);
-        this.saveCursor(op.id, cursor);
+        await this.saveCursor(op.id, cursor);
       },
     };
   }
 
-  private saveCursor(id: string, cursor: Cursor): void {
-    this.db
+  private async saveCursor(id: string, cursor: Cursor): Promise<void> {
+    await this.db
       .update(operations)
       .set({ cursor: { ...cursor } })
-      .where(eq(operations.id, id))
-      .run();
+      .where(eq(operations.id, id));
   }
 
-  private finish(op: OperationRow, state: "succeeded" | "failed", error: string | null): void {
-    this.db
+  private async finish(op: OperationRow, state: "succeeded" | "failed", error: string | null): Promise<void> {
+    await this.db
       .update(operations)
       .set({ state, error, finishedAt: new Date().toISOString() })
-      .where(eq(operations.id, op.id))
-      .run();
+      .where(eq(operations.id, op.id));
     this.emit(op, "operation.finished", state, undefined, error);
   }
 

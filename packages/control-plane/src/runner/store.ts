@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { type Db, operations, type Tx } from "@keelson/db";
+import { type Db, firstRow, operations, type Tx } from "@keelson/db";
 import { and, desc, eq, inArray } from "drizzle-orm";
 import type { OperationRow } from "./types.ts";
 
@@ -13,8 +13,8 @@ export interface NewOperation {
 }
 
 /** Inserts an operation; call inside the transaction that makes the change it carries out. */
-export function recordOperation(tx: Tx, input: NewOperation): OperationRow {
-  return tx
+export async function recordOperation(tx: Tx, input: NewOperation): Promise<OperationRow> {
+  const [row] = await tx
     .insert(operations)
     .values({
       id: randomUUID(),
@@ -27,44 +27,48 @@ export function recordOperation(tx: Tx, input: NewOperation): OperationRow {
       state: "pending",
       cursor: { step: 0, progress: {} },
     })
-    .returning()
-    .get();
+    .returning();
+  if (!row) throw new Error("the operation insert returned no row");
+  return row;
 }
 
-export function unfinishedOperations(db: Db): OperationRow[] {
-  return db
+export async function unfinishedOperations(db: Db): Promise<OperationRow[]> {
+  return await db
     .select()
     .from(operations)
     .where(inArray(operations.state, ["pending", "running"]))
-    .orderBy(operations.createdAt)
-    .all();
+    .orderBy(operations.createdAt);
 }
 
-export function activeOperationFor(tx: Tx, targetId: string, kinds?: string[]): OperationRow | undefined {
+export async function activeOperationFor(
+  tx: Tx,
+  targetId: string,
+  kinds?: string[],
+): Promise<OperationRow | undefined> {
   const conditions = [eq(operations.targetId, targetId), inArray(operations.state, ["pending", "running"])];
   if (kinds) conditions.push(inArray(operations.kind, kinds));
-  return tx
-    .select()
-    .from(operations)
-    .where(and(...conditions))
-    .orderBy(operations.createdAt)
-    .limit(1)
-    .get();
+  return firstRow(
+    await tx
+      .select()
+      .from(operations)
+      .where(and(...conditions))
+      .orderBy(operations.createdAt)
+      .limit(1),
+  );
 }
 
-export function listOperations(
+export async function listOperations(
   db: Db,
   projectId: string,
   filter: { targetId?: string; state?: OperationRow["state"]; limit: number },
-): OperationRow[] {
+): Promise<OperationRow[]> {
   const conditions = [eq(operations.projectId, projectId)];
   if (filter.targetId) conditions.push(eq(operations.targetId, filter.targetId));
   if (filter.state) conditions.push(eq(operations.state, filter.state));
-  return db
+  return await db
     .select()
     .from(operations)
     .where(and(...conditions))
     .orderBy(desc(operations.createdAt))
-    .limit(filter.limit)
-    .all();
+    .limit(filter.limit);
 }

@@ -12,7 +12,7 @@ export interface StepContext {
   readonly signal: AbortSignal;
   /** Progress inside a step (for example the nodes a rollout already finished), kept across restarts. */
   readonly progress: Record<string, unknown>;
-  saveProgress(patch: Record<string, unknown>): void;
+  saveProgress(patch: Record<string, unknown>): Promise<void>;
 }
 
 export interface OperationStep {
@@ -26,7 +26,7 @@ export interface OperationKind {
   readonly kind: string;
   steps(op: OperationRow): readonly OperationStep[];
   /** Records the failure on the target (cluster taskStatus/taskError and the like). */
-  onFailed?(ctx: StepContext, error: Error): void;
+  onFailed?(ctx: StepContext, error: Error): void | Promise<void>;
 }
 
 /** Thrown by a step that was interrupted by shutdown; the operation stays `running` and resumes. */

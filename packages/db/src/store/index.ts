@@ -4,7 +4,7 @@ import { keelsonSchema } from "../schema.ts";
 import { assertBinaryCanRun } from "./compat.ts";
 import { openPostgresStore, type PostgresOptions } from "./postgres-store.ts";
 import { openSqliteStore } from "./sqlite-store.ts";
-import { first, type Store } from "./types.ts";
+import { firstRow, type Store } from "./types.ts";
 
 export { assertBinaryCanRun, compareVersions, SchemaTooNewError } from "./compat.ts";
 export { type CopyProgress, copySqliteToPostgres, TABLES_IN_ORDER, type TableCopy } from "./copy.ts";
@@ -16,7 +16,7 @@ export {
   type PostgresOptions,
   type PostgresStore,
 } from "./postgres-store.ts";
-export { type AsyncDb, type AsyncTx, type Dialect, first, type Store } from "./types.ts";
+export { type Db, type Dialect, firstRow, one, type Store, type Tx } from "./types.ts";
 
 const packageRoot = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 
@@ -38,10 +38,15 @@ export async function openStore(options: StoreOptions): Promise<Store> {
       ? openSqliteStore(options.file, MIGRATIONS.sqlite)
       : await openPostgresStore({ ...options, migrationsFolder: MIGRATIONS.postgres });
   try {
-    assertBinaryCanRun(first(await store.db.select().from(keelsonSchema))?.minBinaryVersion, options.binaryVersion);
+    assertBinaryCanRun(firstRow(await store.db.select().from(keelsonSchema))?.minBinaryVersion, options.binaryVersion);
   } catch (err) {
     await store.close();
     throw err;
   }
   return store;
+}
+
+/** A fresh, migrated in-memory SQLite store, for tests. */
+export function createTestStore(): Store {
+  return openSqliteStore(":memory:", MIGRATIONS.sqlite);
 }

@@ -2,7 +2,7 @@ import { drizzle } from "drizzle-orm/postgres-js";
 import { migrate } from "drizzle-orm/postgres-js/migrator";
 import postgres from "postgres";
 import type { PostgresTarget } from "./database-url.ts";
-import type { AsyncDb, Store } from "./types.ts";
+import type { Db, Store } from "./types.ts";
 
 export interface PostgresOptions {
   target: PostgresTarget;
@@ -52,7 +52,7 @@ const MIGRATION_LOCK = 0x6b65656c; // "keel"
  * The production store: a pool of postgres.js connections (chosen over `pg` because it follows
  * `target_session_attrs=read-write` across a failover, has TCP keepalive and reserved
  * connections built in) behind drizzle's PostgreSQL driver. Queries are the same awaited
- * drizzle calls as on SQLite (see AsyncDb).
+ * drizzle calls as on SQLite (see Db).
  */
 /** The PostgreSQL store, with its pool for the few jobs that speak SQL directly (the copy from SQLite). */
 export interface PostgresStore extends Store {
@@ -107,8 +107,8 @@ async function connect(options: PostgresOptions): Promise<PostgresStore> {
     await client.end({ timeout: 1 });
     throw err;
   }
-  // Typed as the SQLite driver's database on purpose: see AsyncDb.
-  const db = pg as unknown as AsyncDb;
+  // Typed as the SQLite driver's database on purpose: see Db.
+  const db = pg as unknown as Db;
   return {
     dialect: "postgres",
     db,

@@ -5,7 +5,7 @@ import { drizzle } from "drizzle-orm/sqlite-proxy";
 import { openSqliteConnection } from "../client.ts";
 import * as schema from "../schema.ts";
 import { StatementGate } from "./gate.ts";
-import { type AsyncDb, first, type Store } from "./types.ts";
+import type { Db, Store } from "./types.ts";
 
 /** Distinct statements kept compiled; the service issues a few hundred kinds at most. */
 const STATEMENT_CACHE = 2_000;
@@ -44,19 +44,20 @@ export function openSqliteStore(file: string, migrationsFolder: string): Store {
   };
 
   const gate = new StatementGate();
-  const db: AsyncDb = drizzle(async (sql, params, method) => gate.statement(() => execute(sql, params, method)), {
+  const db: Db = drizzle(async (sql, params, method) => gate.statement(() => execute(sql, params, method)), {
     schema,
   });
   // A transaction holds the gate from BEGIN to COMMIT (see StatementGate). Nested calls on
   // `tx` are savepoints and already inside it.
   const transaction = db.transaction.bind(db);
-  db.transaction = ((fn, config) => gate.exclusive(() => transaction(fn, config))) as AsyncDb["transaction"];
+  db.transaction = ((fn, config) => gate.exclusive(() => transaction(fn, config))) as Db["transaction"];
 
   return {
     dialect: "sqlite",
     db,
+    changeCount: () => gate.statement(() => (compile("select total_changes() as n").get() as { n: number }).n),
     async ping() {
-      await gate.statement(() => first(compile("select 1").raw(true).all()));
+      await gate.statement(() => compile("select 1").raw(true).all());
     },
     async close() {
       await gate.exclusive(async () => {

@@ -9,24 +9,41 @@ export type Dialect = "sqlite" | "postgres";
  * SQLite database; on PostgreSQL the same calls go to drizzle's PostgreSQL database, which
  * builds its SQL from the same table objects (pg-schema.ts is their DDL there). So queries
  * use only what both have: `await` a builder (never `.get()`/`.all()`/`.run()`, which only the
- * SQLite builders have; `first()` takes a single row), `.returning()` for what a write
+ * SQLite builders have; `firstRow()` takes a single row), `.returning()` for what a write
  * changed, `onConflictDoUpdate`/`onConflictDoNothing`, and no dialect-specific SQL functions.
  */
-export type AsyncDb = SqliteRemoteDatabase<typeof schema>;
+export type Db = SqliteRemoteDatabase<typeof schema>;
 
-/** What a function that runs inside someone else's transaction takes: the query builders only. */
-export type AsyncTx = Pick<AsyncDb, "select" | "insert" | "update" | "delete">;
+/**
+ * What a function that reads or writes inside someone else's transaction takes: the open
+ * transaction (`db.transaction(async (tx) => …)`) or the database itself. The one transaction
+ * type of the project; the query builders are all such a function may use, so it cannot
+ * commit, roll back or reach the connection.
+ */
+export type Tx = Pick<Db, "select" | "insert" | "update" | "delete">;
 
 export interface Store {
   readonly dialect: Dialect;
   /** `db.transaction(async (tx) => …)` is atomic on both dialects (see StatementGate for SQLite). */
-  readonly db: AsyncDb;
+  readonly db: Db;
   /** A cheap round trip to the database (readiness). */
   ping(): Promise<void>;
+  /**
+   * SQLite only: how many rows this store's one connection has changed, for a read cache that
+   * must drop its entries after any write. Absent on PostgreSQL, where other replicas write too.
+   */
+  changeCount?(): Promise<number>;
   close(): Promise<void>;
 }
 
 /** The first row of a result, for queries that expect at most one. */
-export function first<T>(rows: readonly T[]): T | undefined {
+export function firstRow<T>(rows: readonly T[]): T | undefined {
   return rows[0];
+}
+
+/** The row a write's `.returning()` gives back when it must have written one (an insert, an update by key that was just read). */
+export function one<T>(rows: readonly T[]): T {
+  const row = rows[0];
+  if (row === undefined) throw new Error("the statement changed no row");
+  return row;
 }

@@ -16,12 +16,11 @@ export function addonOperationKinds(_keelson: Keelson): OperationKind[] {
       steps: () => [
         {
           name: "mark-removed",
-          run: (ctx) => {
-            ctx.db
+          run: async (ctx) => {
+            await ctx.db
               .update(addons)
               .set({ state: "removed" })
-              .where(and(eq(addons.clusterId, ctx.op.targetId), eq(addons.state, "removing")))
-              .run();
+              .where(and(eq(addons.clusterId, ctx.op.targetId), eq(addons.state, "removing")));
           },
         },
       ],

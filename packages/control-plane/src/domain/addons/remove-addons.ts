@@ -13,22 +13,21 @@ export const ADDONS_REMOVE = "addons.remove";
  * operation is recorded in the same transaction (DESIGN.md "Operations"); the runner finishes
  * the removal. Answered at once; a cluster that is being deleted takes its add-ons with it.
  */
-export function removeAddons(
+export async function removeAddons(
   keelson: Pick<Keelson, "db" | "runner">,
   projectId: string,
   clusterId: string,
-): OperationRow {
-  const op = keelson.db.transaction((tx) => {
-    const cluster = findCluster(tx, projectId, clusterId);
+): Promise<OperationRow> {
+  const op = await keelson.db.transaction(async (tx) => {
+    const cluster = await findCluster(tx, projectId, clusterId);
     if (cluster.status === "deleting") {
       throw conflict(`cluster ${cluster.name} is being deleted; its add-ons go with it`, "cluster_deleting");
     }
-    const removing = tx
+    const removing = await tx
       .update(addons)
       .set({ state: "removing" })
       .where(and(eq(addons.clusterId, clusterId), inArray(addons.state, ["installed", "removing"])))
-      .returning({ name: addons.name })
-      .all();
+      .returning({ name: addons.name });
     return recordOperation(tx, {
       projectId,
       kind: ADDONS_REMOVE,

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { cloudProviders, clusters, type Db, externalClusters, nodePools, nodes, type Tx } from "@keelson/db";
+import { cloudProviders, clusters, type Db, externalClusters, firstRow, nodePools, nodes, type Tx } from "@keelson/db";
 import { and, asc, eq, ne, or } from "drizzle-orm";
 import type { Keelson } from "../../context.ts";
 import { badRequest, conflict, notFound } from "../../http/errors.ts";
@@ -67,25 +67,24 @@ function toRecord(row: JoinedRow): ProviderRecord {
   return { ...row, nodePoolId: row.nodePoolId ?? "", nodePoolName: row.nodePoolName ?? "" };
 }
 
-export function listProviders(db: Db, projectId: string): ProviderRecord[] {
-  return selectRecords(db)
+export async function listProviders(db: Db, projectId: string): Promise<ProviderRecord[]> {
+  const rows = await selectRecords(db)
     .where(eq(cloudProviders.projectId, projectId))
-    .orderBy(asc(cloudProviders.createdAt), asc(cloudProviders.name))
-    .all()
-    .map(toRecord);
+    .orderBy(asc(cloudProviders.createdAt), asc(cloudProviders.name));
+  return rows.map(toRecord);
 }
 
-export function getProvider(tx: Tx, projectId: string, id: string): ProviderRecord {
-  const row = selectRecords(tx)
-    .where(and(eq(cloudProviders.projectId, projectId), eq(cloudProviders.id, id)))
-    .get();
+export async function getProvider(tx: Tx, projectId: string, id: string): Promise<ProviderRecord> {
+  const row = firstRow(
+    await selectRecords(tx).where(and(eq(cloudProviders.projectId, projectId), eq(cloudProviders.id, id))),
+  );
   if (!row) throw notFound("cloud provider", id);
   return toRecord(row);
 }
 
 /** For the update routes that carry no project in the path: the caller's access is checked on the result. */
-export function findProviderAnywhere(db: Db, id: string): ProviderRecord | undefined {
-  const row = selectRecords(db).where(eq(cloudProviders.id, id)).get();
+export async function findProviderAnywhere(db: Db, id: string): Promise<ProviderRecord | undefined> {
+  const row = firstRow(await selectRecords(db).where(eq(cloudProviders.id, id)));
   return row ? toRecord(row) : undefined;
 }
 
@@ -108,117 +107,118 @@ export function validateProviderInput(version: ApiVersion, input: ProviderInput)
   checkProviderInput(version, input);
 }
 
-function requireUniqueName(tx: Tx, projectId: string, name: string, exceptId?: string): void {
+async function requireUniqueName(tx: Tx, projectId: string, name: string, exceptId?: string): Promise<void> {
   const conditions = [eq(cloudProviders.projectId, projectId), eq(cloudProviders.name, name)];
   if (exceptId) conditions.push(ne(cloudProviders.id, exceptId));
   if (
-    tx
-      .select({ id: cloudProviders.id })
-      .from(cloudProviders)
-      .where(and(...conditions))
-      .get()
+    firstRow(
+      await tx
+        .select({ id: cloudProviders.id })
+        .from(cloudProviders)
+        .where(and(...conditions)),
+    )
   ) {
     throw conflict(`a cloud provider named "${name}" already exists in this project`, "duplicate_name");
   }
 }
 
 /** Creates the account and its node pool in one transaction. */
-export function createProvider(
+export async function createProvider(
   keelson: Pick<Keelson, "db" | "cipher">,
   projectId: string,
   version: ApiVersion,
   input: ProviderInput,
-): ProviderRecord {
+): Promise<ProviderRecord> {
   const type = checkProviderInput(version, input);
-  return keelson.db.transaction((tx) => {
-    requireUniqueName(tx, projectId, input.name);
+  return keelson.db.transaction(async (tx) => {
+    await requireUniqueName(tx, projectId, input.name);
     const id = randomUUID();
-    tx.insert(cloudProviders)
-      .values({
-        id,
-        projectId,
-        name: input.name,
-        type,
-        keyEnc: keelson.cipher.encrypt(input.key),
-        secretEnc: keelson.cipher.encrypt(input.secret),
-      })
-      .run();
+    await tx.insert(cloudProviders).values({
+      id,
+      projectId,
+      name: input.name,
+      type,
+      keyEnc: keelson.cipher.encrypt(input.key),
+      secretEnc: keelson.cipher.encrypt(input.secret),
+    });
     const nodePoolId = randomUUID();
     const nodePoolName = poolNameOf(input.name);
-    tx.insert(nodePools).values({ id: nodePoolId, projectId, cloudProviderId: id, name: nodePoolName }).run();
+    await tx.insert(nodePools).values({ id: nodePoolId, projectId, cloudProviderId: id, name: nodePoolName });
     return { id, projectId, name: input.name, type, nodePoolId, nodePoolName };
   });
 }
 
 /** What still depends on the account; deleting it would orphan them (and the foreign keys refuse it). */
-function usersOf(tx: Tx, provider: ProviderRecord): string[] {
+async function usersOf(tx: Tx, provider: ProviderRecord): Promise<string[]> {
   const users: string[] = [];
   const byProvider = eq(clusters.cloudProviderId, provider.id);
-  const clusterRows = tx
+  const clusterRows = await tx
     .select({ name: clusters.name })
     .from(clusters)
-    .where(provider.nodePoolId ? or(byProvider, eq(clusters.nodePoolId, provider.nodePoolId)) : byProvider)
-    .all();
+    .where(provider.nodePoolId ? or(byProvider, eq(clusters.nodePoolId, provider.nodePoolId)) : byProvider);
   if (clusterRows.length > 0) users.push(`clusters ${clusterRows.map((c) => c.name).join(", ")}`);
   if (provider.nodePoolId) {
-    const nodeRow = tx.select({ id: nodes.id }).from(nodes).where(eq(nodes.nodePoolId, provider.nodePoolId)).get();
+    const nodeRow = firstRow(
+      await tx.select({ id: nodes.id }).from(nodes).where(eq(nodes.nodePoolId, provider.nodePoolId)),
+    );
     if (nodeRow) users.push("nodes of its node pool");
   }
-  const external = tx
-    .select({ id: externalClusters.id })
-    .from(externalClusters)
-    .where(eq(externalClusters.cloudProviderId, provider.id))
-    .get();
+  const external = firstRow(
+    await tx
+      .select({ id: externalClusters.id })
+      .from(externalClusters)
+      .where(eq(externalClusters.cloudProviderId, provider.id)),
+  );
   if (external) users.push("registered external clusters");
   return users;
 }
 
-export function deleteProvider(db: Db, projectId: string, id: string): void {
-  db.transaction((tx) => {
-    const provider = getProvider(tx, projectId, id);
+export async function deleteProvider(db: Db, projectId: string, id: string): Promise<void> {
+  await db.transaction(async (tx) => {
+    const provider = await getProvider(tx, projectId, id);
     if (provider.type === LOCAL_TYPE) {
       throw conflict("the built-in local provider cannot be deleted", "builtin_provider");
     }
-    const users = usersOf(tx, provider);
+    const users = await usersOf(tx, provider);
     if (users.length > 0) {
       throw conflict(`cloud provider "${provider.name}" is in use by ${users.join("; ")}`, "provider_in_use");
     }
     // The node pool goes with it (ON DELETE CASCADE).
-    tx.delete(cloudProviders).where(eq(cloudProviders.id, id)).run();
+    await tx.delete(cloudProviders).where(eq(cloudProviders.id, id));
   });
 }
 
 /** Rename and/or re-key. Only the fields present change; the node pool follows a rename. */
-export function updateProvider(
+export async function updateProvider(
   keelson: Pick<Keelson, "db" | "cipher">,
   projectId: string,
   id: string,
   patch: ProviderPatch,
-): void {
+): Promise<void> {
   if (patch.name === undefined && patch.key === undefined && patch.secret === undefined) {
     throw badRequest("body", "give at least one of name, key, secret");
   }
   if (patch.name !== undefined) checkName(patch.name);
-  keelson.db.transaction((tx) => {
-    const provider = getProvider(tx, projectId, id);
+  await keelson.db.transaction(async (tx) => {
+    const provider = await getProvider(tx, projectId, id);
     if (provider.type === LOCAL_TYPE) {
       throw conflict("the built-in local provider has no name or credentials to change", "builtin_provider");
     }
     checkCredentials(provider.type as Exclude<ProviderType, "local">, { key: patch.key, secret: patch.secret });
     const changes: Partial<typeof cloudProviders.$inferInsert> = {};
     if (patch.name !== undefined && patch.name !== provider.name) {
-      requireUniqueName(tx, projectId, patch.name, id);
+      await requireUniqueName(tx, projectId, patch.name, id);
       changes.name = patch.name;
     }
     if (patch.key !== undefined) changes.keyEnc = keelson.cipher.encrypt(patch.key);
     if (patch.secret !== undefined) changes.secretEnc = keelson.cipher.encrypt(patch.secret);
     if (Object.keys(changes).length === 0) return;
-    tx.update(cloudProviders).set(changes).where(eq(cloudProviders.id, id)).run();
+    await tx.update(cloudProviders).set(changes).where(eq(cloudProviders.id, id));
     if (changes.name !== undefined) {
-      tx.update(nodePools)
+      await tx
+        .update(nodePools)
         .set({ name: poolNameOf(changes.name) })
-        .where(eq(nodePools.cloudProviderId, id))
-        .run();
+        .where(eq(nodePools.cloudProviderId, id));
     }
   });
 }

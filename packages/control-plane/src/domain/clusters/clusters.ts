@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { addons, cloudProviders, clusters, type Db, nodePools, type Tx } from "@keelson/db";
+import { addons, cloudProviders, clusters, type Db, firstRow, nodePools, one, type Tx } from "@keelson/db";
 import { and, eq } from "drizzle-orm";
 import type { Keelson } from "../../context.ts";
 import { ApiError, badRequest, conflict, notImplemented } from "../../http/errors.ts";
@@ -34,14 +34,16 @@ interface Placement {
 }
 
 /** The node pool a cluster goes on: the one named, else the project's built-in local pool. */
-function resolvePlacement(db: Db, projectId: string, nodePoolUuid: string | undefined): Placement {
+async function resolvePlacement(db: Db, projectId: string, nodePoolUuid: string | undefined): Promise<Placement> {
   const base = db
     .select({ nodePoolId: nodePools.id, cloudProviderId: cloudProviders.id, providerType: cloudProviders.type })
     .from(nodePools)
     .innerJoin(cloudProviders, eq(nodePools.cloudProviderId, cloudProviders.id));
-  const row = nodePoolUuid
-    ? base.where(and(eq(nodePools.id, nodePoolUuid), eq(nodePools.projectId, projectId))).get()
-    : base.where(and(eq(cloudProviders.type, "local"), eq(nodePools.projectId, projectId))).get();
+  const row = firstRow(
+    await (nodePoolUuid
+      ? base.where(and(eq(nodePools.id, nodePoolUuid), eq(nodePools.projectId, projectId)))
+      : base.where(and(eq(cloudProviders.type, "local"), eq(nodePools.projectId, projectId)))),
+  );
   if (!row) {
     if (nodePoolUuid) throw badRequest("nodePoolUuid", `node pool ${nodePoolUuid} is not a node pool of this project`);
     throw new ApiError(500, "internal", "project has no local node pool");
@@ -53,7 +55,12 @@ function resolvePlacement(db: Db, projectId: string, nodePoolUuid: string | unde
  * Nodes named at create (`masterNodes`, `workerNodes`) follow the attach rules of attach.ts
  * against a cluster with no masters yet; an unknown node is a 400 naming the body field.
  */
-function checkNamedNodes(k: Keelson, projectId: string, masterNodes: string[], workerNodes: string[]): MembershipPlan {
+async function checkNamedNodes(
+  k: Keelson,
+  projectId: string,
+  masterNodes: string[],
+  workerNodes: string[],
+): Promise<MembershipPlan> {
   const entries = [
     ...masterNodes.map((uuid, i) => ({ uuid, isMaster: true, field: `masterNodes[${i}]` })),
     ...workerNodes.map((uuid, i) => ({ uuid, isMaster: false, field: `workerNodes[${i}]` })),
@@ -61,12 +68,13 @@ function checkNamedNodes(k: Keelson, projectId: string, masterNodes: string[], w
   return checkAttachEntries(k, projectId, entries, { unknownNode: 400, existingMasters: 0 });
 }
 
-function assertNameFree(db: Tx, projectId: string, name: string): void {
-  const clash = db
-    .select({ id: clusters.id })
-    .from(clusters)
-    .where(and(eq(clusters.projectId, projectId), eq(clusters.name, name)))
-    .get();
+async function assertNameFree(db: Tx, projectId: string, name: string): Promise<void> {
+  const clash = firstRow(
+    await db
+      .select({ id: clusters.id })
+      .from(clusters)
+      .where(and(eq(clusters.projectId, projectId), eq(clusters.name, name))),
+  );
   if (clash) throw conflict(`a cluster named "${name}" already exists in this project`, "duplicate_name");
 }
 
@@ -78,41 +86,42 @@ export async function createCluster(
 ): Promise<WriteResult> {
   const parsed = parseClusterCreate(options.version, body, { catalogue: k.catalogue, strict: options.strict });
   const { spec } = parsed;
-  const placement = resolvePlacement(k.db, projectId, spec.nodePoolUuid);
+  const placement = await resolvePlacement(k.db, projectId, spec.nodePoolUuid);
   if (placement.providerType !== "local") {
     throw notImplemented(
       `auto deploy on ${placement.providerType} needs the cloud drivers, which this server does not have: ` +
         "create the cluster without nodePoolUuid (manual deploy) and attach hosts",
     );
   }
-  const plan = checkNamedNodes(k, projectId, parsed.masterNodes, parsed.workerNodes);
-  assertNameFree(k.db, projectId, spec.name);
+  const plan = await checkNamedNodes(k, projectId, parsed.masterNodes, parsed.workerNodes);
+  await assertNameFree(k.db, projectId, spec.name);
 
   const id = randomUUID();
   // Key generation is async (WebCrypto), so it happens before the synchronous transaction.
   const ca = await createClusterCa(spec.name, id);
-  const { cluster, operation } = k.db.transaction((tx) => {
-    assertNameFree(tx, projectId, spec.name);
-    const cluster = tx
-      .insert(clusters)
-      .values({
-        id,
-        projectId,
-        name: spec.name,
-        nodePoolId: placement.nodePoolId,
-        cloudProviderId: placement.cloudProviderId,
-        kubeRoleVersion: spec.kubeRoleVersion,
-        // With masters named, the cluster is being created until the first one is ok.
-        status: plan.masters.length > 0 ? "creating" : "pending",
-        taskStatus: "creating",
-        lastOp: "create",
-        masterVipVrouterId: spec.masterVipIpv4 ? chooseVrouterId(tx) : "",
-        spec: { ...spec, nodePoolUuid: placement.nodePoolId },
-        caCertPem: ca.certPem,
-        caKeyEnc: k.cipher.encrypt(ca.keyPem),
-      })
-      .returning()
-      .get();
+  const { cluster, operation } = await k.db.transaction(async (tx) => {
+    await assertNameFree(tx, projectId, spec.name);
+    const cluster = one(
+      await tx
+        .insert(clusters)
+        .values({
+          id,
+          projectId,
+          name: spec.name,
+          nodePoolId: placement.nodePoolId,
+          cloudProviderId: placement.cloudProviderId,
+          kubeRoleVersion: spec.kubeRoleVersion,
+          // With masters named, the cluster is being created until the first one is ok.
+          status: plan.masters.length > 0 ? "creating" : "pending",
+          taskStatus: "creating",
+          lastOp: "create",
+          masterVipVrouterId: spec.masterVipIpv4 ? await chooseVrouterId(tx) : "",
+          spec: { ...spec, nodePoolUuid: placement.nodePoolId },
+          caCertPem: ca.certPem,
+          caKeyEnc: k.cipher.encrypt(ca.keyPem),
+        })
+        .returning(),
+    );
     // The role version's add-ons are the cluster's from the start; DELETE .../addons removes them.
     const addonVersions = k.catalogue.find(spec.kubeRoleVersion)?.addons ?? {};
     const addonRows = Object.entries(addonVersions).map(([name, version]) => ({
@@ -121,9 +130,9 @@ export async function createCluster(
       name,
       version,
     }));
-    if (addonRows.length > 0) tx.insert(addons).values(addonRows).run();
-    assignNodes(tx, id, plan);
-    const operation = recordOperation(tx, {
+    if (addonRows.length > 0) await tx.insert(addons).values(addonRows);
+    await assignNodes(tx, id, plan);
+    const operation = await recordOperation(tx, {
       projectId,
       kind: CLUSTER_OPS.create,
       targetType: "cluster",
@@ -136,26 +145,26 @@ export async function createCluster(
   return { cluster, operation, ignored: parsed.ignored };
 }
 
-function assertNotDeleting(k: Keelson, cluster: ClusterRow): void {
-  if (cluster.status === "deleting" || activeOperationFor(k.db, cluster.id, [CLUSTER_OPS.delete])) {
+async function assertNotDeleting(k: Keelson, cluster: ClusterRow): Promise<void> {
+  if (cluster.status === "deleting" || (await activeOperationFor(k.db, cluster.id, [CLUSTER_OPS.delete]))) {
     throw conflict(`cluster ${cluster.id} is being deleted`, "cluster_deleting");
   }
 }
 
-export function updateCluster(
+export async function updateCluster(
   k: Keelson,
   projectId: string,
   clusterId: string,
   body: unknown,
   options: WriteOptions,
-): WriteResult {
-  const current = findCluster(k.db, projectId, clusterId);
-  assertNotDeleting(k, current);
+): Promise<WriteResult> {
+  const current = await findCluster(k.db, projectId, clusterId);
+  await assertNotDeleting(k, current);
   const parsed = parseClusterUpdate(options.version, body, current.spec, {
     catalogue: k.catalogue,
     strict: options.strict,
   });
-  const { cluster, operation } = startClusterTask(k, {
+  const { cluster, operation } = await startClusterTask(k, {
     projectId,
     clusterId,
     kind: CLUSTER_OPS.update,
@@ -165,10 +174,10 @@ export function updateCluster(
   return { cluster, operation, ignored: parsed.ignored };
 }
 
-export function deleteCluster(k: Keelson, projectId: string, clusterId: string): WriteResult {
-  const current = findCluster(k.db, projectId, clusterId);
-  assertNotDeleting(k, current);
-  const { cluster, operation } = startClusterTask(k, {
+export async function deleteCluster(k: Keelson, projectId: string, clusterId: string): Promise<WriteResult> {
+  const current = await findCluster(k.db, projectId, clusterId);
+  await assertNotDeleting(k, current);
+  const { cluster, operation } = await startClusterTask(k, {
     projectId,
     clusterId,
     kind: CLUSTER_OPS.delete,

@@ -1,4 +1,4 @@
-import { clusters, type Db } from "@keelson/db";
+import { clusters, type Db, firstRow } from "@keelson/db";
 import { eq } from "drizzle-orm";
 import type { Keelson } from "../../context.ts";
 import {
@@ -21,12 +21,11 @@ export const CLUSTER_OPS = {
 } as const;
 
 /** A failed cluster task leaves the cluster's own status alone and records the task's error. */
-function recordFailure(ctx: StepContext, error: Error): void {
-  ctx.db
+async function recordFailure(ctx: StepContext, error: Error): Promise<void> {
+  await ctx.db
     .update(clusters)
     .set({ taskStatus: "error", taskError: error.message })
-    .where(eq(clusters.id, ctx.op.targetId))
-    .run();
+    .where(eq(clusters.id, ctx.op.targetId));
 }
 
 /**
@@ -35,17 +34,16 @@ function recordFailure(ctx: StepContext, error: Error): void {
  */
 const recordMembershipFailure =
   (k: Keelson) =>
-  (ctx: StepContext, error: Error): void => {
-    const status = currentClusterStatus(k, ctx.db, ctx.op.targetId);
-    ctx.db
+  async (ctx: StepContext, error: Error): Promise<void> => {
+    const status = await currentClusterStatus(k, ctx.db, ctx.op.targetId);
+    await ctx.db
       .update(clusters)
       .set({ status, taskStatus: "error", taskError: error.message })
-      .where(eq(clusters.id, ctx.op.targetId))
-      .run();
+      .where(eq(clusters.id, ctx.op.targetId));
   };
 
-function clusterExists(db: Db, clusterId: string): boolean {
-  return db.select({ id: clusters.id }).from(clusters).where(eq(clusters.id, clusterId)).get() !== undefined;
+async function clusterExists(db: Db, clusterId: string): Promise<boolean> {
+  return firstRow(await db.select({ id: clusters.id }).from(clusters).where(eq(clusters.id, clusterId))) !== undefined;
 }
 
 function stringList(value: unknown): string[] {
@@ -79,7 +77,7 @@ function joinMastersStep(k: Keelson, masters: string[]): OperationStep {
         if (joined.has(id)) continue;
         await joinNode(k, ctx, ctx.op.targetId, id, deadlineIn(k.settings.nodeConvergeTimeoutMs, ctx));
         joined.add(id);
-        ctx.saveProgress({ joined: [...joined] });
+        await ctx.saveProgress({ joined: [...joined] });
       }
     },
   };
@@ -90,11 +88,13 @@ function throttledProgress(ctx: StepContext, key: string, initial: Set<string>, 
   const ids = new Set(initial);
   let last = 0;
   let dirty = false;
+  // Saves in between run in the background, in order; flush waits for all of them.
+  let saving: Promise<void> = Promise.resolve();
   const save = () => {
     if (!dirty) return;
     dirty = false;
     last = Date.now();
-    ctx.saveProgress({ [key]: [...ids] });
+    saving = ctx.saveProgress({ [key]: [...ids] });
   };
   return {
     add(id: string) {
@@ -102,7 +102,10 @@ function throttledProgress(ctx: StepContext, key: string, initial: Set<string>, 
       dirty = true;
       if (Date.now() - last >= everyMs) save();
     },
-    flush: save,
+    async flush() {
+      save();
+      await saving;
+    },
   };
 }
 
@@ -134,7 +137,7 @@ function joinWorkersStep(k: Keelson, workers: string[]): OperationStep {
       const deadline = deadlineIn(k.settings.nodeConvergeTimeoutMs, ctx);
       const todo = workers.filter((id) => !joined.has(id));
       if (todo.length === 0) return;
-      const shared = workerJoin(k, ctx.db, ctx.op.targetId);
+      const shared = await workerJoin(k, ctx.db, ctx.op.targetId);
       try {
         await allOrSummary(
           "workers did not join",
@@ -144,7 +147,7 @@ function joinWorkersStep(k: Keelson, workers: string[]): OperationStep {
           }),
         );
       } finally {
-        progress.flush();
+        await progress.flush();
       }
     },
   };
@@ -157,7 +160,7 @@ function joinWorkersStep(k: Keelson, workers: string[]): OperationStep {
  */
 async function releaseNodes(k: Keelson, ctx: StepContext, only?: { masters: string[]; workers: string[] }) {
   const clusterId = ctx.op.targetId;
-  const attached = attachedNodeIds(ctx.db, clusterId);
+  const attached = await attachedNodeIds(ctx.db, clusterId);
   const workers = only ? only.workers : attached.filter((n) => n.isMaster === 0).map((n) => n.id);
   const masters = only ? only.masters : attached.filter((n) => n.isMaster === 1).map((n) => n.id);
   const workerDeadline = deadlineIn(k.settings.nodeLeaveTimeoutMs, ctx);
@@ -215,9 +218,9 @@ export function clusterOperationKinds(k: Keelson): OperationKind[] {
         { name: "release-nodes", run: (ctx) => releaseNodes(k, ctx) },
         {
           name: "remove",
-          run: (ctx) => {
-            if (clusterExists(ctx.db, ctx.op.targetId)) {
-              ctx.db.delete(clusters).where(eq(clusters.id, ctx.op.targetId)).run();
+          run: async (ctx) => {
+            if (await clusterExists(ctx.db, ctx.op.targetId)) {
+              await ctx.db.delete(clusters).where(eq(clusters.id, ctx.op.targetId));
             }
           },
         },

@@ -1,4 +1,4 @@
-import { clusters, type Tx } from "@keelson/db";
+import { clusters, one, type Tx } from "@keelson/db";
 import { eq } from "drizzle-orm";
 import type { Keelson } from "../../context.ts";
 import { notFound } from "../../http/errors.ts";
@@ -17,7 +17,7 @@ export interface ClusterTask {
    * Runs first in the transaction: checks that must see the same rows as the write (a busy
    * cluster, a host in another rollout), and writes that belong to the task (assigning nodes).
    */
-  first?: (tx: Tx) => void;
+  first?: (tx: Tx) => Promise<void> | void;
 }
 
 /**
@@ -25,21 +25,22 @@ export interface ClusterTask {
  * the checks run, the cluster row is marked and the operation recorded; once that commits, the
  * runner takes the operation. Returns the marked row and the operation.
  */
-export function startClusterTask(
+export async function startClusterTask(
   k: Pick<Keelson, "db" | "runner">,
   task: ClusterTask,
-): { cluster: ClusterRow; operation: OperationRow } {
-  const result = k.db.transaction((tx) => {
-    task.first?.(tx);
-    const cluster = tx
-      .update(clusters)
-      .set({ ...task.mark, taskError: "" })
-      .where(eq(clusters.id, task.clusterId))
-      .returning()
-      .get();
+): Promise<{ cluster: ClusterRow; operation: OperationRow }> {
+  const result = await k.db.transaction(async (tx) => {
+    await task.first?.(tx);
+    const cluster = one(
+      await tx
+        .update(clusters)
+        .set({ ...task.mark, taskError: "" })
+        .where(eq(clusters.id, task.clusterId))
+        .returning(),
+    );
     // Deleted since the caller read it: the request meets a cluster that is gone.
     if (!cluster) throw notFound("cluster", task.clusterId);
-    const operation = recordOperation(tx, {
+    const operation = await recordOperation(tx, {
       projectId: task.projectId,
       kind: task.kind,
       targetType: "cluster",

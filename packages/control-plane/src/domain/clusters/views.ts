@@ -1,4 +1,4 @@
-import { cloudProviders, clusters, type Db, nodePools, type Tx } from "@keelson/db";
+import { cloudProviders, clusters, type Db, firstRow, nodePools, type Tx } from "@keelson/db";
 import { and, eq, sql } from "drizzle-orm";
 import { notFound } from "../../http/errors.ts";
 import type { Catalogue } from "../catalogue/catalogue.ts";
@@ -41,11 +41,6 @@ function prepareReads(db: Db) {
       .innerJoin(cloudProviders, eq(cloudProviders.id, clusters.cloudProviderId))
       .innerJoin(nodePools, eq(nodePools.id, clusters.nodePoolId));
   return {
-    cluster: db
-      .select()
-      .from(clusters)
-      .where(and(eq(clusters.id, sql.placeholder("clusterId")), eq(clusters.projectId, projectId)))
-      .prepare(),
     view: joined()
       .where(and(eq(clusters.id, sql.placeholder("clusterId")), eq(clusters.projectId, projectId)))
       .prepare(),
@@ -69,16 +64,13 @@ function reads(db: Db) {
   return statements;
 }
 
-export function findCluster(db: Tx, projectId: string, clusterId: string): ClusterRow {
-  // Inside a transaction `db` is the transaction object, which has no prepared statements of its own.
-  const row =
-    "$client" in db
-      ? reads(db as Db).cluster.get({ clusterId, projectId })
-      : db
-          .select()
-          .from(clusters)
-          .where(and(eq(clusters.id, clusterId), eq(clusters.projectId, projectId)))
-          .get();
+export async function findCluster(db: Tx, projectId: string, clusterId: string): Promise<ClusterRow> {
+  const row = firstRow(
+    await db
+      .select()
+      .from(clusters)
+      .where(and(eq(clusters.id, clusterId), eq(clusters.projectId, projectId))),
+  );
   if (!row) throw notFound("cluster", clusterId);
   return row;
 }
@@ -87,8 +79,8 @@ function parseNodes(json: string | null): NodeHealthInput[] {
   return json ? (JSON.parse(json) as NodeHealthInput[]) : [];
 }
 
-export function roleCountsOf(db: Db, clusterId: string): RoleCounts {
-  return countRoles(parseNodes(reads(db).roles.get({ clusterId })?.nodes ?? null));
+export async function roleCountsOf(db: Db, clusterId: string): Promise<RoleCounts> {
+  return countRoles(parseNodes((await reads(db).roles.get({ clusterId }))?.nodes ?? null));
 }
 
 type JoinedRow = {
@@ -117,15 +109,18 @@ function toView(catalogue: Catalogue, r: JoinedRow): ClusterView {
 }
 
 /** One cluster of a project, ready for the presenters; 404 when the project has no such cluster. */
-export function getClusterView(db: Db, catalogue: Catalogue, projectId: string, clusterId: string): ClusterView {
-  const row = reads(db).view.get({ clusterId, projectId });
+export async function getClusterView(
+  db: Db,
+  catalogue: Catalogue,
+  projectId: string,
+  clusterId: string,
+): Promise<ClusterView> {
+  const row = await reads(db).view.get({ clusterId, projectId });
   if (!row) throw notFound("cluster", clusterId);
   return toView(catalogue, row);
 }
 
 /** Every cluster of a project, oldest first, ready for the presenters, from one query. */
-export function listClusterViews(db: Db, catalogue: Catalogue, projectId: string): ClusterView[] {
-  return reads(db)
-    .views.all({ projectId })
-    .map((r) => toView(catalogue, r));
+export async function listClusterViews(db: Db, catalogue: Catalogue, projectId: string): Promise<ClusterView[]> {
+  return (await reads(db).views.all({ projectId })).map((r) => toView(catalogue, r));
 }

@@ -1,3 +1,5 @@
+import { nodes } from "@keelson/db";
+import { eq } from "drizzle-orm";
 import type { NodeAgentEvent, NodeLinkEvent, NodeReportEvent } from "../../agents/node-events.ts";
 import type { Keelson } from "../../context.ts";
 import type { OperationEvent } from "../../runner/types.ts";
@@ -20,38 +22,47 @@ export function followProjectEvents(
   projectId: string,
   send: (name: ProjectEventName, data: unknown) => void,
 ): () => void {
-  const projectOf = new Map<string, string | null>();
-  const lookup = k.db.$client.prepare("SELECT project_id FROM nodes WHERE id = ?");
-  const mine = (hostId: string): boolean => {
-    if (!projectOf.has(hostId)) {
-      const row = lookup.get(hostId) as { project_id: string } | undefined;
-      projectOf.set(hostId, row?.project_id ?? null);
+  // The lookup itself is remembered, so events of one host keep their order while it runs.
+  const projectOf = new Map<string, Promise<string | null>>();
+  const whenMine = (hostId: string, then: () => void): void => {
+    let project = projectOf.get(hostId);
+    if (!project) {
+      project = k.db
+        .select({ projectId: nodes.projectId })
+        .from(nodes)
+        .where(eq(nodes.id, hostId))
+        .then(
+          (rows) => rows[0]?.projectId ?? null,
+          () => null,
+        );
+      projectOf.set(hostId, project);
     }
-    return projectOf.get(hostId) === projectId;
+    void project.then((id) => {
+      if (id === projectId) then();
+    });
   };
 
   const onOperation = (e: OperationEvent) => {
     if (e.projectId === projectId) send(e.type, e);
   };
-  const onReport = (e: NodeReportEvent) => {
-    if (!mine(e.hostId)) return;
-    send("node.report", {
-      hostId: e.hostId,
-      clusterId: e.clusterId,
-      status: e.report.status,
-      apiResponding: e.apiResponding,
-      phases: e.report.phases,
-      ...(e.etcd ? { etcd: e.etcd } : {}),
+  const onReport = (e: NodeReportEvent) =>
+    whenMine(e.hostId, () =>
+      send("node.report", {
+        hostId: e.hostId,
+        clusterId: e.clusterId,
+        status: e.report.status,
+        apiResponding: e.apiResponding,
+        phases: e.report.phases,
+        ...(e.etcd ? { etcd: e.etcd } : {}),
+      }),
+    );
+  const onLink = (e: NodeLinkEvent) =>
+    whenMine(e.hostId, () => send(e.connected ? "node.connected" : "node.disconnected", { hostId: e.hostId }));
+  const onAgent = (e: NodeAgentEvent) =>
+    whenMine(e.hostId, () => {
+      const { type: _t, ...rest } = e;
+      send("node.agent", rest);
     });
-  };
-  const onLink = (e: NodeLinkEvent) => {
-    if (mine(e.hostId)) send(e.connected ? "node.connected" : "node.disconnected", { hostId: e.hostId });
-  };
-  const onAgent = (e: NodeAgentEvent) => {
-    if (!mine(e.hostId)) return;
-    const { type: _t, ...rest } = e;
-    send("node.agent", rest);
-  };
 
   const nodeEvents = k.agents.nodeEvents.all;
   k.runner.events.on("event", onOperation);

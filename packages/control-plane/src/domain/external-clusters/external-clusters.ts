@@ -1,4 +1,4 @@
-import { type Db, externalClusters } from "@keelson/db";
+import { type Db, externalClusters, firstRow } from "@keelson/db";
 import { and, eq, or } from "drizzle-orm";
 import { badRequest, conflict, notFound } from "../../http/errors.ts";
 import { getProvider } from "../cloud-providers/cloud-providers.ts";
@@ -47,7 +47,7 @@ function checkRegion(cloudType: string, details: Record<string, unknown>, requir
  * or an account of the wrong cloud, 404 for an unknown account, 409 for a cluster registered
  * already. Returns the normalised provider name.
  */
-export function checkRegistration(db: Db, projectId: string, body: Registration): ExternalProvider {
+export async function checkRegistration(db: Db, projectId: string, body: Registration): Promise<ExternalProvider> {
   if (body.id.trim() === "" || body.id.length > MAX_ID_LENGTH) {
     throw badRequest("id", `id must be the cluster's identifier at its provider, 1-${MAX_ID_LENGTH} characters`);
   }
@@ -57,34 +57,36 @@ export function checkRegistration(db: Db, projectId: string, body: Registration)
   }
   const cloudType = EXTERNAL_PROVIDERS[provider as ExternalProvider];
   checkRegion(cloudType, body.providerDetails, provider === "eks");
-  const account = getProvider(db, projectId, body.cloudProviderID);
+  const account = await getProvider(db, projectId, body.cloudProviderID);
   if (account.type !== cloudType) {
     throw badRequest(
       "cloudProviderID",
       `cloudProviderID must be a ${cloudType} account for a ${provider} cluster (it is ${account.type})`,
     );
   }
-  const existing = db
-    .select({ id: externalClusters.id })
-    .from(externalClusters)
-    .where(and(eq(externalClusters.projectId, projectId), eq(externalClusters.externalId, body.id)))
-    .get();
+  const existing = firstRow(
+    await db
+      .select({ id: externalClusters.id })
+      .from(externalClusters)
+      .where(and(eq(externalClusters.projectId, projectId), eq(externalClusters.externalId, body.id))),
+  );
   if (existing) throw conflict(`external cluster ${body.id} is already registered`, "already_registered");
   return provider as ExternalProvider;
 }
 
 /** By Keelson's id or by the provider's cluster id, within the project. */
-export function findExternalCluster(db: Db, projectId: string, clusterId: string): ExternalClusterRow {
-  const row = db
-    .select()
-    .from(externalClusters)
-    .where(
-      and(
-        eq(externalClusters.projectId, projectId),
-        or(eq(externalClusters.id, clusterId), eq(externalClusters.externalId, clusterId)),
+export async function findExternalCluster(db: Db, projectId: string, clusterId: string): Promise<ExternalClusterRow> {
+  const row = firstRow(
+    await db
+      .select()
+      .from(externalClusters)
+      .where(
+        and(
+          eq(externalClusters.projectId, projectId),
+          or(eq(externalClusters.id, clusterId), eq(externalClusters.externalId, clusterId)),
+        ),
       ),
-    )
-    .get();
+  );
   if (!row) throw notFound("external cluster", clusterId);
   return row;
 }

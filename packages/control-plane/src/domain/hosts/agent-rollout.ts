@@ -1,4 +1,4 @@
-import { type Db, nodes } from "@keelson/db";
+import { type Db, firstRow, nodes } from "@keelson/db";
 import { AGENT_PACKAGE_NAME } from "@keelson/protocol";
 import { eq } from "drizzle-orm";
 import type { AgentHub } from "../../agents/hub.ts";
@@ -10,11 +10,11 @@ import { OperationInterrupted, type OperationKind, type StepContext } from "../.
 export const HOST_UPGRADE_KIND = "hosts.upgrade";
 
 /** The hosts of an unfinished host-agent rollout of the project (every batch, done or not). */
-export function hostsInAgentRollout(
+export async function hostsInAgentRollout(
   tx: Parameters<typeof activeOperationFor>[0],
   projectId: string,
-): { operationId: string; hosts: Set<string> } | undefined {
-  const op = activeOperationFor(tx, projectId, [HOST_UPGRADE_KIND]);
+): Promise<{ operationId: string; hosts: Set<string> } | undefined> {
+  const op = await activeOperationFor(tx, projectId, [HOST_UPGRADE_KIND]);
   if (!op) return undefined;
   const batches = (op.params as unknown as Partial<HostUpgradeParams>).batches ?? [];
   return { operationId: op.id, hosts: new Set(batches.flat()) };
@@ -75,14 +75,15 @@ interface AgentState {
   agentError: string | null;
 }
 
-function readState(hub: AgentHub, db: Db, hostId: string): AgentState | undefined {
+async function readState(hub: AgentHub, db: Db, hostId: string): Promise<AgentState | undefined> {
   // Presence is written in batches; flush so the row holds what the last frame said.
-  hub.flushPresence();
-  const row = db
-    .select({ v: nodes.agentVersion, s: nodes.agentStatus, e: nodes.agentError })
-    .from(nodes)
-    .where(eq(nodes.id, hostId))
-    .get();
+  await hub.flushPresence();
+  const row = firstRow(
+    await db
+      .select({ v: nodes.agentVersion, s: nodes.agentStatus, e: nodes.agentError })
+      .from(nodes)
+      .where(eq(nodes.id, hostId)),
+  );
   if (!row) return undefined;
   return { connected: hub.isConnected(hostId), agentVersion: row.v, agentStatus: row.s, agentError: row.e };
 }
@@ -97,7 +98,7 @@ async function upgradeHost(
   hostId: string,
   deadline: number,
 ): Promise<void> {
-  const initial = readState(hub, ctx.db, hostId);
+  const initial = await readState(hub, ctx.db, hostId);
   if (!initial) throw new Error(`host ${hostId} no longer exists`);
   if (upgraded(initial, params.version)) return;
   let asked = false;
@@ -111,9 +112,7 @@ async function upgradeHost(
       ctx.signal.removeEventListener("abort", onAbort);
       // The event came before its presence batch: write it, so that once the operation says
       // done the host record says so too.
-      hub.flushPresence();
-      if (err) reject(err);
-      else resolve();
+      hub.flushPresence().then(() => (err ? reject(err) : resolve()), reject);
     };
     const onAbort = () => finish(new OperationInterrupted());
     const timer = setTimeout(
@@ -129,7 +128,7 @@ async function upgradeHost(
     const ask = () => {
       if (asked) return;
       asked = true;
-      ctx.saveProgress({ asked: [...new Set([...((ctx.progress.asked as string[]) ?? []), hostId])] });
+      void ctx.saveProgress({ asked: [...new Set([...((ctx.progress.asked as string[]) ?? []), hostId])] });
       hub
         .sendCommand(
           hostId,
@@ -151,7 +150,7 @@ async function upgradeHost(
         // Back after a restart that did not say hello at the new version yet: nothing to do;
         // its hello follows as an "agent" event. A host that was offline at the start is
         // asked once it is back.
-        if (event.connected && !asked) queueMicrotask(() => judgeNow());
+        if (event.connected && !asked) void judgeNow();
         return;
       }
       if (event.type !== "agent") return;
@@ -161,8 +160,12 @@ async function upgradeHost(
         finish(new Error(`host ${hostId}: ${state.agentError}`));
       }
     });
-    const judgeNow = () => {
-      const state = readState(hub, ctx.db, hostId);
+    const judgeNow = async () => {
+      const state = await readState(hub, ctx.db, hostId).catch((err: Error) => {
+        finish(err);
+        return null;
+      });
+      if (state === null) return;
       if (!state) return finish(new Error(`host ${hostId} no longer exists`));
       if (upgraded(state, params.version)) return finish();
       // Asked before a restart of the control plane and failed meanwhile: its hello says so.
@@ -174,6 +177,6 @@ async function upgradeHost(
       if (state.connected && state.agentStatus !== "updating") ask();
     };
     ctx.signal.addEventListener("abort", onAbort);
-    judgeNow();
+    void judgeNow();
   });
 }

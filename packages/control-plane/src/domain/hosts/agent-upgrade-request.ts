@@ -46,20 +46,19 @@ export function planBatches(hosts: HostPlacement[], size: number): string[][] {
  * it cannot be upgraded and would only stall the rollout). One host-agent rollout per project
  * at a time.
  */
-export function requestHostAgentUpgrade(
+export async function requestHostAgentUpgrade(
   k: Pick<Keelson, "db" | "dataDir" | "agents" | "runner">,
   projectId: string,
   request: HostAgentUpgradeRequest,
   baseUrl: string,
   pkg: { sha256: string },
-): { operationId: string; batches: string[][] } {
+): Promise<{ operationId: string; batches: string[][] }> {
   const unique = [...new Set(request.hosts)];
   if (unique.length !== request.hosts.length) throw badRequest("hosts", "hosts must not name a host twice");
-  const rows = k.db
+  const rows = await k.db
     .select({ id: nodes.id, clusterId: nodes.clusterId, isMaster: nodes.isMaster })
     .from(nodes)
-    .where(and(eq(nodes.projectId, projectId), inArray(nodes.id, unique)))
-    .all();
+    .where(and(eq(nodes.projectId, projectId), inArray(nodes.id, unique)));
   const byId = new Map(rows.map((r) => [r.id, r]));
   for (const id of unique) if (!byId.has(id)) throw notFound("host", id);
   const offline = unique.filter((id) => !k.agents.isConnected(id));
@@ -79,15 +78,15 @@ export function requestHostAgentUpgrade(
     url: `${baseUrl.replace(/\/+$/, "")}${agentShelf(k.dataDir).downloadPath(request.version)}`,
     batches,
   };
-  const op = k.db.transaction((tx) => {
-    const running = activeOperationFor(tx, projectId, [HOST_UPGRADE_KIND]);
+  const op = await k.db.transaction(async (tx) => {
+    const running = await activeOperationFor(tx, projectId, [HOST_UPGRADE_KIND]);
     if (running) {
       throw conflict(`a host-agent upgrade (operation ${running.id}) is already in progress`, "upgrade_in_progress");
     }
     // An agent restarting onto a new version in the middle of its node's restart or upgrade
     // would cut that node's command short: a cluster busy with a rollout keeps its agents.
     for (const clusterId of new Set(rows.flatMap((r) => (r.clusterId ? [r.clusterId] : [])))) {
-      const busy = activeOperationFor(tx, clusterId, BUSY_KINDS);
+      const busy = await activeOperationFor(tx, clusterId, BUSY_KINDS);
       if (busy) {
         throw conflict(
           `cluster ${clusterId} of some of these hosts is busy with ${busy.kind} (operation ${busy.id}); ` +

@@ -1,5 +1,6 @@
-import type { Db } from "@keelson/db";
+import { clusters, type Db, firstRow, nodes } from "@keelson/db";
 import type { BackupReportFrame } from "@keelson/protocol";
+import { and, asc, eq, isNotNull } from "drizzle-orm";
 import type { BackupOutcome } from "../../agents/link-domain.ts";
 
 /**
@@ -13,44 +14,48 @@ import type { BackupOutcome } from "../../agents/link-domain.ts";
  * host left), and a master's result counts only for the cluster it was taken for.
  */
 export class BackupReportWriter {
-  private readonly nodeStatement;
-  private readonly record;
-  private readonly mastersStatement;
-  private readonly write;
+  constructor(private readonly db: Db) {}
 
-  constructor(private readonly db: Db) {
-    this.nodeStatement = db.$client.prepare<[string], { cluster_id: string | null; is_master: number }>(
-      "SELECT cluster_id, is_master FROM nodes WHERE id = ?",
-    );
-    this.record = db.$client.prepare(
-      "UPDATE nodes SET backup_status = ?, backup_error = ?, backup_cluster_id = ? WHERE id = ?",
-    );
-    this.mastersStatement = db.$client.prepare<
-      [string, string],
-      { id: string; name: string; backup_status: string; backup_error: string | null }
-    >(
-      "SELECT id, name, backup_status, backup_error FROM nodes WHERE cluster_id = ? AND is_master = 1 " +
-        "AND backup_cluster_id = ? AND backup_status IS NOT NULL ORDER BY name, id",
-    );
-    this.write = db.$client.prepare(
-      "UPDATE clusters SET backup_task_status = ?, backup_task_error_detail = ? WHERE id = ?",
-    );
-  }
-
-  apply(hostId: string, frame: BackupReportFrame): BackupOutcome {
-    const node = this.nodeStatement.get(hostId);
-    if (!node || node.cluster_id !== frame.clusterId) {
-      return { stored: false, why: `host is not a node of cluster ${frame.clusterId}` };
-    }
-    if (node.is_master !== 1) return { stored: false, why: "only masters take etcd backups" };
+  async apply(hostId: string, frame: BackupReportFrame): Promise<BackupOutcome> {
     const clusterId = frame.clusterId;
-    this.db.$client.transaction(() => {
+    return this.db.transaction(async (tx) => {
+      const node = firstRow(
+        await tx
+          .select({ clusterId: nodes.clusterId, isMaster: nodes.isMaster })
+          .from(nodes)
+          .where(eq(nodes.id, hostId)),
+      );
+      if (!node || node.clusterId !== clusterId) {
+        return { stored: false, why: `host is not a node of cluster ${clusterId}` };
+      }
+      if (node.isMaster !== 1) return { stored: false, why: "only masters take etcd backups" };
       const error = frame.ok ? null : (frame.error ?? "etcd backup failed").slice(0, 2048);
-      this.record.run(frame.ok ? "success" : "error", error, clusterId, hostId);
-      const failed = this.mastersStatement.all(clusterId, clusterId).filter((m) => m.backup_status === "error");
-      const detail = failed.map((m) => `master ${m.name} (${m.id}): ${m.backup_error ?? "etcd backup failed"}`);
-      this.write.run(failed.length > 0 ? "error" : "success", detail.join("; ").slice(0, 4096), clusterId);
-    })();
-    return { stored: true };
+      await tx
+        .update(nodes)
+        .set({ backupStatus: frame.ok ? "success" : "error", backupError: error, backupClusterId: clusterId })
+        .where(eq(nodes.id, hostId));
+      const masters = await tx
+        .select({ id: nodes.id, name: nodes.name, status: nodes.backupStatus, error: nodes.backupError })
+        .from(nodes)
+        .where(
+          and(
+            eq(nodes.clusterId, clusterId),
+            eq(nodes.isMaster, 1),
+            eq(nodes.backupClusterId, clusterId),
+            isNotNull(nodes.backupStatus),
+          ),
+        )
+        .orderBy(asc(nodes.name), asc(nodes.id));
+      const failed = masters.filter((m) => m.status === "error");
+      const detail = failed.map((m) => `master ${m.name} (${m.id}): ${m.error ?? "etcd backup failed"}`);
+      await tx
+        .update(clusters)
+        .set({
+          backupTaskStatus: failed.length > 0 ? "error" : "success",
+          backupTaskErrorDetail: detail.join("; ").slice(0, 4096),
+        })
+        .where(eq(clusters.id, clusterId));
+      return { stored: true };
+    });
   }
 }

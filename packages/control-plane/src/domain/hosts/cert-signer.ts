@@ -1,4 +1,4 @@
-import { clusters, type Db, nodes } from "@keelson/db";
+import { clusters, type Db, firstRow, nodes } from "@keelson/db";
 import type { CertSignedFrame, CertSignFrame } from "@keelson/protocol";
 import * as x509 from "@peculiar/x509";
 import { and, eq, ne } from "drizzle-orm";
@@ -61,28 +61,28 @@ export class NodeCertificateSigner {
       ok: false,
       error: { code: CERT_REFUSED, message: message.slice(0, 4096) },
     });
-    const row = this.db
-      .select({
-        name: nodes.name,
-        primaryIp: nodes.primaryIp,
-        isMaster: nodes.isMaster,
-        clusterId: nodes.clusterId,
-        caCertPem: clusters.caCertPem,
-        caKeyEnc: clusters.caKeyEnc,
-        spec: clusters.spec,
-      })
-      .from(nodes)
-      .leftJoin(clusters, eq(clusters.id, nodes.clusterId))
-      .where(eq(nodes.id, hostId))
-      .get();
+    const row = firstRow(
+      await this.db
+        .select({
+          name: nodes.name,
+          primaryIp: nodes.primaryIp,
+          isMaster: nodes.isMaster,
+          clusterId: nodes.clusterId,
+          caCertPem: clusters.caCertPem,
+          caKeyEnc: clusters.caKeyEnc,
+          spec: clusters.spec,
+        })
+        .from(nodes)
+        .leftJoin(clusters, eq(clusters.id, nodes.clusterId))
+        .where(eq(nodes.id, hostId)),
+    );
     if (!row?.clusterId || !row.caCertPem || !row.caKeyEnc || !row.spec) {
       return refuse(`host ${hostId} is not attached to a cluster: there is no CA to sign with`);
     }
-    const otherNodes = this.db
+    const otherNodes = await this.db
       .select({ name: nodes.name, primaryIp: nodes.primaryIp })
       .from(nodes)
-      .where(and(eq(nodes.clusterId, row.clusterId), ne(nodes.id, hostId)))
-      .all();
+      .where(and(eq(nodes.clusterId, row.clusterId), ne(nodes.id, hostId)));
     try {
       const csr = readCsr(frame.csrPem);
       const decision = decideCertificate(
@@ -109,7 +109,9 @@ export class NodeCertificateSigner {
       );
       // Signing awaited: a detach that landed meanwhile must not leave the node a certificate
       // of the cluster it just left.
-      const now = this.db.select({ clusterId: nodes.clusterId }).from(nodes).where(eq(nodes.id, hostId)).get();
+      const now = firstRow(
+        await this.db.select({ clusterId: nodes.clusterId }).from(nodes).where(eq(nodes.id, hostId)),
+      );
       if (now?.clusterId !== row.clusterId)
         return refuse(`host ${hostId} left the cluster while its certificate was signed`);
       return { type: "cert.signed", id: frame.id, ok: true, certPem, caCertPem: row.caCertPem };

@@ -23,12 +23,12 @@ export class HostAuthenticator {
       .prepare();
   }
 
-  authenticate(headers: IncomingHttpHeaders): HostAuth {
+  async authenticate(headers: IncomingHttpHeaders): Promise<HostAuth> {
     const match = /^Bearer\s+(\S+)\s*$/i.exec(headers.authorization ?? "");
     if (!match) {
       return refuse("credential_missing", "the agent link needs 'Authorization: Bearer <host credential>'");
     }
-    const row = this.byHash.get({ hash: hashSecret(match[1] as string) });
+    const row = await this.byHash.get({ hash: hashSecret(match[1] as string) });
     if (!row) {
       return refuse("credential_unknown", "the host credential is not valid (was the host deleted or re-registered?)");
     }

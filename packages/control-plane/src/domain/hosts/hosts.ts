@@ -1,4 +1,4 @@
-import { type Db, nodes } from "@keelson/db";
+import { type Db, firstRow, nodes } from "@keelson/db";
 import { buildHostRecord, type HostRecord } from "@keelson/protocol";
 import { and, asc, eq, type SQL } from "drizzle-orm";
 import { notFound } from "../../http/errors.ts";
@@ -35,23 +35,20 @@ function visible(identity: Identity): SQL | undefined {
   return identity.kind === "admin" ? undefined : eq(nodes.projectId, identity.projectId);
 }
 
-export function listHosts(db: Db, identity: Identity): HostRecord[] {
-  return db
-    .select()
-    .from(nodes)
-    .where(visible(identity))
-    .orderBy(asc(nodes.createdAt), asc(nodes.name))
-    .all()
-    .map(hostRecordOf);
+export async function listHosts(db: Db, identity: Identity): Promise<HostRecord[]> {
+  return (await db.select().from(nodes).where(visible(identity)).orderBy(asc(nodes.createdAt), asc(nodes.name))).map(
+    hostRecordOf,
+  );
 }
 
 /** A host of another project is as unknown to the caller as one that does not exist. */
-export function findHost(db: Db, identity: Identity, hostId: string): NodeRow {
-  const row = db
-    .select()
-    .from(nodes)
-    .where(and(eq(nodes.id, hostId), visible(identity)))
-    .get();
+export async function findHost(db: Db, identity: Identity, hostId: string): Promise<NodeRow> {
+  const row = firstRow(
+    await db
+      .select()
+      .from(nodes)
+      .where(and(eq(nodes.id, hostId), visible(identity))),
+  );
   if (!row) throw notFound("host", hostId);
   return row;
 }

@@ -29,14 +29,14 @@ export function hostLinkDomain(options: {
     applyNodeReport: (hostId, frame) => reports.apply(hostId, frame),
     applyBackupReport: (hostId, frame) => backups.apply(hostId, frame),
     signCertificate: (hostId, frame) => signer.sign(hostId, frame),
-    tokenGrantsProject(token, projectId) {
-      const who = identity.resolve(token);
+    async tokenGrantsProject(token, projectId) {
+      const who = await identity.resolve(token);
       return who !== null && (who.kind === "admin" || who.projectId === projectId);
     },
-    clusterTokenSubject(hostId, token) {
+    async clusterTokenSubject(hostId, token) {
       // Only tokens issued for the cluster this node is in: a bouncer of another cluster gets null.
-      const clusterId = reports.clusterOf(hostId);
-      return clusterId ? verifyClusterAccessToken(db, clusterId, token) : null;
+      const clusterId = await reports.clusterOf(hostId);
+      return clusterId ? await verifyClusterAccessToken(db, clusterId, token) : null;
     },
   };
 }

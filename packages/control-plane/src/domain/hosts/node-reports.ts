@@ -1,5 +1,6 @@
-import type { Db } from "@keelson/db";
+import { type Db, firstRow, nodes } from "@keelson/db";
 import type { NodeReportFrame } from "@keelson/protocol";
+import { eq } from "drizzle-orm";
 import type { ReportOutcome } from "../../agents/link-domain.ts";
 
 /**
@@ -13,37 +14,34 @@ import type { ReportOutcome } from "../../agents/link-domain.ts";
  * node's state would make a converging node look ok, or an unattached one look attached.
  */
 export class NodeReportWriter {
-  private readonly clusterStatement;
-  private readonly write;
+  constructor(private readonly db: Db) {}
 
-  constructor(db: Db) {
-    this.clusterStatement = db.$client.prepare<[string], { cluster_id: string | null }>(
-      "SELECT cluster_id FROM nodes WHERE id = ?",
-    );
+  /** The cluster the control plane has the host in (null: unattached or unknown). */
+  async clusterOf(hostId: string): Promise<string | null> {
+    return (await this.row(hostId))?.clusterId ?? null;
+  }
+
+  private async row(hostId: string) {
+    return firstRow(await this.db.select({ clusterId: nodes.clusterId }).from(nodes).where(eq(nodes.id, hostId)));
+  }
+
+  async apply(hostId: string, frame: NodeReportFrame, now = new Date()): Promise<ReportOutcome> {
+    const row = await this.row(hostId);
+    if (!row) return { stored: false, expected: null };
+    if (row.clusterId !== frame.clusterId) return { stored: false, expected: row.clusterId };
     // A report proves the link is up: agent_connected follows at once instead of waiting for
     // the batched presence write, so health derived right after a report sees the node as
     // connected.
-    this.write = db.$client.prepare(
-      "UPDATE nodes SET status = ?, api_responding = ?, phases = ?, agent_connected = 1, last_seen = ? WHERE id = ?",
-    );
-  }
-
-  /** The cluster the control plane has the host in (null: unattached or unknown). */
-  clusterOf(hostId: string): string | null {
-    return this.clusterStatement.get(hostId)?.cluster_id ?? null;
-  }
-
-  apply(hostId: string, frame: NodeReportFrame, now = new Date()): ReportOutcome {
-    const row = this.clusterStatement.get(hostId);
-    if (!row) return { stored: false, expected: null };
-    if (row.cluster_id !== frame.clusterId) return { stored: false, expected: row.cluster_id };
-    this.write.run(
-      frame.report.status,
-      frame.apiResponding ? 1 : 0,
-      JSON.stringify(frame.report.phases),
-      now.toISOString(),
-      hostId,
-    );
+    await this.db
+      .update(nodes)
+      .set({
+        status: frame.report.status,
+        apiResponding: frame.apiResponding ? 1 : 0,
+        phases: frame.report.phases,
+        agentConnected: 1,
+        lastSeen: now.toISOString(),
+      })
+      .where(eq(nodes.id, hostId));
     return { stored: true };
   }
 }

@@ -24,7 +24,6 @@ export class PresenceWriter implements Presence {
   private readonly flushDelayMs: number;
   private readonly seenTimer: NodeJS.Timeout;
   private changeTimer: NodeJS.Timeout | undefined;
-  private readonly touchStatement;
   private closed = false;
 
   constructor(
@@ -33,8 +32,7 @@ export class PresenceWriter implements Presence {
     options: PresenceOptions = {},
   ) {
     this.flushDelayMs = options.flushDelayMs ?? 100;
-    this.touchStatement = db.$client.prepare("UPDATE nodes SET last_seen = ? WHERE id = ?");
-    this.seenTimer = setInterval(() => this.flush(), options.seenIntervalMs ?? 30_000);
+    this.seenTimer = setInterval(() => void this.flush(), options.seenIntervalMs ?? 30_000);
     this.seenTimer.unref();
   }
 
@@ -42,8 +40,13 @@ export class PresenceWriter implements Presence {
    * A control plane that died without draining left hosts marked connected; nothing is
    * connected to a process that just started.
    */
-  resetAll(): number {
-    return this.db.update(nodes).set({ agentConnected: 0 }).where(eq(nodes.agentConnected, 1)).run().changes;
+  async resetAll(): Promise<number> {
+    const reset = await this.db
+      .update(nodes)
+      .set({ agentConnected: 0 })
+      .where(eq(nodes.agentConnected, 1))
+      .returning({ id: nodes.id });
+    return reset.length;
   }
 
   connected(hostId: string, hello: HelloFrame, now = new Date()): void {
@@ -68,7 +71,7 @@ export class PresenceWriter implements Presence {
   change(hostId: string, patch: PresencePatch): void {
     if (this.closed) return;
     this.changes.set(hostId, { ...this.changes.get(hostId), ...patch });
-    this.changeTimer ??= setTimeout(() => this.flush(), this.flushDelayMs);
+    this.changeTimer ??= setTimeout(() => void this.flush(), this.flushDelayMs);
   }
 
   /** A heartbeat: remembered now, written with the next periodic flush. */
@@ -78,7 +81,7 @@ export class PresenceWriter implements Presence {
   }
 
   /** Writes everything pending in one transaction. */
-  flush(): void {
+  async flush(): Promise<void> {
     if (this.changeTimer) clearTimeout(this.changeTimer);
     this.changeTimer = undefined;
     if (this.changes.size === 0 && this.seen.size === 0) return;
@@ -87,10 +90,10 @@ export class PresenceWriter implements Presence {
     this.changes.clear();
     this.seen.clear();
     try {
-      this.db.$client.transaction(() => {
-        for (const [hostId, patch] of changes) this.db.update(nodes).set(patch).where(eq(nodes.id, hostId)).run();
-        for (const [hostId, at] of seen) this.touchStatement.run(at, hostId);
-      })();
+      await this.db.transaction(async (tx) => {
+        for (const [hostId, patch] of changes) await tx.update(nodes).set(patch).where(eq(nodes.id, hostId));
+        for (const [hostId, at] of seen) await tx.update(nodes).set({ lastSeen: at }).where(eq(nodes.id, hostId));
+      });
     } catch (err) {
       // Presence is advisory and rewritten on the next event; losing one batch must not take
       // the hub down.
@@ -99,8 +102,8 @@ export class PresenceWriter implements Presence {
   }
 
   /** Final flush; later events are ignored (the database may be closing). */
-  close(): void {
-    this.flush();
+  async close(): Promise<void> {
+    await this.flush();
     this.closed = true;
     clearInterval(this.seenTimer);
   }

@@ -26,7 +26,7 @@ export async function relayAgentUpgrade(
   hostId: string,
   request: AgentUpgradeRequest,
 ): Promise<CommandResult<"agent.upgrade">> {
-  const host = findHost(keelson.db, identity, hostId);
+  const host = await findHost(keelson.db, identity, hostId);
   let url: URL;
   try {
     url = new URL(request.url);

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { type Db, joinTokens, type Tx } from "@keelson/db";
+import { type Db, firstRow, joinTokens, one, type Tx } from "@keelson/db";
 import { and, asc, eq, isNull } from "drizzle-orm";
 import { ApiError, notFound } from "../../http/errors.ts";
 import { getProject } from "../projects/projects.ts";
@@ -46,12 +46,12 @@ export class JoinTokenRejected extends ApiError {
   }
 }
 
-export function createJoinToken(
+export async function createJoinToken(
   db: Db,
   projectId: string,
   input: { expiresInMinutes?: number },
   now = new Date(),
-): IssuedJoinToken {
+): Promise<IssuedJoinToken> {
   const minutes = requireIntegerInRange(
     "expiresInMinutes",
     input.expiresInMinutes ?? JOIN_TOKEN_DEFAULT_MINUTES,
@@ -59,26 +59,27 @@ export function createJoinToken(
     JOIN_TOKEN_MAX_MINUTES,
   );
   const token = generateSecret("kjt");
-  const row = db.transaction((tx) => {
-    getProject(tx, projectId);
-    return tx
-      .insert(joinTokens)
-      .values({
-        id: randomUUID(),
-        projectId,
-        tokenHash: hashSecret(token),
-        expiresAt: addMinutes(now, minutes),
-        createdAt: now.toISOString(),
-      })
-      .returning()
-      .get();
+  const row = await db.transaction(async (tx) => {
+    await getProject(tx, projectId);
+    return one(
+      await tx
+        .insert(joinTokens)
+        .values({
+          id: randomUUID(),
+          projectId,
+          tokenHash: hashSecret(token),
+          expiresAt: addMinutes(now, minutes),
+          createdAt: now.toISOString(),
+        })
+        .returning(),
+    );
   });
   return { id: row.id, token, projectId, expiresAt: row.expiresAt, createdAt: row.createdAt };
 }
 
-export function listJoinTokens(db: Db, projectId: string): JoinTokenInfo[] {
-  getProject(db, projectId);
-  return db
+export async function listJoinTokens(db: Db, projectId: string): Promise<JoinTokenInfo[]> {
+  await getProject(db, projectId);
+  return await db
     .select({
       id: joinTokens.id,
       projectId: joinTokens.projectId,
@@ -89,16 +90,15 @@ export function listJoinTokens(db: Db, projectId: string): JoinTokenInfo[] {
     })
     .from(joinTokens)
     .where(eq(joinTokens.projectId, projectId))
-    .orderBy(asc(joinTokens.createdAt), asc(joinTokens.id))
-    .all();
+    .orderBy(asc(joinTokens.createdAt), asc(joinTokens.id));
 }
 
-export function revokeJoinToken(db: Db, projectId: string, joinTokenId: string): void {
-  const result = db
+export async function revokeJoinToken(db: Db, projectId: string, joinTokenId: string): Promise<void> {
+  const result = await db
     .delete(joinTokens)
     .where(and(eq(joinTokens.id, joinTokenId), eq(joinTokens.projectId, projectId)))
-    .run();
-  if (result.changes === 0) throw notFound("join token", joinTokenId);
+    .returning({ id: joinTokens.id });
+  if (result.length === 0) throw notFound("join token", joinTokenId);
 }
 
 /**
@@ -107,29 +107,31 @@ export function revokeJoinToken(db: Db, projectId: string, joinTokenId: string):
  * token and two registrations racing for one token cannot both succeed.
  */
 /** Who spent a join token, if anyone (the token itself, not its hash, is given). */
-export function joinTokenUse(tx: Tx, token: string): { nodeId: string | null } | undefined {
-  const row = tx
-    .select({ usedAt: joinTokens.usedAt, usedByNodeId: joinTokens.usedByNodeId })
-    .from(joinTokens)
-    .where(eq(joinTokens.tokenHash, hashSecret(token)))
-    .get();
+export async function joinTokenUse(tx: Tx, token: string): Promise<{ nodeId: string | null } | undefined> {
+  const row = firstRow(
+    await tx
+      .select({ usedAt: joinTokens.usedAt, usedByNodeId: joinTokens.usedByNodeId })
+      .from(joinTokens)
+      .where(eq(joinTokens.tokenHash, hashSecret(token))),
+  );
   return row?.usedAt ? { nodeId: row.usedByNodeId } : undefined;
 }
 
-export function consumeJoinToken(tx: Tx, token: string, nodeId: string, now = new Date()): string {
-  const row = tx
-    .select()
-    .from(joinTokens)
-    .where(eq(joinTokens.tokenHash, hashSecret(token)))
-    .get();
+export async function consumeJoinToken(tx: Tx, token: string, nodeId: string, now = new Date()): Promise<string> {
+  const row = firstRow(
+    await tx
+      .select()
+      .from(joinTokens)
+      .where(eq(joinTokens.tokenHash, hashSecret(token))),
+  );
   if (!row) throw new JoinTokenRejected("unknown");
   if (row.usedAt !== null) throw new JoinTokenRejected("used");
   if (isExpired(row.expiresAt, now)) throw new JoinTokenRejected("expired");
-  const result = tx
+  const result = await tx
     .update(joinTokens)
     .set({ usedAt: now.toISOString(), usedByNodeId: nodeId })
     .where(and(eq(joinTokens.id, row.id), isNull(joinTokens.usedAt)))
-    .run();
-  if (result.changes !== 1) throw new JoinTokenRejected("used");
+    .returning({ id: joinTokens.id });
+  if (result.length !== 1) throw new JoinTokenRejected("used");
   return row.projectId;
 }

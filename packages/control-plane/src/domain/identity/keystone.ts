@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { type Db, projects, tokens, users } from "@keelson/db";
+import { type Db, firstRow, projects, tokens, users } from "@keelson/db";
 import { and, eq, lte } from "drizzle-orm";
 import { ApiError, badRequest } from "../../http/errors.ts";
 import { findProjectByName } from "../projects/projects.ts";
@@ -117,12 +117,12 @@ function credentialsOf(body: KeystoneAuthRequest): Credentials {
   };
 }
 
-function findProject(db: Db, by: { id?: string; name?: string }) {
+async function findProject(db: Db, by: { id?: string; name?: string }) {
   if (by.id !== undefined) {
-    const row = db.select().from(projects).where(eq(projects.id, by.id)).get();
+    const row = firstRow(await db.select().from(projects).where(eq(projects.id, by.id)));
     return row && (by.name === undefined || row.name === by.name) ? row : undefined;
   }
-  return by.name === undefined ? undefined : findProjectByName(db, by.name);
+  return by.name === undefined ? undefined : await findProjectByName(db, by.name);
 }
 
 /** Checks the password and issues a session token; 401 (always the same message) when it fails. */
@@ -133,8 +133,8 @@ export async function passwordLogin(
   now = new Date(),
 ): Promise<{ token: string; session: Session }> {
   const credentials = credentialsOf(body);
-  const project = findProject(db, credentials.project);
-  const user = project ? findUserForLogin(db, project.id, credentials.user) : undefined;
+  const project = await findProject(db, credentials.project);
+  const user = project ? await findUserForLogin(db, project.id, credentials.user) : undefined;
   const ok = user
     ? await verifyPassword(credentials.password, user.passwordHash)
     : await verifyAgainstNothing(credentials.password);
@@ -144,25 +144,23 @@ export async function passwordLogin(
   const issuedAt = now.toISOString();
   const expiresAt = new Date(now.getTime() + ttlHours * 3_600_000).toISOString();
   const tokenId = randomUUID();
-  db.transaction((tx) => {
+  await db.transaction(async (tx) => {
     // The user may have been deleted while the password was being checked.
-    if (!tx.select({ id: users.id }).from(users).where(eq(users.id, user.id)).get()) throw unauthorized();
+    if (!firstRow(await tx.select({ id: users.id }).from(users).where(eq(users.id, user.id)))) throw unauthorized();
     // Housekeeping: each login clears the user's dead sessions so they do not pile up.
-    tx.delete(tokens)
-      .where(and(eq(tokens.userId, user.id), eq(tokens.kind, "session"), lte(tokens.expiresAt, issuedAt)))
-      .run();
-    tx.insert(tokens)
-      .values({
-        id: tokenId,
-        projectId: project.id,
-        userId: user.id,
-        kind: "session",
-        name: `login ${user.name}`,
-        tokenHash: hashSecret(token),
-        expiresAt,
-        createdAt: issuedAt,
-      })
-      .run();
+    await tx
+      .delete(tokens)
+      .where(and(eq(tokens.userId, user.id), eq(tokens.kind, "session"), lte(tokens.expiresAt, issuedAt)));
+    await tx.insert(tokens).values({
+      id: tokenId,
+      projectId: project.id,
+      userId: user.id,
+      kind: "session",
+      name: `login ${user.name}`,
+      tokenHash: hashSecret(token),
+      expiresAt,
+      createdAt: issuedAt,
+    });
   });
   return {
     token,
@@ -177,22 +175,23 @@ export async function passwordLogin(
 }
 
 /** The live session a token stands for, or undefined (unknown, expired, or not a login session). */
-export function findSession(db: Db, token: string, now = new Date()): Session | undefined {
-  const row = db
-    .select({
-      tokenId: tokens.id,
-      issuedAt: tokens.createdAt,
-      expiresAt: tokens.expiresAt,
-      userId: users.id,
-      userName: users.name,
-      projectId: projects.id,
-      projectName: projects.name,
-    })
-    .from(tokens)
-    .innerJoin(users, eq(users.id, tokens.userId))
-    .innerJoin(projects, eq(projects.id, tokens.projectId))
-    .where(and(eq(tokens.tokenHash, hashSecret(token)), eq(tokens.kind, "session")))
-    .get();
+export async function findSession(db: Db, token: string, now = new Date()): Promise<Session | undefined> {
+  const row = firstRow(
+    await db
+      .select({
+        tokenId: tokens.id,
+        issuedAt: tokens.createdAt,
+        expiresAt: tokens.expiresAt,
+        userId: users.id,
+        userName: users.name,
+        projectId: projects.id,
+        projectName: projects.name,
+      })
+      .from(tokens)
+      .innerJoin(users, eq(users.id, tokens.userId))
+      .innerJoin(projects, eq(projects.id, tokens.projectId))
+      .where(and(eq(tokens.tokenHash, hashSecret(token)), eq(tokens.kind, "session"))),
+  );
   if (!row || row.expiresAt === null || isExpired(row.expiresAt, now)) return undefined;
   return {
     tokenId: row.tokenId,
@@ -203,8 +202,6 @@ export function findSession(db: Db, token: string, now = new Date()): Session | 
   };
 }
 
-export function endSession(db: Db, tokenId: string): void {
-  db.delete(tokens)
-    .where(and(eq(tokens.id, tokenId), eq(tokens.kind, "session")))
-    .run();
+export async function endSession(db: Db, tokenId: string): Promise<void> {
+  await db.delete(tokens).where(and(eq(tokens.id, tokenId), eq(tokens.kind, "session")));
 }

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { clusterAccessTokens, type Db, tokens } from "@keelson/db";
+import { clusterAccessTokens, type Db, one, tokens } from "@keelson/db";
 import { and, asc, eq } from "drizzle-orm";
 import { notFound } from "../../http/errors.ts";
 import { getProject } from "../projects/projects.ts";
@@ -36,12 +36,12 @@ export interface ProjectTokenInput {
   expiresInHours?: number;
 }
 
-export function createProjectToken(
+export async function createProjectToken(
   db: Db,
   projectId: string,
   input: ProjectTokenInput,
   now = new Date(),
-): IssuedProjectToken {
+): Promise<IssuedProjectToken> {
   const name = input.name === undefined ? null : requireDisplayName("name", input.name, TOKEN_NAME_MAX_LENGTH);
   const expiresAt =
     input.expiresInHours === undefined
@@ -51,29 +51,30 @@ export function createProjectToken(
           60 * requireIntegerInRange("expiresInHours", input.expiresInHours, 1, TOKEN_MAX_EXPIRES_IN_HOURS),
         );
   const token = generateSecret("kpt");
-  const row = db.transaction((tx) => {
-    getProject(tx, projectId);
-    return tx
-      .insert(tokens)
-      .values({
-        id: randomUUID(),
-        projectId,
-        kind: "project",
-        name,
-        tokenHash: hashSecret(token),
-        expiresAt,
-        createdAt: now.toISOString(),
-      })
-      .returning()
-      .get();
+  const row = await db.transaction(async (tx) => {
+    await getProject(tx, projectId);
+    return one(
+      await tx
+        .insert(tokens)
+        .values({
+          id: randomUUID(),
+          projectId,
+          kind: "project",
+          name,
+          tokenHash: hashSecret(token),
+          expiresAt,
+          createdAt: now.toISOString(),
+        })
+        .returning(),
+    );
   });
   return { id: row.id, token, projectId, name: row.name, expiresAt: row.expiresAt, createdAt: row.createdAt };
 }
 
 /** Project tokens and login sessions of a project, oldest first. */
-export function listTokens(db: Db, projectId: string): TokenInfo[] {
-  getProject(db, projectId);
-  return db
+export async function listTokens(db: Db, projectId: string): Promise<TokenInfo[]> {
+  await getProject(db, projectId);
+  return await db
     .select({
       id: tokens.id,
       projectId: tokens.projectId,
@@ -85,8 +86,7 @@ export function listTokens(db: Db, projectId: string): TokenInfo[] {
     })
     .from(tokens)
     .where(eq(tokens.projectId, projectId))
-    .orderBy(asc(tokens.createdAt), asc(tokens.id))
-    .all();
+    .orderBy(asc(tokens.createdAt), asc(tokens.id));
 }
 
 /**
@@ -94,15 +94,15 @@ export function listTokens(db: Db, projectId: string): TokenInfo[] {
  * tokens the token minted (subject = its id, see kubeconfig/subject.ts) go with it, or a revoked
  * token would live on as cluster-admin access for up to the cluster's certExpiryHrs.
  */
-export function revokeToken(db: Db, projectId: string, tokenId: string): void {
-  db.transaction((tx) => {
-    const result = tx
+export async function revokeToken(db: Db, projectId: string, tokenId: string): Promise<void> {
+  await db.transaction(async (tx) => {
+    const result = await tx
       .delete(tokens)
       .where(and(eq(tokens.id, tokenId), eq(tokens.projectId, projectId)))
-      .run();
-    if (result.changes === 0) throw notFound("token", tokenId);
-    tx.delete(clusterAccessTokens)
-      .where(and(eq(clusterAccessTokens.projectId, projectId), eq(clusterAccessTokens.subject, tokenId)))
-      .run();
+      .returning({ id: tokens.id });
+    if (result.length === 0) throw notFound("token", tokenId);
+    await tx
+      .delete(clusterAccessTokens)
+      .where(and(eq(clusterAccessTokens.projectId, projectId), eq(clusterAccessTokens.subject, tokenId)));
   });
 }

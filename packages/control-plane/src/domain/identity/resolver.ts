@@ -27,11 +27,11 @@ export class IdentityResolver {
       .prepare();
   }
 
-  resolve(token: string | undefined, now = new Date()): Identity | null {
+  async resolve(token: string | undefined, now = new Date()): Promise<Identity | null> {
     if (!token) return null;
     const hash = hashSecret(token);
     if (sameHash(hash, this.adminHash)) return { kind: "admin" };
-    const row = this.byHash.get({ hash });
+    const row = await this.byHash.get({ hash });
     if (!row) return null;
     if (row.expiresAt && Date.parse(row.expiresAt) <= now.getTime()) return null;
     return { kind: "project", projectId: row.projectId, tokenId: row.id, userId: row.userId };

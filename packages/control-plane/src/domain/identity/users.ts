@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { clusterAccessTokens, type Db, type Tx, users } from "@keelson/db";
+import { clusterAccessTokens, type Db, firstRow, one, type Tx, users } from "@keelson/db";
 import { and, asc, eq } from "drizzle-orm";
 import { badRequest, conflict, notFound } from "../../http/errors.ts";
 import { getProject } from "../projects/projects.ts";
@@ -33,12 +33,13 @@ function requirePassword(password: string): string {
   return password;
 }
 
-function userNamed(db: Tx, projectId: string, name: string): UserRow | undefined {
-  return db
-    .select()
-    .from(users)
-    .where(and(eq(users.projectId, projectId), eq(users.name, name)))
-    .get();
+async function userNamed(db: Tx, projectId: string, name: string): Promise<UserRow | undefined> {
+  return firstRow(
+    await db
+      .select()
+      .from(users)
+      .where(and(eq(users.projectId, projectId), eq(users.name, name))),
+  );
 }
 
 function duplicateUser(name: string) {
@@ -53,45 +54,51 @@ export async function createUser(
   const name = requireDisplayName("name", input.name, USER_NAME_MAX_LENGTH);
   const password = requirePassword(input.password);
   // Checked before the (deliberately slow) hash so an obvious conflict answers at once...
-  getProject(db, projectId);
-  if (userNamed(db, projectId, name)) throw duplicateUser(name);
+  await getProject(db, projectId);
+  if (await userNamed(db, projectId, name)) throw duplicateUser(name);
   const passwordHash = await hashPassword(password);
   // ...and again inside the transaction, because another request may have won while we hashed.
-  return db.transaction((tx) => {
-    getProject(tx, projectId);
-    if (userNamed(tx, projectId, name)) throw duplicateUser(name);
-    return tx.insert(users).values({ id: randomUUID(), projectId, name, passwordHash }).returning(publicColumns).get();
+  return db.transaction(async (tx) => {
+    await getProject(tx, projectId);
+    if (await userNamed(tx, projectId, name)) throw duplicateUser(name);
+    return one(
+      await tx.insert(users).values({ id: randomUUID(), projectId, name, passwordHash }).returning(publicColumns),
+    );
   });
 }
 
-export function listUsers(db: Db, projectId: string): UserInfo[] {
-  getProject(db, projectId);
-  return db.select(publicColumns).from(users).where(eq(users.projectId, projectId)).orderBy(asc(users.name)).all();
+export async function listUsers(db: Db, projectId: string): Promise<UserInfo[]> {
+  await getProject(db, projectId);
+  return await db.select(publicColumns).from(users).where(eq(users.projectId, projectId)).orderBy(asc(users.name));
 }
 
 /**
  * Deleting a user ends its login sessions too (tokens.user_id cascades), and the kubeconfig
  * bearer tokens issued to it (subject = its id), which no foreign key ties to the user.
  */
-export function deleteUser(db: Db, projectId: string, userId: string): void {
-  db.transaction((tx) => {
-    const result = tx
+export async function deleteUser(db: Db, projectId: string, userId: string): Promise<void> {
+  await db.transaction(async (tx) => {
+    const result = await tx
       .delete(users)
       .where(and(eq(users.id, userId), eq(users.projectId, projectId)))
-      .run();
-    if (result.changes === 0) throw notFound("user", userId);
-    tx.delete(clusterAccessTokens)
-      .where(and(eq(clusterAccessTokens.projectId, projectId), eq(clusterAccessTokens.subject, userId)))
-      .run();
+      .returning({ id: users.id });
+    if (result.length === 0) throw notFound("user", userId);
+    await tx
+      .delete(clusterAccessTokens)
+      .where(and(eq(clusterAccessTokens.projectId, projectId), eq(clusterAccessTokens.subject, userId)));
   });
 }
 
 /** For the login: the full row, hash included. Not for presenting. */
-export function findUserForLogin(db: Tx, projectId: string, by: { name?: string; id?: string }): UserRow | undefined {
+export async function findUserForLogin(
+  db: Tx,
+  projectId: string,
+  by: { name?: string; id?: string },
+): Promise<UserRow | undefined> {
   if (by.id !== undefined) {
-    const row = db.select().from(users).where(eq(users.id, by.id)).get();
+    const row = firstRow(await db.select().from(users).where(eq(users.id, by.id)));
     // An id from another project must not log in to this one.
     return row && row.projectId === projectId && (by.name === undefined || row.name === by.name) ? row : undefined;
   }
-  return by.name === undefined ? undefined : userNamed(db, projectId, by.name);
+  return by.name === undefined ? undefined : await userNamed(db, projectId, by.name);
 }

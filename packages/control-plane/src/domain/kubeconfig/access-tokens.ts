@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { clusterAccessTokens, type Db } from "@keelson/db";
+import { clusterAccessTokens, type Db, firstRow } from "@keelson/db";
 import { and, eq, lte } from "drizzle-orm";
 import { generateSecret, hashSecret } from "../identity/token-hash.ts";
 
@@ -16,28 +16,26 @@ export interface IssuedAccessToken {
  * cluster's certExpiryHrs, like a certificate kubeconfig would: the spec's knob for "how long a
  * downloaded kubeconfig works" applies to both kinds of credential.
  */
-export function issueClusterAccessToken(
+export async function issueClusterAccessToken(
   db: Db,
   input: { projectId: string; clusterId: string; subject: string; validHours: number; now: Date },
-): IssuedAccessToken {
+): Promise<IssuedAccessToken> {
   const token = generateSecret(CLUSTER_TOKEN_PREFIX);
   const expiresAt = new Date(input.now.getTime() + input.validHours * 3_600_000);
   const nowIso = input.now.toISOString();
-  db.transaction((tx) => {
+  await db.transaction(async (tx) => {
     // Housekeeping: every download adds a row, so expired ones of this cluster go here.
-    tx.delete(clusterAccessTokens)
-      .where(and(eq(clusterAccessTokens.clusterId, input.clusterId), lte(clusterAccessTokens.expiresAt, nowIso)))
-      .run();
-    tx.insert(clusterAccessTokens)
-      .values({
-        id: randomUUID(),
-        projectId: input.projectId,
-        clusterId: input.clusterId,
-        subject: input.subject,
-        tokenHash: hashSecret(token),
-        expiresAt: expiresAt.toISOString(),
-      })
-      .run();
+    await tx
+      .delete(clusterAccessTokens)
+      .where(and(eq(clusterAccessTokens.clusterId, input.clusterId), lte(clusterAccessTokens.expiresAt, nowIso)));
+    await tx.insert(clusterAccessTokens).values({
+      id: randomUUID(),
+      projectId: input.projectId,
+      clusterId: input.clusterId,
+      subject: input.subject,
+      tokenHash: hashSecret(token),
+      expiresAt: expiresAt.toISOString(),
+    });
   });
   return { token, expiresAt };
 }
@@ -46,17 +44,23 @@ export function issueClusterAccessToken(
  * For the node bouncer: the subject a kubeconfig bearer token was issued to, or null when the
  * token is unknown, expired, or belongs to another cluster.
  */
-export function verifyClusterAccessToken(db: Db, clusterId: string, token: string, now = new Date()): string | null {
+export async function verifyClusterAccessToken(
+  db: Db,
+  clusterId: string,
+  token: string,
+  now = new Date(),
+): Promise<string | null> {
   if (!token.startsWith(`${CLUSTER_TOKEN_PREFIX}_`)) return null;
-  const row = db
-    .select({
-      clusterId: clusterAccessTokens.clusterId,
-      subject: clusterAccessTokens.subject,
-      expiresAt: clusterAccessTokens.expiresAt,
-    })
-    .from(clusterAccessTokens)
-    .where(eq(clusterAccessTokens.tokenHash, hashSecret(token)))
-    .get();
+  const row = firstRow(
+    await db
+      .select({
+        clusterId: clusterAccessTokens.clusterId,
+        subject: clusterAccessTokens.subject,
+        expiresAt: clusterAccessTokens.expiresAt,
+      })
+      .from(clusterAccessTokens)
+      .where(eq(clusterAccessTokens.tokenHash, hashSecret(token))),
+  );
   if (!row || row.clusterId !== clusterId) return null;
   if (row.expiresAt !== null && Date.parse(row.expiresAt) <= now.getTime()) return null;
   return row.subject;

@@ -1,17 +1,18 @@
-import { type Db, nodes } from "@keelson/db";
+import { type Db, firstRow, nodes } from "@keelson/db";
 import { and, asc, eq, ne } from "drizzle-orm";
 import type { ClusterRow } from "../clusters/views.ts";
 import { apiPort, externalDnsName, masterVipIpv4 } from "./cluster-settings.ts";
 
 /** The primary IP of the cluster's first attached master, the fallback API endpoint. */
-export function firstMasterIp(db: Db, clusterId: string): string | undefined {
-  const row = db
-    .select({ primaryIp: nodes.primaryIp })
-    .from(nodes)
-    .where(and(eq(nodes.clusterId, clusterId), eq(nodes.isMaster, 1), ne(nodes.primaryIp, "")))
-    .orderBy(asc(nodes.createdAt), asc(nodes.id))
-    .limit(1)
-    .get();
+export async function firstMasterIp(db: Db, clusterId: string): Promise<string | undefined> {
+  const row = firstRow(
+    await db
+      .select({ primaryIp: nodes.primaryIp })
+      .from(nodes)
+      .where(and(eq(nodes.clusterId, clusterId), eq(nodes.isMaster, 1), ne(nodes.primaryIp, "")))
+      .orderBy(asc(nodes.createdAt), asc(nodes.id))
+      .limit(1),
+  );
   return row?.primaryIp;
 }
 
@@ -28,9 +29,9 @@ export function apiServerUrl(spec: Record<string, unknown>, masterIp: string | u
   return `https://${hostPart}:${apiPort(spec)}`;
 }
 
-export function clusterApiServerUrl(db: Db, cluster: ClusterRow): string | undefined {
+export async function clusterApiServerUrl(db: Db, cluster: ClusterRow): Promise<string | undefined> {
   const spec = cluster.spec;
   // Only ask the nodes table when the spec names no endpoint.
   if (externalDnsName(spec) ?? masterVipIpv4(spec)) return apiServerUrl(spec, undefined);
-  return apiServerUrl(spec, firstMasterIp(db, cluster.id));
+  return apiServerUrl(spec, await firstMasterIp(db, cluster.id));
 }

@@ -61,8 +61,8 @@ export async function issueKubeconfig(
   keelson: Pick<Keelson, "db" | "cipher">,
   req: KubeconfigRequest,
 ): Promise<IssuedKubeconfig> {
-  const cluster = findClusterInProject(keelson.db, req.projectId, req.clusterId);
-  const server = clusterApiServerUrl(keelson.db, cluster);
+  const cluster = await findClusterInProject(keelson.db, req.projectId, req.clusterId);
+  const server = await clusterApiServerUrl(keelson.db, cluster);
   if (server === undefined) {
     throw conflict(
       `cluster ${cluster.name} has no API endpoint yet: set externalDnsName or masterVipIpv4, or attach a master`,
@@ -74,13 +74,15 @@ export async function issueKubeconfig(
   const credential = req.forceCertAuth
     ? await clientCertificate(keelson, { certPem: cluster.caCertPem, keyEnc: cluster.caKeyEnc }, subject, validHours)
     : {
-        token: issueClusterAccessToken(keelson.db, {
-          projectId: cluster.projectId,
-          clusterId: cluster.id,
-          subject,
-          validHours,
-          now: req.now ?? new Date(),
-        }).token,
+        token: (
+          await issueClusterAccessToken(keelson.db, {
+            projectId: cluster.projectId,
+            clusterId: cluster.id,
+            subject,
+            validHours,
+            now: req.now ?? new Date(),
+          })
+        ).token,
       };
   const yaml = renderKubeconfig({
     clusterName: cluster.name,

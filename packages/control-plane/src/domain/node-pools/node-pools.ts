@@ -9,8 +9,8 @@ export interface NodePoolView {
   cloudProviderName: string;
 }
 
-export function listNodePools(db: Db, projectId: string): NodePoolView[] {
-  return db
+export async function listNodePools(db: Db, projectId: string): Promise<NodePoolView[]> {
+  return await db
     .select({
       name: nodePools.name,
       uuid: nodePools.id,
@@ -20,6 +20,5 @@ export function listNodePools(db: Db, projectId: string): NodePoolView[] {
     .from(nodePools)
     .innerJoin(cloudProviders, eq(cloudProviders.id, nodePools.cloudProviderId))
     .where(eq(nodePools.projectId, projectId))
-    .orderBy(asc(nodePools.createdAt), asc(nodePools.name))
-    .all();
+    .orderBy(asc(nodePools.createdAt), asc(nodePools.name));
 }

@@ -11,8 +11,8 @@ export interface NodeView {
   extras: NodeExtras;
 }
 
-function selectViews(db: Db, where: SQL | undefined): NodeView[] {
-  const rows = db
+async function selectViews(db: Db, where: SQL | undefined): Promise<NodeView[]> {
+  const rows = await db
     .select({
       node: nodes,
       poolName: nodePools.name,
@@ -27,8 +27,7 @@ function selectViews(db: Db, where: SQL | undefined): NodeView[] {
     .innerJoin(cloudProviders, eq(cloudProviders.id, nodePools.cloudProviderId))
     .leftJoin(clusters, eq(clusters.id, nodes.clusterId))
     .where(where)
-    .orderBy(asc(nodes.createdAt), asc(nodes.name))
-    .all();
+    .orderBy(asc(nodes.createdAt), asc(nodes.name));
   return rows.map((r) => ({
     row: r.node,
     extras: {
@@ -47,12 +46,12 @@ function selectViews(db: Db, where: SQL | undefined): NodeView[] {
   }));
 }
 
-export function listNodeViews(db: Db, projectId: string): NodeView[] {
+export async function listNodeViews(db: Db, projectId: string): Promise<NodeView[]> {
   return selectViews(db, eq(nodes.projectId, projectId));
 }
 
-export function getNodeView(db: Db, projectId: string, nodeId: string): NodeView {
-  const view = selectViews(db, and(eq(nodes.projectId, projectId), eq(nodes.id, nodeId)))[0];
+export async function getNodeView(db: Db, projectId: string, nodeId: string): Promise<NodeView> {
+  const view = (await selectViews(db, and(eq(nodes.projectId, projectId), eq(nodes.id, nodeId))))[0];
   if (!view) throw notFound("node", nodeId);
   return view;
 }
@@ -78,15 +77,17 @@ function checkNodeUpdate(body: unknown): void {
  * change, and only to detach). An unattached node is already there: nothing to do. An attached
  * one is detached from its cluster like `POST .../detach` would, by the same rules (quorum).
  */
-export function updateNode(k: Keelson, projectId: string, nodeId: string, body: unknown): void {
+export async function updateNode(k: Keelson, projectId: string, nodeId: string, body: unknown): Promise<void> {
   checkNodeUpdate(body);
-  const view = getNodeView(k.db, projectId, nodeId);
+  const view = await getNodeView(k.db, projectId, nodeId);
   const clusterId = view.row.clusterId;
   if (clusterId === null) return;
-  detachNodes(k, projectId, clusterId, [{ uuid: nodeId, isMaster: view.row.isMaster === 1, field: "clusterUuid" }]);
+  await detachNodes(k, projectId, clusterId, [
+    { uuid: nodeId, isMaster: view.row.isMaster === 1, field: "clusterUuid" },
+  ]);
 }
 
 /** Nodes attached to one cluster (for `GET /v4/{project_uuid}/clusters/{uuid}/nodes`). */
-export function listClusterNodeViews(db: Db, projectId: string, clusterId: string): NodeView[] {
+export async function listClusterNodeViews(db: Db, projectId: string, clusterId: string): Promise<NodeView[]> {
   return selectViews(db, and(eq(nodes.projectId, projectId), eq(nodes.clusterId, clusterId)));
 }

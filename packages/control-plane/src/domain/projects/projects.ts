@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { cloudProviders, type Db, nodePools, projects, type Tx } from "@keelson/db";
+import { cloudProviders, type Db, firstRow, nodePools, one, projects, type Tx } from "@keelson/db";
 import { asc, eq } from "drizzle-orm";
 import type { Keelson } from "../../context.ts";
 import { badRequest, conflict, notFound } from "../../http/errors.ts";
@@ -12,12 +12,12 @@ export const LOCAL_PROVIDER_NAME = "local";
 export const LOCAL_NODE_POOL_NAME = "defaultPool";
 
 /** Every project has the built-in `local` provider and its node pool (spec §2.3). */
-function seedLocalProvider(tx: Tx, projectId: string): void {
+async function seedLocalProvider(tx: Tx, projectId: string): Promise<void> {
   const providerId = randomUUID();
-  tx.insert(cloudProviders).values({ id: providerId, projectId, name: LOCAL_PROVIDER_NAME, type: "local" }).run();
-  tx.insert(nodePools)
-    .values({ id: randomUUID(), projectId, cloudProviderId: providerId, name: LOCAL_NODE_POOL_NAME })
-    .run();
+  await tx.insert(cloudProviders).values({ id: providerId, projectId, name: LOCAL_PROVIDER_NAME, type: "local" });
+  await tx
+    .insert(nodePools)
+    .values({ id: randomUUID(), projectId, cloudProviderId: providerId, name: LOCAL_NODE_POOL_NAME });
 }
 
 /** Names appear in paths, logs and Keystone scopes: keep them short and unambiguous. */
@@ -31,44 +31,45 @@ export function validateProjectName(name: string): string {
   return name;
 }
 
-export function createProject(db: Db, name: string): ProjectRow {
+export async function createProject(db: Db, name: string): Promise<ProjectRow> {
   validateProjectName(name);
-  return db.transaction((tx) => {
-    if (tx.select().from(projects).where(eq(projects.name, name)).get()) {
+  return db.transaction(async (tx) => {
+    if (firstRow(await tx.select().from(projects).where(eq(projects.name, name)))) {
       throw conflict(`a project named "${name}" already exists`, "duplicate_name");
     }
-    const row = tx.insert(projects).values({ id: randomUUID(), name }).returning().get();
-    seedLocalProvider(tx, row.id);
+    const row = one(await tx.insert(projects).values({ id: randomUUID(), name }).returning());
+    await seedLocalProvider(tx, row.id);
     return row;
   });
 }
 
-export function ensureDefaultProject(keelson: Pick<Keelson, "db">): ProjectRow {
-  const existing = keelson.db.select().from(projects).where(eq(projects.name, DEFAULT_PROJECT_NAME)).get();
-  return existing ?? createProject(keelson.db, DEFAULT_PROJECT_NAME);
+export async function ensureDefaultProject(keelson: Pick<Keelson, "db">): Promise<ProjectRow> {
+  const existing = firstRow(await keelson.db.select().from(projects).where(eq(projects.name, DEFAULT_PROJECT_NAME)));
+  return existing ?? (await createProject(keelson.db, DEFAULT_PROJECT_NAME));
 }
 
-export function defaultProjectId(db: Db): string | undefined {
-  return db.select({ id: projects.id }).from(projects).where(eq(projects.name, DEFAULT_PROJECT_NAME)).get()?.id;
+export async function defaultProjectId(db: Db): Promise<string | undefined> {
+  return firstRow(await db.select({ id: projects.id }).from(projects).where(eq(projects.name, DEFAULT_PROJECT_NAME)))
+    ?.id;
 }
 
-export function listProjects(db: Db): ProjectRow[] {
-  return db.select().from(projects).orderBy(asc(projects.createdAt), asc(projects.name)).all();
+export async function listProjects(db: Db): Promise<ProjectRow[]> {
+  return await db.select().from(projects).orderBy(asc(projects.createdAt), asc(projects.name));
 }
 
-export function getProject(db: Tx, id: string): ProjectRow {
-  const row = db.select().from(projects).where(eq(projects.id, id)).get();
+export async function getProject(db: Tx, id: string): Promise<ProjectRow> {
+  const row = firstRow(await db.select().from(projects).where(eq(projects.id, id)));
   if (!row) throw notFound("project", id);
   return row;
 }
 
-export function findProjectByName(db: Tx, name: string): ProjectRow | undefined {
-  return db.select().from(projects).where(eq(projects.name, name)).get();
+export async function findProjectByName(db: Tx, name: string): Promise<ProjectRow | undefined> {
+  return firstRow(await db.select().from(projects).where(eq(projects.name, name)));
 }
 
 /** The admin sees every project; any other token sees only the project it belongs to. */
-export function projectsVisibleTo(db: Db, identity: Identity): ProjectRow[] {
+export async function projectsVisibleTo(db: Db, identity: Identity): Promise<ProjectRow[]> {
   if (identity.kind === "admin") return listProjects(db);
-  const own = db.select().from(projects).where(eq(projects.id, identity.projectId)).get();
+  const own = firstRow(await db.select().from(projects).where(eq(projects.id, identity.projectId)));
   return own ? [own] : [];
 }

@@ -6,11 +6,11 @@ import { loadWebCliKey } from "./key.ts";
 import { issueWebCliToken } from "./tokens.ts";
 
 /** A web CLI session token for one cluster of the caller's project. */
-export function issueWebCliSession(
+export async function issueWebCliSession(
   keelson: Pick<Keelson, "db" | "dataDir">,
   req: { projectId: string; clusterId: string; identity: Identity; now?: Date },
-): { token: string } {
-  const cluster = findClusterInProject(keelson.db, req.projectId, req.clusterId);
+): Promise<{ token: string }> {
+  const cluster = await findClusterInProject(keelson.db, req.projectId, req.clusterId);
   const { token } = issueWebCliToken(loadWebCliKey(keelson.dataDir), {
     projectId: cluster.projectId,
     clusterId: cluster.id,

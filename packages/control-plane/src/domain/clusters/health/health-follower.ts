@@ -1,4 +1,4 @@
-import { clusters } from "@keelson/db";
+import { clusters, firstRow, nodes } from "@keelson/db";
 import { eq } from "drizzle-orm";
 import type { NodeLinkEvent, NodeReportEvent } from "../../../agents/node-events.ts";
 import type { Keelson } from "../../../context.ts";
@@ -16,25 +16,26 @@ import { currentClusterStatus } from "./settle.ts";
 export function followClusterHealth(k: Keelson, delayMs = 200): () => void {
   const dirty = new Set<string>();
   let timer: NodeJS.Timeout | undefined;
-  const clusterOfHost = k.db.$client.prepare<[string], { cluster_id: string | null }>(
-    "SELECT cluster_id FROM nodes WHERE id = ?",
-  );
+  let stopped = false;
+  const clusterOfHost = async (hostId: string) =>
+    firstRow(await k.db.select({ clusterId: nodes.clusterId }).from(nodes).where(eq(nodes.id, hostId)))?.clusterId ??
+    null;
 
-  const flush = () => {
+  const flush = async () => {
     timer = undefined;
-    if (!k.db.$client.open) return;
+    // Stopped with the app: the database may be closing.
+    if (stopped) return;
     const ids = [...dirty];
     dirty.clear();
     for (const id of ids) {
       try {
-        const row = k.db.select({ status: clusters.status }).from(clusters).where(eq(clusters.id, id)).get();
-        if (!row || row.status === "deleting" || activeOperationFor(k.db, id)) continue;
-        const status = currentClusterStatus(k, k.db, id);
-        k.db
+        const row = firstRow(await k.db.select({ status: clusters.status }).from(clusters).where(eq(clusters.id, id)));
+        if (!row || row.status === "deleting" || (await activeOperationFor(k.db, id))) continue;
+        const status = await currentClusterStatus(k, k.db, id);
+        await k.db
           .update(clusters)
           .set({ status, ...(status === "ok" ? { lastOk: new Date().toISOString() } : {}) })
-          .where(eq(clusters.id, id))
-          .run();
+          .where(eq(clusters.id, id));
       } catch (err) {
         k.log.warn({ err, clusterId: id }, "could not follow cluster health");
       }
@@ -47,11 +48,16 @@ export function followClusterHealth(k: Keelson, delayMs = 200): () => void {
     timer.unref();
   };
   const onReport = (event: NodeReportEvent) => mark(event.clusterId);
-  const onLink = (event: NodeLinkEvent) => mark(clusterOfHost.get(event.hostId)?.cluster_id ?? null);
+  const onLink = (event: NodeLinkEvent) => {
+    clusterOfHost(event.hostId).then(mark, (err: unknown) =>
+      k.log.warn({ err, hostId: event.hostId }, "could not follow cluster health"),
+    );
+  };
 
   k.agents.nodeEvents.all.on("node-report", onReport);
   k.agents.nodeEvents.all.on("link", onLink);
   return () => {
+    stopped = true;
     k.agents.nodeEvents.all.off("node-report", onReport);
     k.agents.nodeEvents.all.off("link", onLink);
     if (timer) clearTimeout(timer);

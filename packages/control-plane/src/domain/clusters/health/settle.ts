@@ -9,24 +9,25 @@ import { settledClusterStatus } from "./health.ts";
  * table in batches, so the pending part is written first: an agent that just came back must
  * count, or a task would end on a stale `error` that no later event corrects.
  */
-export function currentClusterStatus(
+export async function currentClusterStatus(
   k: Pick<Keelson, "agents">,
   db: Db,
   clusterId: string,
-): "pending" | "ok" | "error" {
-  k.agents.flushPresence();
-  return settledClusterStatus(roleCountsOf(db, clusterId));
+): Promise<"pending" | "ok" | "error"> {
+  await k.agents.flushPresence();
+  return settledClusterStatus(await roleCountsOf(db, clusterId));
 }
 
 /** Ends a cluster task: status from the nodes, taskStatus success, lastOk when the cluster is ok, plus `extra`. */
-export function settleClusterTask(
+export async function settleClusterTask(
   k: Pick<Keelson, "agents">,
   db: Db,
   clusterId: string,
   extra: Partial<typeof clusters.$inferInsert> = {},
-): void {
-  const status = currentClusterStatus(k, db, clusterId);
-  db.update(clusters)
+): Promise<void> {
+  const status = await currentClusterStatus(k, db, clusterId);
+  await db
+    .update(clusters)
     .set({
       status,
       taskStatus: "success",
@@ -34,6 +35,5 @@ export function settleClusterTask(
       ...(status === "ok" ? { lastOk: new Date().toISOString() } : {}),
       ...extra,
     })
-    .where(eq(clusters.id, clusterId))
-    .run();
+    .where(eq(clusters.id, clusterId));
 }

@@ -1,4 +1,4 @@
-import { cloudProviders, clusters, nodes, type Tx } from "@keelson/db";
+import { cloudProviders, clusters, firstRow, nodes, type Tx } from "@keelson/db";
 import { and, eq, inArray, isNull } from "drizzle-orm";
 import type { Keelson } from "../../../context.ts";
 import { ApiError, badRequest, conflict } from "../../../http/errors.ts";
@@ -52,17 +52,17 @@ export function uniqueNodeIds(entries: MembershipEntry[]): string[] {
 }
 
 /** Request entries -> plan; throws the first violation. Reads only. */
-export function checkAttachEntries(
+export async function checkAttachEntries(
   k: Pick<Keelson, "db" | "agents">,
   projectId: string,
   entries: MembershipEntry[],
   options: AttachCheckOptions,
-): MembershipPlan {
+): Promise<MembershipPlan> {
   const ids = uniqueNodeIds(entries);
   const rows = new Map(
     (entries.length === 0
       ? []
-      : k.db
+      : await k.db
           .select({
             id: nodes.id,
             name: nodes.name,
@@ -73,7 +73,6 @@ export function checkAttachEntries(
           .from(nodes)
           .leftJoin(clusters, eq(clusters.id, nodes.clusterId))
           .where(and(eq(nodes.projectId, projectId), inArray(nodes.id, ids)))
-          .all()
     ).map((r) => [r.id, r]),
   );
 
@@ -127,19 +126,24 @@ export function checkAttachEntries(
   return { masters, workers };
 }
 
-export function clusterProviderType(db: Tx, cluster: ClusterRow): string {
+export async function clusterProviderType(db: Tx, cluster: ClusterRow): Promise<string> {
   return (
-    db
-      .select({ type: cloudProviders.type })
-      .from(cloudProviders)
-      .where(eq(cloudProviders.id, cluster.cloudProviderId))
-      .get()?.type ?? ""
+    firstRow(
+      await db
+        .select({ type: cloudProviders.type })
+        .from(cloudProviders)
+        .where(eq(cloudProviders.id, cluster.cloudProviderId)),
+    )?.type ?? ""
   );
 }
 
 /** Membership changes are for manual-deploy clusters that are not on their way out. */
-export function assertMembershipChangeable(k: Pick<Keelson, "db">, cluster: ClusterRow, action: string): void {
-  const type = clusterProviderType(k.db, cluster);
+export async function assertMembershipChangeable(
+  k: Pick<Keelson, "db">,
+  cluster: ClusterRow,
+  action: string,
+): Promise<void> {
+  const type = await clusterProviderType(k.db, cluster);
   if (type !== "local") {
     throw badRequest(
       "uuid",
@@ -147,17 +151,16 @@ export function assertMembershipChangeable(k: Pick<Keelson, "db">, cluster: Clus
       "not_manual_deploy",
     );
   }
-  if (cluster.status === "deleting" || activeOperationFor(k.db, cluster.id, [CLUSTER_OPS.delete])) {
+  if (cluster.status === "deleting" || (await activeOperationFor(k.db, cluster.id, [CLUSTER_OPS.delete]))) {
     throw conflict(`cluster ${cluster.id} is being deleted`, "cluster_deleting");
   }
 }
 
-export function masterCount(db: Tx, clusterId: string): { masters: number; okMasters: number } {
-  const rows = db
+export async function masterCount(db: Tx, clusterId: string): Promise<{ masters: number; okMasters: number }> {
+  const rows = await db
     .select({ status: nodes.status })
     .from(nodes)
-    .where(and(eq(nodes.clusterId, clusterId), eq(nodes.isMaster, 1)))
-    .all();
+    .where(and(eq(nodes.clusterId, clusterId), eq(nodes.isMaster, 1)));
   return { masters: rows.length, okMasters: rows.filter((r) => r.status === "ok").length };
 }
 
@@ -166,46 +169,48 @@ export function masterCount(db: Tx, clusterId: string): { masters: number; okMas
  * attached and `converging` from now on; the operation makes them converge. A node another
  * request attached in between makes the whole transaction fail (nothing changes).
  */
-export function assignNodes(tx: Tx, clusterId: string, plan: MembershipPlan): void {
-  const assign = (ids: string[], isMaster: 0 | 1) => {
+export async function assignNodes(tx: Tx, clusterId: string, plan: MembershipPlan): Promise<void> {
+  const assign = async (ids: string[], isMaster: 0 | 1) => {
     if (ids.length === 0) return;
-    const changed = tx
+    const changed = await tx
       .update(nodes)
       .set({ clusterId, isMaster, status: "converging", apiResponding: 0, phases: [] })
       .where(and(inArray(nodes.id, ids), isNull(nodes.clusterId)))
-      .run().changes;
-    if (changed !== ids.length) {
+      .returning({ id: nodes.id });
+    if (changed.length !== ids.length) {
       throw conflict("a node of the request was attached to a cluster by another request meanwhile", "node_attached");
     }
   };
-  assign(plan.masters, 1);
-  assign(plan.workers, 0);
+  await assign(plan.masters, 1);
+  await assign(plan.workers, 0);
 }
 
 /** `POST .../clusters/{uuid}/attach`: checks, then in one transaction assigns and records `cluster.attach`. */
-export function attachNodes(
+export async function attachNodes(
   k: Keelson,
   projectId: string,
   clusterId: string,
   entries: MembershipEntry[],
-): OperationRow {
-  const cluster = findCluster(k.db, projectId, clusterId);
-  assertMembershipChangeable(k, cluster, "attached");
-  const before = masterCount(k.db, clusterId);
-  const plan = checkAttachEntries(k, projectId, entries, { unknownNode: 404, existingMasters: before.masters });
+): Promise<OperationRow> {
+  const cluster = await findCluster(k.db, projectId, clusterId);
+  await assertMembershipChangeable(k, cluster, "attached");
+  const before = await masterCount(k.db, clusterId);
+  const plan = await checkAttachEntries(k, projectId, entries, { unknownNode: 404, existingMasters: before.masters });
   // No await between the checks and the transaction: nothing else can change the rows meanwhile.
   const firstMasters = before.masters === 0 && plan.masters.length > 0;
-  return startClusterTask(k, {
-    projectId,
-    clusterId,
-    kind: CLUSTER_OPS.attach,
-    params: { masters: plan.masters, workers: plan.workers },
-    // Until a master is ok the cluster is still being created.
-    mark: {
-      ...(before.okMasters === 0 ? { status: "creating" } : {}),
-      taskStatus: firstMasters ? "creating" : "updating",
-      lastOp: "attach",
-    },
-    first: (tx) => assignNodes(tx, clusterId, plan),
-  }).operation;
+  return (
+    await startClusterTask(k, {
+      projectId,
+      clusterId,
+      kind: CLUSTER_OPS.attach,
+      params: { masters: plan.masters, workers: plan.workers },
+      // Until a master is ok the cluster is still being created.
+      mark: {
+        ...(before.okMasters === 0 ? { status: "creating" } : {}),
+        taskStatus: firstMasters ? "creating" : "updating",
+        lastOp: "attach",
+      },
+      first: (tx) => assignNodes(tx, clusterId, plan),
+    })
+  ).operation;
 }

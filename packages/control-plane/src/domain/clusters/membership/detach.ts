@@ -38,8 +38,8 @@ interface MemberRow {
 }
 
 /** Nodes that pending detach operations of this cluster are already taking out. */
-function leavingNodes(db: Tx, clusterId: string): Set<string> {
-  const ops = db
+async function leavingNodes(db: Tx, clusterId: string): Promise<Set<string>> {
+  const ops = await db
     .select({ params: operations.params })
     .from(operations)
     .where(
@@ -48,8 +48,7 @@ function leavingNodes(db: Tx, clusterId: string): Set<string> {
         eq(operations.kind, CLUSTER_OPS.detach),
         inArray(operations.state, ["pending", "running"]),
       ),
-    )
-    .all();
+    );
   const ids = new Set<string>();
   for (const { params } of ops) {
     for (const key of ["masters", "workers"]) {
@@ -61,22 +60,22 @@ function leavingNodes(db: Tx, clusterId: string): Set<string> {
 }
 
 /** Request entries -> plan; throws the first violation. Reads only. */
-export function checkDetachEntries(
+export async function checkDetachEntries(
   db: Tx,
   projectId: string,
   clusterId: string,
   entries: MembershipEntry[],
-): MembershipPlan {
+): Promise<MembershipPlan> {
   const ids = uniqueNodeIds(entries);
   const requested = new Map(
-    db
-      .select({ id: nodes.id, name: nodes.name, clusterId: nodes.clusterId, isMaster: nodes.isMaster })
-      .from(nodes)
-      .where(and(eq(nodes.projectId, projectId), inArray(nodes.id, ids)))
-      .all()
-      .map((r) => [r.id, r]),
+    (
+      await db
+        .select({ id: nodes.id, name: nodes.name, clusterId: nodes.clusterId, isMaster: nodes.isMaster })
+        .from(nodes)
+        .where(and(eq(nodes.projectId, projectId), inArray(nodes.id, ids)))
+    ).map((r) => [r.id, r]),
   );
-  const leaving = leavingNodes(db, clusterId);
+  const leaving = await leavingNodes(db, clusterId);
   const plan: MembershipPlan = { masters: [], workers: [] };
   for (const entry of entries) {
     const row = requested.get(entry.uuid);
@@ -102,19 +101,19 @@ export function checkDetachEntries(
     (entry.isMaster ? plan.masters : plan.workers).push(row.id);
   }
 
-  const members = db
-    .select({
-      id: nodes.id,
-      name: nodes.name,
-      isMaster: nodes.isMaster,
-      status: nodes.status,
-      agentConnected: nodes.agentConnected,
-      apiResponding: nodes.apiResponding,
-    })
-    .from(nodes)
-    .where(eq(nodes.clusterId, clusterId))
-    .all()
-    .filter((m) => !leaving.has(m.id));
+  const members = (
+    await db
+      .select({
+        id: nodes.id,
+        name: nodes.name,
+        isMaster: nodes.isMaster,
+        status: nodes.status,
+        agentConnected: nodes.agentConnected,
+        apiResponding: nodes.apiResponding,
+      })
+      .from(nodes)
+      .where(eq(nodes.clusterId, clusterId))
+  ).filter((m) => !leaving.has(m.id));
   checkQuorum(members, plan);
   return plan;
 }
@@ -153,21 +152,23 @@ export function checkQuorum(members: MemberRow[], plan: MembershipPlan): void {
 }
 
 /** `POST .../clusters/{uuid}/detach` and PUT nodes/{uuid} {clusterUuid: null}. */
-export function detachNodes(
+export async function detachNodes(
   k: Keelson,
   projectId: string,
   clusterId: string,
   entries: MembershipEntry[],
-): OperationRow {
-  const cluster = findCluster(k.db, projectId, clusterId);
-  assertMembershipChangeable(k, cluster, "detached");
-  const plan = checkDetachEntries(k.db, projectId, clusterId, entries);
+): Promise<OperationRow> {
+  const cluster = await findCluster(k.db, projectId, clusterId);
+  await assertMembershipChangeable(k, cluster, "detached");
+  const plan = await checkDetachEntries(k.db, projectId, clusterId, entries);
   // No await between the checks and the transaction: nothing else can change the rows meanwhile.
-  return startClusterTask(k, {
-    projectId,
-    clusterId,
-    kind: CLUSTER_OPS.detach,
-    params: { masters: plan.masters, workers: plan.workers },
-    mark: { taskStatus: "updating", lastOp: "detach" },
-  }).operation;
+  return (
+    await startClusterTask(k, {
+      projectId,
+      clusterId,
+      kind: CLUSTER_OPS.detach,
+      params: { masters: plan.masters, workers: plan.workers },
+      mark: { taskStatus: "updating", lastOp: "detach" },
+    })
+  ).operation;
 }

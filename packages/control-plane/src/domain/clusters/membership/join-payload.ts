@@ -13,12 +13,12 @@ export type NodePackageLookup = (roleVersion: string) => NodePackageRef | undefi
  * control plane stores one. Built right before sending, so a master joining after another one
  * lists that one as soon as it is ok.
  */
-export function buildJoinPayload(
+export async function buildJoinPayload(
   db: Db,
   cluster: ClusterRow,
   node: { id: string; role: NodeRole },
   packages: NodePackageLookup,
-): CommandPayload<"node.join"> {
+): Promise<CommandPayload<"node.join">> {
   const nodePackage = packages(cluster.kubeRoleVersion);
   return {
     clusterId: cluster.id,
@@ -30,20 +30,21 @@ export function buildJoinPayload(
     caCertPem: cluster.caCertPem,
     // A master is attached (its row says so) before its join is built, so a cluster without a
     // VIP or DNS name always has a first master's address here.
-    apiEndpoint: clusterApiServerUrl(db, cluster) ?? "",
-    etcdMembers: node.role === "master" ? runningEtcdMembers(db, cluster.id, node.id) : [],
+    apiEndpoint: (await clusterApiServerUrl(db, cluster)) ?? "",
+    etcdMembers: node.role === "master" ? await runningEtcdMembers(db, cluster.id, node.id) : [],
     ...(nodePackage ? { nodePackage } : {}),
   };
 }
 
 /** The cluster's masters that joined (status ok), other than `exceptId`, oldest first. */
-export function runningEtcdMembers(db: Db, clusterId: string, exceptId: string) {
-  return db
-    .select({ id: nodes.id, primaryIp: nodes.primaryIp })
-    .from(nodes)
-    .where(and(eq(nodes.clusterId, clusterId), eq(nodes.isMaster, 1), eq(nodes.status, "ok"), ne(nodes.id, exceptId)))
-    .orderBy(asc(nodes.createdAt), asc(nodes.id))
-    .all()
+export async function runningEtcdMembers(db: Db, clusterId: string, exceptId: string) {
+  return (
+    await db
+      .select({ id: nodes.id, primaryIp: nodes.primaryIp })
+      .from(nodes)
+      .where(and(eq(nodes.clusterId, clusterId), eq(nodes.isMaster, 1), eq(nodes.status, "ok"), ne(nodes.id, exceptId)))
+      .orderBy(asc(nodes.createdAt), asc(nodes.id))
+  )
     .filter((m) => m.primaryIp !== "")
     .map((m) => etcdMemberFor(m.id, m.primaryIp));
 }

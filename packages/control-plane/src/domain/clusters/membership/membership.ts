@@ -1,6 +1,6 @@
-import { clusters, type Db, nodes } from "@keelson/db";
+import { clusters, type Db, firstRow, nodes } from "@keelson/db";
 import type { CommandPayload, NodeRole } from "@keelson/protocol";
-import { eq } from "drizzle-orm";
+import { and, eq, ne } from "drizzle-orm";
 import type { Keelson } from "../../../context.ts";
 import type { StepContext } from "../../../runner/types.ts";
 import { nodePackageRef, nodePackageRefusal } from "../../packages/node-shelf.ts";
@@ -36,67 +36,38 @@ interface NodeInfo {
   isMaster: number;
 }
 
-/**
- * The per-node reads and writes of joins and leaves, prepared once per database: a batch of a
- * thousand workers would otherwise build and prepare each query a thousand times.
- */
-function prepareStatements(db: Db) {
-  const c = db.$client;
-  return {
-    info: c.prepare<[string], { id: string; name: string; cluster_id: string | null; is_master: number }>(
-      "SELECT id, name, cluster_id, is_master FROM nodes WHERE id = ?",
-    ),
-    observe: c.prepare<
-      [string],
-      { cluster_id: string | null; status: string; api_responding: number; phases: string | null }
-    >("SELECT cluster_id, status, api_responding, phases FROM nodes WHERE id = ?"),
-    markJoined: c.prepare<[string, string]>("UPDATE nodes SET actual_kube_role_version = ? WHERE id = ?"),
-    release: c.prepare<[string]>(
-      "UPDATE nodes SET cluster_id = NULL, is_master = 0, api_responding = 0, status = 'ok', phases = '[]', " +
-        "actual_kube_role_version = '' WHERE id = ?",
-    ),
-    other: c.prepare<[string, string], { id: string }>("SELECT id FROM nodes WHERE cluster_id = ? AND id != ? LIMIT 1"),
-  };
-}
-
-const prepared = new WeakMap<Db, ReturnType<typeof prepareStatements>>();
-
-function statements(db: Db) {
-  let s = prepared.get(db);
-  if (!s) {
-    s = prepareStatements(db);
-    prepared.set(db, s);
-  }
-  return s;
-}
-
-function nodeInfo(db: Db, nodeId: string): NodeInfo | undefined {
-  const row = statements(db).info.get(nodeId);
-  return row && { id: row.id, name: row.name, clusterId: row.cluster_id, isMaster: row.is_master };
-}
-
-function parsePhases(text: string | null): unknown[] {
-  if (!text) return [];
-  try {
-    const value: unknown = JSON.parse(text);
-    return Array.isArray(value) ? value : [];
-  } catch {
-    return [];
-  }
+async function nodeInfo(db: Db, nodeId: string): Promise<NodeInfo | undefined> {
+  return firstRow(
+    await db
+      .select({ id: nodes.id, name: nodes.name, clusterId: nodes.clusterId, isMaster: nodes.isMaster })
+      .from(nodes)
+      .where(eq(nodes.id, nodeId)),
+  );
 }
 
 function describe(node: { id: string; name: string }): string {
   return `node ${node.name} (${node.id})`;
 }
 
-function observe(db: Db, nodeId: string): ObservedNode | undefined {
-  const row = statements(db).observe.get(nodeId);
+/** A node's row as joins, leaves and rollouts watch it. */
+export async function observe(db: Db, nodeId: string): Promise<ObservedNode | undefined> {
+  const row = firstRow(
+    await db
+      .select({
+        clusterId: nodes.clusterId,
+        status: nodes.status,
+        apiResponding: nodes.apiResponding,
+        phases: nodes.phases,
+      })
+      .from(nodes)
+      .where(eq(nodes.id, nodeId)),
+  );
   if (!row) return undefined;
   return {
-    clusterId: row.cluster_id,
+    clusterId: row.clusterId,
     status: row.status,
-    apiResponding: row.api_responding === 1,
-    phases: parsePhases(row.phases),
+    apiResponding: row.apiResponding === 1,
+    phases: Array.isArray(row.phases) ? row.phases : [],
   };
 }
 
@@ -134,8 +105,8 @@ export class NodeFailedError extends Error {
   }
 }
 
-function readCluster(db: Db, clusterId: string): ClusterRow {
-  const row = db.select().from(clusters).where(eq(clusters.id, clusterId)).get();
+async function readCluster(db: Db, clusterId: string): Promise<ClusterRow> {
+  const row = firstRow(await db.select().from(clusters).where(eq(clusters.id, clusterId)));
   if (!row) throw new Error(`cluster ${clusterId} no longer exists`);
   return row;
 }
@@ -155,7 +126,7 @@ export async function joinNode(
   /** Workers of one batch get the same payload: build it once (see workerJoin). */
   shared?: WorkerJoin,
 ): Promise<boolean> {
-  const info = nodeInfo(ctx.db, nodeId);
+  const info = await nodeInfo(ctx.db, nodeId);
   if (!info || info.clusterId !== clusterId) {
     ctx.log.warn({ nodeId, clusterId }, "node no longer attached to the cluster; not joining it");
     return false;
@@ -175,19 +146,19 @@ export async function joinNode(
     }
     return undefined;
   };
-  const now = judge(observe(ctx.db, nodeId));
+  const now = judge(await observe(ctx.db, nodeId));
   const join =
     role === "worker" && shared
       ? shared
-      : (() => {
-          const cluster = readCluster(ctx.db, clusterId);
+      : await (async () => {
+          const cluster = await readCluster(ctx.db, clusterId);
           return {
             cluster,
-            payload: buildJoinPayload(ctx.db, cluster, { id: nodeId, role }, (v) => nodePackageRef(k, v)),
+            payload: await buildJoinPayload(ctx.db, cluster, { id: nodeId, role }, (v) => nodePackageRef(k, v)),
           };
         })();
   if (now && "done" in now) {
-    markJoined(ctx.db, nodeId, join.cluster.kubeRoleVersion);
+    await markJoined(ctx.db, nodeId, join.cluster.kubeRoleVersion);
     return true;
   }
 
@@ -202,12 +173,12 @@ export async function joinNode(
     () => observe(ctx.db, nodeId),
     judge,
     deadline,
-    () =>
+    async () =>
       new NodeDeadlineError(
-        `${label} did not converge within ${seconds(k.settings.nodeConvergeTimeoutMs)}: ${progressOf(observe(ctx.db, nodeId))}`,
+        `${label} did not converge within ${seconds(k.settings.nodeConvergeTimeoutMs)}: ${progressOf(await observe(ctx.db, nodeId))}`,
       ),
   );
-  markJoined(ctx.db, nodeId, join.cluster.kubeRoleVersion);
+  await markJoined(ctx.db, nodeId, join.cluster.kubeRoleVersion);
   return true;
 }
 
@@ -220,27 +191,32 @@ export interface WorkerJoin {
  * The node.join every worker of a batch gets (workers list no etcd members, so it does not
  * depend on the node): read and built once, not a thousand times.
  */
-export function workerJoin(k: Keelson, db: Db, clusterId: string): WorkerJoin {
-  const cluster = readCluster(db, clusterId);
+export async function workerJoin(k: Keelson, db: Db, clusterId: string): Promise<WorkerJoin> {
+  const cluster = await readCluster(db, clusterId);
   return {
     cluster,
-    payload: buildJoinPayload(db, cluster, { id: "", role: "worker" }, (v) => nodePackageRef(k, v)),
+    payload: await buildJoinPayload(db, cluster, { id: "", role: "worker" }, (v) => nodePackageRef(k, v)),
   };
 }
 
 /** A converged node runs the cluster's kube role version. */
-function markJoined(db: Db, nodeId: string, kubeRoleVersion: string): void {
-  statements(db).markJoined.run(kubeRoleVersion, nodeId);
+async function markJoined(db: Db, nodeId: string, kubeRoleVersion: string): Promise<void> {
+  await db.update(nodes).set({ actualKubeRoleVersion: kubeRoleVersion }).where(eq(nodes.id, nodeId));
 }
 
 /** Whether the cluster has a node other than `nodeId` (one indexed lookup, not a scan). */
-function hasOtherNodes(db: Db, clusterId: string, nodeId: string): boolean {
-  return statements(db).other.get(clusterId, nodeId) !== undefined;
+async function hasOtherNodes(db: Db, clusterId: string, nodeId: string): Promise<boolean> {
+  const other = await db
+    .select({ id: nodes.id })
+    .from(nodes)
+    .where(and(eq(nodes.clusterId, clusterId), ne(nodes.id, nodeId)))
+    .limit(1);
+  return other.length > 0;
 }
 
 /** Nodes still attached to a cluster. */
-export function attachedNodeIds(db: Db, clusterId: string): { id: string; isMaster: number }[] {
-  return db.select({ id: nodes.id, isMaster: nodes.isMaster }).from(nodes).where(eq(nodes.clusterId, clusterId)).all();
+export async function attachedNodeIds(db: Db, clusterId: string): Promise<{ id: string; isMaster: number }[]> {
+  return await db.select({ id: nodes.id, isMaster: nodes.isMaster }).from(nodes).where(eq(nodes.clusterId, clusterId));
 }
 
 /**
@@ -255,22 +231,25 @@ export async function leaveNode(
   nodeId: string,
   deadline: Deadline,
 ): Promise<void> {
-  const info = nodeInfo(ctx.db, nodeId);
+  const info = await nodeInfo(ctx.db, nodeId);
   if (!info || info.clusterId !== clusterId) return;
   const label = describe(info);
   const result = await sendWhenOnline(
     k.agents,
     nodeId,
     "node.leave",
-    { clusterId, lastNode: !hasOtherNodes(ctx.db, clusterId, nodeId) },
+    { clusterId, lastNode: !(await hasOtherNodes(ctx.db, clusterId, nodeId)) },
     deadline,
     label,
   );
   if (!result.clean) throw new NodeFailedError(`${label} left the cluster but could not clean up after itself`);
-  releaseNode(ctx.db, nodeId);
+  await releaseNode(ctx.db, nodeId);
 }
 
 /** Back to an unattached node: no cluster, no role, nothing running. */
-export function releaseNode(db: Db, nodeId: string): void {
-  statements(db).release.run(nodeId);
+export async function releaseNode(db: Db, nodeId: string): Promise<void> {
+  await db
+    .update(nodes)
+    .set({ clusterId: null, isMaster: 0, apiResponding: 0, status: "ok", phases: [], actualKubeRoleVersion: "" })
+    .where(eq(nodes.id, nodeId));
 }

@@ -49,7 +49,7 @@ function remaining(deadline: Deadline): number {
 function waitUntil<T>(
   deadline: Deadline,
   subscribe: (done: (value: T) => void, fail: (err: Error) => void) => () => void,
-  onTimeout: () => Error,
+  onTimeout: () => Error | Promise<Error>,
 ): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     if (deadline.signal.aborted) {
@@ -69,7 +69,18 @@ function waitUntil<T>(
     const onAbort = () => finish(() => reject(new OperationInterrupted()));
     // A worker batch waits on one shutdown signal per node: a thousand listeners is expected.
     setMaxListeners(0, deadline.signal);
-    const timer = setTimeout(() => finish(() => reject(onTimeout())), Math.max(0, remaining(deadline)));
+    // The timeout's error may read the node's row to say where it is: it is settled once ready.
+    const timer = setTimeout(
+      () => {
+        Promise.resolve()
+          .then(onTimeout)
+          .then(
+            (err) => finish(() => reject(err)),
+            (err: unknown) => finish(() => reject(err)),
+          );
+      },
+      Math.max(0, remaining(deadline)),
+    );
     deadline.signal.addEventListener("abort", onAbort, { once: true });
     unsubscribe = subscribe(
       (value) => finish(() => resolve(value)),
@@ -175,10 +186,10 @@ export type Verdict<T> = undefined | { done: T } | { failed: Error };
 export function waitForNode<T>(
   hub: AgentHub,
   hostId: string,
-  read: () => ObservedNode | undefined,
+  read: () => Promise<ObservedNode | undefined>,
   judge: (node: ObservedNode | undefined) => Verdict<T>,
   deadline: Deadline,
-  onTimeout: () => Error,
+  onTimeout: () => Error | Promise<Error>,
 ): Promise<T> {
   return waitUntil<T>(
     deadline,
@@ -189,8 +200,9 @@ export function waitForNode<T>(
         else fail(verdict.failed);
         return true;
       };
-      if (apply(judge(read()))) return () => undefined;
-      return hub.nodeEvents.on(hostId, (event: NodeEvent) => {
+      // Listen first, then read the stored row: a report stored while the read is on its way
+      // is not missed (whichever decides first wins; waitUntil settles once).
+      const unsubscribe = hub.nodeEvents.on(hostId, (event: NodeEvent) => {
         if (event.type !== "node-report") return;
         apply(
           judge({
@@ -201,6 +213,8 @@ export function waitForNode<T>(
           }),
         );
       });
+      read().then((node) => apply(judge(node)), fail);
+      return unsubscribe;
     },
     onTimeout,
   );

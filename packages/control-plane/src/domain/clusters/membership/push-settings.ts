@@ -1,4 +1,4 @@
-import { clusters } from "@keelson/db";
+import { clusters, firstRow } from "@keelson/db";
 import { eq } from "drizzle-orm";
 import type { Keelson } from "../../../context.ts";
 import type { StepContext } from "../../../runner/types.ts";
@@ -14,10 +14,10 @@ const SETTINGS_TIMEOUT_MS = 10_000;
  */
 export async function pushSettings(k: Keelson, ctx: StepContext): Promise<void> {
   const clusterId = ctx.op.targetId;
-  const row = ctx.db.select({ spec: clusters.spec }).from(clusters).where(eq(clusters.id, clusterId)).get();
+  const row = firstRow(await ctx.db.select({ spec: clusters.spec }).from(clusters).where(eq(clusters.id, clusterId)));
   if (!row) return;
   const settings = { ...row.spec };
-  const targets = attachedNodeIds(ctx.db, clusterId).filter((n) => k.agents.isConnected(n.id));
+  const targets = (await attachedNodeIds(ctx.db, clusterId)).filter((n) => k.agents.isConnected(n.id));
   await Promise.all(
     targets.map(async ({ id }) => {
       try {

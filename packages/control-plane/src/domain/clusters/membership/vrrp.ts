@@ -7,14 +7,11 @@ import { conflict } from "../../../http/errors.ts";
  * plane cannot see segments, so it keeps the ids unique across every cluster it manages,
  * lowest free id first (spec §8: 0–254).
  */
-export function chooseVrouterId(db: Tx): string {
+export async function chooseVrouterId(db: Tx): Promise<string> {
   const used = new Set(
-    db
-      .select({ id: clusters.masterVipVrouterId })
-      .from(clusters)
-      .where(ne(clusters.masterVipVrouterId, ""))
-      .all()
-      .map((r) => Number(r.id)),
+    (
+      await db.select({ id: clusters.masterVipVrouterId }).from(clusters).where(ne(clusters.masterVipVrouterId, ""))
+    ).map((r) => Number(r.id)),
   );
   for (let id = 0; id <= 254; id++) if (!used.has(id)) return String(id);
   throw conflict("all 255 keepalived virtual router ids (0-254) are in use by other clusters", "vrouter_ids_exhausted");

@@ -1,4 +1,3 @@
-import type { Db } from "@keelson/db";
 import { CommandErrorCode, type CommandPayload } from "@keelson/protocol";
 import type { AgentHub } from "../../../agents/hub.ts";
 import type { NodeEvent } from "../../../agents/node-events.ts";
@@ -6,6 +5,7 @@ import type { Keelson } from "../../../context.ts";
 import type { StepContext } from "../../../runner/types.ts";
 import { nodePackageRefusal } from "../../packages/node-shelf.ts";
 import { type EtcdReport, etcdReports } from "../health/etcd-reports.ts";
+import { observe } from "../membership/membership.ts";
 import {
   type Deadline,
   NodeCommandFailed,
@@ -58,27 +58,6 @@ export function trackReports(hub: AgentHub): void {
 
 function reportedSinceStart(hub: AgentHub, hostId: string): boolean {
   return reportedHosts.get(hub)?.has(hostId) ?? false;
-}
-
-type ObserveRow = { cluster_id: string | null; status: string; api_responding: number; phases: string | null };
-const observeStatements = new WeakMap<Db, ReturnType<Db["$client"]["prepare"]>>();
-
-function observe(db: Db, nodeId: string): ObservedNode | undefined {
-  let statement = observeStatements.get(db);
-  if (!statement) {
-    statement = db.$client.prepare("SELECT cluster_id, status, api_responding, phases FROM nodes WHERE id = ?");
-    observeStatements.set(db, statement);
-  }
-  const row = statement.get(nodeId) as ObserveRow | undefined;
-  if (!row) return undefined;
-  let phases: unknown[] = [];
-  try {
-    const parsed: unknown = row.phases ? JSON.parse(row.phases) : [];
-    if (Array.isArray(parsed)) phases = parsed;
-  } catch {
-    // A row with unreadable phases reads as none.
-  }
-  return { clusterId: row.cluster_id, status: row.status, apiResponding: row.api_responding === 1, phases };
 }
 
 function seconds(ms: number): string {
@@ -146,7 +125,7 @@ export async function rollNode(
   let began = resumed;
   // A restart run whole while the link was cut reports `ok` after the reconnect, its
   // `converging` lost: the phases' start times, changed since now, still show it ran.
-  const startsBefore = phaseStarts(observe(ctx.db, node.id));
+  const startsBefore = phaseStarts(await observe(ctx.db, node.id));
   const stopWatching = hub.nodeEvents.on(node.id, (event: NodeEvent) => {
     if (event.type !== "node-report") return;
     if (event.report.status !== "ok" || phasesRanSince(startsBefore, event.report.phases)) began = true;
@@ -198,10 +177,10 @@ export async function rollNode(
         return began && isBack(seen, node.isMaster) ? { done: undefined } : undefined;
       },
       deadline,
-      () =>
+      async () =>
         new NodeDeadlineError(
           `${label(node)} did not come back from its ${what} within ${seconds(k.settings.nodeRestartTimeoutMs)}: ` +
-            whereIs(observe(ctx.db, node.id)),
+            whereIs(await observe(ctx.db, node.id)),
         ),
     );
   } finally {
@@ -232,10 +211,10 @@ async function waitForEtcdPhases(
       () => observe(ctx.db, master.id),
       (seen) => (etcdRunning(seen) ? { done: undefined } : undefined),
       deadline,
-      () =>
+      async () =>
         new NodeDeadlineError(
           `etcd of master ${label(master)} is not running again within ${seconds(k.settings.nodeRestartTimeoutMs)}: ` +
-            whereIs(observe(ctx.db, master.id)),
+            whereIs(await observe(ctx.db, master.id)),
         ),
     );
   }

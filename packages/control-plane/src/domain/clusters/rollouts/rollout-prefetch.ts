@@ -19,14 +19,15 @@ export function prefetchStep(
   k: Keelson,
   target: string,
   nodes: () => RolloutNode[],
-  skip: (node: RolloutNode) => boolean,
+  skip: (node: RolloutNode) => Promise<boolean>,
 ): OperationStep {
   return {
     name: "prefetch-packages",
     run: async (ctx) => {
       const nodePackage = nodePackageRef(k, target);
       if (!nodePackage) return;
-      const todo = nodes().filter((n) => !skip(n) && k.agents.isConnected(n.id));
+      const todo: RolloutNode[] = [];
+      for (const n of nodes()) if (k.agents.isConnected(n.id) && !(await skip(n))) todo.push(n);
       const failures: string[] = [];
       let next = 0;
       const worker = async () => {

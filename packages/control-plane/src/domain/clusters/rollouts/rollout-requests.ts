@@ -37,17 +37,17 @@ function checkPercent(value: number | undefined, field: string): number {
 }
 
 /** `POST /v3/{project}/clusters/{uuid}/restart|restartWorkers|restartMasters[?batchPercent=]`. */
-export function startRestart(
+export async function startRestart(
   k: Keelson,
   projectId: string,
   clusterId: string,
   scope: RestartScope,
   batchPercent?: number,
-): OperationRow {
-  const cluster = findCluster(k.db, projectId, clusterId);
+): Promise<OperationRow> {
+  const cluster = await findCluster(k.db, projectId, clusterId);
   const percent = checkPercent(batchPercent, "batchPercent");
-  assertNotBusy(k.db, clusterId);
-  const all = clusterNodes(k.db, clusterId);
+  await assertNotBusy(k.db, clusterId);
+  const all = await clusterNodes(k.db, clusterId);
   const masters = scope === "workers" ? [] : all.masters;
   const workers = scope === "masters" ? [] : all.workers;
   if (masters.length + workers.length === 0) {
@@ -55,17 +55,19 @@ export function startRestart(
     throw badRequest("uuid", `cluster ${cluster.name} (${cluster.id}) has no ${what} to restart`, "nothing_to_restart");
   }
   const params: RestartParams = { scope, batchPercent: percent, masters, workers };
-  return startClusterTask(k, {
-    projectId,
-    clusterId,
-    kind: ROLLOUT_OPS.restart,
-    params,
-    mark: { taskStatus: "restarting", lastOp: "restart" },
-    first: (tx) => {
-      assertNotBusy(tx, clusterId);
-      assertNoAgentRollout(tx, projectId, [...masters, ...workers]);
-    },
-  }).operation;
+  return (
+    await startClusterTask(k, {
+      projectId,
+      clusterId,
+      kind: ROLLOUT_OPS.restart,
+      params,
+      mark: { taskStatus: "restarting", lastOp: "restart" },
+      first: async (tx) => {
+        await assertNotBusy(tx, clusterId);
+        await assertNoAgentRollout(tx, projectId, [...masters, ...workers]);
+      },
+    })
+  ).operation;
 }
 
 export interface UpgradeRequest {
@@ -80,14 +82,14 @@ export interface UpgradeRequest {
 }
 
 /** `POST /v4|v3/{project}/clusters/{uuid}/upgrade`. */
-export function startUpgrade(
+export async function startUpgrade(
   k: Keelson,
   projectId: string,
   clusterId: string,
   version: "v3" | "v4",
   request: UpgradeRequest,
-): OperationRow {
-  const cluster = findCluster(k.db, projectId, clusterId);
+): Promise<OperationRow> {
+  const cluster = await findCluster(k.db, projectId, clusterId);
   const percent = checkPercent(request.batchUpgradePercent, "batchUpgradePercent");
   if (version === "v3" && (request.type !== undefined || request.force !== undefined)) {
     throw badRequest(request.type !== undefined ? "type" : "force", "v3 upgrade takes no query parameters", "v4_only");
@@ -95,7 +97,7 @@ export function startUpgrade(
   if (version === "v3" && request.batchUpgradeNodes !== undefined) {
     throw badRequest("batchUpgradeNodes", "batchUpgradeNodes is a v4 field", "v4_only");
   }
-  assertNotBusy(k.db, clusterId);
+  await assertNotBusy(k.db, clusterId);
 
   const targets = k.catalogue.upgradeTargets(cluster.kubeRoleVersion);
   const type = version === "v4" ? (request.type ?? "patch") : targets.patch ? "patch" : "minor";
@@ -124,7 +126,7 @@ export function startUpgrade(
     changes.addonVersions = toStringMap(request.addonVersions, "addonVersions", 128);
   }
 
-  const all = clusterNodes(k.db, clusterId);
+  const all = await clusterNodes(k.db, clusterId);
   const workerIds = new Map(all.workers.map((n) => [n.id, n]));
   const chosenIds = new Set<string>();
   (request.batchUpgradeNodes ?? []).forEach((id, i) => {
@@ -137,7 +139,7 @@ export function startUpgrade(
   });
 
   if (!request.force) {
-    const rows = k.db
+    const rows = await k.db
       .select({
         isMaster: nodes.isMaster,
         status: nodes.status,
@@ -145,8 +147,7 @@ export function startUpgrade(
         apiResponding: nodes.apiResponding,
       })
       .from(nodes)
-      .where(and(eq(nodes.clusterId, clusterId)))
-      .all();
+      .where(and(eq(nodes.clusterId, clusterId)));
     const counts = countRoles(rows);
     const healthy =
       counts.masters > 0 && counts.healthyMasters === counts.masters && counts.healthyWorkers === counts.workers;
@@ -169,17 +170,19 @@ export function startUpgrade(
     workers: all.workers.filter((n) => !chosenIds.has(n.id)),
     changes,
   };
-  return startClusterTask(k, {
-    projectId,
-    clusterId,
-    kind: ROLLOUT_OPS.upgrade,
-    params,
-    mark: { status: "upgrading", taskStatus: "upgrading", upgradingTo: target, lastOp: "upgrade" },
-    first: (tx) => {
-      assertNotBusy(tx, clusterId);
-      assertNoAgentRollout(tx, projectId, [...all.masters, ...all.workers]);
-    },
-  }).operation;
+  return (
+    await startClusterTask(k, {
+      projectId,
+      clusterId,
+      kind: ROLLOUT_OPS.upgrade,
+      params,
+      mark: { status: "upgrading", taskStatus: "upgrading", upgradingTo: target, lastOp: "upgrade" },
+      first: async (tx) => {
+        await assertNotBusy(tx, clusterId);
+        await assertNoAgentRollout(tx, projectId, [...all.masters, ...all.workers]);
+      },
+    })
+  ).operation;
 }
 
 /**
@@ -200,12 +203,12 @@ function assertNodePackageFor(k: Keelson, cluster: { name: string; kubeRoleVersi
 }
 
 /** A node whose agent is being upgraded would restart under its node's command: 409 until that rollout ends. */
-function assertNoAgentRollout(
+async function assertNoAgentRollout(
   tx: Parameters<typeof hostsInAgentRollout>[0],
   projectId: string,
   clusterNodes: { id: string; name: string }[],
-): void {
-  const rollout = hostsInAgentRollout(tx, projectId);
+): Promise<void> {
+  const rollout = await hostsInAgentRollout(tx, projectId);
   const caught = rollout ? clusterNodes.filter((n) => rollout.hosts.has(n.id)) : [];
   if (rollout && caught.length > 0) {
     throw conflict(

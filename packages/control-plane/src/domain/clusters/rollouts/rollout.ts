@@ -1,4 +1,4 @@
-import { clusters, type Db, nodes, operations, type Tx } from "@keelson/db";
+import { clusters, type Db, firstRow, nodes, operations, type Tx } from "@keelson/db";
 import { and, asc, eq, inArray } from "drizzle-orm";
 import type { Keelson } from "../../../context.ts";
 import { conflict } from "../../../http/errors.ts";
@@ -49,8 +49,8 @@ export function batchSize(workers: number, percent: number): number {
   return Math.max(1, Math.floor((workers * percent) / 100));
 }
 
-export function assertNotBusy(db: Tx, clusterId: string): void {
-  const busy = activeOperationFor(db, clusterId, BUSY_KINDS);
+export async function assertNotBusy(db: Tx, clusterId: string): Promise<void> {
+  const busy = await activeOperationFor(db, clusterId, BUSY_KINDS);
   if (busy) {
     throw conflict(
       `cluster ${clusterId} is busy with ${busy.kind} (operation ${busy.id}, ${busy.state}); try again once it finished`,
@@ -60,13 +60,15 @@ export function assertNotBusy(db: Tx, clusterId: string): void {
 }
 
 /** The cluster's nodes by role, in name order (the order a rollout takes them in). */
-export function clusterNodes(db: Tx, clusterId: string): { masters: RolloutNode[]; workers: RolloutNode[] } {
-  const rows = db
+export async function clusterNodes(
+  db: Tx,
+  clusterId: string,
+): Promise<{ masters: RolloutNode[]; workers: RolloutNode[] }> {
+  const rows = await db
     .select({ id: nodes.id, name: nodes.name, isMaster: nodes.isMaster })
     .from(nodes)
     .where(eq(nodes.clusterId, clusterId))
-    .orderBy(asc(nodes.name), asc(nodes.id))
-    .all();
+    .orderBy(asc(nodes.name), asc(nodes.id));
   const all = rows.map((r) => ({ id: r.id, name: r.name, isMaster: r.isMaster === 1 }));
   return { masters: all.filter((n) => n.isMaster), workers: all.filter((n) => !n.isMaster) };
 }
@@ -104,14 +106,19 @@ class NodeProgress {
     if (Date.now() - this.last >= 250) this.save();
   }
 
-  flush(): void {
+  /** Saves what is not saved yet, and waits until every save so far is written. */
+  async flush(): Promise<void> {
     if (this.dirty) this.save();
+    await this.saving;
   }
+
+  /** Saves in between run in the background, in order (one connection or one row). */
+  private saving: Promise<void> = Promise.resolve();
 
   private save(): void {
     this.dirty = false;
     this.last = Date.now();
-    this.ctx.saveProgress({ started: [...this.started], done: [...this.done] });
+    this.saving = this.ctx.saveProgress({ started: [...this.started], done: [...this.done] });
   }
 }
 
@@ -119,11 +126,11 @@ class NodeProgress {
 
 interface RolloutPlan {
   /** The command each node gets. */
-  action: (clusterId: string) => NodeAction;
+  action: (clusterId: string) => NodeAction | Promise<NodeAction>;
   /** Nodes with nothing left to do (an upgrade resumed by a new request skips those at the target). */
-  skip?: (ctx: StepContext, node: RolloutNode) => boolean;
+  skip?: (ctx: StepContext, node: RolloutNode) => boolean | Promise<boolean>;
   /** After a node is back. */
-  onNodeDone?: (ctx: StepContext, node: RolloutNode) => void;
+  onNodeDone?: (ctx: StepContext, node: RolloutNode) => void | Promise<void>;
 }
 
 function nodesOf(op: OperationRow, key: string): RolloutNode[] {
@@ -138,18 +145,18 @@ function mastersStep(k: Keelson, name: string, masters: RolloutNode[], plan: Rol
       const progress = new NodeProgress(ctx);
       const clusterId = ctx.op.targetId;
       for (const master of masters) {
-        if (progress.done.has(master.id) || plan.skip?.(ctx, master)) continue;
+        if (progress.done.has(master.id) || (await plan.skip?.(ctx, master))) continue;
         const resumed = progress.started.has(master.id);
         if (!resumed) progress.start([master.id]);
         const deadline = deadlineIn(k.settings.nodeRestartTimeoutMs, ctx);
         // Only reports after this count for etcd (a resumed master: anything it told this process).
         const since = resumed ? 0 : etcdReports(k.agents).mark();
-        await rollNode(k, ctx, master, plan.action(clusterId), deadline, resumed);
+        await rollNode(k, ctx, master, await plan.action(clusterId), deadline, resumed);
         // etcd must have all its members before the next master stops its own.
-        await waitForEtcdWhole(k, ctx, master, clusterNodes(ctx.db, clusterId).masters, since, deadline);
-        plan.onNodeDone?.(ctx, master);
+        await waitForEtcdWhole(k, ctx, master, (await clusterNodes(ctx.db, clusterId)).masters, since, deadline);
+        await plan.onNodeDone?.(ctx, master);
         progress.finish(master.id);
-        progress.flush();
+        await progress.flush();
       }
     },
   };
@@ -185,14 +192,15 @@ function workersStep(
     run: async (ctx) => {
       const progress = new NodeProgress(ctx);
       const clusterId = ctx.op.targetId;
-      const todo = workers.filter((n) => !progress.done.has(n.id) && !plan.skip?.(ctx, n));
+      const todo: RolloutNode[] = [];
+      for (const n of workers) if (!progress.done.has(n.id) && !(await plan.skip?.(ctx, n))) todo.push(n);
       const interrupted = todo.filter((n) => progress.started.has(n.id));
       const fresh = todo.filter((n) => !progress.started.has(n.id));
       const size = Math.max(1, batch(workers.length) || fresh.length);
       const batches: { nodes: RolloutNode[]; resumed: boolean }[] = [];
       if (interrupted.length > 0) batches.push({ nodes: interrupted, resumed: true });
       for (let i = 0; i < fresh.length; i += size) batches.push({ nodes: fresh.slice(i, i + size), resumed: false });
-      const action = plan.action(clusterId);
+      const action = await plan.action(clusterId);
       try {
         for (const { nodes: group, resumed } of batches) {
           if (!resumed) progress.start(group.map((n) => n.id));
@@ -201,14 +209,14 @@ function workersStep(
             group.length,
             group.map(async (node) => {
               await rollNode(k, ctx, node, action, deadline, resumed);
-              plan.onNodeDone?.(ctx, node);
+              await plan.onNodeDone?.(ctx, node);
               progress.finish(node.id);
             }),
           );
-          progress.flush();
+          await progress.flush();
         }
       } finally {
-        progress.flush();
+        await progress.flush();
       }
     },
   };
@@ -219,19 +227,20 @@ function workersStep(
 /** A stopped rollout leaves the cluster usable: status from its nodes, the error on the task. */
 const recordRolloutFailure =
   (k: Keelson) =>
-  (ctx: StepContext, error: Error): void => {
-    const exists = ctx.db.select({ id: clusters.id }).from(clusters).where(eq(clusters.id, ctx.op.targetId)).get();
+  async (ctx: StepContext, error: Error): Promise<void> => {
+    const exists = firstRow(
+      await ctx.db.select({ id: clusters.id }).from(clusters).where(eq(clusters.id, ctx.op.targetId)),
+    );
     if (!exists) return;
-    ctx.db
+    await ctx.db
       .update(clusters)
       .set({
-        status: currentClusterStatus(k, ctx.db, ctx.op.targetId),
+        status: await currentClusterStatus(k, ctx.db, ctx.op.targetId),
         taskStatus: "error",
         taskError: error.message,
         upgradingTo: null,
       })
-      .where(eq(clusters.id, ctx.op.targetId))
-      .run();
+      .where(eq(clusters.id, ctx.op.targetId));
   };
 
 // ---- kinds ------------------------------------------------------------------------------
@@ -261,8 +270,8 @@ function percentOf(op: OperationRow): number {
 
 export type UpgradeChanges = Partial<Pick<ClusterSpec, "containerRuntime" | "addonOperatorImageTag" | "addonVersions">>;
 
-function upgradedSpec(db: Db, clusterId: string, changes: UpgradeChanges): ClusterSpec | undefined {
-  const row = db.select({ spec: clusters.spec }).from(clusters).where(eq(clusters.id, clusterId)).get();
+async function upgradedSpec(db: Db, clusterId: string, changes: UpgradeChanges): Promise<ClusterSpec | undefined> {
+  const row = firstRow(await db.select({ spec: clusters.spec }).from(clusters).where(eq(clusters.id, clusterId)));
   return row && { ...row.spec, ...changes };
 }
 
@@ -287,12 +296,9 @@ export function rolloutOperationKinds(k: Keelson): OperationKind[] {
       steps: (op) => {
         const params = op.params as unknown as UpgradeParams;
         const target = params.target;
-        const atTarget = k.db.$client.prepare<[string], { v: string }>(
-          "SELECT actual_kube_role_version AS v FROM nodes WHERE id = ?",
-        );
-        const markUpgraded = k.db.$client.prepare<[string, string]>(
-          "UPDATE nodes SET actual_kube_role_version = ? WHERE id = ?",
-        );
+        const atTarget = async (nodeId: string) =>
+          firstRow(await k.db.select({ version: nodes.actualKubeRoleVersion }).from(nodes).where(eq(nodes.id, nodeId)))
+            ?.version === target;
         // Looked up when the step runs: a package uploaded after an upgrade failed is used by its resume.
         const nodePackageOf = (version: string) => {
           const nodePackage = nodePackageRef(k, version);
@@ -300,21 +306,23 @@ export function rolloutOperationKinds(k: Keelson): OperationKind[] {
         };
         const plan: RolloutPlan = {
           // Settings are read when the step runs: the node gets the spec as it will be after the upgrade.
-          action: (clusterId) => ({
+          action: async (clusterId) => ({
             name: "node.upgrade",
             payload: {
               clusterId,
               kubeRoleVersion: target,
-              settings: { ...upgradedSpec(k.db, clusterId, params.changes ?? {}) },
+              settings: { ...(await upgradedSpec(k.db, clusterId, params.changes ?? {})) },
               ...nodePackageOf(target),
             },
           }),
-          skip: (_ctx, node) => atTarget.get(node.id)?.v === target,
-          onNodeDone: (_ctx, node) => markUpgraded.run(target, node.id),
+          skip: (_ctx, node) => atTarget(node.id),
+          onNodeDone: async (_ctx, node) => {
+            await k.db.update(nodes).set({ actualKubeRoleVersion: target }).where(eq(nodes.id, node.id));
+          },
         };
         const everyNode = () => [...nodesOf(op, "masters"), ...nodesOf(op, "chosen"), ...nodesOf(op, "workers")];
         return [
-          prefetchStep(k, target, everyNode, (node) => atTarget.get(node.id)?.v === target),
+          prefetchStep(k, target, everyNode, (node) => atTarget(node.id)),
           mastersStep(k, "upgrade-masters", nodesOf(op, "masters"), plan),
           workersStep(k, "upgrade-chosen-workers", nodesOf(op, "chosen"), () => 0, plan),
           // Batches are a percent of all the cluster's workers, the chosen ones included.
@@ -327,11 +335,11 @@ export function rolloutOperationKinds(k: Keelson): OperationKind[] {
           ),
           {
             name: "finish",
-            run: (ctx) =>
+            run: async (ctx) =>
               settleClusterTask(k, ctx.db, ctx.op.targetId, {
                 kubeRoleVersion: target,
                 upgradingTo: null,
-                spec: upgradedSpec(ctx.db, ctx.op.targetId, params.changes ?? {}),
+                spec: await upgradedSpec(ctx.db, ctx.op.targetId, params.changes ?? {}),
               }),
           },
         ];
@@ -344,8 +352,11 @@ export function rolloutOperationKinds(k: Keelson): OperationKind[] {
 // ---- rolling restarts in progress ------------------------------------------------------
 
 /** `GET /v3/{project}/currentRollingRestarts`: the nodes of every unfinished restart, up or not. */
-export function currentRollingRestarts(db: Db, projectId: string): { name: string; runState: boolean }[] {
-  const ops = db
+export async function currentRollingRestarts(
+  db: Db,
+  projectId: string,
+): Promise<{ name: string; runState: boolean }[]> {
+  const ops = await db
     .select({ params: operations.params })
     .from(operations)
     .where(
@@ -355,8 +366,7 @@ export function currentRollingRestarts(db: Db, projectId: string): { name: strin
         inArray(operations.state, ["pending", "running"]),
       ),
     )
-    .orderBy(asc(operations.createdAt))
-    .all();
+    .orderBy(asc(operations.createdAt));
   const nodeIds: string[] = [];
   for (const { params } of ops) {
     const p = params as Partial<RestartParams>;
@@ -364,18 +374,18 @@ export function currentRollingRestarts(db: Db, projectId: string): { name: strin
   }
   if (nodeIds.length === 0) return [];
   const rows = new Map(
-    db
-      .select({
-        id: nodes.id,
-        isMaster: nodes.isMaster,
-        status: nodes.status,
-        agentConnected: nodes.agentConnected,
-        apiResponding: nodes.apiResponding,
-      })
-      .from(nodes)
-      .where(inArray(nodes.id, nodeIds))
-      .all()
-      .map((r) => [r.id, r]),
+    (
+      await db
+        .select({
+          id: nodes.id,
+          isMaster: nodes.isMaster,
+          status: nodes.status,
+          agentConnected: nodes.agentConnected,
+          apiResponding: nodes.apiResponding,
+        })
+        .from(nodes)
+        .where(inArray(nodes.id, nodeIds))
+    ).map((r) => [r.id, r]),
   );
   return nodeIds.map((id) => {
     const row = rows.get(id);
