@@ -8,7 +8,7 @@ export default defineConfig({
           name: "unit",
           include: ["packages/*/test/**/*.test.ts", "test/repo/**/*.test.ts"],
           // One real PostgreSQL server per run, for the store's tests on that dialect.
-          globalSetup: ["test/support/postgres-setup.ts"],
+          globalSetup: ["test/support/postgres-global-setup.ts"],
           testTimeout: 20_000,
         },
       },

@@ -1,11 +1,15 @@
 /**
- * A real PostgreSQL server for the tests (Debian's `postgresql` package): one per test run,
- * listening on loopback only, with password authentication, in a temporary directory that is
- * removed when it stops, also when the run fails. `initdb` refuses to run as root, so the
- * server runs as the `postgres` user.
+ * A real PostgreSQL server for the tests and benches (Debian's `postgresql` package, installed by
+ * scripts/ensure-system-deps.sh): listening on loopback only, with password authentication (the
+ * store must be tested the way production connects, so no `trust`), in a temporary directory that
+ * is removed when it stops, also when the run fails or is interrupted.
+ *
+ * No vitest import here: the benches run this module outside vitest. Test files get databases
+ * through postgres-database.ts, on the one server that postgres-global-setup.ts starts per run.
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
+import { once } from "node:events";
 import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
@@ -15,22 +19,35 @@ import postgres from "postgres";
 export interface PostgresServer {
   host: "127.0.0.1";
   port: number;
-  user: string;
-  password: string;
-  /** The `postgres` maintenance database, as the superuser. */
+  /** The `postgres` maintenance database, as the `keelson` superuser. */
   adminUrl: string;
+  /** A new database cloned from the template (by default named after a random id); its URL. */
+  createDatabase(name?: string): Promise<string>;
+  dropDatabase(name: string): Promise<void>;
+  /** Fast shutdown, then the temporary directory is removed. */
   stop(): Promise<void>;
 }
 
 const USER = "keelson";
+/**
+ * Every test database is cloned from this one rather than from template1: nobody may connect to
+ * it, so a clone never fails with "source database is being accessed by other users", and what
+ * every test database should start with can be prepared in it once.
+ */
+const TEMPLATE = "keelson_template";
 const START_TIMEOUT_MS = 30_000;
+const STOP_TIMEOUT_MS = 10_000;
+/** The store tests open several pools on many databases at once, from parallel test files. */
+const MAX_CONNECTIONS = 300;
+/** Ctrl-C, `kill`, a closed terminal: each ends the run without stop(). */
+const SIGNALS: NodeJS.Signals[] = ["SIGINT", "SIGTERM", "SIGHUP"];
 
 /** The newest installed PostgreSQL's programs. */
 export function postgresBin(): string {
   const root = "/usr/lib/postgresql";
   const versions = existsSync(root) ? readdirSync(root).filter((v) => /^\d+$/.test(v)) : [];
   const newest = versions.sort((a, b) => Number(b) - Number(a))[0];
-  if (!newest) throw new Error(`no PostgreSQL under ${root}: install Debian's postgresql package`);
+  if (!newest) throw new Error(`no PostgreSQL under ${root}: run scripts/ensure-system-deps.sh`);
   return join(root, newest, "bin");
 }
 
@@ -47,124 +64,175 @@ function freePort(): Promise<number> {
   });
 }
 
-function postgresUser(): { uid: number; gid: number } {
+/** `initdb` and `postgres` refuse to run as root: as root (CI), they run as the `postgres` user. */
+function serverUser(): { uid: number; gid: number } | undefined {
+  if (process.getuid?.() !== 0) return undefined;
   const id = (flag: string) => Number(execFileSync("id", [flag, "postgres"], { encoding: "utf8" }).trim());
   return { uid: id("-u"), gid: id("-g") };
 }
 
-export async function startPostgres(): Promise<PostgresServer> {
-  const bin = postgresBin();
-  const owner = postgresUser();
-  const dir = mkdtempSync(join(tmpdir(), "keelson-pg-"));
-  chownSync(dir, owner.uid, owner.gid);
-  const password = randomBytes(18).toString("base64url");
-  const pwfile = join(dir, "pwfile");
-  writeFileSync(pwfile, `${password}\n`, { mode: 0o600 });
-  chownSync(pwfile, owner.uid, owner.gid);
-  const data = join(dir, "data");
-  execFileSync(
-    join(bin, "initdb"),
-    [
-      "-D",
-      data,
-      "-U",
-      USER,
-      `--pwfile=${pwfile}`,
-      "--auth-host=scram-sha-256",
-      "--auth-local=reject",
-      "-E",
-      "UTF8",
-      "--locale=C",
-    ],
-    { ...owner, stdio: "ignore", cwd: dir },
-  );
-  const port = await freePort();
-  // Test-only speed: no fsync, no synchronous commit, no full-page writes. A crash loses the
-  // server's data, which the tests throw away anyway.
-  const child: ChildProcess = spawn(
-    join(bin, "postgres"),
-    [
-      "-D",
-      data,
-      "-p",
-      String(port),
-      "-k",
-      dir,
-      "-c",
-      "listen_addresses=127.0.0.1",
-      "-c",
-      "fsync=off",
-      "-c",
-      "synchronous_commit=off",
-      "-c",
-      "full_page_writes=off",
-      "-c",
-      "max_connections=300",
-    ],
-    { ...owner, cwd: dir, stdio: ["ignore", "ignore", "pipe"] },
-  );
-  let log = "";
-  child.stderr?.on("data", (chunk: Buffer) => {
-    log = (log + chunk.toString()).slice(-8192);
-  });
-  const cleanUp = () => {
-    child.kill("SIGKILL");
-    rmSync(dir, { recursive: true, force: true });
-  };
-  // Whatever ends the run, no server or directory stays behind.
-  process.once("exit", cleanUp);
-
-  const adminUrl = `postgres://${USER}:${encodeURIComponent(password)}@127.0.0.1:${port}/postgres`;
-  const deadline = Date.now() + START_TIMEOUT_MS;
-  for (;;) {
-    if (child.exitCode !== null) {
-      cleanUp();
-      throw new Error(`postgres exited with ${child.exitCode}: ${log}`);
-    }
-    const sql = postgres(adminUrl, { max: 1, connect_timeout: 2, onnotice: () => {} });
-    try {
-      await sql`select 1`;
-      await sql.end();
-      break;
-    } catch (err) {
-      await sql.end({ timeout: 0 });
-      if (Date.now() > deadline) {
-        cleanUp();
-        throw new Error(`postgres did not accept connections in ${START_TIMEOUT_MS} ms: ${String(err)}\n${log}`);
-      }
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
-  }
-
-  return {
-    host: "127.0.0.1",
-    port,
-    user: USER,
-    password,
-    adminUrl,
-    async stop() {
-      process.removeListener("exit", cleanUp);
-      if (child.exitCode === null) {
-        const exited = new Promise((resolve) => child.once("exit", resolve));
-        child.kill("SIGINT"); // fast shutdown
-        const timer = setTimeout(() => child.kill("SIGKILL"), 10_000);
-        await exited;
-        clearTimeout(timer);
-      }
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
+/** Sleeps without the event loop, for the process 'exit' listener, where nothing asynchronous runs. */
+function sleepSync(ms: number): void {
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
 }
 
-/** A new, empty database on the server; its URL. */
-export async function createDatabase(adminUrl: string, name = `t_${randomBytes(6).toString("hex")}`): Promise<string> {
+function randomName(): string {
+  return `t_${randomBytes(6).toString("hex")}`;
+}
+
+/** One admin statement on its own connection, closed afterwards. */
+async function admin(adminUrl: string, run: (sql: postgres.Sql) => Promise<unknown>): Promise<void> {
   const sql = postgres(adminUrl, { max: 1, onnotice: () => {} });
   try {
-    await sql.unsafe(`create database "${name}"`);
+    await run(sql);
   } finally {
     await sql.end();
   }
+}
+
+/** A new database on the server at `adminUrl`, cloned from the template; its URL. */
+export async function createDatabaseAt(adminUrl: string, name = randomName()): Promise<string> {
+  await admin(adminUrl, (sql) => sql`create database ${sql(name)} template ${sql(TEMPLATE)}`);
   const url = new URL(adminUrl);
   url.pathname = `/${name}`;
   return url.toString();
+}
+
+/** Drops a database, ending the sessions a test may have left open on it. */
+export async function dropDatabaseAt(adminUrl: string, name: string): Promise<void> {
+  await admin(adminUrl, (sql) => sql`drop database ${sql(name)} with (force)`);
+}
+
+export async function startPostgres(): Promise<PostgresServer> {
+  const bin = postgresBin();
+  const owner = serverUser();
+  const dir = mkdtempSync(join(tmpdir(), "keelson-pg-"));
+  if (owner) chownSync(dir, owner.uid, owner.gid);
+  const data = join(dir, "data");
+  let child: ChildProcess | undefined;
+  const running = () => child !== undefined && child.exitCode === null && child.signalCode === null;
+
+  // The last resort when the run ends without stop(): a failed or interrupted run. Only synchronous
+  // work is possible in an 'exit' listener.
+  function stopNow(): void {
+    unregister();
+    if (running()) {
+      // Immediate shutdown: the postmaster ends its backends, frees its shared memory and, last,
+      // removes postmaster.pid, which is how pg_ctl too sees that a server has stopped.
+      child?.kill("SIGQUIT");
+      const deadline = Date.now() + STOP_TIMEOUT_MS;
+      while (existsSync(join(data, "postmaster.pid")) && Date.now() < deadline) sleepSync(20);
+      child?.kill("SIGKILL");
+    }
+    rmSync(dir, { recursive: true, force: true });
+  }
+  function onSignal(signal: NodeJS.Signals): void {
+    stopNow();
+    // No other listener will end the process: end it as the signal would have.
+    if (process.listenerCount(signal) === 0) process.kill(process.pid, signal);
+  }
+  function unregister(): void {
+    process.removeListener("exit", stopNow);
+    for (const signal of SIGNALS) process.removeListener(signal, onSignal);
+  }
+  // First in line: vitest's own 'exit' and signal listeners call process.exit(), which ends the
+  // process before any listener after them runs.
+  process.prependOnceListener("exit", stopNow);
+  for (const signal of SIGNALS) process.prependOnceListener(signal, onSignal);
+
+  try {
+    const password = randomBytes(18).toString("base64url");
+    const pwfile = join(dir, "pwfile");
+    writeFileSync(pwfile, `${password}\n`, { mode: 0o600 });
+    if (owner) chownSync(pwfile, owner.uid, owner.gid);
+    // TCP connections need the password; the Unix socket (in `dir`) lets nobody in.
+    execFileSync(
+      join(bin, "initdb"),
+      [
+        `--pgdata=${data}`,
+        `--username=${USER}`,
+        `--pwfile=${pwfile}`,
+        "--auth-host=scram-sha-256",
+        "--auth-local=reject",
+        "--encoding=UTF8",
+        "--locale=C",
+        "--no-sync",
+        "--no-instructions",
+      ],
+      { ...owner, cwd: dir },
+    );
+    rmSync(pwfile);
+
+    const port = await freePort();
+    const server = spawn(
+      join(bin, "postgres"),
+      [
+        "-D",
+        data,
+        "-p",
+        String(port),
+        "-k",
+        dir,
+        "-c",
+        "listen_addresses=127.0.0.1",
+        // Test-only speed: no fsync, no synchronous commit, no full-page writes. A crash loses the
+        // server's data, which the tests throw away anyway. Never settings for a real server.
+        "-c",
+        "fsync=off",
+        "-c",
+        "synchronous_commit=off",
+        "-c",
+        "full_page_writes=off",
+        "-c",
+        `max_connections=${MAX_CONNECTIONS}`,
+      ],
+      { ...owner, cwd: dir, stdio: ["ignore", "ignore", "pipe"] },
+    );
+    child = server;
+    let log = "";
+    server.stderr?.on("data", (chunk: Buffer) => {
+      log = (log + chunk.toString()).slice(-8192);
+    });
+
+    const adminUrl = `postgres://${USER}:${encodeURIComponent(password)}@127.0.0.1:${port}/postgres`;
+    const deadline = Date.now() + START_TIMEOUT_MS;
+    for (;;) {
+      if (!running()) throw new Error(`postgres exited with ${server.exitCode ?? server.signalCode}: ${log}`);
+      try {
+        await admin(adminUrl, (sql) => sql`select 1`);
+        break;
+      } catch (err) {
+        // Until it is up, the server refuses connections, then answers 57P03 ("starting up").
+        const code = (err as { code?: string }).code;
+        if (code !== "ECONNREFUSED" && code !== "57P03") throw err;
+        if (Date.now() > deadline) {
+          throw new Error(`postgres did not accept connections in ${START_TIMEOUT_MS} ms\n${log}`);
+        }
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+    }
+    await admin(adminUrl, (sql) => sql`create database ${sql(TEMPLATE)} is_template true allow_connections false`);
+
+    return {
+      host: "127.0.0.1",
+      port,
+      adminUrl,
+      createDatabase: (name) => createDatabaseAt(adminUrl, name),
+      dropDatabase: (name) => dropDatabaseAt(adminUrl, name),
+      async stop() {
+        unregister();
+        if (running()) {
+          const exited = once(server, "exit");
+          server.kill("SIGINT"); // fast shutdown: ends the sessions, then a checkpoint
+          const timer = setTimeout(() => server.kill("SIGKILL"), STOP_TIMEOUT_MS);
+          await exited;
+          clearTimeout(timer);
+        }
+        rmSync(dir, { recursive: true, force: true });
+      },
+    };
+  } catch (err) {
+    stopNow();
+    throw err;
+  }
 }

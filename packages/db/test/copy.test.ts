@@ -2,8 +2,8 @@ import { randomUUID } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, describe, expect, inject, it } from "vitest";
-import { createDatabase } from "../../../test/support/postgres.ts";
+import { afterAll, describe, expect, it } from "vitest";
+import { freshDatabaseUrl } from "../../../test/support/postgres-database.ts";
 import { openSqliteConnection } from "../src/client.ts";
 import { cloudProviders, clusters, nodePools, nodes, operations, projects } from "../src/schema.ts";
 import {
@@ -74,7 +74,7 @@ describe("copying a SQLite database into PostgreSQL", () => {
     const file = join(dir, "keelson.sqlite");
     await seed(file);
     const store = await openPostgresStore({
-      target: parseDatabaseUrl(await createDatabase(inject("postgresAdminUrl"))),
+      target: parseDatabaseUrl(await freshDatabaseUrl()),
       poolSize: 2,
       statementTimeoutMs: 60_000,
       connectTimeoutMs: 5_000,

@@ -4,8 +4,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { asc, count, eq } from "drizzle-orm";
 import postgres from "postgres";
-import { afterEach, describe, expect, inject, it } from "vitest";
-import { createDatabase } from "../../../test/support/postgres.ts";
+import { afterEach, describe, expect, it } from "vitest";
+import { freshDatabaseUrl } from "../../../test/support/postgres-database.ts";
 import { cloudProviders, clusters, keelsonSchema, nodePools, operations, projects } from "../src/schema.ts";
 import {
   DatabaseUnavailableError,
@@ -27,7 +27,7 @@ async function optionsFor(dialect: Store["dialect"], url?: string): Promise<Stor
   if (dialect === "sqlite") return { dialect, file: ":memory:", binaryVersion: "0.1.0" };
   return {
     dialect,
-    target: parseDatabaseUrl(url ?? (await createDatabase(inject("postgresAdminUrl")))),
+    target: parseDatabaseUrl(url ?? (await freshDatabaseUrl())),
     poolSize: 4,
     statementTimeoutMs: 10_000,
     connectTimeoutMs: 5_000,
@@ -204,7 +204,7 @@ describe("the SQLite store's gate", () => {
 
 describe("the PostgreSQL store", () => {
   it("migrates once when two servers start on the same empty database at once", async () => {
-    const url = await createDatabase(inject("postgresAdminUrl"));
+    const url = await freshDatabaseUrl();
     await Promise.all([open("postgres", url), open("postgres", url)]);
     const journal = JSON.parse(readFileSync(join(MIGRATIONS.postgres, "meta", "_journal.json"), "utf8"));
     const sql = postgres(url, { max: 1, onnotice: () => {} });
@@ -220,7 +220,7 @@ describe("the PostgreSQL store", () => {
   });
 
   it("refuses a wrong password with the server's answer and never shows the password", async () => {
-    const url = new URL(await createDatabase(inject("postgresAdminUrl")));
+    const url = new URL(await freshDatabaseUrl());
     url.password = "not-the-Password-42";
     const failure = await openStore(await optionsFor("postgres", url.toString())).catch(
       (err: Error & { code?: string }) => err,
@@ -255,7 +255,7 @@ describe("the PostgreSQL store", () => {
   });
 
   it("refuses TLS it was told to require from a server without it, and connects with sslmode=disable", async () => {
-    const url = new URL(await createDatabase(inject("postgresAdminUrl")));
+    const url = new URL(await freshDatabaseUrl());
     url.searchParams.set("sslmode", "require");
     const refused = await openStore(await optionsFor("postgres", url.toString())).catch((err: unknown) => err);
     expect(refused).toBeInstanceOf(DatabaseUnavailableError);

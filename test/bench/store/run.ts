@@ -24,7 +24,7 @@ import {
   schema,
   type Tx,
 } from "../../../packages/db/src/index.ts";
-import { createDatabase, startPostgres } from "../../support/postgres.ts";
+import { startPostgres } from "../../support/postgres.ts";
 
 // The synchronous baselines: better-sqlite3 itself, and drizzle's synchronous driver on it.
 const connection = openSqliteConnection(":memory:");
@@ -107,7 +107,7 @@ async function benchStore(label: string, store: Store): Promise<void> {
 const server = await startPostgres();
 try {
   const sqliteStore = await openStore({ dialect: "sqlite", file: ":memory:", binaryVersion: "0.1.0" });
-  const pgUrl = await createDatabase(server.adminUrl);
+  const pgUrl = await server.createDatabase();
   const pgStore = await openStore({
     dialect: "postgres",
     target: parseDatabaseUrl(pgUrl),
