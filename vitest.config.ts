@@ -9,6 +9,17 @@ export default defineConfig({
           include: ["packages/*/test/**/*.test.ts", "test/repo/**/*.test.ts"],
           // One real PostgreSQL server per run, for the store's tests on that dialect.
           globalSetup: ["test/support/postgres-global-setup.ts"],
+          provide: { storeDialect: "sqlite" },
+          testTimeout: 20_000,
+        },
+      },
+      {
+        // The control plane's tests again, every test app on a PostgreSQL database of its own.
+        test: {
+          name: "unit-postgres",
+          include: ["packages/control-plane/test/**/*.test.ts"],
+          globalSetup: ["test/support/postgres-global-setup.ts"],
+          provide: { storeDialect: "postgres" },
           testTimeout: 20_000,
         },
       },
@@ -16,6 +27,22 @@ export default defineConfig({
         test: {
           name: "e2e",
           include: ["test/e2e/**/*.test.ts"],
+          globalSetup: ["test/support/postgres-global-setup.ts"],
+          provide: { storeDialect: "sqlite" },
+          testTimeout: 180_000,
+          hookTimeout: 120_000,
+        },
+      },
+      {
+        // The end-to-end suite again with every keelson-server on PostgreSQL. The tests of the
+        // PostgreSQL settings and of the move from SQLite run once, in the e2e project.
+        test: {
+          name: "e2e-postgres",
+          include: ["test/e2e/**/*.test.ts"],
+          exclude: ["test/e2e/server-postgres.test.ts", "test/e2e/migrate-to-postgres.test.ts"],
+          globalSetup: ["test/support/postgres-global-setup.ts"],
+          setupFiles: ["test/support/e2e-postgres-setup.ts"],
+          provide: { storeDialect: "postgres" },
           testTimeout: 180_000,
           hookTimeout: 120_000,
         },

@@ -7,6 +7,7 @@ bash scripts/ensure-system-deps.sh
 pnpm lint
 pnpm typecheck
 if [ $# -gt 0 ]; then exec pnpm vitest run "$@"; fi
-pnpm vitest run --project unit
+# The control plane's tests run once per store: SQLite, then PostgreSQL (vitest.config.ts).
+pnpm vitest run --project unit --project unit-postgres
 # End-to-end files start real processes and ports: one file at a time on this two-core machine.
-pnpm vitest run --project e2e --no-file-parallelism --passWithNoTests
+pnpm vitest run --project e2e --project e2e-postgres --no-file-parallelism --passWithNoTests

@@ -2,8 +2,9 @@ import { existsSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { keelsonSchema } from "../../packages/db/src/schema.ts";
-import { openStore } from "../../packages/db/src/store/index.ts";
-import { api, type ServerProc, start, startServer, waitUntil } from "./support/processes.ts";
+import { openStore, parseDatabaseUrl } from "../../packages/db/src/store/index.ts";
+import { databaseFor } from "../support/postgres-database.ts";
+import { api, type ServerProc, serverDialect, start, startServer, waitUntil } from "./support/processes.ts";
 
 describe("keelson-server as a process", () => {
   const servers: ServerProc[] = [];
@@ -34,10 +35,11 @@ describe("keelson-server as a process", () => {
     });
     expect((await api(`${server.url}/v4/${projectId}/clusters`, "wrong")).status).toBe(403);
 
-    // Graceful stop: exit code 0 and the WAL folded back into the database file.
+    // Graceful stop: exit code 0 and (SQLite) the WAL folded back into the database file.
     expect(await server.stop("SIGTERM")).toBe(0);
     const wal = join(server.dataDir, "keelson.sqlite-wal");
     expect(!existsSync(wal) || statSync(wal).size === 0).toBe(true);
+    expect(existsSync(join(server.dataDir, "keelson.sqlite"))).toBe(serverDialect() === "sqlite");
 
     const again = await startServer({ dataDir: server.dataDir });
     servers.push(again);
@@ -54,17 +56,28 @@ describe("keelson-server as a process", () => {
     servers.push(server);
     expect(await server.stop("SIGTERM")).toBe(0);
     // What a newer server's migration would have written.
-    const store = await openStore({
-      dialect: "sqlite",
-      file: join(server.dataDir, "keelson.sqlite"),
-      binaryVersion: "0.1.0",
-    });
+    const url = serverDialect() === "postgres" ? await databaseFor(server.dataDir) : undefined;
+    const store = await openStore(
+      url
+        ? {
+            dialect: "postgres",
+            target: parseDatabaseUrl(url),
+            poolSize: 1,
+            statementTimeoutMs: 10_000,
+            connectTimeoutMs: 5_000,
+            startTimeoutMs: 0,
+            applicationName: "keelson-e2e",
+            binaryVersion: "0.1.0",
+          }
+        : { dialect: "sqlite", file: join(server.dataDir, "keelson.sqlite"), binaryVersion: "0.1.0" },
+    );
     await store.db.update(keelsonSchema).set({ minBinaryVersion: "99.0.0" });
     await store.close();
     const old = start("npx", ["--no-install", "keelson-server"], {
       KEELSON_LISTEN: "127.0.0.1:0",
       KEELSON_DATA_DIR: server.dataDir,
       KEELSON_ADMIN_TOKEN: server.adminToken,
+      ...(url ? { KEELSON_DATABASE_URL: url } : {}),
     });
     expect(await old.exited).toBe(1);
     expect(old.output()).toContain("this database needs keelson-server 99.0.0 or newer, and this one is 0.1.0");

@@ -11,6 +11,8 @@ const ROOT = join(import.meta.dirname, "..", "..");
  */
 const ALLOWED: Record<string, string> = {
   "packages/control-plane/src/main.ts": "parses the server's settings once",
+  "packages/control-plane/src/commands/migrate-to-postgres-main.ts":
+    "parses the server's settings once, for the command",
   "packages/agent/src/main.ts": "parses the agent's settings once",
   "packages/agent/bin/keelson-agent.mjs": "the launcher parses its part and passes the environment on to the agent",
   "packages/agent/src/services/child-path.ts": "forwards PATH to node services and commands",

@@ -24,6 +24,8 @@ export interface PostgresServer {
   /** A new database cloned from the template (by default named after a random id); its URL. */
   createDatabase(name?: string): Promise<string>;
   dropDatabase(name: string): Promise<void>;
+  /** Fast shutdown (sessions end with 57P01), down for `downMs`, then up again on the same port and data. */
+  restart(downMs?: number): Promise<void>;
   /** Fast shutdown, then the temporary directory is removed. */
   stop(): Promise<void>;
 }
@@ -35,6 +37,12 @@ const USER = "keelson";
  * every test database should start with can be prepared in it once.
  */
 const TEMPLATE = "keelson_template";
+/**
+ * The same, with the store's migrations applied (made by postgres-global-setup.ts): a control
+ * plane's test database starts from it, so each test does not pay for the migrations. The
+ * store's own tests clone the empty TEMPLATE, to see the migrations run.
+ */
+export const MIGRATED_TEMPLATE = "keelson_migrated";
 const START_TIMEOUT_MS = 30_000;
 const STOP_TIMEOUT_MS = 10_000;
 /** The store tests open several pools on many databases at once, from parallel test files. */
@@ -90,12 +98,20 @@ async function admin(adminUrl: string, run: (sql: postgres.Sql) => Promise<unkno
   }
 }
 
-/** A new database on the server at `adminUrl`, cloned from the template; its URL. */
-export async function createDatabaseAt(adminUrl: string, name = randomName()): Promise<string> {
-  await admin(adminUrl, (sql) => sql`create database ${sql(name)} template ${sql(TEMPLATE)}`);
+/** A new database on the server at `adminUrl`, cloned from a template (the empty one by default); its URL. */
+export async function createDatabaseAt(adminUrl: string, name = randomName(), template = TEMPLATE): Promise<string> {
+  await admin(adminUrl, (sql) => sql`create database ${sql(name)} template ${sql(template)}`);
   const url = new URL(adminUrl);
   url.pathname = `/${name}`;
   return url.toString();
+}
+
+/**
+ * Makes `name` (a database cloned from the empty template) a template itself, after `prepare`
+ * filled it: nobody may connect to it afterwards.
+ */
+export async function freezeAsTemplate(adminUrl: string, name: string): Promise<void> {
+  await admin(adminUrl, (sql) => sql`alter database ${sql(name)} is_template true allow_connections false`);
 }
 
 /** Drops a database, ending the sessions a test may have left open on it. */
@@ -164,53 +180,69 @@ export async function startPostgres(): Promise<PostgresServer> {
     rmSync(pwfile);
 
     const port = await freePort();
-    const server = spawn(
-      join(bin, "postgres"),
-      [
-        "-D",
-        data,
-        "-p",
-        String(port),
-        "-k",
-        dir,
-        "-c",
-        "listen_addresses=127.0.0.1",
-        // Test-only speed: no fsync, no synchronous commit, no full-page writes. A crash loses the
-        // server's data, which the tests throw away anyway. Never settings for a real server.
-        "-c",
-        "fsync=off",
-        "-c",
-        "synchronous_commit=off",
-        "-c",
-        "full_page_writes=off",
-        "-c",
-        `max_connections=${MAX_CONNECTIONS}`,
-      ],
-      { ...owner, cwd: dir, stdio: ["ignore", "ignore", "pipe"] },
-    );
-    child = server;
     let log = "";
-    server.stderr?.on("data", (chunk: Buffer) => {
-      log = (log + chunk.toString()).slice(-8192);
-    });
-
+    // Started again by restart() on the same data and port.
+    const launch = (): ChildProcess => {
+      const server = spawn(
+        join(bin, "postgres"),
+        [
+          "-D",
+          data,
+          "-p",
+          String(port),
+          "-k",
+          dir,
+          "-c",
+          "listen_addresses=127.0.0.1",
+          // Test-only speed: no fsync, no synchronous commit, no full-page writes. A crash loses the
+          // server's data, which the tests throw away anyway. Never settings for a real server.
+          "-c",
+          "fsync=off",
+          "-c",
+          "synchronous_commit=off",
+          "-c",
+          "full_page_writes=off",
+          "-c",
+          `max_connections=${MAX_CONNECTIONS}`,
+        ],
+        { ...owner, cwd: dir, stdio: ["ignore", "ignore", "pipe"] },
+      );
+      server.stderr?.on("data", (chunk: Buffer) => {
+        log = (log + chunk.toString()).slice(-8192);
+      });
+      return server;
+    };
     const adminUrl = `postgres://${USER}:${encodeURIComponent(password)}@127.0.0.1:${port}/postgres`;
-    const deadline = Date.now() + START_TIMEOUT_MS;
-    for (;;) {
-      if (!running()) throw new Error(`postgres exited with ${server.exitCode ?? server.signalCode}: ${log}`);
-      try {
-        await admin(adminUrl, (sql) => sql`select 1`);
-        break;
-      } catch (err) {
-        // Until it is up, the server refuses connections, then answers 57P03 ("starting up").
-        const code = (err as { code?: string }).code;
-        if (code !== "ECONNREFUSED" && code !== "57P03") throw err;
-        if (Date.now() > deadline) {
-          throw new Error(`postgres did not accept connections in ${START_TIMEOUT_MS} ms\n${log}`);
+    const ready = async () => {
+      const deadline = Date.now() + START_TIMEOUT_MS;
+      for (;;) {
+        if (!running()) throw new Error(`postgres exited with ${child?.exitCode ?? child?.signalCode}: ${log}`);
+        try {
+          await admin(adminUrl, (sql) => sql`select 1`);
+          return;
+        } catch (err) {
+          // Until it is up, the server refuses connections, then answers 57P03 ("starting up").
+          const code = (err as { code?: string }).code;
+          if (code !== "ECONNREFUSED" && code !== "57P03") throw err;
+          if (Date.now() > deadline) {
+            throw new Error(`postgres did not accept connections in ${START_TIMEOUT_MS} ms\n${log}`);
+          }
+          await new Promise((resolve) => setTimeout(resolve, 50));
         }
-        await new Promise((resolve) => setTimeout(resolve, 50));
       }
-    }
+    };
+    // Fast shutdown: the server ends its sessions (they see 57P01), then a checkpoint.
+    const shutdown = async () => {
+      const server = child;
+      if (!server || !running()) return;
+      const exited = once(server, "exit");
+      server.kill("SIGINT");
+      const timer = setTimeout(() => server.kill("SIGKILL"), STOP_TIMEOUT_MS);
+      await exited;
+      clearTimeout(timer);
+    };
+    child = launch();
+    await ready();
     await admin(adminUrl, (sql) => sql`create database ${sql(TEMPLATE)} is_template true allow_connections false`);
 
     return {
@@ -219,15 +251,15 @@ export async function startPostgres(): Promise<PostgresServer> {
       adminUrl,
       createDatabase: (name) => createDatabaseAt(adminUrl, name),
       dropDatabase: (name) => dropDatabaseAt(adminUrl, name),
+      async restart(downMs = 0) {
+        await shutdown();
+        await new Promise((resolve) => setTimeout(resolve, downMs));
+        child = launch();
+        await ready();
+      },
       async stop() {
         unregister();
-        if (running()) {
-          const exited = once(server, "exit");
-          server.kill("SIGINT"); // fast shutdown: ends the sessions, then a checkpoint
-          const timer = setTimeout(() => server.kill("SIGKILL"), STOP_TIMEOUT_MS);
-          await exited;
-          clearTimeout(timer);
-        }
+        await shutdown();
         rmSync(dir, { recursive: true, force: true });
       },
     };

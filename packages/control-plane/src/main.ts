@@ -1,16 +1,15 @@
-import { join } from "node:path";
-import { openStore, SchemaTooNewError, type Store } from "@keelson/db";
+import { DatabaseUnavailableError, openStore, SchemaTooNewError, type Store } from "@keelson/db";
 import { setOutgoingFrameChecks } from "@keelson/protocol";
 import { SETTINGS_EXIT_CODE, SettingsError } from "@keelson/settings";
 import closeWithGrace from "close-with-grace";
 import pino from "pino";
 import { raiseOpenFileLimit } from "./agents/link-capacity.ts";
 import { buildApp } from "./app.ts";
+import { databaseLabel, storeOptions } from "./database.ts";
 import { ensureAdminToken } from "./domain/identity/admin-token.ts";
 import { defaultProjectId } from "./domain/projects/projects.ts";
 import { loadSecretCipher } from "./secrets/cipher.ts";
 import { readServerSettings, type ServerSettings } from "./settings.ts";
-import { SERVER_VERSION } from "./version.ts";
 
 let config: ServerSettings;
 try {
@@ -30,13 +29,23 @@ const logger = pino({
 const raised = raiseOpenFileLimit();
 if (raised.problem) logger.warn({ openFiles: raised.limit, problem: raised.problem }, "open-file limit not raised");
 
-const dbFile = join(config.dataDir, "keelson.sqlite");
+const database = databaseLabel(config);
 let store: Store;
 try {
-  store = await openStore({ dialect: "sqlite", file: dbFile, binaryVersion: SERVER_VERSION });
+  store = await openStore(storeOptions(config, logger));
 } catch (err) {
-  if (!(err instanceof SchemaTooNewError)) throw err;
-  logger.fatal({ database: dbFile, required: err.required, binary: err.binary }, err.message);
+  if (err instanceof SettingsError) {
+    process.stderr.write(`keelson-server: ${err.message}\n`);
+    process.exit(SETTINGS_EXIT_CODE);
+  }
+  if (err instanceof SchemaTooNewError) {
+    logger.fatal({ database, required: err.required, binary: err.binary }, err.message);
+  } else if (err instanceof DatabaseUnavailableError) {
+    logger.fatal(
+      { database: err.target, answer: err.answer, code: err.code },
+      `cannot use the database: ${err.message}`,
+    );
+  } else throw err;
   process.exit(1);
 }
 const admin = ensureAdminToken(config.dataDir, config.adminToken);
@@ -62,7 +71,7 @@ const address = await app.listen({ host: config.host, port: config.port });
 logger.info(
   {
     url: address,
-    database: dbFile,
+    database,
     adminToken: admin.file ?? "from KEELSON_ADMIN_TOKEN",
     defaultProjectId: await defaultProjectId(db),
   },

@@ -1,4 +1,5 @@
 import { resolve } from "node:path";
+import { checkDatabaseUrl, DATABASE_URL_RULE } from "@keelson/db";
 import {
   checkHttpUrl,
   checkListen,
@@ -37,6 +38,56 @@ export const ServerSettingsSchema = Type.Object({
       description: "The admin token; if unset, generated on first start into the data dir (mode 0600).",
     }),
   ),
+  databaseUrl: Type.Optional(
+    Type.String({
+      env: "KEELSON_DATABASE_URL",
+      secret: true,
+      check: checkDatabaseUrl,
+      rule: DATABASE_URL_RULE,
+      defaultText: "SQLite: keelson.sqlite in the data dir",
+      description:
+        "PostgreSQL for production and for several replicas, e.g. `postgres://keelson@db.internal:5432/keelson?sslmode=verify-full&sslrootcert=/etc/keelson/db-ca.pem`.",
+    }),
+  ),
+  databasePasswordFile: Type.Optional(
+    Type.String({
+      env: "KEELSON_DATABASE_PASSWORD_FILE",
+      rule: "a readable file; its first line is the password",
+      description: "The PostgreSQL password, kept out of the URL (and out of the process's environment).",
+    }),
+  ),
+  databasePoolSize: Type.Integer({
+    env: "KEELSON_DATABASE_POOL_SIZE",
+    default: 10,
+    minimum: 1,
+    maximum: 500,
+    description: "Most PostgreSQL connections this server holds at once.",
+  }),
+  databaseStatementTimeoutMs: Type.Integer({
+    env: "KEELSON_DATABASE_STATEMENT_TIMEOUT_MS",
+    default: 30_000,
+    minimum: 100,
+    maximum: 3_600_000,
+    unit: "milliseconds",
+    description: "PostgreSQL's statement_timeout for this server's sessions.",
+  }),
+  databaseConnectTimeoutMs: Type.Integer({
+    env: "KEELSON_DATABASE_CONNECT_TIMEOUT_MS",
+    default: 10_000,
+    minimum: 1_000,
+    maximum: 600_000,
+    unit: "milliseconds",
+    description: "One attempt to connect to PostgreSQL.",
+  }),
+  databaseStartTimeoutMs: Type.Integer({
+    env: "KEELSON_DATABASE_START_TIMEOUT_MS",
+    default: 60_000,
+    minimum: 0,
+    maximum: 86_400_000,
+    unit: "milliseconds",
+    description:
+      "How long an unreachable or refusing PostgreSQL is retried at start (with backoff) before the server gives up, naming the database's answer.",
+  }),
   logLevel: Type.Union(
     LOG_LEVELS.map((level) => Type.Literal(level)),
     { env: "KEELSON_LOG_LEVEL", default: "info", description: "Log level (JSON lines on stdout)." },

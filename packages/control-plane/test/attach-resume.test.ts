@@ -1,8 +1,8 @@
 import type { AddressInfo } from "node:net";
-import { clusters, firstRow, openStore, operations } from "@keelson/db";
+import { clusters, firstRow, operations } from "@keelson/db";
 import { eq } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
-import { createTestApp } from "./helpers.ts";
+import { createTestApp, openTestStore } from "./helpers.ts";
 import { fleetOf, m, recordCommands, startFleet, waitFor } from "./membership-harness.ts";
 
 describe("an attach operation across a control-plane restart", () => {
@@ -22,11 +22,7 @@ describe("an attach operation across a control-plane restart", () => {
     // the same data and port; the agents reconnect by themselves.
     const { port } = t.app.server.address() as AddressInfo;
     await t.close(true);
-    const interrupted = await openStore({
-      dialect: "sqlite",
-      file: `${t.dataDir}/keelson.sqlite`,
-      binaryVersion: "0.1.0",
-    });
+    const interrupted = await openTestStore(t.dataDir);
     expect(firstRow(await interrupted.db.select().from(operations).where(eq(operations.id, op.id)))?.state).toBe(
       "running",
     );

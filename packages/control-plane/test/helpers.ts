@@ -2,15 +2,17 @@ import { randomUUID } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { type Db, firstRow, openStore, projects, type Store, tokens } from "@keelson/db";
+import { type Db, firstRow, openStore, parseDatabaseUrl, projects, type Store, tokens } from "@keelson/db";
 import { eq } from "drizzle-orm";
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from "fastify";
-import { onTestFinished } from "vitest";
+import { inject, onTestFinished } from "vitest";
+import { databaseFor, dropDatabaseFor } from "../../../test/support/postgres-database.ts";
 import { type AppOptions, buildApp } from "../src/app.ts";
 import { generateSecret, hashSecret } from "../src/domain/identity/token-hash.ts";
 import { createProject, defaultProjectId } from "../src/domain/projects/projects.ts";
 import { SecretCipher } from "../src/secrets/cipher.ts";
 import { defaultServerSettings, type ServerSettings } from "../src/settings.ts";
+import { SERVER_VERSION } from "../src/version.ts";
 
 /** The server's settings as a test may change them between tests (timeouts read at use time). */
 export type MutableSettings = { -readonly [K in keyof ServerSettings]: ServerSettings[K] };
@@ -49,9 +51,37 @@ export async function mintProjectToken(db: Db, projectId: string): Promise<strin
 
 const cipherKey = Buffer.alloc(32, 7);
 
+/** The dialect this run's project tests on (vitest.config.ts runs the control plane's tests on each). */
+export const TEST_DIALECT = inject("storeDialect") ?? "sqlite";
+
+/** The store of a test app's data dir, as createTestApp opens it (also to look at the data of a stopped app). */
+export async function openTestStore(dataDir: string): Promise<Store> {
+  if (TEST_DIALECT === "sqlite") {
+    return openStore({ dialect: "sqlite", file: join(dataDir, "keelson.sqlite"), binaryVersion: SERVER_VERSION });
+  }
+  const url = await databaseFor(dataDir);
+  return openStore({
+    dialect: "postgres",
+    target: parseDatabaseUrl(url),
+    poolSize: 10,
+    statementTimeoutMs: 20_000,
+    connectTimeoutMs: 5_000,
+    startTimeoutMs: 0,
+    applicationName: "keelson-test",
+    binaryVersion: SERVER_VERSION,
+  });
+}
+
+/** Removes what openTestStore made for a data dir. */
+async function removeTestData(dataDir: string): Promise<void> {
+  rmSync(dataDir, { recursive: true, force: true });
+  await dropDatabaseFor(dataDir);
+}
+
 /**
- * A control plane on a SQLite file in a temporary data dir (a file, not :memory:, so a test
- * can restart the server on the same data).
+ * A control plane in a temporary data dir, on the run's dialect: a SQLite file there (a file,
+ * not :memory:, so a test can restart the server on the same data) or a PostgreSQL database of
+ * its own, kept for the same data dir.
  */
 export async function createTestApp(
   options: {
@@ -63,7 +93,7 @@ export async function createTestApp(
 ): Promise<TestApp> {
   const settings: MutableSettings = { ...defaultServerSettings(), ...options.settings };
   const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), "keelson-test-"));
-  const store = await openStore({ dialect: "sqlite", file: join(dataDir, "keelson.sqlite"), binaryVersion: "0.1.0" });
+  const store = await openTestStore(dataDir);
   const db = store.db;
   const app = await buildApp({
     store,
@@ -101,7 +131,7 @@ export async function createTestApp(
       closing ??= (async () => {
         await app.close();
         await store.close();
-        if (!keepFiles) rmSync(dataDir, { recursive: true, force: true });
+        if (!keepFiles) await removeTestData(dataDir);
       })();
       return closing;
     },

@@ -227,6 +227,7 @@ describe("staggered restarts", () => {
 
   it("validates batchPercent and refuses clusters with nothing to restart; 404 for unknown clusters", async () => {
     const clusterId = await f.createCluster("rst-empty");
+    await f.idle(); // not busy with its create: the rules below are the ones refused
     for (const [url, status, field] of [
       [`/v3/{p}/clusters/${clusterId}/restartWorkers?batchPercent=0`, 400, undefined],
       [`/v3/{p}/clusters/${clusterId}/restartWorkers?batchPercent=101`, 400, undefined],

@@ -156,6 +156,22 @@ export interface ServerProc extends Proc {
   adminToken: string;
 }
 
+/**
+ * Where servers keep their data besides the data dir: nothing (SQLite in the data dir), or a
+ * PostgreSQL database per data dir when the e2e-postgres project's setup file says so.
+ */
+let databaseOf: ((dataDir: string) => Promise<string>) | undefined;
+
+/** For the e2e-postgres project (test/support/e2e-postgres-setup.ts): every server started on PostgreSQL. */
+export function runServersOnPostgres(databaseFor: (dataDir: string) => Promise<string>): void {
+  databaseOf = databaseFor;
+}
+
+/** The store servers of this run use, for tests whose checks differ by store. */
+export function serverDialect(): "sqlite" | "postgres" {
+  return databaseOf ? "postgres" : "sqlite";
+}
+
 /** `npx keelson-server` from the repository root, as the README starts it. */
 export async function startServer(
   options: {
@@ -176,6 +192,7 @@ export async function startServer(
     KEELSON_DATA_DIR: dataDir,
     KEELSON_ADMIN_TOKEN: adminToken,
     KEELSON_LOG_LEVEL: "warn",
+    ...(databaseOf ? { KEELSON_DATABASE_URL: await databaseOf(dataDir) } : {}),
     ...options.env,
   });
   const url = `http://127.0.0.1:${port}`;

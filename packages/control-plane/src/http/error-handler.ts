@@ -1,5 +1,39 @@
+import { databaseUnavailable, type UniqueViolation, uniqueViolation } from "@keelson/db";
 import type { FastifyError, FastifyInstance } from "fastify";
 import { ApiError } from "./errors.ts";
+
+/** Seconds a client is told to wait while the database is away; the pool reconnects by itself. */
+export const DATABASE_RETRY_AFTER_S = 5;
+
+/** Tables as the API names their rows in a duplicate's message. */
+const ROW_NAMES: Record<string, string> = {
+  projects: "project",
+  users: "user",
+  clusters: "cluster",
+  cloud_providers: "cloud provider",
+  node_pools: "node pool",
+  external_clusters: "external cluster",
+  addons: "add-on",
+};
+
+/**
+ * A unique key taken by a concurrent request (its check ran before the other's insert
+ * committed): the answer the check itself gives, 409 `duplicate_name` for a name.
+ */
+function duplicate(clash: UniqueViolation): ApiError {
+  const what = ROW_NAMES[clash.table] ?? clash.table;
+  const at = clash.columns.indexOf("name");
+  if (at >= 0) {
+    const name = clash.values?.[at];
+    return new ApiError(
+      409,
+      "duplicate_name",
+      `a ${what} ${name === undefined ? "of that name" : `named "${name}"`} already exists${clash.columns.includes("project_id") ? " in this project" : ""}`,
+      "name",
+    );
+  }
+  return new ApiError(409, "conflict", `a ${what} with the same ${clash.columns.join(", ")} already exists`);
+}
 
 interface ValidationIssue {
   instancePath?: string;
@@ -33,6 +67,23 @@ export function installErrorHandlers(app: FastifyInstance): void {
         message: `${field}: ${issue.message ?? "is invalid"}`,
         field,
       });
+    }
+    const clash = uniqueViolation(error);
+    if (clash) {
+      const answer = duplicate(clash);
+      return reply.status(answer.statusCode).send(answer.toJSON());
+    }
+    const away = databaseUnavailable(error);
+    if (away) {
+      // Logged without the error object: drizzle's carries the statement's parameters.
+      request.log.warn({ reason: away }, "database unavailable; answered 503");
+      return (
+        reply
+          .status(503)
+          .header("retry-after", String(DATABASE_RETRY_AFTER_S))
+          // The reason stays in the log: it names the database's address.
+          .send({ code: "database_unavailable", message: "the database is not answering; try again shortly" })
+      );
     }
     const status = (error as FastifyError).statusCode;
     if (status !== undefined && status >= 400 && status < 500) {

@@ -40,7 +40,7 @@ export const clusterRoutes: FastifyPluginAsyncTypebox = async (app) => {
   // Cluster records depend on the database and the (immutable) catalogue only. They are sent
   // as JSON text, so the response schemas document them; cluster-presenters.test.ts checks the
   // presenters against those schemas.
-  const snapshots = new SnapshotCache(k.store.changeCount);
+  const snapshots = new SnapshotCache(k.store.changeStamp);
 
   for (const version of ["v4", "v3"] as const) {
     const tags = [`clusters ${version}`];

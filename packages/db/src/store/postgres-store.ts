@@ -2,6 +2,7 @@ import { drizzle } from "drizzle-orm/postgres-js";
 import { migrate } from "drizzle-orm/postgres-js/migrator";
 import postgres from "postgres";
 import type { PostgresTarget } from "./database-url.ts";
+import { markTransactions } from "./portable.ts";
 import type { Db, Store } from "./types.ts";
 
 export interface PostgresOptions {
@@ -74,10 +75,10 @@ export async function openPostgresStore(options: PostgresOptions): Promise<Postg
   }
 }
 
-async function connect(options: PostgresOptions): Promise<PostgresStore> {
-  const client = postgres(options.target.url, {
+function client(options: PostgresOptions, max: number): postgres.Sql {
+  return postgres(options.target.url, {
     ssl: options.target.ssl,
-    max: options.poolSize,
+    max,
     ...(options.password !== undefined ? { password: options.password } : {}),
     connect_timeout: Math.ceil(options.connectTimeoutMs / 1000),
     keep_alive: 30,
@@ -89,35 +90,42 @@ async function connect(options: PostgresOptions): Promise<PostgresStore> {
     // Server notices (e.g. "relation already exists, skipping") are not the service's to print.
     onnotice: () => {},
   });
-  const pg = drizzle(client);
+}
+
+/**
+ * Runs the migrations on a client of its own with a single connection: the advisory lock is
+ * that session's, so lock, migrations and unlock must share it (and a pool of one connection
+ * must not wait on itself for a second).
+ */
+async function migrateOnce(options: PostgresOptions): Promise<void> {
+  const session = client(options, 1);
   try {
-    // The lock is held by one reserved session while the pool runs the migrations.
-    const reserved = await client.reserve();
+    await session`select pg_advisory_lock(${MIGRATION_LOCK})`;
     try {
-      await reserved`select pg_advisory_lock(${MIGRATION_LOCK})`;
-      try {
-        await migrate(pg, { migrationsFolder: options.migrationsFolder });
-      } finally {
-        await reserved`select pg_advisory_unlock(${MIGRATION_LOCK})`;
-      }
+      await migrate(drizzle(session), { migrationsFolder: options.migrationsFolder });
     } finally {
-      reserved.release();
+      await session`select pg_advisory_unlock(${MIGRATION_LOCK})`;
     }
-  } catch (err) {
-    await client.end({ timeout: 1 });
-    throw err;
+  } finally {
+    await session.end({ timeout: 1 });
   }
+}
+
+async function connect(options: PostgresOptions): Promise<PostgresStore> {
+  await migrateOnce(options);
+  const pool = client(options, options.poolSize);
   // Typed as the SQLite driver's database on purpose: see Db.
-  const db = pg as unknown as Db;
+  const db = drizzle(pool) as unknown as Db;
+  markTransactions(db, "postgres");
   return {
     dialect: "postgres",
     db,
-    client,
+    client: pool,
     async ping() {
-      await client`select 1`;
+      await pool`select 1`;
     },
     async close() {
-      await client.end({ timeout: 5 });
+      await pool.end({ timeout: 5 });
     },
   };
 }

@@ -5,6 +5,7 @@ import { drizzle } from "drizzle-orm/sqlite-proxy";
 import { openSqliteConnection } from "../client.ts";
 import * as schema from "../schema.ts";
 import { StatementGate } from "./gate.ts";
+import { markTransactions } from "./portable.ts";
 import type { Db, Store } from "./types.ts";
 
 /** Distinct statements kept compiled; the service issues a few hundred kinds at most. */
@@ -51,11 +52,22 @@ export function openSqliteStore(file: string, migrationsFolder: string): Store {
   // `tx` are savepoints and already inside it.
   const transaction = db.transaction.bind(db);
   db.transaction = ((fn, config) => gate.exclusive(() => transaction(fn, config))) as Db["transaction"];
+  markTransactions(db, "sqlite");
 
   return {
     dialect: "sqlite",
     db,
-    changeCount: () => gate.statement(() => (compile("select total_changes() as n").get() as { n: number }).n),
+    // This connection's writes (total_changes) and any other connection's commits to the file
+    // (data_version: an operator's sqlite3 shell, a second process).
+    changeStamp: () =>
+      gate.statement(
+        () =>
+          (
+            compile("select total_changes() || ':' || (select data_version from pragma_data_version()) as s").get() as {
+              s: string;
+            }
+          ).s,
+      ),
     async ping() {
       await gate.statement(() => compile("select 1").raw(true).all());
     },

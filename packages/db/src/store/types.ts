@@ -29,10 +29,12 @@ export interface Store {
   /** A cheap round trip to the database (readiness). */
   ping(): Promise<void>;
   /**
-   * SQLite only: how many rows this store's one connection has changed, for a read cache that
-   * must drop its entries after any write. Absent on PostgreSQL, where other replicas write too.
+   * SQLite only: a value that changes whenever anyone changed the data (this store's connection
+   * or another process on the same file), for a read cache that must drop its entries after any
+   * write. Absent on PostgreSQL, where other replicas write too and a shared counter would be
+   * one more write on every change (see SnapshotCache for the figures).
    */
-  changeCount?(): Promise<number>;
+  changeStamp?(): Promise<string>;
   close(): Promise<void>;
 }
 

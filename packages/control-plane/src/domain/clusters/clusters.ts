@@ -4,15 +4,16 @@ import { and, eq } from "drizzle-orm";
 import type { Keelson } from "../../context.ts";
 import { ApiError, badRequest, conflict, notImplemented } from "../../http/errors.ts";
 import { createClusterCa } from "../../pki/cluster-ca.ts";
-import { activeOperationFor, recordOperation } from "../../runner/store.ts";
+import { recordOperation } from "../../runner/store.ts";
 import type { OperationRow } from "../../runner/types.ts";
+import { assertNotDeleting } from "./deleting.ts";
 import { assignNodes, checkAttachEntries, type MembershipPlan } from "./membership/attach.ts";
 import { chooseVrouterId } from "./membership/vrrp.ts";
 import { CLUSTER_OPS } from "./operations.ts";
 import type { ApiVersion } from "./spec/fields.ts";
 import { parseClusterCreate, parseClusterUpdate } from "./spec/spec.ts";
 import { startClusterTask } from "./start-task.ts";
-import { type ClusterRow, findCluster } from "./views.ts";
+import type { ClusterRow } from "./views.ts";
 
 export interface WriteOptions {
   version: ApiVersion;
@@ -65,7 +66,7 @@ async function checkNamedNodes(
     ...masterNodes.map((uuid, i) => ({ uuid, isMaster: true, field: `masterNodes[${i}]` })),
     ...workerNodes.map((uuid, i) => ({ uuid, isMaster: false, field: `workerNodes[${i}]` })),
   ];
-  return checkAttachEntries(k, projectId, entries, { unknownNode: 400, existingMasters: 0 });
+  return checkAttachEntries(k.db, k.agents, projectId, entries, { unknownNode: 400, existingMasters: 0 });
 }
 
 async function assertNameFree(db: Tx, projectId: string, name: string): Promise<void> {
@@ -145,12 +146,6 @@ export async function createCluster(
   return { cluster, operation, ignored: parsed.ignored };
 }
 
-async function assertNotDeleting(k: Keelson, cluster: ClusterRow): Promise<void> {
-  if (cluster.status === "deleting" || (await activeOperationFor(k.db, cluster.id, [CLUSTER_OPS.delete]))) {
-    throw conflict(`cluster ${cluster.id} is being deleted`, "cluster_deleting");
-  }
-}
-
 export async function updateCluster(
   k: Keelson,
   projectId: string,
@@ -158,30 +153,34 @@ export async function updateCluster(
   body: unknown,
   options: WriteOptions,
 ): Promise<WriteResult> {
-  const current = await findCluster(k.db, projectId, clusterId);
-  await assertNotDeleting(k, current);
-  const parsed = parseClusterUpdate(options.version, body, current.spec, {
-    catalogue: k.catalogue,
-    strict: options.strict,
-  });
+  let ignored: string[] = [];
+  // Parsed against the spec as it is under the row lock: two updates at once each keep the
+  // other's changes.
   const { cluster, operation } = await startClusterTask(k, {
     projectId,
     clusterId,
     kind: CLUSTER_OPS.update,
-    params: { changed: parsed.changed, version: options.version },
-    mark: { spec: parsed.spec, taskStatus: "updating", lastOp: "update" },
+    mark: { taskStatus: "updating", lastOp: "update" },
+    first: async (tx, current) => {
+      await assertNotDeleting(tx, current);
+      const parsed = parseClusterUpdate(options.version, body, current.spec, {
+        catalogue: k.catalogue,
+        strict: options.strict,
+      });
+      ignored = parsed.ignored;
+      return { params: { changed: parsed.changed, version: options.version }, mark: { spec: parsed.spec } };
+    },
   });
-  return { cluster, operation, ignored: parsed.ignored };
+  return { cluster, operation, ignored };
 }
 
 export async function deleteCluster(k: Keelson, projectId: string, clusterId: string): Promise<WriteResult> {
-  const current = await findCluster(k.db, projectId, clusterId);
-  await assertNotDeleting(k, current);
   const { cluster, operation } = await startClusterTask(k, {
     projectId,
     clusterId,
     kind: CLUSTER_OPS.delete,
     mark: { status: "deleting", taskStatus: "deleting", lastOp: "delete" },
+    first: (tx, current) => assertNotDeleting(tx, current),
   });
   return { cluster, operation, ignored: [] };
 }

@@ -8,7 +8,7 @@ import {
   type OperationStep,
   type StepContext,
 } from "../../runner/types.ts";
-import { currentClusterStatus, settleClusterTask } from "./health/settle.ts";
+import { currentClusterStatus, recordTaskFailure, settleClusterTask } from "./health/settle.ts";
 import { attachedNodeIds, deadlineIn, joinNode, leaveNode, workerJoin } from "./membership/membership.ts";
 import { pushSettings } from "./membership/push-settings.ts";
 
@@ -21,12 +21,7 @@ export const CLUSTER_OPS = {
 } as const;
 
 /** A failed cluster task leaves the cluster's own status alone and records the task's error. */
-async function recordFailure(ctx: StepContext, error: Error): Promise<void> {
-  await ctx.db
-    .update(clusters)
-    .set({ taskStatus: "error", taskError: error.message })
-    .where(eq(clusters.id, ctx.op.targetId));
-}
+const recordFailure = (ctx: StepContext, error: Error) => recordTaskFailure(ctx, error);
 
 /**
  * A failed membership task also settles the cluster's status from its nodes: `creating` was
@@ -35,11 +30,7 @@ async function recordFailure(ctx: StepContext, error: Error): Promise<void> {
 const recordMembershipFailure =
   (k: Keelson) =>
   async (ctx: StepContext, error: Error): Promise<void> => {
-    const status = await currentClusterStatus(k, ctx.db, ctx.op.targetId);
-    await ctx.db
-      .update(clusters)
-      .set({ status, taskStatus: "error", taskError: error.message })
-      .where(eq(clusters.id, ctx.op.targetId));
+    await recordTaskFailure(ctx, error, { status: await currentClusterStatus(k, ctx.db, ctx.op.targetId) });
   };
 
 async function clusterExists(db: Db, clusterId: string): Promise<boolean> {
@@ -180,7 +171,7 @@ export function clusterOperationKinds(k: Keelson): OperationKind[] {
       steps: (op) => [
         joinMastersStep(k, joiningNodes(op).masters),
         joinWorkersStep(k, joiningNodes(op).workers),
-        { name: "settle", run: (ctx) => settleClusterTask(k, ctx.db, ctx.op.targetId) },
+        { name: "settle", run: (ctx) => settleClusterTask(k, ctx) },
       ],
       onFailed: recordMembershipFailure(k),
     },
@@ -190,7 +181,7 @@ export function clusterOperationKinds(k: Keelson): OperationKind[] {
       // follows at once); the phases use them when they next run.
       steps: () => [
         { name: "push-settings", run: (ctx) => pushSettings(k, ctx) },
-        { name: "settle", run: (ctx) => settleClusterTask(k, ctx.db, ctx.op.targetId) },
+        { name: "settle", run: (ctx) => settleClusterTask(k, ctx) },
       ],
       onFailed: recordFailure,
     },
@@ -199,7 +190,7 @@ export function clusterOperationKinds(k: Keelson): OperationKind[] {
       steps: (op) => [
         joinMastersStep(k, joiningNodes(op).masters),
         joinWorkersStep(k, joiningNodes(op).workers),
-        { name: "settle", run: (ctx) => settleClusterTask(k, ctx.db, ctx.op.targetId) },
+        { name: "settle", run: (ctx) => settleClusterTask(k, ctx) },
       ],
       onFailed: recordMembershipFailure(k),
     },
@@ -207,7 +198,7 @@ export function clusterOperationKinds(k: Keelson): OperationKind[] {
       kind: CLUSTER_OPS.detach,
       steps: (op) => [
         { name: "leave", run: (ctx) => releaseNodes(k, ctx, joiningNodes(op)) },
-        { name: "settle", run: (ctx) => settleClusterTask(k, ctx.db, ctx.op.targetId) },
+        { name: "settle", run: (ctx) => settleClusterTask(k, ctx) },
       ],
       onFailed: recordMembershipFailure(k),
     },

@@ -1,4 +1,14 @@
-import { cloudProviders, clusters, type Db, firstRow, nodePools, type Tx } from "@keelson/db";
+import {
+  cloudProviders,
+  clusters,
+  type Db,
+  dialectOf,
+  firstRow,
+  jsonArrayOf,
+  nodePools,
+  prepare,
+  type Tx,
+} from "@keelson/db";
 import { and, eq, sql } from "drizzle-orm";
 import { notFound } from "../../http/errors.ts";
 import type { Catalogue } from "../catalogue/catalogue.ts";
@@ -13,19 +23,18 @@ export type ClusterRow = typeof clusters.$inferSelect;
  * outer column is written out qualified: drizzle renders `${clusters.id}` as a bare "id" in a
  * single-table select, which inside the subquery would mean n.id.
  */
-const nodeHealthJson = sql<string>`(
-  select json_group_array(json_object(
-    'isMaster', n.is_master, 'status', n.status,
-    'agentConnected', n.agent_connected, 'apiResponding', n.api_responding))
-  from nodes n where n.cluster_id = "clusters"."id")`;
-
-const viewColumns = {
-  cluster: clusters,
-  providerName: cloudProviders.name,
-  providerType: cloudProviders.type,
-  poolName: nodePools.name,
-  nodes: nodeHealthJson,
-};
+function nodeHealthJson(db: Db) {
+  return jsonArrayOf(
+    dialectOf(db),
+    {
+      isMaster: sql`n.is_master`,
+      status: sql`n.status`,
+      agentConnected: sql`n.agent_connected`,
+      apiResponding: sql`n.api_responding`,
+    },
+    sql`from nodes n where n.cluster_id = "clusters"."id"`,
+  );
+}
 
 /**
  * Cluster reads are the hottest path of the API. Building a drizzle query costs far more than
@@ -34,22 +43,34 @@ const viewColumns = {
  */
 function prepareReads(db: Db) {
   const projectId = sql.placeholder("projectId");
+  const nodes = nodeHealthJson(db);
   const joined = () =>
     db
-      .select(viewColumns)
+      .select({
+        cluster: clusters,
+        providerName: cloudProviders.name,
+        providerType: cloudProviders.type,
+        poolName: nodePools.name,
+        nodes,
+      })
       .from(clusters)
       .innerJoin(cloudProviders, eq(cloudProviders.id, clusters.cloudProviderId))
       .innerJoin(nodePools, eq(nodePools.id, clusters.nodePoolId));
   return {
-    view: joined()
-      .where(and(eq(clusters.id, sql.placeholder("clusterId")), eq(clusters.projectId, projectId)))
-      .prepare(),
-    views: joined().where(eq(clusters.projectId, projectId)).orderBy(clusters.createdAt).prepare(),
-    roles: db
-      .select({ nodes: nodeHealthJson })
-      .from(clusters)
-      .where(eq(clusters.id, sql.placeholder("clusterId")))
-      .prepare(),
+    view: prepare(
+      db,
+      "cluster_view",
+      joined().where(and(eq(clusters.id, sql.placeholder("clusterId")), eq(clusters.projectId, projectId))),
+    ),
+    views: prepare(db, "cluster_views", joined().where(eq(clusters.projectId, projectId)).orderBy(clusters.createdAt)),
+    roles: prepare(
+      db,
+      "cluster_roles",
+      db
+        .select({ nodes })
+        .from(clusters)
+        .where(eq(clusters.id, sql.placeholder("clusterId"))),
+    ),
   };
 }
 

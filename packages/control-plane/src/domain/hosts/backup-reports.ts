@@ -1,4 +1,4 @@
-import { clusters, type Db, firstRow, nodes } from "@keelson/db";
+import { clusters, type Db, firstRow, lockRows, nodes } from "@keelson/db";
 import type { BackupReportFrame } from "@keelson/protocol";
 import { and, asc, eq, isNotNull } from "drizzle-orm";
 import type { BackupOutcome } from "../../agents/link-domain.ts";
@@ -29,6 +29,8 @@ export class BackupReportWriter {
         return { stored: false, why: `host is not a node of cluster ${clusterId}` };
       }
       if (node.isMaster !== 1) return { stored: false, why: "only masters take etcd backups" };
+      // Two masters reporting at once: the second fold waits for the first and sees its row.
+      await lockRows(tx, clusters, eq(clusters.id, clusterId));
       const error = frame.ok ? null : (frame.error ?? "etcd backup failed").slice(0, 2048);
       await tx
         .update(nodes)

@@ -1,5 +1,5 @@
 import type { IncomingHttpHeaders } from "node:http";
-import { type Db, nodes } from "@keelson/db";
+import { type Db, nodes, prepare } from "@keelson/db";
 import { eq, sql } from "drizzle-orm";
 import type { HostAuth } from "../../agents/link-domain.ts";
 import { hashSecret } from "../identity/token-hash.ts";
@@ -16,11 +16,14 @@ export class HostAuthenticator {
   private readonly byHash;
 
   constructor(db: Db) {
-    this.byHash = db
-      .select({ id: nodes.id, projectId: nodes.projectId })
-      .from(nodes)
-      .where(eq(nodes.credentialHash, sql.placeholder("hash")))
-      .prepare();
+    this.byHash = prepare(
+      db,
+      "host_by_credential",
+      db
+        .select({ id: nodes.id, projectId: nodes.projectId })
+        .from(nodes)
+        .where(eq(nodes.credentialHash, sql.placeholder("hash"))),
+    );
   }
 
   async authenticate(headers: IncomingHttpHeaders): Promise<HostAuth> {

@@ -101,11 +101,6 @@ export async function revokeJoinToken(db: Db, projectId: string, joinTokenId: st
   if (result.length === 0) throw notFound("join token", joinTokenId);
 }
 
-/**
- * Spends a join token for the registration of `nodeId` and returns the project it joins.
- * Call inside the transaction that creates the node, so a failed registration does not burn the
- * token and two registrations racing for one token cannot both succeed.
- */
 /** Who spent a join token, if anyone (the token itself, not its hash, is given). */
 export async function joinTokenUse(tx: Tx, token: string): Promise<{ nodeId: string | null } | undefined> {
   const row = firstRow(
@@ -117,6 +112,13 @@ export async function joinTokenUse(tx: Tx, token: string): Promise<{ nodeId: str
   return row?.usedAt ? { nodeId: row.usedByNodeId } : undefined;
 }
 
+/**
+ * Spends a join token for the registration of `nodeId` and returns the project it joins.
+ * Call inside the transaction that creates the node, so a failed registration does not burn the
+ * token and two registrations racing for one token cannot both succeed: the spend is a
+ * conditional update, which on PostgreSQL makes the second wait for the first and then find
+ * the token used.
+ */
 export async function consumeJoinToken(tx: Tx, token: string, nodeId: string, now = new Date()): Promise<string> {
   const row = firstRow(
     await tx

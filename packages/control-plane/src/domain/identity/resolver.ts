@@ -1,4 +1,4 @@
-import { type Db, tokens } from "@keelson/db";
+import { type Db, prepare, tokens } from "@keelson/db";
 import { eq, sql } from "drizzle-orm";
 import { hashSecret, sameHash } from "./token-hash.ts";
 
@@ -15,16 +15,19 @@ export class IdentityResolver {
     db: Db,
     private readonly adminHash: string,
   ) {
-    this.byHash = db
-      .select({
-        id: tokens.id,
-        projectId: tokens.projectId,
-        userId: tokens.userId,
-        expiresAt: tokens.expiresAt,
-      })
-      .from(tokens)
-      .where(eq(tokens.tokenHash, sql.placeholder("hash")))
-      .prepare();
+    this.byHash = prepare(
+      db,
+      "token_by_hash",
+      db
+        .select({
+          id: tokens.id,
+          projectId: tokens.projectId,
+          userId: tokens.userId,
+          expiresAt: tokens.expiresAt,
+        })
+        .from(tokens)
+        .where(eq(tokens.tokenHash, sql.placeholder("hash"))),
+    );
   }
 
   async resolve(token: string | undefined, now = new Date()): Promise<Identity | null> {

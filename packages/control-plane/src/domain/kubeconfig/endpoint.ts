@@ -1,16 +1,25 @@
 import { type Db, firstRow, nodes } from "@keelson/db";
-import { and, asc, eq, ne } from "drizzle-orm";
+import { and, asc, eq, ne, sql } from "drizzle-orm";
 import type { ClusterRow } from "../clusters/views.ts";
 import { apiPort, externalDnsName, masterVipIpv4 } from "./cluster-settings.ts";
 
-/** The primary IP of the cluster's first attached master, the fallback API endpoint. */
-export async function firstMasterIp(db: Db, clusterId: string): Promise<string | undefined> {
+/**
+ * The primary IP of a master of the cluster, the fallback API endpoint: one that is ok (its API
+ * server runs) before one still joining, then `joiningId` (a first master's join names itself,
+ * not a master of the same request that has not joined yet), then the oldest.
+ */
+export async function firstMasterIp(db: Db, clusterId: string, joiningId?: string): Promise<string | undefined> {
   const row = firstRow(
     await db
       .select({ primaryIp: nodes.primaryIp })
       .from(nodes)
       .where(and(eq(nodes.clusterId, clusterId), eq(nodes.isMaster, 1), ne(nodes.primaryIp, "")))
-      .orderBy(asc(nodes.createdAt), asc(nodes.id))
+      .orderBy(
+        sql`case when ${nodes.status} = 'ok' then 0 else 1 end`,
+        sql`case when ${nodes.id} = ${joiningId ?? ""} then 0 else 1 end`,
+        asc(nodes.createdAt),
+        asc(nodes.id),
+      )
       .limit(1),
   );
   return row?.primaryIp;
@@ -29,9 +38,13 @@ export function apiServerUrl(spec: Record<string, unknown>, masterIp: string | u
   return `https://${hostPart}:${apiPort(spec)}`;
 }
 
-export async function clusterApiServerUrl(db: Db, cluster: ClusterRow): Promise<string | undefined> {
+export async function clusterApiServerUrl(
+  db: Db,
+  cluster: ClusterRow,
+  joiningId?: string,
+): Promise<string | undefined> {
   const spec = cluster.spec;
   // Only ask the nodes table when the spec names no endpoint.
   if (externalDnsName(spec) ?? masterVipIpv4(spec)) return apiServerUrl(spec, undefined);
-  return apiServerUrl(spec, await firstMasterIp(db, cluster.id));
+  return apiServerUrl(spec, await firstMasterIp(db, cluster.id, joiningId));
 }

@@ -1,12 +1,12 @@
-import { cloudProviders, clusters, firstRow, nodes, type Tx } from "@keelson/db";
+import { cloudProviders, clusters, firstRow, lockRows, nodes, type Tx } from "@keelson/db";
 import { and, eq, inArray, isNull } from "drizzle-orm";
 import type { Keelson } from "../../../context.ts";
 import { ApiError, badRequest, conflict } from "../../../http/errors.ts";
-import { activeOperationFor } from "../../../runner/store.ts";
 import type { OperationRow } from "../../../runner/types.ts";
+import { assertNotDeleting } from "../deleting.ts";
 import { CLUSTER_OPS } from "../operations.ts";
 import { startClusterTask } from "../start-task.ts";
-import { type ClusterRow, findCluster } from "../views.ts";
+import type { ClusterRow } from "../views.ts";
 
 /**
  * Attaching hosts to a manual-deploy cluster (spec §3, §4.1 attach; issue 4). The rules, each
@@ -53,7 +53,8 @@ export function uniqueNodeIds(entries: MembershipEntry[]): string[] {
 
 /** Request entries -> plan; throws the first violation. Reads only. */
 export async function checkAttachEntries(
-  k: Pick<Keelson, "db" | "agents">,
+  db: Tx,
+  agents: Keelson["agents"],
   projectId: string,
   entries: MembershipEntry[],
   options: AttachCheckOptions,
@@ -62,7 +63,7 @@ export async function checkAttachEntries(
   const rows = new Map(
     (entries.length === 0
       ? []
-      : await k.db
+      : await db
           .select({
             id: nodes.id,
             name: nodes.name,
@@ -87,7 +88,7 @@ export async function checkAttachEntries(
     }
     // The hub knows a link the batched presence write has not recorded yet; rows written by an
     // earlier process (or a test) know hosts the hub has not seen. Either means connected.
-    if (!k.agents.isConnected(row.id) && row.agentConnected !== 1) {
+    if (!agents.isConnected(row.id) && row.agentConnected !== 1) {
       throw badRequest(
         entry.field,
         `node ${row.name} (${row.id}) is not connected: its agent has no link to the control plane, so it cannot run the node phases`,
@@ -138,12 +139,8 @@ export async function clusterProviderType(db: Tx, cluster: ClusterRow): Promise<
 }
 
 /** Membership changes are for manual-deploy clusters that are not on their way out. */
-export async function assertMembershipChangeable(
-  k: Pick<Keelson, "db">,
-  cluster: ClusterRow,
-  action: string,
-): Promise<void> {
-  const type = await clusterProviderType(k.db, cluster);
+export async function assertMembershipChangeable(db: Tx, cluster: ClusterRow, action: string): Promise<void> {
+  const type = await clusterProviderType(db, cluster);
   if (type !== "local") {
     throw badRequest(
       "uuid",
@@ -151,9 +148,7 @@ export async function assertMembershipChangeable(
       "not_manual_deploy",
     );
   }
-  if (cluster.status === "deleting" || (await activeOperationFor(k.db, cluster.id, [CLUSTER_OPS.delete]))) {
-    throw conflict(`cluster ${cluster.id} is being deleted`, "cluster_deleting");
-  }
+  await assertNotDeleting(db, cluster);
 }
 
 export async function masterCount(db: Tx, clusterId: string): Promise<{ masters: number; okMasters: number }> {
@@ -185,32 +180,43 @@ export async function assignNodes(tx: Tx, clusterId: string, plan: MembershipPla
   await assign(plan.workers, 0);
 }
 
-/** `POST .../clusters/{uuid}/attach`: checks, then in one transaction assigns and records `cluster.attach`. */
+/**
+ * `POST .../clusters/{uuid}/attach`: in one transaction, with the cluster row locked (see
+ * startClusterTask), the rules are checked against the rows as they are, the nodes assigned
+ * and `cluster.attach` recorded.
+ */
 export async function attachNodes(
   k: Keelson,
   projectId: string,
   clusterId: string,
   entries: MembershipEntry[],
 ): Promise<OperationRow> {
-  const cluster = await findCluster(k.db, projectId, clusterId);
-  await assertMembershipChangeable(k, cluster, "attached");
-  const before = await masterCount(k.db, clusterId);
-  const plan = await checkAttachEntries(k, projectId, entries, { unknownNode: 404, existingMasters: before.masters });
-  // No await between the checks and the transaction: nothing else can change the rows meanwhile.
-  const firstMasters = before.masters === 0 && plan.masters.length > 0;
   return (
     await startClusterTask(k, {
       projectId,
       clusterId,
       kind: CLUSTER_OPS.attach,
-      params: { masters: plan.masters, workers: plan.workers },
-      // Until a master is ok the cluster is still being created.
-      mark: {
-        ...(before.okMasters === 0 ? { status: "creating" } : {}),
-        taskStatus: firstMasters ? "creating" : "updating",
-        lastOp: "attach",
+      mark: { lastOp: "attach" },
+      first: async (tx, cluster) => {
+        await assertMembershipChangeable(tx, cluster, "attached");
+        // A request attaching the same host to another cluster waits here, then its check
+        // finds the host taken and answers as it would after (400 naming the entry).
+        await lockRows(tx, nodes, inArray(nodes.id, [...new Set(entries.map((e) => e.uuid))]));
+        const before = await masterCount(tx, clusterId);
+        const plan = await checkAttachEntries(tx, k.agents, projectId, entries, {
+          unknownNode: 404,
+          existingMasters: before.masters,
+        });
+        await assignNodes(tx, clusterId, plan);
+        return {
+          params: { masters: plan.masters, workers: plan.workers },
+          // Until a master is ok the cluster is still being created.
+          mark: {
+            ...(before.okMasters === 0 ? { status: "creating" } : {}),
+            taskStatus: before.masters === 0 && plan.masters.length > 0 ? "creating" : "updating",
+          },
+        };
       },
-      first: (tx) => assignNodes(tx, clusterId, plan),
     })
   ).operation;
 }

@@ -6,7 +6,6 @@ import type { OperationRow } from "../../../runner/types.ts";
 import { isHealthyNode } from "../health/health.ts";
 import { CLUSTER_OPS } from "../operations.ts";
 import { startClusterTask } from "../start-task.ts";
-import { findCluster } from "../views.ts";
 import { assertMembershipChangeable, type MembershipEntry, type MembershipPlan, uniqueNodeIds } from "./attach.ts";
 
 /**
@@ -151,24 +150,28 @@ export function checkQuorum(members: MemberRow[], plan: MembershipPlan): void {
   }
 }
 
-/** `POST .../clusters/{uuid}/detach` and PUT nodes/{uuid} {clusterUuid: null}. */
+/**
+ * `POST .../clusters/{uuid}/detach` and PUT nodes/{uuid} {clusterUuid: null}: the rules (quorum
+ * above all) are checked inside the transaction that records the detach, with the cluster row
+ * locked, so two detaches at once cannot each leave the quorum the other one needed.
+ */
 export async function detachNodes(
   k: Keelson,
   projectId: string,
   clusterId: string,
   entries: MembershipEntry[],
 ): Promise<OperationRow> {
-  const cluster = await findCluster(k.db, projectId, clusterId);
-  await assertMembershipChangeable(k, cluster, "detached");
-  const plan = await checkDetachEntries(k.db, projectId, clusterId, entries);
-  // No await between the checks and the transaction: nothing else can change the rows meanwhile.
   return (
     await startClusterTask(k, {
       projectId,
       clusterId,
       kind: CLUSTER_OPS.detach,
-      params: { masters: plan.masters, workers: plan.workers },
       mark: { taskStatus: "updating", lastOp: "detach" },
+      first: async (tx, cluster) => {
+        await assertMembershipChangeable(tx, cluster, "detached");
+        const plan = await checkDetachEntries(tx, projectId, clusterId, entries);
+        return { params: { masters: plan.masters, workers: plan.workers } };
+      },
     })
   ).operation;
 }

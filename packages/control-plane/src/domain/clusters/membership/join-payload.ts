@@ -30,7 +30,7 @@ export async function buildJoinPayload(
     caCertPem: cluster.caCertPem,
     // A master is attached (its row says so) before its join is built, so a cluster without a
     // VIP or DNS name always has a first master's address here.
-    apiEndpoint: (await clusterApiServerUrl(db, cluster)) ?? "",
+    apiEndpoint: (await clusterApiServerUrl(db, cluster, node.id)) ?? "",
     etcdMembers: node.role === "master" ? await runningEtcdMembers(db, cluster.id, node.id) : [],
     ...(nodePackage ? { nodePackage } : {}),
   };

@@ -13,7 +13,7 @@ import {
 import { nodePackageRef } from "../../packages/node-shelf.ts";
 import { etcdReports } from "../health/etcd-reports.ts";
 import { isHealthyNode } from "../health/health.ts";
-import { currentClusterStatus, settleClusterTask } from "../health/settle.ts";
+import { currentClusterStatus, recordTaskFailure, settleClusterTask } from "../health/settle.ts";
 import { deadlineIn } from "../membership/membership.ts";
 import type { ClusterSpec } from "../spec/fields.ts";
 import { type NodeAction, type RolloutNode, rollNode, trackReports, waitForEtcdWhole } from "./rollout-nodes.ts";
@@ -228,19 +228,8 @@ function workersStep(
 const recordRolloutFailure =
   (k: Keelson) =>
   async (ctx: StepContext, error: Error): Promise<void> => {
-    const exists = firstRow(
-      await ctx.db.select({ id: clusters.id }).from(clusters).where(eq(clusters.id, ctx.op.targetId)),
-    );
-    if (!exists) return;
-    await ctx.db
-      .update(clusters)
-      .set({
-        status: await currentClusterStatus(k, ctx.db, ctx.op.targetId),
-        taskStatus: "error",
-        taskError: error.message,
-        upgradingTo: null,
-      })
-      .where(eq(clusters.id, ctx.op.targetId));
+    const status = await currentClusterStatus(k, ctx.db, ctx.op.targetId);
+    await recordTaskFailure(ctx, error, { status, upgradingTo: null });
   };
 
 // ---- kinds ------------------------------------------------------------------------------
@@ -287,7 +276,7 @@ export function rolloutOperationKinds(k: Keelson): OperationKind[] {
       steps: (op) => [
         mastersStep(k, "restart-masters", nodesOf(op, "masters"), restart),
         workersStep(k, "restart-workers", nodesOf(op, "workers"), (n) => batchSize(n, percentOf(op)), restart),
-        { name: "settle", run: (ctx) => settleClusterTask(k, ctx.db, ctx.op.targetId) },
+        { name: "settle", run: (ctx) => settleClusterTask(k, ctx) },
       ],
       onFailed: recordRolloutFailure(k),
     },
@@ -336,7 +325,7 @@ export function rolloutOperationKinds(k: Keelson): OperationKind[] {
           {
             name: "finish",
             run: async (ctx) =>
-              settleClusterTask(k, ctx.db, ctx.op.targetId, {
+              settleClusterTask(k, ctx, {
                 kubeRoleVersion: target,
                 upgradingTo: null,
                 spec: await upgradedSpec(ctx.db, ctx.op.targetId, params.changes ?? {}),
