@@ -1,3 +1,4 @@
+import { startPostgres } from "../../support/postgres.ts";
 import { ask, spawnNode, stopChild, waitMessage } from "../agents/children.ts";
 import { cpuSeconds, memoryMiB } from "../agents/proc-stats.ts";
 import { apiAs, freePort } from "../support/admin-api.ts";
@@ -82,16 +83,25 @@ async function bareBaseline(): Promise<{ makespanMs: number; batches: number }> 
   }
 }
 
-async function main(): Promise<void> {
-  const baseline = await bareBaseline();
+interface DialectRun {
+  dialect: string;
+  runs: { what: string; wallMs: number; opMs: number; cpuMs: number; state: string; error: string | null }[];
+  counts: { restarts: number[]; upgrades: number[]; notOk: number };
+  cluster: Record<string, unknown>;
+  rss: { rss: number; peak: number };
+}
+
+/** The same cluster, restart and upgrade on a keelson-server on one store. */
+async function rollWith(dialect: string, env: Record<string, string>): Promise<DialectRun> {
   const fleet = await startBenchFleet({
-    name: "rollout",
+    name: `rollout-${dialect}`,
     simWorker: "test/bench/rollout/sim-worker.ts",
     adminToken: ADMIN_TOKEN,
+    env,
   });
   const { base, worker, pid, projectId } = fleet;
   try {
-    log(`registering and connecting ${WORKERS + 1} simulated agents (phase time ${PHASE_MS} ms)...`);
+    log(`${dialect}: registering and connecting ${WORKERS + 1} simulated agents (phase time ${PHASE_MS} ms)...`);
     await ask(
       worker,
       { type: "start", url: base, adminToken: ADMIN_TOKEN, projectId, count: WORKERS + 1, phaseTimeMs: PHASE_MS },
@@ -116,13 +126,10 @@ async function main(): Promise<void> {
     };
     await attach([{ uuid: first.uuid, isMaster: true }]);
     const joined = await attach(rest.map((h) => ({ uuid: h.uuid, isMaster: false })));
-    log(`cluster of 1 master + ${rest.length} workers ready (${joined.op.state}); rolling...`);
+    log(`${dialect}: cluster of 1 master + ${rest.length} workers ready (${joined.op.state}); rolling...`);
     await new Promise((r) => setTimeout(r, 1000));
 
-    const batches = Math.ceil(WORKERS / Math.max(1, Math.floor((WORKERS * PERCENT) / 100)));
-    const idealMs = (1 + batches) * PHASE_MS;
-    const runs: { what: string; wallMs: number; opMs: number; cpuMs: number; state: string; error: string | null }[] =
-      [];
+    const runs: DialectRun["runs"] = [];
     for (const [what, url, body] of [
       [
         `v3 restart ?batchPercent=${PERCENT}`,
@@ -149,41 +156,65 @@ async function main(): Promise<void> {
         state: done.op.state,
         error: done.op.error,
       });
-      log(`${what}: ${done.op.state} in ${done.wallMs.toFixed(0)} ms${done.op.error ? ` (${done.op.error})` : ""}`);
+      log(
+        `${dialect}: ${what}: ${done.op.state} in ${done.wallMs.toFixed(0)} ms${done.op.error ? ` (${done.op.error})` : ""}`,
+      );
       await new Promise((r) => setTimeout(r, 500));
     }
-    const counts = await ask<{ restarts: number[]; upgrades: number[]; notOk: number }>(
-      worker,
-      { type: "counts" },
-      "counts",
-    );
-    const once = (list: number[]) => list.filter((n) => n === 1).length;
+    const counts = await ask<DialectRun["counts"]>(worker, { type: "counts" }, "counts");
     const cluster = (await api<Record<string, unknown>>(`${base}/v3/${projectId}/clusters/${clusterId}`)).body;
-    const rss = memoryMiB(pid);
-    const lines = [
-      "",
-      `Rollout benchmark — ${new Date().toISOString()}, node ${process.version}, 1 master + ${WORKERS} simulated workers, phase time ${PHASE_MS} ms, batch ${PERCENT}% (${batches} worker batches), simulators in a separate process`,
-      "",
-      `ideal makespan: (1 master + ${batches} batches) x ${PHASE_MS} ms = ${idealMs} ms`,
-      "",
-      "| rollout | state | wall ms (request..seen finished) | operation ms (server) | vs ideal | vs bare baseline | overhead per step ms (vs baseline) | server CPU ms |",
-      "|---|---|---|---|---|---|---|---|",
-      `| baseline: bare orchestrator, same fleet and rule (restart) | succeeded | – | ${baseline.makespanMs} | ${pct(baseline.makespanMs, idealMs)} | – | – | – |`,
-      ...runs.map(
-        (r) =>
-          `| ${r.what} | ${r.state} | ${r.wallMs.toFixed(0)} | ${r.opMs} | ${pct(r.opMs, idealMs)} | ${pct(r.opMs, baseline.makespanMs)} | ${((r.opMs - baseline.makespanMs) / (batches + 1)).toFixed(0)} | ${r.cpuMs.toFixed(0)} |`,
-      ),
-      "",
-      `nodes restarted exactly once: ${once(counts.restarts)}/${WORKERS + 1}; upgraded exactly once: ${once(counts.upgrades)}/${WORKERS + 1}; not ok at the end: ${counts.notOk}`,
-      `cluster after: status ${cluster.status}, taskStatus ${cluster.taskStatus}, kubeRoleVersion ${cluster.kubeRoleVersion}; server RSS ${rss.rss.toFixed(0)} MiB (peak ${rss.peak.toFixed(0)} MiB)`,
-      "overhead per step: (operation ms - bare baseline ms) / (1 + batches): the control plane's time between one batch being back",
-      "and the next running (sending 100 commands, storing 200 node reports, the cursor writes); the simulators' own timer slack",
-      "and WebSocket round trips are in both, so the baseline's distance from the ideal is theirs, not the control plane's.",
-    ];
-    process.stdout.write(`${lines.join("\n")}\n`);
+    return { dialect, runs, counts, cluster, rss: memoryMiB(pid) };
   } finally {
     await fleet.stop();
   }
+}
+
+async function main(): Promise<void> {
+  const baseline = await bareBaseline();
+  const pg = await startPostgres();
+  let results: DialectRun[];
+  try {
+    results = [
+      await rollWith("sqlite", {}),
+      await rollWith("postgres", { KEELSON_DATABASE_URL: await pg.createDatabase() }),
+    ];
+  } finally {
+    await pg.stop();
+  }
+  const batches = Math.ceil(WORKERS / Math.max(1, Math.floor((WORKERS * PERCENT) / 100)));
+  const idealMs = (1 + batches) * PHASE_MS;
+  const nodes = WORKERS + 1;
+  const once = (list: number[]) => list.filter((n) => n === 1).length;
+  const [sqlite, postgres] = results as [DialectRun, DialectRun];
+  const lines = [
+    "",
+    `Rollout benchmark — ${new Date().toISOString()}, node ${process.version}, 1 master + ${WORKERS} simulated workers, phase time ${PHASE_MS} ms, batch ${PERCENT}% (${batches} worker batches), simulators in a separate process`,
+    "",
+    `ideal makespan: (1 master + ${batches} batches) x ${PHASE_MS} ms = ${idealMs} ms`,
+    "",
+    "| store | rollout | state | wall ms (request..seen finished) | operation ms (server) | vs ideal | vs bare baseline | overhead per step ms (vs baseline) | server CPU ms | CPU µs per node |",
+    "|---|---|---|---|---|---|---|---|---|---|",
+    `| – | baseline: bare orchestrator, same fleet and rule (restart) | succeeded | – | ${baseline.makespanMs} | ${pct(baseline.makespanMs, idealMs)} | – | – | – | – |`,
+    ...results.flatMap((d) =>
+      d.runs.map(
+        (r) =>
+          `| ${d.dialect} | ${r.what} | ${r.state} | ${r.wallMs.toFixed(0)} | ${r.opMs} | ${pct(r.opMs, idealMs)} | ${pct(r.opMs, baseline.makespanMs)} | ${((r.opMs - baseline.makespanMs) / (batches + 1)).toFixed(0)} | ${r.cpuMs.toFixed(0)} | ${((r.cpuMs * 1000) / nodes).toFixed(0)} |`,
+      ),
+    ),
+    "",
+    ...sqlite.runs.map((r, i) => {
+      const other = postgres.runs[i];
+      return `${r.what}: server CPU per node postgres/sqlite = ${other ? (other.cpuMs / r.cpuMs).toFixed(2) : "?"} (target <= 1.05)`;
+    }),
+    ...results.map(
+      (d) =>
+        `${d.dialect}: nodes restarted exactly once: ${once(d.counts.restarts)}/${nodes}; upgraded exactly once: ${once(d.counts.upgrades)}/${nodes}; not ok at the end: ${d.counts.notOk}; cluster after: status ${d.cluster.status}, taskStatus ${d.cluster.taskStatus}, kubeRoleVersion ${d.cluster.kubeRoleVersion}; server RSS ${d.rss.rss.toFixed(0)} MiB (peak ${d.rss.peak.toFixed(0)} MiB)`,
+    ),
+    "overhead per step: (operation ms - bare baseline ms) / (1 + batches): the control plane's time between one batch being back",
+    "and the next running (sending 100 commands, storing 200 node reports, the cursor writes); the simulators' own timer slack",
+    "and WebSocket round trips are in both, so the baseline's distance from the ideal is theirs, not the control plane's.",
+  ];
+  process.stdout.write(`${lines.join("\n")}\n`);
 }
 
 await main();

@@ -8,7 +8,13 @@ import { apiAs, freePort, waitReady } from "./admin-api.ts";
  * A keelson-server and a simulator process beside it, for the benchmarks that drive simulated
  * nodes. The server runs alone in its process so its CPU and memory can be read from /proc.
  */
-export async function startBenchFleet(options: { name: string; simWorker: string; adminToken: string }) {
+export async function startBenchFleet(options: {
+  name: string;
+  simWorker: string;
+  adminToken: string;
+  /** More server settings (KEELSON_DATABASE_URL for a run on PostgreSQL). */
+  env?: Record<string, string>;
+}) {
   const port = await freePort();
   const dataDir = mkdtempSync(join(tmpdir(), `keelson-bench-${options.name}-`));
   const base = `http://127.0.0.1:${port}`;
@@ -25,6 +31,7 @@ export async function startBenchFleet(options: { name: string; simWorker: string
       KEELSON_LOG_LEVEL: "warn",
       // Measured as in production: no check of outgoing link frames (see packages/protocol).
       NODE_ENV: "production",
+      ...options.env,
     },
     { quiet: true },
   );

@@ -1,5 +1,5 @@
 import { EventEmitter } from "node:events";
-import { type Db, firstRow, operations } from "@keelson/db";
+import { type Db, databaseUnavailable, firstRow, operations } from "@keelson/db";
 import { eq } from "drizzle-orm";
 import type { FastifyBaseLogger } from "fastify";
 import { unfinishedOperations } from "./store.ts";
@@ -10,6 +10,9 @@ import {
   type OperationRow,
   type StepContext,
 } from "./types.ts";
+
+/** The longest wait between two tries of an operation while the database is away. */
+const DATABASE_RETRY_MAX_MS = 5_000;
 
 interface Cursor {
   step: number;
@@ -98,7 +101,46 @@ export class OperationRunner {
     });
   }
 
+  /**
+   * Runs an operation; while the database is away (PostgreSQL restarting, a failover) it is
+   * neither failed nor dropped: it waits and runs again from its saved cursor, as after a
+   * restart of the control plane, so each node's step is still done once.
+   */
   private async execute(id: string): Promise<void> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await this.executeOnce(id);
+        return;
+      } catch (err) {
+        const away = databaseUnavailable(err);
+        if (!away) throw err;
+        const delayMs = Math.min(DATABASE_RETRY_MAX_MS, 250 * 2 ** attempt);
+        this.log.warn(
+          { operation: id, reason: away, retryInMs: delayMs },
+          "database away; the operation resumes when it is back",
+        );
+        if (!(await this.sleep(delayMs))) return;
+      }
+    }
+  }
+
+  /** Resolves true after `ms`, false at once when the runner stops. */
+  private sleep(ms: number): Promise<boolean> {
+    return new Promise((resolve) => {
+      if (this.abort.signal.aborted) return resolve(false);
+      const timer = setTimeout(() => {
+        this.abort.signal.removeEventListener("abort", stop);
+        resolve(true);
+      }, ms);
+      const stop = () => {
+        clearTimeout(timer);
+        resolve(false);
+      };
+      this.abort.signal.addEventListener("abort", stop, { once: true });
+    });
+  }
+
+  private async executeOnce(id: string): Promise<void> {
     if (this.abort.signal.aborted) return;
     const op = firstRow(await this.db.select().from(operations).where(eq(operations.id, id)));
     if (!op || op.state === "succeeded" || op.state === "failed") return;
@@ -137,6 +179,8 @@ export class OperationRunner {
         this.log.info({ operation: id, kind: op.kind }, "operation interrupted; it resumes at next start");
         return;
       }
+      // Not the operation's failure: execute() runs it again once the database answers.
+      if (databaseUnavailable(err)) throw err;
       const error = err instanceof Error ? err : new Error(String(err));
       this.log.warn({ operation: id, kind: op.kind, err: error }, "operation failed");
       try {
