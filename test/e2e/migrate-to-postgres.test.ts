@@ -63,6 +63,13 @@ describe("moving a control plane from SQLite to PostgreSQL", () => {
       expect(res.status).toBe(200);
       ids.push(res.body.uuid);
     }
+    // Refused while the server runs: its latest writes are in the WAL, and it keeps writing.
+    const early = start("npx", ["--no-install", "keelson-server", "migrate-to-postgres"], {
+      KEELSON_DATA_DIR: server.dataDir,
+      KEELSON_DATABASE_URL: await freshDatabaseUrl(),
+    });
+    expect(await early.exited).toBe(1);
+    expect(early.output()).toContain("keelson-server is running on this data dir or did not stop cleanly");
     expect(await server.stop("SIGTERM")).toBe(0);
 
     // Nodes as the agents' reports leave them, written while the server is stopped.

@@ -10,7 +10,7 @@
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { once } from "node:events";
-import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -119,7 +119,18 @@ export async function dropDatabaseAt(adminUrl: string, name: string): Promise<vo
   await admin(adminUrl, (sql) => sql`drop database ${sql(name)} with (force)`);
 }
 
-export async function startPostgres(): Promise<PostgresServer> {
+export interface PostgresTls {
+  /** PEM files, copied into the server's directory (the key must belong to the server's user, mode 0600). */
+  certFile: string;
+  keyFile: string;
+  /** The CA client certificates are checked against. */
+  caFile: string;
+  /** Roles that log in with a client certificate only (`hostssl … cert`: the certificate's CN is the role). */
+  certUsers: string[];
+}
+
+/** `tls`: the server also takes TLS, and `certUsers` authenticate by client certificate. */
+export async function startPostgres(options: { tls?: PostgresTls } = {}): Promise<PostgresServer> {
   const bin = postgresBin();
   const owner = serverUser();
   const dir = mkdtempSync(join(tmpdir(), "keelson-pg-"));
@@ -178,6 +189,38 @@ export async function startPostgres(): Promise<PostgresServer> {
       { ...owner, cwd: dir },
     );
     rmSync(pwfile);
+    const tlsArgs: string[] = [];
+    if (options.tls) {
+      const tls = options.tls;
+      for (const [from, name] of [
+        [tls.certFile, "server.crt"],
+        [tls.keyFile, "server.key"],
+        [tls.caFile, "ca.crt"],
+      ] as const) {
+        const to = join(dir, name);
+        writeFileSync(to, readFileSync(from), { mode: 0o600 });
+        if (owner) chownSync(to, owner.uid, owner.gid);
+      }
+      tlsArgs.push(
+        "-c",
+        "ssl=on",
+        "-c",
+        `ssl_cert_file=${join(dir, "server.crt")}`,
+        "-c",
+        `ssl_key_file=${join(dir, "server.key")}`,
+        "-c",
+        `ssl_ca_file=${join(dir, "ca.crt")}`,
+      );
+      // First match wins: certificate users over TLS only, everyone else by password as before.
+      const hba = join(data, "pg_hba.conf");
+      const lines = [
+        ...tls.certUsers.map((user) => `hostssl all ${user} 127.0.0.1/32 cert`),
+        ...tls.certUsers.map((user) => `host all ${user} 127.0.0.1/32 reject`),
+        "host all all 127.0.0.1/32 scram-sha-256",
+      ];
+      writeFileSync(hba, `${lines.join("\n")}\n`);
+      if (owner) chownSync(hba, owner.uid, owner.gid);
+    }
 
     const port = await freePort();
     let log = "";
@@ -204,6 +247,7 @@ export async function startPostgres(): Promise<PostgresServer> {
           "full_page_writes=off",
           "-c",
           `max_connections=${MAX_CONNECTIONS}`,
+          ...tlsArgs,
         ],
         { ...owner, cwd: dir, stdio: ["ignore", "ignore", "pipe"] },
       );

@@ -47,7 +47,14 @@ describe("the database URL", () => {
       cert: Buffer.from("CERT"),
       key: Buffer.from("KEY"),
       rejectUnauthorized: true,
+      servername: "db",
+      checkServerIdentity: expect.any(Function),
     });
+    // verify-full checks the certificate against the URL's host (store-tls.test.ts: a real one).
+    const identity = (full.ssl as { checkServerIdentity: (h: string, c: object) => Error | undefined })
+      .checkServerIdentity;
+    expect(identity("localhost", { subject: { CN: "db" }, subjectaltname: "DNS:db" })).toBeUndefined();
+    expect(identity("db", { subject: { CN: "other" }, subjectaltname: "DNS:other" })).toBeInstanceOf(Error);
     expect(full.url).toBe("postgres://k@db/cp?application_name=x");
     const ca = parseDatabaseUrl("postgres://k@db/cp?sslmode=verify-ca&sslrootcert=/ca.pem", readFile).ssl;
     expect(ca).toMatchObject({ ca: Buffer.from("CA"), rejectUnauthorized: true });

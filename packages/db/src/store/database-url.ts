@@ -1,5 +1,6 @@
 import { readFileSync } from "node:fs";
-import type { ConnectionOptions } from "node:tls";
+import { isIP } from "node:net";
+import { type ConnectionOptions, checkServerIdentity, type PeerCertificate } from "node:tls";
 
 export const DATABASE_URL_RULE =
   "a postgres:// or postgresql:// URL with a host; libpq's sslmode, sslrootcert, sslcert and sslkey parameters work";
@@ -59,6 +60,8 @@ export function parseDatabaseUrl(text: string, readFile: (path: string) => Buffe
   const bad = problem(url, text);
   if (bad || !url) throw new Error(`the database URL ${bad}`);
   const params = url.searchParams;
+  // An IPv6 literal comes bracketed from URL.
+  const host = url.hostname.replace(/^\[(.*)\]$/, "$1");
   const mode = (params.get("sslmode") ?? "prefer") as SslMode;
   const file = (name: string) => {
     const path = params.get(name);
@@ -77,8 +80,15 @@ export function parseDatabaseUrl(text: string, readFile: (path: string) => Buffe
       ...(cert ? { cert } : {}),
       ...(key ? { key } : {}),
       rejectUnauthorized: verify,
-      // verify-ca checks the chain only, not that the certificate names this host.
-      ...(mode === "verify-full" ? {} : { checkServerIdentity: () => undefined }),
+      // SNI takes a name, never an address (RFC 6066).
+      ...(isIP(host) === 0 ? { servername: host } : {}),
+      // verify-full: the certificate must name the host of the URL. postgres.js upgrades a
+      // socket it already opened, so without this Node would check it against "localhost".
+      // verify-ca checks the chain only.
+      checkServerIdentity:
+        mode === "verify-full"
+          ? (_: string, peer: PeerCertificate) => checkServerIdentity(host, peer)
+          : () => undefined,
     };
   }
   for (const name of TLS_PARAMETERS) params.delete(name);
