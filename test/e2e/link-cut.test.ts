@@ -1,9 +1,15 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type AgentProc, startAgent, waitForAgents } from "./support/agents.ts";
-import { buildCluster, expectNodesOkAndUncordoned, type HostRecord, tearDownHosts } from "./support/node-checks.ts";
-import { type NodeHostDirs, nodeHostDirs, nodeHostEnv } from "./support/node-hosts.ts";
+import type { AgentProc } from "./support/agents.ts";
+import {
+  buildCluster,
+  expectNodesOkAndUncordoned,
+  type HostRecord,
+  startNodeAgents,
+  tearDownHosts,
+} from "./support/node-checks.ts";
+import type { NodeHostDirs } from "./support/node-hosts.ts";
 import { api, freePort, type ServerProc, startServer, tempDir, waitUntil } from "./support/processes.ts";
 import { startTcpProxy, type TcpProxy } from "./support/tcp-proxy.ts";
 
@@ -110,24 +116,18 @@ describe("an agent's link cut in the middle of its restart", () => {
     proxy = await startTcpProxy({ host: "127.0.0.1", port });
     const projects = await api<{ projects: { id: string; name: string }[] }>(`${server.url}/v1/projects`, ADMIN);
     projectId = projects.body.projects.find((p) => p.name === "default")?.id as string;
-    await Promise.all(
-      HOSTS.map(async (h) => {
-        const joinToken = await api<{ token: string }>(`${server.url}/v1/projects/${projectId}/joinTokens`, ADMIN, {
-          method: "POST",
-          body: {},
-        });
-        dirs[h.name] = nodeHostDirs(join(scratch, h.name));
-        agents[h.name] = await startAgent({
-          name: h.name,
-          // Only the worker goes through the proxy: cutting it leaves the master's link alone.
-          controlPlane: h.isMaster ? server.url : proxy.url,
-          joinToken: joinToken.body.token,
-          stateDir: join(scratch, h.name, "state"),
-          env: nodeHostEnv(dirs[h.name] as NodeHostDirs, h.ip),
-        });
-      }),
-    );
-    await waitForAgents(server.url, projectId, ADMIN, [MASTER.name, WORKER.name], ids);
+    await startNodeAgents({
+      serverUrl: server.url,
+      token: ADMIN,
+      projectId,
+      hosts: HOSTS,
+      scratch,
+      agents,
+      dirs,
+      ids,
+      // Only the worker goes through the proxy: cutting it leaves the master's link alone.
+      controlPlaneFor: (h) => (h.name === MASTER.name ? server.url : proxy.url),
+    });
     expect(proxy.stats().live).toBeGreaterThanOrEqual(1);
   }, 120_000);
 

@@ -1,9 +1,8 @@
-import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type PostgresServer, startPostgres } from "../support/postgres.ts";
-import { type AgentProc, startAgent, waitForAgents } from "./support/agents.ts";
-import { buildCluster, expectNodesOkAndUncordoned, tearDownHosts } from "./support/node-checks.ts";
-import { type NodeHostDirs, nodeHostDirs, nodeHostEnv } from "./support/node-hosts.ts";
+import type { AgentProc } from "./support/agents.ts";
+import { buildCluster, expectNodesOkAndUncordoned, startNodeAgents, tearDownHosts } from "./support/node-checks.ts";
+import type { NodeHostDirs } from "./support/node-hosts.ts";
 import { api, type ServerProc, startServer, tempDir, waitUntil } from "./support/processes.ts";
 
 /**
@@ -43,27 +42,7 @@ describe("PostgreSQL restarted during a rolling restart", () => {
     });
     const projects = await api<{ projects: { id: string; name: string }[] }>(`${server.url}/v1/projects`, ADMIN);
     projectId = projects.body.projects.find((p) => p.name === "default")?.id as string;
-    for (const h of HOSTS) {
-      const joinToken = await api<{ token: string }>(`${server.url}/v1/projects/${projectId}/joinTokens`, ADMIN, {
-        method: "POST",
-        body: {},
-      });
-      dirs[h.name] = nodeHostDirs(join(scratch, h.name));
-      agents[h.name] = await startAgent({
-        name: h.name,
-        controlPlane: server.url,
-        joinToken: joinToken.body.token,
-        stateDir: join(scratch, h.name, "state"),
-        env: nodeHostEnv(dirs[h.name] as NodeHostDirs, h.ip),
-      });
-    }
-    await waitForAgents(
-      server.url,
-      projectId,
-      ADMIN,
-      HOSTS.map((h) => h.name),
-      ids,
-    );
+    await startNodeAgents({ serverUrl: server.url, token: ADMIN, projectId, hosts: HOSTS, scratch, agents, dirs, ids });
   }, 120_000);
 
   afterAll(async () => {

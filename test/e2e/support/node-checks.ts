@@ -1,7 +1,8 @@
 import { existsSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { expect } from "vitest";
-import { killNodeServices, type NodeHostDirs } from "./node-hosts.ts";
+import { type AgentProc, startAgent, waitForAgents } from "./agents.ts";
+import { killNodeServices, type NodeHostDirs, nodeHostDirs, nodeHostEnv } from "./node-hosts.ts";
 import { api, waitUntil } from "./processes.ts";
 
 /** What the e2e tests read of a host record (`GET /v1/hosts/<id>`). */
@@ -29,6 +30,47 @@ export async function expectNodesOkAndUncordoned(
     const marker = join((dirs[h.name] as NodeHostDirs).hostRoot, "var", "lib", "keelson", "cordoned-by-keelson");
     expect(existsSync(marker), `${h.name} left cordoned`).toBe(false);
   }
+}
+
+/**
+ * One agent per host, each on a host directory of its own under `scratch` and its own loopback
+ * address, registered with a fresh join token; resolves once every one is connected, filling
+ * `agents`, `dirs` and `ids` (host name to node id) as the tests keep them.
+ */
+export async function startNodeAgents(parts: {
+  serverUrl: string;
+  token: string;
+  projectId: string;
+  hosts: readonly { name: string; ip: string }[];
+  scratch: string;
+  agents: Record<string, AgentProc>;
+  dirs: Record<string, NodeHostDirs>;
+  ids: Record<string, string>;
+  /** The URL a host's agent dials (a proxy in front of the server, say); the server's by default. */
+  controlPlaneFor?: (host: { name: string }) => string;
+}): Promise<void> {
+  for (const h of parts.hosts) {
+    const joinToken = await api<{ token: string }>(
+      `${parts.serverUrl}/v1/projects/${parts.projectId}/joinTokens`,
+      parts.token,
+      { method: "POST", body: {} },
+    );
+    parts.dirs[h.name] = nodeHostDirs(join(parts.scratch, h.name));
+    parts.agents[h.name] = await startAgent({
+      name: h.name,
+      controlPlane: parts.controlPlaneFor?.(h) ?? parts.serverUrl,
+      joinToken: joinToken.body.token,
+      stateDir: join(parts.scratch, h.name, "state"),
+      env: nodeHostEnv(parts.dirs[h.name] as NodeHostDirs, h.ip),
+    });
+  }
+  await waitForAgents(
+    parts.serverUrl,
+    parts.projectId,
+    parts.token,
+    parts.hosts.map((h) => h.name),
+    parts.ids,
+  );
 }
 
 /**
