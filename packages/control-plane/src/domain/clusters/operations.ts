@@ -1,13 +1,8 @@
 import { clusters, type Db, firstRow } from "@keelson/db";
 import { eq } from "drizzle-orm";
 import type { Keelson } from "../../context.ts";
-import {
-  OperationInterrupted,
-  type OperationKind,
-  type OperationRow,
-  type OperationStep,
-  type StepContext,
-} from "../../runner/types.ts";
+import { settleAll } from "../../runner/settle-all.ts";
+import type { OperationKind, OperationRow, OperationStep, StepContext } from "../../runner/types.ts";
 import { currentClusterStatus, recordTaskFailure, settleClusterTask } from "./health/settle.ts";
 import { attachedNodeIds, deadlineIn, joinNode, leaveNode, workerJoin } from "./membership/membership.ts";
 import { pushSettings } from "./membership/push-settings.ts";
@@ -100,24 +95,6 @@ function throttledProgress(ctx: StepContext, key: string, initial: Set<string>, 
   };
 }
 
-/** Why several nodes failed, briefly: the first three reasons and how many more. */
-function summarise(what: string, total: number, errors: Error[]): Error {
-  const shown = errors.slice(0, 3).map((e) => e.message);
-  const more = errors.length > 3 ? `; and ${errors.length - 3} more` : "";
-  return new Error(`${errors.length} of ${total} ${what}: ${shown.join("; ")}${more}`);
-}
-
-/** Settles every promise; rethrows an interruption first, then the failures in one error. */
-async function allOrSummary(what: string, total: number, tasks: Promise<unknown>[]): Promise<void> {
-  const results = await Promise.allSettled(tasks);
-  const errors = results.flatMap((r) =>
-    r.status === "rejected" ? [r.reason instanceof Error ? r.reason : new Error(String(r.reason))] : [],
-  );
-  if (errors.some((e) => e instanceof OperationInterrupted)) throw new OperationInterrupted();
-  if (errors.length === 1) throw errors[0];
-  if (errors.length > 1) throw summarise(what, total, errors);
-}
-
 /** Workers join together, under one deadline, once the masters of the request are ok. */
 function joinWorkersStep(k: Keelson, workers: string[]): OperationStep {
   return {
@@ -130,7 +107,7 @@ function joinWorkersStep(k: Keelson, workers: string[]): OperationStep {
       if (todo.length === 0) return;
       const shared = await workerJoin(k, ctx.db, ctx.op.targetId);
       try {
-        await allOrSummary(
+        await settleAll(
           "workers did not join",
           todo.length,
           todo.map(async (id) => {
@@ -155,7 +132,7 @@ async function releaseNodes(k: Keelson, ctx: StepContext, only?: { masters: stri
   const workers = only ? only.workers : attached.filter((n) => n.isMaster === 0).map((n) => n.id);
   const masters = only ? only.masters : attached.filter((n) => n.isMaster === 1).map((n) => n.id);
   const workerDeadline = deadlineIn(k.settings.nodeLeaveTimeoutMs, ctx);
-  await allOrSummary(
+  await settleAll(
     "workers did not leave",
     workers.length,
     workers.map((id) => leaveNode(k, ctx, clusterId, id, workerDeadline)),

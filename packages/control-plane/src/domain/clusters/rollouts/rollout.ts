@@ -2,14 +2,9 @@ import { clusters, type Db, firstRow, nodes, operations, type Tx } from "@keelso
 import { and, asc, eq, inArray } from "drizzle-orm";
 import type { Keelson } from "../../../context.ts";
 import { conflict } from "../../../http/errors.ts";
+import { settleAll } from "../../../runner/settle-all.ts";
 import { activeOperationFor } from "../../../runner/store.ts";
-import {
-  OperationInterrupted,
-  type OperationKind,
-  type OperationRow,
-  type OperationStep,
-  type StepContext,
-} from "../../../runner/types.ts";
+import type { OperationKind, OperationRow, OperationStep, StepContext } from "../../../runner/types.ts";
 import { nodePackageRef } from "../../packages/node-shelf.ts";
 import { etcdReports } from "../health/etcd-reports.ts";
 import { isHealthyNode } from "../health/health.ts";
@@ -162,20 +157,6 @@ function mastersStep(k: Keelson, name: string, masters: RolloutNode[], plan: Rol
   };
 }
 
-/** Several nodes at once; an interruption wins over failures, failures are summed up in one error. */
-async function settleBatch(total: number, tasks: Promise<void>[]): Promise<void> {
-  const errors = (await Promise.allSettled(tasks)).flatMap((r) =>
-    r.status === "rejected" ? [r.reason instanceof Error ? r.reason : new Error(String(r.reason))] : [],
-  );
-  if (errors.some((e) => e instanceof OperationInterrupted)) throw new OperationInterrupted();
-  if (errors.length === 1) throw errors[0];
-  if (errors.length > 1) {
-    const shown = errors.slice(0, 3).map((e) => e.message);
-    const more = errors.length > 3 ? `; and ${errors.length - 3} more` : "";
-    throw new Error(`${errors.length} of ${total} nodes of the batch failed: ${shown.join("; ")}${more}`);
-  }
-}
-
 /**
  * Workers in batches: the batch a crash interrupted first (its started nodes are waited
  * for), then the others `batch` at a time (`batch` 0: all of them together).
@@ -205,7 +186,8 @@ function workersStep(
         for (const { nodes: group, resumed } of batches) {
           if (!resumed) progress.start(group.map((n) => n.id));
           const deadline = deadlineIn(k.settings.nodeRestartTimeoutMs, ctx);
-          await settleBatch(
+          await settleAll(
+            "nodes of the batch failed",
             group.length,
             group.map(async (node) => {
               await rollNode(k, ctx, node, action, deadline, resumed);
