@@ -58,6 +58,39 @@ describe("racing requests: one wins, the others hear why", () => {
     expect(list.filter((c) => c.name === "race-same")).toHaveLength(1);
   });
 
+  it("clusters created with a VIP at once get keepalived router ids of their own", async () => {
+    const create = (i: number) =>
+      f.t.request({
+        method: "POST",
+        url: `/v4/${f.t.projectId}/clusters`,
+        payload: { name: `race-vip-${i}`, masterVipIpv4: `10.77.0.${10 + i}`, masterVipIface: "eth0" },
+      });
+    const results = await Promise.all([0, 1, 2, 3].map(create));
+    expect(codes(results), results.map((r) => r.body).join("\n")).toEqual([200, 200, 200, 200]);
+    const ids = await Promise.all(
+      results.map(async (r) => (await f.cluster(r.json().uuid as string)).masterVipVrouterId as string),
+    );
+    expect(new Set(ids).size).toBe(4);
+  });
+
+  it("a host named at create while another request attaches it ends in one cluster; the other hears node_attached", async () => {
+    const target = await f.createCluster("race-named-target");
+    await f.idle();
+    const host = f.id(3);
+    const results = await Promise.all([
+      f.t.request({
+        method: "POST",
+        url: `/v4/${f.t.projectId}/clusters`,
+        payload: { name: "race-named", masterNodes: [host] },
+      }),
+      f.attach(target, [m(host)]),
+    ]);
+    expect(codes(results), results.map((r) => r.body).join("\n")).toEqual([200, 400]);
+    const loser = JSON.parse(results.find((r) => r.statusCode === 400)?.body ?? "{}");
+    expect(loser.code).toBe("node_attached");
+    expect(["masterNodes[0]", "[0].uuid"]).toContain(loser.field);
+  });
+
   it("two updates of one cluster at once keep each other's change", async () => {
     const id = await f.createCluster("race-update");
     await f.idle();

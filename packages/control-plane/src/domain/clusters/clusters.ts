@@ -1,6 +1,17 @@
 import { randomUUID } from "node:crypto";
-import { addons, cloudProviders, clusters, type Db, firstRow, nodePools, one, type Tx } from "@keelson/db";
-import { and, eq } from "drizzle-orm";
+import {
+  addons,
+  cloudProviders,
+  clusters,
+  type Db,
+  firstRow,
+  lockRows,
+  nodePools,
+  nodes,
+  one,
+  type Tx,
+} from "@keelson/db";
+import { and, eq, inArray } from "drizzle-orm";
 import type { Keelson } from "../../context.ts";
 import { ApiError, badRequest, conflict, notImplemented } from "../../http/errors.ts";
 import { createClusterCa } from "../../pki/cluster-ca.ts";
@@ -58,6 +69,7 @@ async function resolvePlacement(db: Db, projectId: string, nodePoolUuid: string 
  */
 async function checkNamedNodes(
   k: Keelson,
+  db: Tx,
   projectId: string,
   masterNodes: string[],
   workerNodes: string[],
@@ -66,7 +78,7 @@ async function checkNamedNodes(
     ...masterNodes.map((uuid, i) => ({ uuid, isMaster: true, field: `masterNodes[${i}]` })),
     ...workerNodes.map((uuid, i) => ({ uuid, isMaster: false, field: `workerNodes[${i}]` })),
   ];
-  return checkAttachEntries(k.db, k.agents, projectId, entries, { unknownNode: 400, existingMasters: 0 });
+  return checkAttachEntries(db, k.agents, projectId, entries, { unknownNode: 400, existingMasters: 0 });
 }
 
 async function assertNameFree(db: Tx, projectId: string, name: string): Promise<void> {
@@ -94,7 +106,7 @@ export async function createCluster(
         "create the cluster without nodePoolUuid (manual deploy) and attach hosts",
     );
   }
-  const plan = await checkNamedNodes(k, projectId, parsed.masterNodes, parsed.workerNodes);
+  const plan = await checkNamedNodes(k, k.db, projectId, parsed.masterNodes, parsed.workerNodes);
   await assertNameFree(k.db, projectId, spec.name);
 
   const id = randomUUID();
@@ -102,6 +114,11 @@ export async function createCluster(
   const ca = await createClusterCa(spec.name, id);
   const { cluster, operation } = await k.db.transaction(async (tx) => {
     await assertNameFree(tx, projectId, spec.name);
+    if (plan.masters.length + plan.workers.length > 0) {
+      // Checked again with the hosts locked: one attached meanwhile gets the same 400 as before.
+      await lockRows(tx, nodes, inArray(nodes.id, [...plan.masters, ...plan.workers]));
+      await checkNamedNodes(k, tx, projectId, parsed.masterNodes, parsed.workerNodes);
+    }
     const cluster = one(
       await tx
         .insert(clusters)
