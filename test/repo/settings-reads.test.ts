@@ -15,7 +15,6 @@ const ALLOWED: Record<string, string> = {
     "parses the server's settings once, for the command",
   "packages/agent/src/main.ts": "parses the agent's settings once",
   "packages/agent/bin/keelson-agent.mjs": "the launcher parses its part and passes the environment on to the agent",
-  "packages/agent/src/services/child-path.ts": "forwards PATH to node services and commands",
   "packages/settings/src/index.ts": "names process.env in its module comment only",
 };
 

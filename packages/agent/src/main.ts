@@ -2,6 +2,7 @@ import { setOutgoingFrameChecks } from "@keelson/protocol";
 import { SETTINGS_EXIT_CODE, SettingsError } from "@keelson/settings";
 import pino from "pino";
 import { Agent, AgentStartError } from "./agent.ts";
+import { setChildPath } from "./services/child-path.ts";
 import { readAgentSettings } from "./settings.ts";
 import { AGENT_VERSION } from "./version.ts";
 
@@ -19,6 +20,7 @@ let agent: Agent;
 try {
   const settings = readAgentSettings(process.env, process.argv.slice(2));
   setOutgoingFrameChecks(settings.nodeEnv !== "production");
+  setChildPath(settings.path);
   agent = new Agent(settings);
 } catch (err) {
   if (!(err instanceof SettingsError)) throw err;

@@ -110,6 +110,13 @@ export const AgentSettingsSchema = Type.Object({
       description: "How node services are run: systemd units, or child processes of the agent.",
     }),
   ),
+  path: Type.String({
+    env: "PATH",
+    default: "/usr/sbin:/usr/bin:/sbin:/bin",
+    rule: "directories, colon-separated",
+    description:
+      "Where node services and the phases' commands (etcd, openssl, ctr, node) are looked up; systemd gives the agent one.",
+  }),
   nodeEnv: Type.Optional(
     Type.String({
       env: "NODE_ENV",

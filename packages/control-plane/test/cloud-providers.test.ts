@@ -560,87 +560,23 @@ describe("cloud providers", () => {
     });
   });
 
-  describe("region detail and sshKey (need the cloud drivers)", () => {
-    let aws: string;
-    beforeAll(async () => {
-      aws = await createOk("v4", { name: "ssh", type: "aws", ...AWS });
-    });
-
-    it("region detail answers 501 for a known region, 404 for an unknown one, 400 for local", async () => {
+  describe("region detail and sshKey", () => {
+    it("are not served: they need the clouds' APIs, which this server does not call", async () => {
+      const aws = await createOk("v4", { name: "ssh", type: "aws", ...AWS });
       for (const version of ["v4", "v3"]) {
-        const ok = await t.request({ method: "GET", url: `/${version}/${p()}/cloudProviders/${aws}/region/us-east-1` });
-        expect(ok.statusCode).toBe(501);
-        expect(ok.json()).toMatchObject({ code: "not_implemented", message: expect.stringContaining("cloud drivers") });
-        const region = await t.request({
+        const detail = await t.request({
           method: "GET",
-          url: `/${version}/${p()}/cloudProviders/${aws}/region/mars-1`,
+          url: `/${version}/${p()}/cloudProviders/${aws}/region/us-east-1`,
         });
-        expect(region.statusCode).toBe(404);
-        const provider = await t.request({
-          method: "GET",
-          url: `/${version}/${p()}/cloudProviders/${randomUUID()}/region/us-east-1`,
-        });
-        expect(provider.statusCode).toBe(404);
-      }
-      const local = (await localProvider(t.db, p())).id;
-      const res = await t.request({ method: "GET", url: `/v4/${p()}/cloudProviders/${local}/region/us-east-1` });
-      expect(res.statusCode).toBe(400);
-    });
-
-    it("sshKey accepts every supported key type, then answers 501", async () => {
-      for (const version of ["v4", "v3"]) {
-        for (const key of Object.values(SSH_KEYS)) {
-          const res = await t.request({
-            method: "POST",
-            url: `/${version}/${p()}/cloudProviders/${aws}/region/us-west-2/sshKey`,
-            payload: { name: "ops", key },
-          });
-          expect(res.statusCode, key.slice(0, 20)).toBe(501);
-          expect(res.json().message).toContain("cloud drivers");
-        }
-      }
-    });
-
-    const ed = SSH_KEYS.ed25519.split(" ")[1] as string;
-    const badKeys: [string, string][] = [
-      ["garbage", "not a key"],
-      ["an empty string", ""],
-      ["an unsupported type", `ssh-dss ${ed}`],
-      ["a blob of another type than its prefix", `ssh-rsa ${ed}`],
-      ["a curve that does not match", SSH_KEYS.p256.replace("ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384")],
-      ["a truncated blob", `ssh-ed25519 ${ed.slice(0, 40)}`],
-      ["a blob that is not base64", "ssh-ed25519 AAAA$$$$"],
-      [
-        "trailing bytes",
-        `ssh-ed25519 ${Buffer.concat([Buffer.from(ed, "base64"), Buffer.from([0, 0, 0, 0])]).toString("base64")}`,
-      ],
-      ["two keys on two lines", `${SSH_KEYS.ed25519}\n${SSH_KEYS.ed25519}`],
-      [
-        "a private key",
-        "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ==\n-----END OPENSSH PRIVATE KEY-----",
-      ],
-    ];
-    for (const [label, key] of badKeys) {
-      it(`sshKey answers 400 naming key for ${label}`, async () => {
-        const res = await t.request({
+        expect(detail.statusCode).toBe(404);
+        expect(detail.json().code).toBe("route_not_found");
+        const ssh = await t.request({
           method: "POST",
-          url: `/v4/${p()}/cloudProviders/${aws}/region/us-west-2/sshKey`,
-          payload: { name: "ops", key },
+          url: `/${version}/${p()}/cloudProviders/${aws}/region/us-west-2/sshKey`,
+          payload: { name: "ops", key: SSH_KEYS.ed25519 },
         });
-        expect(res.statusCode, res.body).toBe(400);
-        expect(res.json().field).toBe("key");
-      });
-    }
-
-    it("sshKey checks the body before looking the provider up", async () => {
-      const url = `/v3/${p()}/cloudProviders/${randomUUID()}/region/us-west-2/sshKey`;
-      const bad = await t.request({ method: "POST", url, payload: { name: "ops", key: "nope" } });
-      expect(bad.statusCode).toBe(400);
-      const noName = await t.request({ method: "POST", url, payload: { key: SSH_KEYS.ed25519 } });
-      expect(noName.statusCode).toBe(400);
-      expect(noName.json().field).toBe("name");
-      const good = await t.request({ method: "POST", url, payload: { name: "ops", key: SSH_KEYS.ed25519 } });
-      expect(good.statusCode).toBe(404);
+        expect(ssh.json().code).toBe("route_not_found");
+      }
     });
 
     it("parses the type and comment of a key", () => {
@@ -668,12 +604,6 @@ describe("cloud providers", () => {
           { method: "GET", url: `/${v}/${p()}/cloudProviders/${aws}` },
           { method: "DELETE", url: `/${v}/${p()}/cloudProviders/${aws}` },
           { method: "POST", url: `/${v}/${p()}/cloudProviders/validate`, payload: body },
-          { method: "GET", url: `/${v}/${p()}/cloudProviders/${aws}/region/us-east-1` },
-          {
-            method: "POST",
-            url: `/${v}/${p()}/cloudProviders/${aws}/region/us-east-1/sshKey`,
-            payload: { name: "k", key: SSH_KEYS.ed25519 },
-          },
         );
       }
       endpoints.push(

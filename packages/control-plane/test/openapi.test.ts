@@ -34,7 +34,6 @@ describe("OpenAPI document", () => {
     ["PUT", "/v1/hosts/{uuid}/hostagent"],
     ["POST", "/v4/{project_uuid}/hostAgentUpgrades"],
     ["GET", "/v4/{projectId}/externalClusters/discover"],
-    ["POST", "/v4/{project_uuid}/cloudProviders/{uuid}/region/{regionid}/sshKey"],
   ])("documents %s %s", (method, url) => {
     expect(routes).toContainEqual({ method, url });
   });

@@ -1,8 +1,14 @@
 /**
- * The PATH that node services and commands run with: the agent's own, passed on (systemd gives
- * the agent a sane one), else the standard system directories. Forwarding it is not a setting of
- * the agent, so it is read here and nowhere else.
+ * The PATH that node services and commands run with: the agent's `path` setting (its own PATH,
+ * which systemd sets), handed over once at start like the other process-wide switches; until
+ * then (tests that build phases without an agent) the standard system directories.
  */
+let current = "/usr/sbin:/usr/bin:/sbin:/bin";
+
+export function setChildPath(path: string): void {
+  current = path;
+}
+
 export function childPath(): string {
-  return process.env.PATH ?? "/usr/sbin:/usr/bin:/sbin:/bin";
+  return current;
 }

@@ -28,4 +28,3 @@ export const forbidden = (message = "a valid X-Auth-Token for this project is re
   new ApiError(403, "forbidden", message);
 export const notFound = (what: string, id: string) => new ApiError(404, "not_found", `${what} ${id} does not exist`);
 export const conflict = (message: string, code = "conflict") => new ApiError(409, code, message);
-export const notImplemented = (message: string) => new ApiError(501, "not_implemented", message);

@@ -12,11 +12,10 @@ import {
 import { CREDENTIAL_RULES } from "../domain/cloud-providers/credentials.ts";
 import { presentV3, presentV4 } from "../domain/cloud-providers/present.ts";
 import { type ApiVersion, providerTypes } from "../domain/cloud-providers/provider-types.ts";
-import { regionsOf, requireRegion } from "../domain/cloud-providers/regions.ts";
-import { parseSshPublicKey, SSH_KEY_TYPES } from "../domain/cloud-providers/ssh-public-key.ts";
+import { regionsOf } from "../domain/cloud-providers/regions.ts";
 import { getProject } from "../domain/projects/projects.ts";
 import { callerOf, canSeeProject } from "../http/auth.ts";
-import { forbidden, notFound, notImplemented } from "../http/errors.ts";
+import { forbidden, notFound } from "../http/errors.ts";
 import { sendNoBody } from "../http/no-body.ts";
 import { errorResponses, NoBody } from "./common-schemas.ts";
 
@@ -29,12 +28,6 @@ const ProviderParams = Type.Object({
   project_uuid: Type.String({ description: "Project UUID" }),
   uuid: Type.String({ description: "Cloud provider account UUID" }),
 });
-const RegionParams = Type.Object({
-  project_uuid: Type.String({ description: "Project UUID" }),
-  uuid: Type.String({ description: "Cloud provider account UUID" }),
-  regionid: Type.String({ description: "Region name, as listed by the provider detail (RegionName)" }),
-});
-
 const credentialRules = `Shapes per type: aws: ${CREDENTIAL_RULES.aws}. azure: ${CREDENTIAL_RULES.azure}. gcp: ${CREDENTIAL_RULES.gcp}.`;
 const Key = Type.String({
   writeOnly: true,
@@ -80,20 +73,6 @@ const ProviderV3 = Type.Object({
 const Regions = Type.Object({
   Regions: Type.Array(Type.Object({ RegionName: Type.String(), Endpoint: Type.String() })),
 });
-const Things = Type.Array(Type.Object({}, { additionalProperties: true }));
-const RegionDetail = Type.Object({
-  azs: Things,
-  domains: Things,
-  flavors: Things,
-  keyPairs: Things,
-  operatingSystems: Things,
-  vpcs: Things,
-});
-const SshKeyBody = Type.Object({
-  name: Type.String({ minLength: 1, description: "Name of the key pair in the region" }),
-  key: Type.String({ description: `OpenSSH public key, one line: ${SSH_KEY_TYPES.join(", ")}` }),
-});
-
 /**
  * Cloud provider accounts, v4 and v3 (spec §4.4, §4.7), plus the update that has no project in
  * its path (`PUT /v4/cloudProviders/{uuid}`, `PUT /v1/cloudProviders/{uuid}`).
@@ -210,49 +189,6 @@ export const cloudProviderRoutes: FastifyPluginAsyncTypebox = async (app) => {
       async (request, reply) => {
         await deleteProvider(keelson.db, request.params.project_uuid, request.params.uuid);
         return sendNoBody(reply);
-      },
-    );
-
-    app.get(
-      `${base}/cloudProviders/:uuid/region/:regionid`,
-      {
-        schema: {
-          tags: TAGS,
-          summary: `Region detail: availability zones, domains, flavors, key pairs, images, VPCs (${version})`,
-          description:
-            "Answers 501: this server has no cloud drivers to read a region with; unknown account or region: 404.",
-          params: RegionParams,
-          response: { 200: RegionDetail, ...errors(400, 403, 404, 501) },
-        },
-      },
-      async (request) => {
-        const provider = await getProvider(keelson.db, request.params.project_uuid, request.params.uuid);
-        requireRegion(provider.type, request.params.regionid);
-        throw notImplemented("region detail needs the cloud drivers, which this server does not have");
-      },
-    );
-
-    app.post(
-      `${base}/cloudProviders/:uuid/region/:regionid/sshKey`,
-      {
-        schema: {
-          tags: TAGS,
-          summary: `Add an SSH public key to a region (${version})`,
-          description:
-            "The key is checked first (400 when it is not a valid OpenSSH public key); the upload itself answers " +
-            "501: this server has no cloud drivers to upload it with.",
-          params: RegionParams,
-          body: SshKeyBody,
-          response: { 200: NoBody, ...errors(400, 403, 404, 501) },
-        },
-      },
-      async (request) => {
-        parseSshPublicKey(request.body.key);
-        const provider = await getProvider(keelson.db, request.params.project_uuid, request.params.uuid);
-        requireRegion(provider.type, request.params.regionid);
-        throw notImplemented(
-          "uploading an SSH key to a region needs the cloud drivers, which this server does not have",
-        );
       },
     );
   }

@@ -36,4 +36,4 @@ export const ClusterWriteBody = Type.Object(
 
 export const CreatedCluster = Type.Object({ uuid: Type.String() });
 
-export const clusterErrors = { 400: ErrorBody, 403: ErrorBody, 404: ErrorBody, 409: ErrorBody, 501: ErrorBody };
+export const clusterErrors = { 400: ErrorBody, 403: ErrorBody, 404: ErrorBody, 409: ErrorBody };

@@ -13,7 +13,7 @@ import {
 } from "@keelson/db";
 import { and, eq, inArray } from "drizzle-orm";
 import type { Keelson } from "../../context.ts";
-import { ApiError, badRequest, conflict, notImplemented } from "../../http/errors.ts";
+import { ApiError, badRequest, conflict } from "../../http/errors.ts";
 import { createClusterCa } from "../../pki/cluster-ca.ts";
 import { recordOperation } from "../../runner/store.ts";
 import type { OperationRow } from "../../runner/types.ts";
@@ -101,9 +101,11 @@ export async function createCluster(
   const { spec } = parsed;
   const placement = await resolvePlacement(k.db, projectId, spec.nodePoolUuid);
   if (placement.providerType !== "local") {
-    throw notImplemented(
-      `auto deploy on ${placement.providerType} needs the cloud drivers, which this server does not have: ` +
-        "create the cluster without nodePoolUuid (manual deploy) and attach hosts",
+    throw badRequest(
+      "nodePoolUuid",
+      `node pool ${placement.nodePoolId} belongs to a ${placement.providerType} cloud provider, and this server deploys ` +
+        "no cloud machines: create the cluster without nodePoolUuid (manual deploy) and attach hosts",
+      "auto_deploy_unavailable",
     );
   }
   const plan = await checkNamedNodes(k, k.db, projectId, parsed.masterNodes, parsed.workerNodes);
