@@ -84,7 +84,7 @@ describe("agents end to end", () => {
     expect(projectId).toMatch(/^[0-9a-f-]{36}$/);
     const token = await api<{ token: string }>(`${server.url}/v1/projects/${projectId}/tokens`, ADMIN, {
       method: "POST",
-      body: { name: "e2e" },
+      body: { name: "e2e", role: "admin" },
     });
     expect(token.status).toBe(201);
     projectToken = token.body.token;

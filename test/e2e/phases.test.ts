@@ -134,7 +134,7 @@ describe("node phases end to end: one master, two workers", () => {
     projectId = list.find((p) => p.name === "default")?.id as string;
     const minted = await api<{ token: string }>(`${server.url}/v1/projects/${projectId}/tokens`, ADMIN, {
       method: "POST",
-      body: { name: "e2e-phases" },
+      body: { name: "e2e-phases", role: "admin" },
     });
     token = minted.body.token;
     for (const h of HOSTS) {

@@ -29,6 +29,8 @@ export interface AppOptions {
   store: Store;
   dataDir: string;
   adminToken: string;
+  /** Where the admin token is kept (rotation rewrites it); null or absent: from KEELSON_ADMIN_TOKEN. */
+  adminTokenFile?: string | null;
   cipher: SecretCipher;
   /** A pino logger of the process (main.ts); tests run silent without one. */
   logger?: FastifyBaseLogger;
@@ -78,6 +80,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     cipher: options.cipher,
     catalogue: loadCatalogue(),
     identity,
+    adminTokenFile: options.adminTokenFile ?? null,
     runner,
     log: app.log,
     agents,

@@ -18,6 +18,8 @@ export interface Keelson {
   readonly cipher: SecretCipher;
   readonly catalogue: Catalogue;
   readonly identity: IdentityResolver;
+  /** The data dir's admin-token file, or null when the admin token came from KEELSON_ADMIN_TOKEN. */
+  readonly adminTokenFile: string | null;
   readonly runner: OperationRunner;
   readonly log: FastifyBaseLogger;
   /** The agent link: sessions, commands to hosts, presence. */

@@ -54,6 +54,7 @@ const app = await buildApp({
   store,
   dataDir: config.dataDir,
   adminToken: admin.token,
+  adminTokenFile: admin.file,
   cipher: loadSecretCipher(config.dataDir),
   logger,
   settings: config,

@@ -8,6 +8,7 @@ import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from "fas
 import { inject, onTestFinished } from "vitest";
 import { databaseFor, dropDatabaseFor } from "../../../test/support/postgres-database.ts";
 import { type AppOptions, buildApp } from "../src/app.ts";
+import type { ProjectRole } from "../src/domain/identity/roles.ts";
 import { generateSecret, hashSecret } from "../src/domain/identity/token-hash.ts";
 import { createProject, defaultProjectId } from "../src/domain/projects/projects.ts";
 import { SecretCipher } from "../src/secrets/cipher.ts";
@@ -41,11 +42,12 @@ export interface TestApp {
   close(keepFiles?: boolean): Promise<void>;
 }
 
-export async function mintProjectToken(db: Db, projectId: string): Promise<string> {
+/** A project token; `admin` by default, so a test's token may do everything in its project. */
+export async function mintProjectToken(db: Db, projectId: string, role: ProjectRole = "admin"): Promise<string> {
   const token = generateSecret("kpt");
   await db
     .insert(tokens)
-    .values({ id: randomUUID(), projectId, kind: "project", name: "test", tokenHash: hashSecret(token) });
+    .values({ id: randomUUID(), projectId, kind: "project", name: "test", role, tokenHash: hashSecret(token) });
   return token;
 }
 
@@ -89,6 +91,8 @@ export async function createTestApp(
     dataDir?: string;
     agentHub?: AppOptions["agentHub"];
     settings?: Partial<ServerSettings>;
+    /** An admin-token file (rotation rewrites it); by default the token is ADMIN_TOKEN, as if configured. */
+    adminTokenFile?: string;
   } = {},
 ): Promise<TestApp> {
   const settings: MutableSettings = { ...defaultServerSettings(), ...options.settings };
@@ -99,6 +103,7 @@ export async function createTestApp(
     store,
     dataDir,
     adminToken: ADMIN_TOKEN,
+    adminTokenFile: options.adminTokenFile ?? null,
     cipher: new SecretCipher(cipherKey),
     runOperations: options.runOperations ?? true,
     settings,

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { consumeJoinToken, JoinTokenRejected } from "../src/domain/identity/join-tokens.ts";
 import { hashPassword, verifyPassword } from "../src/domain/identity/passwords.ts";
 import { generateSecret, hashSecret } from "../src/domain/identity/token-hash.ts";
-import { ADMIN_TOKEN, createTestApp, type TestApp } from "./helpers.ts";
+import { ADMIN_TOKEN, createTestApp, mintProjectToken, type TestApp } from "./helpers.ts";
 
 const HOUR = 3_600_000;
 
@@ -172,6 +172,7 @@ describe("identity endpoints", () => {
         id: expect.any(String),
         token: expect.stringMatching(/^kpt_/),
         projectId: t.projectId,
+        role: "member",
         name: "ci",
         expiresAt: expect.any(String),
         createdAt: expect.any(String),
@@ -210,11 +211,13 @@ describe("identity endpoints", () => {
       expect((await t.db.select().from(tokens)).length).toBe(before);
     });
 
-    it("is admin-only, and 404 for an unknown project", async () => {
-      expectError(await t.request({ method: "POST", url: url(), payload: {} }), 403);
+    it("needs the project admin role, and 404 for an unknown project", async () => {
+      const member = await mintProjectToken(t.db, t.projectId, "member");
+      expectError(await t.request({ method: "POST", url: url(), token: member, payload: {} }), 403);
       expectError(await t.request({ method: "POST", url: url(), token: t.otherToken, payload: {} }), 403);
       expectError(await t.request({ method: "POST", url: url(), token: null, payload: {} }), 403);
-      expectError(await t.request({ method: "GET", url: url() }), 403);
+      expectError(await t.request({ method: "GET", url: url(), token: member }), 403);
+      expect((await t.request({ method: "POST", url: url(), payload: { role: "reader" } })).json().role).toBe("reader");
       expectError(
         await t.request({ method: "POST", url: `/v1/projects/${randomUUID()}/tokens`, token: admin, payload: {} }),
         404,
@@ -233,6 +236,7 @@ describe("identity endpoints", () => {
         id: minted.id,
         projectId: t.projectId,
         kind: "project",
+        role: "member",
         name: "short-lived",
         userId: null,
         expiresAt: null,
@@ -254,7 +258,7 @@ describe("identity endpoints", () => {
       expect(del.body).toBe("");
       expectError(await t.request({ method: "GET", url: "/v1/projects", token: minted.token }), 403);
       expectError(await t.request({ method: "DELETE", url: `${url()}/${minted.id}`, token: admin }), 404);
-      expectError(await t.request({ method: "DELETE", url: `${url()}/${minted.id}` }), 403);
+      expectError(await t.request({ method: "DELETE", url: `${url()}/${minted.id}`, token: t.otherToken }), 403);
     });
 
     it("refuses an expired token with 403", async () => {
@@ -286,6 +290,7 @@ describe("identity endpoints", () => {
         id: expect.any(String),
         name: "alice@example.com",
         projectId: t.projectId,
+        role: "member",
         createdAt: expect.any(String),
       });
       expect(res.body).not.toMatch(/s3cret|scrypt|password/i);
@@ -333,7 +338,8 @@ describe("identity endpoints", () => {
       [{ name: "", password: "long-enough" }, "name"],
       [{ name: " bob", password: "long-enough" }, "name"],
       [{ name: "n".repeat(256), password: "long-enough" }, "name"],
-      [{ name: "bob", password: "long-enough", role: "admin" }, "role"],
+      [{ name: "bob", password: "long-enough", role: "owner" }, "role"],
+      [{ name: "bob", password: "long-enough", roles: ["admin"] }, "roles"],
     ])("answers 400 for %j naming %s, storing nothing", async (payload, field) => {
       const before = (await userRows()).length;
       const body = expectError(await t.request({ method: "POST", url: url(), token: admin, payload }), 400);
@@ -351,12 +357,13 @@ describe("identity endpoints", () => {
       }
     });
 
-    it("is admin-only, and 404 for an unknown project", async () => {
+    it("needs the project admin role, and 404 for an unknown project", async () => {
       const payload = { name: "mallory", password: "long-enough" };
-      expectError(await t.request({ method: "POST", url: url(), payload }), 403);
+      const member = await mintProjectToken(t.db, t.projectId, "member");
+      expectError(await t.request({ method: "POST", url: url(), token: member, payload }), 403);
       expectError(await t.request({ method: "POST", url: url(), token: null, payload }), 403);
       expectError(await t.request({ method: "POST", url: url(), token: t.otherToken, payload }), 403);
-      expectError(await t.request({ method: "GET", url: url() }), 403);
+      expectError(await t.request({ method: "GET", url: url(), token: member }), 403);
       expectError(
         await t.request({ method: "POST", url: `/v1/projects/${randomUUID()}/users`, token: admin, payload }),
         404,
@@ -369,12 +376,12 @@ describe("identity endpoints", () => {
       expect(list.statusCode).toBe(200);
       expect(list.body).not.toContain("scrypt");
       const alice = list.json().users.find((u: { name: string }) => u.name === "alice@example.com");
-      expect(Object.keys(alice).sort()).toEqual(["createdAt", "id", "name", "projectId"]);
+      expect(Object.keys(alice).sort()).toEqual(["createdAt", "id", "name", "projectId", "role"]);
 
       const racer = list.json().users.find((u: { name: string }) => u.name === "racer");
       expect((await t.request({ method: "DELETE", url: `${url()}/${racer.id}`, token: admin })).statusCode).toBe(200);
       expectError(await t.request({ method: "DELETE", url: `${url()}/${racer.id}`, token: admin }), 404);
-      expectError(await t.request({ method: "DELETE", url: `${url()}/${alice.id}` }), 403);
+      expectError(await t.request({ method: "DELETE", url: `${url()}/${alice.id}`, token: t.otherToken }), 403);
     });
   });
 

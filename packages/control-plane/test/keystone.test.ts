@@ -89,9 +89,14 @@ describe("Keystone-style login", () => {
       expect(res.statusCode).toBe(200);
       expect(res.json().projects).toEqual([expect.objectContaining({ id: t.projectId, name: "default" })]);
     }
-    expect((await t.request({ method: "POST", url: `/v1/projects/${t.projectId}/joinTokens`, token })).statusCode).toBe(
-      201,
-    );
+    expect((await t.request({ method: "GET", url: `/v4/${t.projectId}/clusters`, token })).statusCode).toBe(200);
+    // alice is a member (the default role): join tokens are the project admin's.
+    const refused = await t.request({ method: "POST", url: `/v1/projects/${t.projectId}/joinTokens`, token });
+    expect(refused.statusCode).toBe(403);
+    expect(refused.json()).toEqual({
+      code: "forbidden",
+      message: "this endpoint needs the admin role in the project; the caller's role is member",
+    });
     expect((await t.request({ method: "GET", url: `/v1/projects/${t.otherProjectId}`, token })).statusCode).toBe(403);
     // A user's session is not the admin.
     expect(

@@ -28,6 +28,10 @@ export const users = sqliteTable(
     name: text("name").notNull(),
     /** scrypt parameters, salt and derived key, self-describing (see identity/passwords.ts). */
     passwordHash: text("password_hash").notNull(),
+    /** The user's one role in its project (control plane: domain/identity/roles.ts). */
+    role: text("role", { enum: ["admin", "member", "reader"] })
+      .notNull()
+      .default("member"),
     createdAt: createdAt(),
   },
   (t) => [uniqueIndex("users_project_name").on(t.projectId, t.name)],
@@ -46,6 +50,10 @@ export const tokens = sqliteTable(
       .references(() => projects.id, { onDelete: "cascade" }),
     userId: text("user_id").references(() => users.id, { onDelete: "cascade" }),
     kind: text("kind", { enum: ["project", "session"] }).notNull(),
+    /** A project token's role; a session acts with its user's current role instead. */
+    role: text("role", { enum: ["admin", "member", "reader"] })
+      .notNull()
+      .default("member"),
     name: text("name"),
     tokenHash: text("token_hash").notNull().unique(),
     expiresAt: text("expires_at"),

@@ -1,14 +1,17 @@
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import type { Identity, IdentityResolver } from "../domain/identity/resolver.ts";
+import { type ProjectRole, roleIncludes } from "../domain/identity/roles.ts";
 import { forbidden } from "./errors.ts";
 
 /**
- * Who may call a route:
- * - `public`: no token (health, docs, the Keystone-style login, agent registration);
- * - `admin`: the admin token only;
- * - `token` (default): any valid token; a project in the path must be the caller's own.
+ * Who may call a route; every route declares it (a route without one fails at registration, so
+ * none is open by accident):
+ * - `public`: no token (health, docs, the Keystone-style login, agent registration, packages);
+ * - `global-admin`: the admin token only;
+ * - a project role (`reader`, `member`, `admin`): a token of that role or above, or the admin
+ *   token; a project in the path must be the caller's own.
  */
-export type RouteAuth = "public" | "admin" | "token";
+export type RouteAuth = "public" | "global-admin" | ProjectRole;
 
 declare module "fastify" {
   interface FastifyContextConfig {
@@ -34,30 +37,51 @@ export function canSeeProject(identity: Identity | null, projectId: string): boo
   return identity.kind === "admin" || identity.projectId === projectId;
 }
 
+/** The sentence the OpenAPI document gives each operation about who may call it. */
+export function roleSentence(auth: RouteAuth): string {
+  if (auth === "public") return "Needs no token.";
+  if (auth === "global-admin") return "Needs the global admin token.";
+  return `Needs the \`${auth}\` role in the project (or a role above it, or the global admin token).`;
+}
+
+/** The interactive docs are a plugin's routes, without our route config; they are public. */
+const isDocs = (url: string) => url === "/docs" || url.startsWith("/docs/");
+
 export function installAuth(app: FastifyInstance, resolver: IdentityResolver): void {
   app.decorateRequest("identity", null);
-  // The OpenAPI document says what this hook does: a public route needs no token.
   app.addHook("onRoute", (route) => {
-    if (route.config?.auth === "public") route.schema = { ...route.schema, security: [] };
+    if (isDocs(route.url)) return;
+    const auth = route.config?.auth;
+    if (auth === undefined) throw new Error(`${route.method} ${route.url} declares no role (config.auth)`);
+    // The OpenAPI document says what the auth hook does: the role each operation needs.
+    const schema = { ...route.schema, "x-keelson-role": auth } as NonNullable<typeof route.schema>;
+    const description = (schema as { description?: string }).description;
+    (schema as { description?: string }).description = description
+      ? `${description}\n\n${roleSentence(auth)}`
+      : roleSentence(auth);
+    if (auth === "public") schema.security = [];
+    route.schema = schema;
   });
   app.addHook("onRequest", async (request) => {
     // Unknown routes answer 404, not 403: there is nothing there to protect.
     if (request.is404) return;
-    // The interactive docs are a plugin's routes, without our route config; they are public.
-    if (request.routeOptions.url?.startsWith("/docs")) return;
-    const auth = request.routeOptions.config?.auth ?? "token";
+    if (isDocs(request.routeOptions.url ?? "")) return;
+    // Deny by default: a route that somehow has no role needs the global admin.
+    const auth = request.routeOptions.config?.auth ?? "global-admin";
     if (auth === "public") return;
     const header = request.headers["x-auth-token"];
     const identity = await resolver.resolve(Array.isArray(header) ? header[0] : header);
     if (!identity) throw forbidden();
-    if (auth === "admin" && identity.kind !== "admin") {
-      throw forbidden("this endpoint needs the admin token");
-    }
+    request.identity = identity;
+    if (identity.kind === "admin") return;
+    if (auth === "global-admin") throw forbidden("this endpoint needs the global admin token");
     const projectId = projectParam(request);
     if (projectId !== undefined && !canSeeProject(identity, projectId)) {
       throw forbidden("the token does not grant access to this project");
     }
-    request.identity = identity;
+    if (!roleIncludes(identity.role, auth)) {
+      throw forbidden(`this endpoint needs the ${auth} role in the project; the caller's role is ${identity.role}`);
+    }
   });
 }
 

@@ -3,7 +3,7 @@ import { AGENT_LINK_PATH } from "@keelson/protocol";
 import { Type } from "typebox";
 import { pingAll } from "../agents/ping-all.ts";
 import { registerHost } from "../domain/hosts/registration.ts";
-import { ErrorBody } from "./common-schemas.ts";
+import { ErrorBody, GLOBAL_ADMIN, PUBLIC } from "./common-schemas.ts";
 
 /**
  * Host registration (DESIGN.md "Identity"): an agent trades a one-time join token for a host
@@ -78,7 +78,7 @@ export const agentRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.post(
     "/v1/agents/register",
     {
-      config: { auth: "public" },
+      config: PUBLIC,
       schema: {
         tags: ["agents"],
         summary: "Register a host (extension, join token)",
@@ -98,14 +98,14 @@ export const agentRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.post(
     "/v1/agents/ping",
     {
-      config: { auth: "admin" },
+      config: GLOBAL_ADMIN,
       // An empty POST means "every host, default timeout".
       preValidation: async (request) => {
         request.body ??= {};
       },
       schema: {
         tags: ["agents"],
-        summary: "Ping every connected agent (extension, admin)",
+        summary: "Ping every connected agent (extension, global admin)",
         description:
           "Sends the `ping` command over the agent link to every host with a live link (or those of " +
           "`projectId`) at once and reports how many answered and the round-trip times.",

@@ -10,7 +10,7 @@ import { supportedRoleVersions } from "../domain/catalogue/role-versions.ts";
 import { findCluster } from "../domain/clusters/views.ts";
 import { getProject } from "../domain/projects/projects.ts";
 import { sendNoBody } from "../http/no-body.ts";
-import { errorResponses, NoBody } from "./common-schemas.ts";
+import { errorResponses, MEMBER, NoBody, READER } from "./common-schemas.ts";
 
 const TAGS = ["role versions and add-ons"];
 
@@ -57,6 +57,7 @@ export const catalogueRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.get(
     "/v4/:projectId/clusters/supportedRoleVersions",
     {
+      config: READER,
       schema: {
         tags: TAGS,
         summary: "Supported kube role versions, oldest first",
@@ -76,6 +77,7 @@ export const catalogueRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.get(
     "/v4/:projectId/clusters/:clusterId/addonversions",
     {
+      config: READER,
       schema: {
         tags: TAGS,
         summary: "Add-on versions of the cluster's kube role version",
@@ -90,6 +92,7 @@ export const catalogueRoutes: FastifyPluginAsyncTypebox = async (app) => {
   );
 
   app.route({
+    config: READER,
     // The spec says DELETE; existing clients (the Terraform provider among them) send GET. Both read.
     method: ["DELETE", "GET"],
     url: "/v4/:projectId/clusters/:clusterId/suppotedaddonversions",
@@ -112,6 +115,7 @@ export const catalogueRoutes: FastifyPluginAsyncTypebox = async (app) => {
   });
 
   app.route({
+    config: READER,
     // The spec says DELETE; existing clients (the Terraform provider among them) send GET. Both read.
     method: ["DELETE", "GET"],
     url: "/v4/:projectId/clusters/:clusterId/supportedaddonoperatorversions",
@@ -131,6 +135,7 @@ export const catalogueRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.delete(
     "/v4/:projectId/clusters/:clusterId/addons",
     {
+      config: MEMBER,
       schema: {
         tags: TAGS,
         summary: "Remove every add-on of the cluster",

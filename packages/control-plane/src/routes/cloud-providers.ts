@@ -17,7 +17,7 @@ import { getProject } from "../domain/projects/projects.ts";
 import { callerOf, canSeeProject } from "../http/auth.ts";
 import { forbidden, notFound } from "../http/errors.ts";
 import { sendNoBody } from "../http/no-body.ts";
-import { errorResponses, NoBody } from "./common-schemas.ts";
+import { errorResponses, MEMBER, NoBody, READER } from "./common-schemas.ts";
 
 const TAGS = ["cloud providers"];
 
@@ -87,6 +87,7 @@ export const cloudProviderRoutes: FastifyPluginAsyncTypebox = async (app) => {
     app.get(
       `${base}/cloudProviders`,
       {
+        config: READER,
         schema: {
           tags: TAGS,
           summary: `List cloud provider accounts (${version})`,
@@ -103,6 +104,7 @@ export const cloudProviderRoutes: FastifyPluginAsyncTypebox = async (app) => {
     app.post(
       `${base}/cloudProviders`,
       {
+        config: MEMBER,
         schema: {
           tags: TAGS,
           summary: `Create a cloud provider account and its node pool (${version})`,
@@ -124,6 +126,7 @@ export const cloudProviderRoutes: FastifyPluginAsyncTypebox = async (app) => {
     app.get(
       `${base}/cloudProvider/types`,
       {
+        config: READER,
         schema: {
           tags: TAGS,
           summary: `Provider types ${version} supports`,
@@ -140,6 +143,7 @@ export const cloudProviderRoutes: FastifyPluginAsyncTypebox = async (app) => {
     app.post(
       `${base}/cloudProviders/validate`,
       {
+        config: MEMBER,
         schema: {
           tags: TAGS,
           summary: `Check a provider body before creating the account (${version})`,
@@ -161,6 +165,7 @@ export const cloudProviderRoutes: FastifyPluginAsyncTypebox = async (app) => {
     app.get(
       `${base}/cloudProviders/:uuid`,
       {
+        config: READER,
         schema: {
           tags: TAGS,
           summary: `Regions of a public-cloud account (${version})`,
@@ -178,6 +183,7 @@ export const cloudProviderRoutes: FastifyPluginAsyncTypebox = async (app) => {
     app.delete(
       `${base}/cloudProviders/:uuid`,
       {
+        config: MEMBER,
         schema: {
           tags: TAGS,
           summary: `Delete a cloud provider account and its node pool (${version})`,
@@ -200,6 +206,7 @@ export const cloudProviderRoutes: FastifyPluginAsyncTypebox = async (app) => {
     app.put(
       `/${version}/cloudProviders/:uuid`,
       {
+        config: MEMBER,
         schema: {
           tags: TAGS,
           summary: `Rename or re-key a cloud provider account (${version})`,

@@ -6,7 +6,7 @@ import { currentRollingRestarts } from "../domain/clusters/rollouts/rollout.ts";
 import { type RestartScope, startRestart, startUpgrade } from "../domain/clusters/rollouts/rollout-requests.ts";
 import { sendNoBody } from "../http/no-body.ts";
 import { clusterErrors, ProjectClusterParams, ProjectParams } from "./cluster-schemas.ts";
-import { ErrorBody, NoBody } from "./common-schemas.ts";
+import { ErrorBody, MEMBER, NoBody, READER } from "./common-schemas.ts";
 
 const AttachEntries = Type.Array(
   Type.Object(
@@ -104,6 +104,7 @@ export const clusterActionRoutes: FastifyPluginAsyncTypebox = async (app) => {
       app.post(
         `/${version}/:project_uuid/clusters/:uuid/${action}`,
         {
+          config: MEMBER,
           schema: {
             tags,
             summary: `${action === "attach" ? "Attach nodes to" : "Detach nodes from"} a manual-deploy cluster`,
@@ -126,6 +127,7 @@ export const clusterActionRoutes: FastifyPluginAsyncTypebox = async (app) => {
     app.post(
       `/${version}/:project_uuid/clusters/:uuid/upgrade`,
       {
+        config: MEMBER,
         schema: {
           tags,
           summary: `Upgrade a cluster (${version})`,
@@ -152,6 +154,7 @@ export const clusterActionRoutes: FastifyPluginAsyncTypebox = async (app) => {
     app.post(
       `/v3/:project_uuid/clusters/:uuid/${action}`,
       {
+        config: MEMBER,
         schema: {
           tags: ["clusters v3"],
           summary: `Staggered ${action === "restart" ? "restart of every node" : action === "restartWorkers" ? "restart of the workers" : "restart of the masters"}`,
@@ -172,6 +175,7 @@ export const clusterActionRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.get(
     "/v3/:project_uuid/currentRollingRestarts",
     {
+      config: READER,
       schema: {
         tags: ["clusters v3"],
         summary: "Nodes of the rolling restarts in progress",

@@ -21,7 +21,7 @@ import {
   ProjectParams,
   ProjectParamsV4Create,
 } from "./cluster-schemas.ts";
-import { NoBody } from "./common-schemas.ts";
+import { MEMBER, NoBody, READER } from "./common-schemas.ts";
 
 const presenters = { v3: presentClusterV3, v4: presentClusterV4 } as const;
 // Exact read schemas: they document every field in /openapi.json and let the serializer compile.
@@ -51,6 +51,7 @@ export const clusterRoutes: FastifyPluginAsyncTypebox = async (app) => {
     app.post(
       createPath,
       {
+        config: MEMBER,
         schema: {
           tags,
           summary: `Create a cluster (${version})`,
@@ -74,6 +75,7 @@ export const clusterRoutes: FastifyPluginAsyncTypebox = async (app) => {
     app.get(
       `/${version}/:project_uuid/clusters`,
       {
+        config: READER,
         schema: {
           tags,
           summary: `List the project's clusters (${version} read set)`,
@@ -93,6 +95,7 @@ export const clusterRoutes: FastifyPluginAsyncTypebox = async (app) => {
     app.get(
       `/${version}/:project_uuid/clusters/:uuid`,
       {
+        config: READER,
         schema: {
           tags,
           summary: `Read a cluster (${version} read set)`,
@@ -112,6 +115,7 @@ export const clusterRoutes: FastifyPluginAsyncTypebox = async (app) => {
     app.put(
       `/${version}/:project_uuid/clusters/:uuid`,
       {
+        config: MEMBER,
         schema: {
           tags,
           summary: `Update a cluster (${version} update set)`,
@@ -132,6 +136,7 @@ export const clusterRoutes: FastifyPluginAsyncTypebox = async (app) => {
     app.delete(
       `/${version}/:project_uuid/clusters/:uuid`,
       {
+        config: MEMBER,
         schema: {
           tags,
           summary: `Delete a cluster (${version})`,
@@ -149,6 +154,7 @@ export const clusterRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.get(
     "/v4/:project_uuid/clusters/:uuid/nodes",
     {
+      config: READER,
       schema: {
         tags: ["clusters v4"],
         summary: "The nodes attached to a cluster (v4 node set)",

@@ -32,5 +32,20 @@ export async function emptyBodyIsNoOptions(request: FastifyRequest): Promise<voi
 /** The OpenAPI tag of the identity routes (projects, tokens, users, join tokens, login). */
 export const IDENTITY_TAGS = ["identity"];
 
-/** Route config of the routes only the admin token may call. */
-export const ADMIN_ONLY = { auth: "admin" } as const;
+const ROLE_DESCRIPTION =
+  "`admin`: everything in the project, users and tokens included; `member`: clusters, nodes, cloud providers, " +
+  "rollouts, kubeconfigs, web CLI; `reader`: every read except kubeconfigs and web CLI tokens";
+const roleSchema = (description: string) =>
+  Type.Union([Type.Literal("admin"), Type.Literal("member"), Type.Literal("reader")], { description });
+
+/** A project role, as answers show it and bodies take it. */
+export const RoleSchema = roleSchema(ROLE_DESCRIPTION);
+/** The role member of a create body. */
+export const NewRoleSchema = Type.Optional(roleSchema(`${ROLE_DESCRIPTION}. Default \`member\``));
+
+/** Route configs: the role each route needs (http/auth.ts). */
+export const PUBLIC = { auth: "public" } as const;
+export const GLOBAL_ADMIN = { auth: "global-admin" } as const;
+export const PROJECT_ADMIN = { auth: "admin" } as const;
+export const MEMBER = { auth: "member" } as const;
+export const READER = { auth: "reader" } as const;

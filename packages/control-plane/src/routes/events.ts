@@ -2,7 +2,7 @@ import type { ServerResponse } from "node:http";
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
 import { followProjectEvents } from "../domain/events/project-events.ts";
-import { ErrorBody } from "./common-schemas.ts";
+import { ErrorBody, READER } from "./common-schemas.ts";
 
 /** A comment line this often keeps proxies and clients from timing an idle stream out. */
 const HEARTBEAT_MS = 15_000;
@@ -27,6 +27,7 @@ export const eventRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.get(
     "/v4/:project_uuid/events",
     {
+      config: READER,
       schema: {
         tags: ["events"],
         summary: "Live operation and node changes of the project, as server-sent events (extension)",

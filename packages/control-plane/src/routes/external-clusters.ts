@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
 import { getProject } from "../domain/projects/projects.ts";
-import { errorResponses } from "./common-schemas.ts";
+import { errorResponses, READER } from "./common-schemas.ts";
 
 const TAGS = ["external clusters"];
 
@@ -31,6 +31,7 @@ export const externalClusterRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.get(
     "/v4/:projectId/externalClusters/discover",
     {
+      config: READER,
       schema: {
         tags: TAGS,
         summary: "External clusters available to be registered",

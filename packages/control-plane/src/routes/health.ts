@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
+import { PUBLIC } from "./common-schemas.ts";
 
 const Status = Type.Object({ status: Type.String() });
 const Ready = Type.Object({
@@ -16,13 +17,13 @@ const Ready = Type.Object({
 export const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.get(
     "/healthz",
-    { config: { auth: "public" }, schema: { tags: ["health"], security: [], response: { 200: Status } } },
+    { config: PUBLIC, schema: { tags: ["health"], security: [], response: { 200: Status } } },
     async () => ({ status: "ok" }),
   );
   app.get(
     "/readyz",
     {
-      config: { auth: "public" },
+      config: PUBLIC,
       schema: { tags: ["health"], security: [], response: { 200: Ready, 503: Status } },
     },
     async (_request, reply) => {

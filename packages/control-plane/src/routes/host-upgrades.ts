@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { AGENT_VERSION_PATTERN } from "@keelson/protocol";
 import { Type } from "typebox";
 import { requestHostAgentUpgrade, requirePackage } from "../domain/hosts/agent-upgrade-request.ts";
-import { ErrorBody } from "./common-schemas.ts";
+import { ErrorBody, MEMBER } from "./common-schemas.ts";
 
 const Body = Type.Object(
   {
@@ -41,6 +41,7 @@ export const hostUpgradeRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.post(
     "/v4/:project_uuid/hostAgentUpgrades",
     {
+      config: MEMBER,
       schema: {
         tags: ["hosts"],
         summary: "Upgrade the agents of the given hosts, batch by batch (extension)",

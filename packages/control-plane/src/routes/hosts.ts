@@ -4,7 +4,7 @@ import { Type } from "typebox";
 import { findHost, hostRecordOf, listHosts } from "../domain/hosts/hosts.ts";
 import { relayAgentUpgrade } from "../domain/hosts/upgrade.ts";
 import { callerOf } from "../http/auth.ts";
-import { ErrorBody } from "./common-schemas.ts";
+import { ErrorBody, MEMBER, READER } from "./common-schemas.ts";
 
 const HostParams = Type.Object({ uuid: Type.String({ description: "Host UUID (the node uuid)" }) });
 
@@ -19,6 +19,7 @@ export const hostRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.get(
     "/v1/hosts",
     {
+      config: READER,
       schema: {
         tags,
         summary: "Host records of the caller's project (every project for the admin)",
@@ -31,6 +32,7 @@ export const hostRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.get(
     "/v1/hosts/:uuid",
     {
+      config: READER,
       schema: {
         tags,
         summary: "A host record, from the agent's last report",
@@ -44,6 +46,7 @@ export const hostRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.put(
     "/v1/hosts/:uuid/hostagent",
     {
+      config: MEMBER,
       schema: {
         tags,
         summary: "Upgrade the host's agent: relayed to the agent, which answers at once and then upgrades itself",

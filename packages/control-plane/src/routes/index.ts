@@ -1,4 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
+import { adminTokenRoutes } from "./admin-token.ts";
 import { agentPackageRoutes } from "./agent-packages.ts";
 import { agentRoutes } from "./agents.ts";
 import { catalogueRoutes } from "./catalogue.ts";
@@ -29,6 +30,7 @@ export const registerRoutes: FastifyPluginAsyncTypebox = async (app) => {
   await app.register(userRoutes);
   await app.register(joinTokenRoutes);
   await app.register(keystoneRoutes);
+  await app.register(adminTokenRoutes);
   await app.register(clusterRoutes);
   await app.register(clusterActionRoutes);
   await app.register(kubeconfigRoutes);

@@ -11,6 +11,7 @@ import {
   emptyBodyIsNoOptions,
   errorResponses as errors,
   IDENTITY_TAGS,
+  PROJECT_ADMIN,
   Timestamp,
   V1ProjectParams,
 } from "./common-schemas.ts";
@@ -40,11 +41,12 @@ export const joinTokenRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.post(
     "/v1/projects/:projectId/joinTokens",
     {
+      config: PROJECT_ADMIN,
       preValidation: emptyBodyIsNoOptions,
       schema: {
         tags: IDENTITY_TAGS,
         summary: "Issue a one-time agent join token (extension)",
-        description: "Admin or a token of this project. An agent registers with it once, before it expires.",
+        description: "An agent An agent registers with it once, before it expires.",
         params: V1ProjectParams,
         body: Type.Object(
           {
@@ -68,7 +70,7 @@ export const joinTokenRoutes: FastifyPluginAsyncTypebox = async (app) => {
     plural: "joinTokens",
     idParam: "joinTokenId",
     item: JoinTokenInfo,
-    adminOnly: false,
+    config: PROJECT_ADMIN,
     listSummary: "List a project's join tokens without their secrets (extension)",
     deleteSummary: "Revoke a join token (extension)",
     list: (projectId) => listJoinTokens(db, projectId),

@@ -3,9 +3,10 @@ import type { FastifyReply, FastifyRequest } from "fastify";
 import { Type } from "typebox";
 import { endSession, findSession, KEYSTONE_DOMAIN, type Session, throttledLogin } from "../domain/identity/keystone.ts";
 import { LoginThrottle } from "../domain/identity/login-throttle.ts";
+import { roleIncludes } from "../domain/identity/roles.ts";
 import { callerOf, canSeeProject } from "../http/auth.ts";
-import { ApiError } from "../http/errors.ts";
-import { ErrorBody, IDENTITY_TAGS } from "./common-schemas.ts";
+import { ApiError, forbidden } from "../http/errors.ts";
+import { ErrorBody, IDENTITY_TAGS, PUBLIC, READER } from "./common-schemas.ts";
 
 /**
  * Keystone v3 token API, the part existing clients use to log in: `POST` issues a
@@ -87,7 +88,8 @@ function present(session: Session) {
       audit_ids: [session.tokenId],
       user: { ...session.user, domain },
       project: { ...session.project, domain },
-      roles: [{ id: "member", name: "member" }],
+      // The user's one project role (admin, member or reader).
+      roles: [{ id: session.role, name: session.role }],
       catalog: [],
     },
   };
@@ -114,7 +116,7 @@ export const keystoneRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.post(
     "/keystone/v3/auth/tokens",
     {
-      config: { auth: "public" },
+      config: PUBLIC,
       schema: {
         tags: IDENTITY_TAGS,
         summary: "Log in with a password (Keystone v3 style)",
@@ -141,6 +143,7 @@ export const keystoneRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.get(
     "/keystone/v3/auth/tokens",
     {
+      config: READER,
       schema: {
         tags: IDENTITY_TAGS,
         summary: "Validate a login token (Keystone v3 style)",
@@ -158,9 +161,11 @@ export const keystoneRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.delete(
     "/keystone/v3/auth/tokens",
     {
+      config: READER,
       schema: {
         tags: IDENTITY_TAGS,
         summary: "Revoke a login token (Keystone v3 style)",
+        description: "A session may end itself; ending another session of the project needs the project `admin` role.",
         headers: SubjectHeaders,
         response: {
           204: Type.Unsafe<undefined>({ description: "No body" }),
@@ -169,7 +174,12 @@ export const keystoneRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
     },
     async (request, reply) => {
-      await endSession(db, (await subjectSession(request, request.headers["x-subject-token"])).tokenId);
+      const session = await subjectSession(request, request.headers["x-subject-token"]);
+      const caller = callerOf(request);
+      if (caller.kind === "project" && caller.tokenId !== session.tokenId && !roleIncludes(caller.role, "admin")) {
+        throw forbidden("ending another user's session needs the admin role in the project");
+      }
+      await endSession(db, session.tokenId);
       return reply.status(204).send();
     },
   );

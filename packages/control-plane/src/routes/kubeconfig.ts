@@ -3,7 +3,7 @@ import { Type } from "typebox";
 import { issueKubeconfig } from "../domain/kubeconfig/kubeconfig.ts";
 import { issueWebCliSession } from "../domain/webcli/webcli.ts";
 import { callerOf } from "../http/auth.ts";
-import { ErrorBody } from "./common-schemas.ts";
+import { ErrorBody, MEMBER } from "./common-schemas.ts";
 
 const KubeconfigParams = Type.Object({
   project_uuid: Type.String({ minLength: 1, description: "Project UUID" }),
@@ -42,6 +42,7 @@ export const kubeconfigRoutes: FastifyPluginAsyncTypebox = async (app) => {
     app.get(
       `/${version}/:project_uuid/kubeconfig/:cluster_uuid`,
       {
+        config: MEMBER,
         schema: {
           tags: ["kubeconfig"],
           summary: "Download a kubeconfig for a cluster",
@@ -82,6 +83,7 @@ export const kubeconfigRoutes: FastifyPluginAsyncTypebox = async (app) => {
     app.post(
       `/${version}/:project_uuid/webcli/:uuid`,
       {
+        config: MEMBER,
         schema: {
           tags: ["kubeconfig"],
           summary: "Issue a web CLI session token for a cluster",

@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
 import { listNodePools } from "../domain/node-pools/node-pools.ts";
 import { getProject } from "../domain/projects/projects.ts";
-import { ErrorBody } from "./common-schemas.ts";
+import { ErrorBody, READER } from "./common-schemas.ts";
 
 const NodePool = Type.Object({
   name: Type.String(),
@@ -17,6 +17,7 @@ export const nodePoolRoutes: FastifyPluginAsyncTypebox = async (app) => {
     app.get(
       `/${version}/:project_uuid/nodePools`,
       {
+        config: READER,
         schema: {
           tags: ["node pools"],
           summary: `List node pools (${version})`,

@@ -4,7 +4,7 @@ import { getNodeView, listNodeViews, updateNode } from "../domain/nodes/nodes.ts
 import { presentNodeV3, presentNodeV4 } from "../domain/nodes/present.ts";
 import { NodeV3, NodeV4 } from "../domain/nodes/schemas.ts";
 import { sendNoBody } from "../http/no-body.ts";
-import { ErrorBody, NoBody } from "./common-schemas.ts";
+import { ErrorBody, MEMBER, NoBody, READER } from "./common-schemas.ts";
 
 const ProjectParams = Type.Object({ project_uuid: Type.String({ description: "Project UUID" }) });
 const NodeParams = Type.Object({
@@ -41,6 +41,7 @@ export const nodeRoutes: FastifyPluginAsyncTypebox = async (app) => {
     app.get(
       `/${version}/:project_uuid/nodes`,
       {
+        config: READER,
         schema: {
           tags,
           summary: `List the project's nodes (${version} set, plus agentConnected and lastSeen)`,
@@ -54,6 +55,7 @@ export const nodeRoutes: FastifyPluginAsyncTypebox = async (app) => {
     app.get(
       `/${version}/:project_uuid/nodes/:uuid`,
       {
+        config: READER,
         schema: {
           tags,
           summary: `Read a node (${version} set)`,
@@ -70,6 +72,7 @@ export const nodeRoutes: FastifyPluginAsyncTypebox = async (app) => {
     app.put(
       `/${version}/:project_uuid/nodes/:uuid`,
       {
+        config: MEMBER,
         schema: {
           tags,
           summary: "Detach a node from its cluster (body {clusterUuid: null})",

@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
 import { listOperations } from "../runner/store.ts";
 import type { OperationRow } from "../runner/types.ts";
-import { ErrorBody } from "./common-schemas.ts";
+import { ErrorBody, READER } from "./common-schemas.ts";
 
 const Operation = Type.Object({
   uuid: Type.String(),
@@ -47,6 +47,7 @@ export const operationRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.get(
     "/v4/:project_uuid/operations",
     {
+      config: READER,
       schema: {
         tags: ["operations (extension)"],
         summary: "The project's operations, newest first",

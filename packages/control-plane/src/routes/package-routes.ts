@@ -3,7 +3,7 @@ import type { FastifyInstance } from "fastify";
 import { type TSchema, Type } from "typebox";
 import type { PackageShelf } from "../domain/packages/shelf.ts";
 import { badRequest } from "../http/errors.ts";
-import { ErrorBody } from "./common-schemas.ts";
+import { ErrorBody, GLOBAL_ADMIN, PUBLIC } from "./common-schemas.ts";
 
 /** A package is a few MiB; the limit only stops a runaway upload from filling memory. */
 export const MAX_PACKAGE_BYTES = 256 * 1024 * 1024;
@@ -50,7 +50,7 @@ export async function registerPackageRoutes(
   app.post(
     base,
     {
-      config: { auth: "admin" },
+      config: GLOBAL_ADMIN,
       bodyLimit: MAX_PACKAGE_BYTES,
       schema: {
         tags,
@@ -73,7 +73,7 @@ export async function registerPackageRoutes(
   app.post(
     `${base}/import`,
     {
-      config: { auth: "admin" },
+      config: GLOBAL_ADMIN,
       schema: {
         tags,
         summary: `Import a ${noun} from a file on the control plane's host`,
@@ -90,7 +90,7 @@ export async function registerPackageRoutes(
   app.get(
     base,
     {
-      config: { auth: "admin" },
+      config: GLOBAL_ADMIN,
       schema: {
         tags,
         summary: `${noun[0]?.toUpperCase()}${noun.slice(1)}s stored on this control plane`,
@@ -103,7 +103,7 @@ export async function registerPackageRoutes(
   app.get(
     `${base}/:version/package.tar.gz`,
     {
-      config: { auth: "public" },
+      config: PUBLIC,
       schema: {
         tags,
         summary: `Download a stored ${noun} (public: agents fetch it with a plain GET)`,
@@ -124,7 +124,7 @@ export async function registerPackageRoutes(
   app.get(
     `${base}/:version/package.tar.gz.sha256`,
     {
-      config: { auth: "public" },
+      config: PUBLIC,
       schema: {
         tags,
         summary: "The package's sha256, in sha256sum format",

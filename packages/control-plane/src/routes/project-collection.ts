@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { type Static, type TSchema, Type } from "typebox";
-import { ADMIN_ONLY, EmptyReply, errorResponses as errors, IDENTITY_TAGS, V1ProjectParams } from "./common-schemas.ts";
+import type { RouteAuth } from "../http/auth.ts";
+import { EmptyReply, errorResponses as errors, IDENTITY_TAGS, V1ProjectParams } from "./common-schemas.ts";
 
 type App = Parameters<FastifyPluginAsyncTypebox>[0];
 
@@ -11,7 +12,8 @@ export interface ProjectCollection<Item extends TSchema> {
   /** The item id's path parameter, e.g. `tokenId`. */
   idParam: string;
   item: Item;
-  adminOnly: boolean;
+  /** The role its list and delete need. */
+  config: { auth: RouteAuth };
   listSummary: string;
   deleteSummary: string;
   list: (projectId: string) => Promise<Static<Item>[]>;
@@ -24,7 +26,7 @@ export interface ProjectCollection<Item extends TSchema> {
  * collection, so they are declared once.
  */
 export function projectCollectionRoutes<Item extends TSchema>(app: App, c: ProjectCollection<Item>): void {
-  const config = c.adminOnly ? ADMIN_ONLY : {};
+  const { config } = c;
   const base = `/v1/projects/:projectId/${c.plural}`;
   app.get(
     base,

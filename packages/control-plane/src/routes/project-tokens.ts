@@ -8,10 +8,12 @@ import {
   TOKEN_NAME_MAX_LENGTH,
 } from "../domain/identity/project-tokens.ts";
 import {
-  ADMIN_ONLY,
   emptyBodyIsNoOptions,
   errorResponses as errors,
   IDENTITY_TAGS,
+  NewRoleSchema,
+  PROJECT_ADMIN,
+  RoleSchema,
   Timestamp,
   V1ProjectParams,
 } from "./common-schemas.ts";
@@ -25,6 +27,7 @@ const TokenInfo = Type.Object({
   kind: Type.Union([Type.Literal("project"), Type.Literal("session")], {
     description: "`project`: minted by the admin; `session`: from a Keystone-style login",
   }),
+  role: RoleSchema,
   name: Type.Union([Type.String(), Type.Null()]),
   userId: Type.Union([Type.String(), Type.Null()], { description: "The logged-in user of a session token" }),
   expiresAt: Type.Union([Timestamp, Type.Null()], { description: "null: never expires" }),
@@ -34,6 +37,7 @@ const IssuedToken = Type.Object({
   id: Type.String(),
   token: Type.String({ description: "The X-Auth-Token. Shown only in this response; store it now." }),
   projectId: Type.String(),
+  role: RoleSchema,
   name: Type.Union([Type.String(), Type.Null()]),
   expiresAt: Type.Union([Timestamp, Type.Null()], { description: "null: never expires" }),
   createdAt: Timestamp,
@@ -45,11 +49,11 @@ export const projectTokenRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.post(
     "/v1/projects/:projectId/tokens",
     {
-      config: ADMIN_ONLY,
+      config: PROJECT_ADMIN,
       preValidation: emptyBodyIsNoOptions,
       schema: {
         tags: IDENTITY_TAGS,
-        summary: "Mint a project API token (extension, admin)",
+        summary: "Mint a project API token (extension, project admin)",
         params: V1ProjectParams,
         body: Type.Object(
           {
@@ -61,6 +65,7 @@ export const projectTokenRoutes: FastifyPluginAsyncTypebox = async (app) => {
                 description: "Omit for a token that does not expire",
               }),
             ),
+            role: NewRoleSchema,
           },
           { additionalProperties: false, description: "May be omitted" },
         ),
@@ -75,9 +80,9 @@ export const projectTokenRoutes: FastifyPluginAsyncTypebox = async (app) => {
     plural: "tokens",
     idParam: "tokenId",
     item: TokenInfo,
-    adminOnly: true,
-    listSummary: "List a project's tokens without their secrets (extension, admin)",
-    deleteSummary: "Revoke a project token or login session (extension, admin)",
+    config: PROJECT_ADMIN,
+    listSummary: "List a project's tokens without their secrets (extension, project admin)",
+    deleteSummary: "Revoke a project token or login session (extension, project admin)",
     list: (projectId) => listTokens(db, projectId),
     remove: (projectId, id) => revokeToken(db, projectId, id),
   });

@@ -8,7 +8,14 @@ import {
   projectsVisibleTo,
 } from "../domain/projects/projects.ts";
 import { callerOf } from "../http/auth.ts";
-import { ADMIN_ONLY, errorResponses as errors, IDENTITY_TAGS, Timestamp, V1ProjectParams } from "./common-schemas.ts";
+import {
+  errorResponses as errors,
+  GLOBAL_ADMIN,
+  IDENTITY_TAGS,
+  READER,
+  Timestamp,
+  V1ProjectParams,
+} from "./common-schemas.ts";
 
 /** Projects (identity extension, DESIGN.md "Identity"): the admin creates them; a token sees its own. */
 
@@ -22,6 +29,7 @@ export const projectRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.get(
     "/v1/projects",
     {
+      config: READER,
       schema: {
         tags: IDENTITY_TAGS,
         summary: "List projects (extension)",
@@ -35,10 +43,10 @@ export const projectRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.post(
     "/v1/projects",
     {
-      config: ADMIN_ONLY,
+      config: GLOBAL_ADMIN,
       schema: {
         tags: IDENTITY_TAGS,
-        summary: "Create a project (extension, admin)",
+        summary: "Create a project (extension, global admin)",
         description: "The new project gets the built-in `local` cloud provider and its node pool.",
         body: Type.Object(
           {
@@ -58,6 +66,7 @@ export const projectRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.get(
     "/v1/projects/:projectId",
     {
+      config: READER,
       schema: {
         tags: IDENTITY_TAGS,
         summary: "Get a project (extension)",

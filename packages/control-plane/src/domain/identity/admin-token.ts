@@ -1,4 +1,7 @@
-import { join } from "node:path";
+import { randomBytes } from "node:crypto";
+import { closeSync, fsyncSync, openSync, renameSync, rmSync, writeSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { conflict } from "../../http/errors.ts";
 import { readOrCreateSecretFile } from "../../secrets/secret-file.ts";
 import { generateSecret } from "./token-hash.ts";
 
@@ -15,4 +18,34 @@ export function ensureAdminToken(dataDir: string, configured: string | undefined
   const token = readOrCreateSecretFile(file, () => `${generateSecret("kadm")}\n`).trim();
   if (!token) throw new Error(`${file} is empty: remove it to generate a new admin token, or set KEELSON_ADMIN_TOKEN`);
   return { token, file };
+}
+
+/**
+ * A new admin token in place of the one in `file` (null: it came from KEELSON_ADMIN_TOKEN, which
+ * only the operator can change). Written to a temporary file, synced, then renamed over the old
+ * one, so a crash leaves either token whole, never neither; the caller then stops accepting the
+ * old one.
+ */
+export function rotateAdminTokenFile(file: string | null): string {
+  if (file === null) {
+    throw conflict(
+      "the admin token comes from KEELSON_ADMIN_TOKEN: set a new value there and restart",
+      "admin_token_configured",
+    );
+  }
+  const token = generateSecret("kadm");
+  const temp = join(dirname(file), `.admin-token.${randomBytes(6).toString("hex")}.tmp`);
+  try {
+    const fd = openSync(temp, "wx", 0o600);
+    try {
+      writeSync(fd, `${token}\n`);
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    renameSync(temp, file);
+  } finally {
+    rmSync(temp, { force: true });
+  }
+  return token;
 }

@@ -5,6 +5,7 @@ import { ApiError, badRequest } from "../../http/errors.ts";
 import { findProjectByName } from "../projects/projects.ts";
 import type { LoginThrottle } from "./login-throttle.ts";
 import { verifyAgainstNothing, verifyPassword } from "./passwords.ts";
+import type { ProjectRole } from "./roles.ts";
 import { isExpired } from "./rules.ts";
 import { generateSecret, hashSecret } from "./token-hash.ts";
 import { findUserForLogin } from "./users.ts";
@@ -41,6 +42,8 @@ export interface Session {
   expiresAt: string;
   user: { id: string; name: string };
   project: { id: string; name: string };
+  /** The user's role in the project, as it is when the session is looked at. */
+  role: ProjectRole;
 }
 
 interface Credentials {
@@ -144,9 +147,10 @@ export async function passwordLogin(
   const issuedAt = now.toISOString();
   const expiresAt = new Date(now.getTime() + ttlHours * 3_600_000).toISOString();
   const tokenId = randomUUID();
-  await db.transaction(async (tx) => {
-    // The user may have been deleted while the password was being checked.
-    if (!firstRow(await tx.select({ id: users.id }).from(users).where(eq(users.id, user.id)))) throw unauthorized();
+  const role = await db.transaction(async (tx) => {
+    // The user may have been deleted (or given another role) while the password was being checked.
+    const current = firstRow(await tx.select({ role: users.role }).from(users).where(eq(users.id, user.id)));
+    if (!current) throw unauthorized();
     // Housekeeping: each login clears the user's dead sessions so they do not pile up.
     await tx
       .delete(tokens)
@@ -157,10 +161,13 @@ export async function passwordLogin(
       userId: user.id,
       kind: "session",
       name: `login ${user.name}`,
+      // Informational: a session acts with its user's role as it is at each request (resolver.ts).
+      role: current.role,
       tokenHash: hashSecret(token),
       expiresAt,
       createdAt: issuedAt,
     });
+    return current.role;
   });
   return {
     token,
@@ -170,6 +177,7 @@ export async function passwordLogin(
       expiresAt,
       user: { id: user.id, name: user.name },
       project: { id: project.id, name: project.name },
+      role,
     },
   };
 }
@@ -184,6 +192,7 @@ export async function findSession(db: Db, token: string, now = new Date()): Prom
         expiresAt: tokens.expiresAt,
         userId: users.id,
         userName: users.name,
+        role: users.role,
         projectId: projects.id,
         projectName: projects.name,
       })
@@ -199,6 +208,7 @@ export async function findSession(db: Db, token: string, now = new Date()): Prom
     expiresAt: row.expiresAt,
     user: { id: row.userId, name: row.userName },
     project: { id: row.projectId, name: row.projectName },
+    role: row.role,
   };
 }
 

@@ -3,6 +3,7 @@ import { clusterAccessTokens, type Db, one, tokens } from "@keelson/db";
 import { and, asc, eq } from "drizzle-orm";
 import { notFound } from "../../http/errors.ts";
 import { getProject } from "../projects/projects.ts";
+import { DEFAULT_ROLE, type ProjectRole } from "./roles.ts";
 import { addMinutes, requireDisplayName, requireIntegerInRange } from "./rules.ts";
 import { generateSecret, hashSecret } from "./token-hash.ts";
 
@@ -15,6 +16,7 @@ export interface TokenInfo {
   id: string;
   projectId: string;
   kind: "project" | "session";
+  role: ProjectRole;
   name: string | null;
   userId: string | null;
   expiresAt: string | null;
@@ -26,6 +28,7 @@ export interface IssuedProjectToken {
   /** The secret; shown once, stored only as a hash. */
   token: string;
   projectId: string;
+  role: ProjectRole;
   name: string | null;
   expiresAt: string | null;
   createdAt: string;
@@ -34,6 +37,7 @@ export interface IssuedProjectToken {
 export interface ProjectTokenInput {
   name?: string;
   expiresInHours?: number;
+  role?: ProjectRole;
 }
 
 export async function createProjectToken(
@@ -60,6 +64,7 @@ export async function createProjectToken(
           id: randomUUID(),
           projectId,
           kind: "project",
+          role: input.role ?? DEFAULT_ROLE,
           name,
           tokenHash: hashSecret(token),
           expiresAt,
@@ -68,7 +73,15 @@ export async function createProjectToken(
         .returning(),
     );
   });
-  return { id: row.id, token, projectId, name: row.name, expiresAt: row.expiresAt, createdAt: row.createdAt };
+  return {
+    id: row.id,
+    token,
+    projectId,
+    role: row.role,
+    name: row.name,
+    expiresAt: row.expiresAt,
+    createdAt: row.createdAt,
+  };
 }
 
 /** Project tokens and login sessions of a project, oldest first. */
@@ -79,6 +92,7 @@ export async function listTokens(db: Db, projectId: string): Promise<TokenInfo[]
       id: tokens.id,
       projectId: tokens.projectId,
       kind: tokens.kind,
+      role: tokens.role,
       name: tokens.name,
       userId: tokens.userId,
       expiresAt: tokens.expiresAt,

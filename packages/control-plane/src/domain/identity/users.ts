@@ -1,9 +1,10 @@
 import { randomUUID } from "node:crypto";
-import { clusterAccessTokens, type Db, firstRow, one, type Tx, users } from "@keelson/db";
+import { clusterAccessTokens, type Db, firstRow, one, type Tx, tokens, users } from "@keelson/db";
 import { and, asc, eq } from "drizzle-orm";
 import { badRequest, conflict, notFound } from "../../http/errors.ts";
 import { getProject } from "../projects/projects.ts";
 import { hashPassword, PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH } from "./passwords.ts";
+import { DEFAULT_ROLE, type ProjectRole, roleIncludes } from "./roles.ts";
 import { requireDisplayName } from "./rules.ts";
 
 /** User names are often e-mail addresses (Keystone habit), so allow more than project names. */
@@ -14,6 +15,7 @@ export interface UserInfo {
   id: string;
   projectId: string;
   name: string;
+  role: ProjectRole;
   createdAt: string;
 }
 
@@ -23,6 +25,7 @@ const publicColumns = {
   id: users.id,
   projectId: users.projectId,
   name: users.name,
+  role: users.role,
   createdAt: users.createdAt,
 };
 
@@ -49,8 +52,9 @@ function duplicateUser(name: string) {
 export async function createUser(
   db: Db,
   projectId: string,
-  input: { name: string; password: string },
+  input: { name: string; password: string; role?: ProjectRole },
 ): Promise<UserInfo> {
+  const role = input.role ?? DEFAULT_ROLE;
   const name = requireDisplayName("name", input.name, USER_NAME_MAX_LENGTH);
   const password = requirePassword(input.password);
   // Checked before the (deliberately slow) hash so an obvious conflict answers at once...
@@ -62,7 +66,7 @@ export async function createUser(
     await getProject(tx, projectId);
     if (await userNamed(tx, projectId, name)) throw duplicateUser(name);
     return one(
-      await tx.insert(users).values({ id: randomUUID(), projectId, name, passwordHash }).returning(publicColumns),
+      await tx.insert(users).values({ id: randomUUID(), projectId, name, passwordHash, role }).returning(publicColumns),
     );
   });
 }
@@ -86,6 +90,31 @@ export async function deleteUser(db: Db, projectId: string, userId: string): Pro
     await tx
       .delete(clusterAccessTokens)
       .where(and(eq(clusterAccessTokens.projectId, projectId), eq(clusterAccessTokens.subject, userId)));
+  });
+}
+
+/**
+ * A new role ends the user's login sessions (a session must not keep what the user lost, nor
+ * hide what it gained until it expires). Its kubeconfig bearer tokens go too when the new role
+ * may not hold cluster access (reader).
+ */
+export async function setUserRole(db: Db, projectId: string, userId: string, role: ProjectRole): Promise<UserInfo> {
+  return db.transaction(async (tx) => {
+    const row = firstRow(
+      await tx
+        .update(users)
+        .set({ role })
+        .where(and(eq(users.id, userId), eq(users.projectId, projectId)))
+        .returning(publicColumns),
+    );
+    if (!row) throw notFound("user", userId);
+    await tx.delete(tokens).where(and(eq(tokens.userId, userId), eq(tokens.kind, "session")));
+    if (!roleIncludes(role, "member")) {
+      await tx
+        .delete(clusterAccessTokens)
+        .where(and(eq(clusterAccessTokens.projectId, projectId), eq(clusterAccessTokens.subject, userId)));
+    }
+    return row;
   });
 }
 

@@ -1,0 +1,35 @@
+import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
+import { Type } from "typebox";
+import { rotateAdminTokenFile } from "../domain/identity/admin-token.ts";
+import { hashSecret } from "../domain/identity/token-hash.ts";
+import { errorResponses as errors, GLOBAL_ADMIN, IDENTITY_TAGS } from "./common-schemas.ts";
+
+/** The global admin token's rotation: a leaked admin token stops working at once. */
+export const adminTokenRoutes: FastifyPluginAsyncTypebox = async (app) => {
+  const { keelson } = app;
+  app.post(
+    "/v1/adminToken/rotate",
+    {
+      config: GLOBAL_ADMIN,
+      schema: {
+        tags: IDENTITY_TAGS,
+        summary: "Rotate the global admin token (extension, global admin)",
+        description:
+          "Writes a new admin token to the data dir's `admin-token` file and answers it once; the old token stops " +
+          "working at once on this server (other servers sharing the database read the file at their start). " +
+          "409 when the token comes from KEELSON_ADMIN_TOKEN, which only the operator can change.",
+        response: {
+          201: Type.Object({
+            token: Type.String({ description: "The new admin token. Shown only in this response." }),
+          }),
+          ...errors(403, 409),
+        },
+      },
+    },
+    async (_request, reply) => {
+      const token = rotateAdminTokenFile(keelson.adminTokenFile);
+      keelson.identity.replaceAdminHash(hashSecret(token));
+      return reply.status(201).send({ token });
+    },
+  );
+};
