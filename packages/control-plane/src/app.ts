@@ -5,6 +5,8 @@ import type { Store } from "@keelson/db";
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from "fastify";
 import { AgentHub, type AgentHubOptions } from "./agents/hub.ts";
 import { defaultLinkLimit, readOpenFileLimit } from "./agents/link-capacity.ts";
+import { installAudit } from "./audit/http.ts";
+import { pruneAuditRecords } from "./audit/records.ts";
 import type { Keelson } from "./context.ts";
 import { loadCatalogue } from "./domain/catalogue/catalogue.ts";
 import { followClusterHealth } from "./domain/clusters/health/health-follower.ts";
@@ -92,6 +94,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
 
   installErrorHandlers(app);
   installJsonBodyParser(app);
+  installAudit(app, keelson.db);
   installAuth(app, keelson.identity);
   await app.register(swagger, {
     openapi: {
@@ -113,10 +116,19 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   await app.register(registerRoutes);
   app.get("/openapi.json", { config: { auth: "public" }, schema: { hide: true } }, async () => app.swagger());
 
+  // Audit records past their retention go hourly (and at start); a failed prune tries again next hour.
+  const prune = () =>
+    pruneAuditRecords(keelson.db, settings.auditRetentionDays).catch((err) =>
+      app.log.warn({ err }, "pruning the audit trail failed"),
+    );
+  let pruning: NodeJS.Timeout | undefined;
   app.addHook("onReady", async () => {
     if (options.runOperations !== false) await runner.start();
+    await prune();
+    pruning = setInterval(prune, 3_600_000).unref();
   });
   app.addHook("preClose", async () => {
+    clearInterval(pruning);
     await runner.stop();
     stopFollowingHealth();
     // Drain the agent links with going-away before the listener stops.

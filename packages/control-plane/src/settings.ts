@@ -100,6 +100,14 @@ export const ServerSettingsSchema = Type.Object({
     unit: "hours",
     description: "Lifetime of Keystone-style login tokens.",
   }),
+  auditRetentionDays: Type.Integer({
+    env: "KEELSON_AUDIT_RETENTION_DAYS",
+    default: 365,
+    minimum: 0,
+    maximum: 36500,
+    unit: "days",
+    description: "How long audit records are kept (GET /v1/audit); older ones are pruned hourly. 0: kept forever.",
+  }),
   publicUrl: Type.Optional(
     Type.String({
       env: "KEELSON_PUBLIC_URL",

@@ -285,6 +285,36 @@ export const clusterAccessTokens = pgTable(
 );
 
 /**
+ * The audit trail (issue 16): one row per state-changing request, login (succeeded or refused)
+ * and credential issued. Never a secret: no bodies, headers or query strings, only who, where
+ * from, what route and target, and how it ended. No foreign keys: a record outlives the user,
+ * token, project and cluster it names.
+ */
+export const auditEvents = pgTable(
+  "audit_events",
+  {
+    id: text("id").primaryKey(),
+    at: text("at").notNull(),
+    /** `admin` (the global admin token), `token` (a project token), `session` (a login) or `anonymous`. */
+    actor: text("actor", { enum: ["admin", "token", "session", "anonymous"] }).notNull(),
+    userId: text("user_id"),
+    tokenId: text("token_id"),
+    projectId: text("project_id"),
+    source: text("source").notNull(),
+    method: text("method").notNull(),
+    route: text("route").notNull(),
+    target: text("target"),
+    /** The HTTP status answered; null while a committed change's answer is not yet recorded. */
+    status: integer("status"),
+    /** The operation the request started, when it started one. */
+    operationId: text("operation_id"),
+    /** What credential the request issued (`session token`, `kubeconfig`, …), when it issued one. */
+    credential: text("credential"),
+  },
+  (t) => [index("audit_events_at").on(t.at), index("audit_events_project_at").on(t.projectId, t.at)],
+);
+
+/**
  * The oldest keelson-server that can run on this schema, in the one row (id 1). Each migration
  * that older servers must not run on raises it in its own SQL; a server older than it refuses to
  * start, naming both versions (store/compat.ts). A newer schema alone is no reason to refuse:

@@ -30,6 +30,7 @@ const rowTypesMatch = {
   externalClusters: true,
   addons: true,
   clusterAccessTokens: true,
+  auditEvents: true,
   keelsonSchema: true,
 } satisfies { [K in keyof typeof pg]: Same<(typeof sqlite)[K], (typeof pg)[K]> };
 

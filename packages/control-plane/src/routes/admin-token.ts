@@ -10,7 +10,7 @@ export const adminTokenRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.post(
     "/v1/adminToken/rotate",
     {
-      config: GLOBAL_ADMIN,
+      config: { ...GLOBAL_ADMIN, issues: "admin token" },
       schema: {
         tags: IDENTITY_TAGS,
         summary: "Rotate the global admin token (extension, global admin)",

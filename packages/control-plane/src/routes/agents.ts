@@ -78,7 +78,7 @@ export const agentRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.post(
     "/v1/agents/register",
     {
-      config: PUBLIC,
+      config: { ...PUBLIC, issues: "host credential" },
       schema: {
         tags: ["agents"],
         summary: "Register a host (extension, join token)",

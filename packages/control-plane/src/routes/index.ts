@@ -2,6 +2,7 @@ import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { adminTokenRoutes } from "./admin-token.ts";
 import { agentPackageRoutes } from "./agent-packages.ts";
 import { agentRoutes } from "./agents.ts";
+import { auditRoutes } from "./audit.ts";
 import { catalogueRoutes } from "./catalogue.ts";
 import { cloudProviderRoutes } from "./cloud-providers.ts";
 import { clusterActionRoutes } from "./cluster-actions.ts";
@@ -31,6 +32,7 @@ export const registerRoutes: FastifyPluginAsyncTypebox = async (app) => {
   await app.register(joinTokenRoutes);
   await app.register(keystoneRoutes);
   await app.register(adminTokenRoutes);
+  await app.register(auditRoutes);
   await app.register(clusterRoutes);
   await app.register(clusterActionRoutes);
   await app.register(kubeconfigRoutes);

@@ -41,7 +41,7 @@ export const joinTokenRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.post(
     "/v1/projects/:projectId/joinTokens",
     {
-      config: PROJECT_ADMIN,
+      config: { ...PROJECT_ADMIN, issues: "join token" },
       preValidation: emptyBodyIsNoOptions,
       schema: {
         tags: IDENTITY_TAGS,

@@ -1,7 +1,15 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { Type } from "typebox";
-import { endSession, findSession, KEYSTONE_DOMAIN, type Session, throttledLogin } from "../domain/identity/keystone.ts";
+import {
+  endSession,
+  findSession,
+  KEYSTONE_DOMAIN,
+  type KeystoneAuthRequest,
+  loginSubject,
+  type Session,
+  throttledLogin,
+} from "../domain/identity/keystone.ts";
 import { LoginThrottle } from "../domain/identity/login-throttle.ts";
 import { roleIncludes } from "../domain/identity/roles.ts";
 import { callerOf, canSeeProject } from "../http/auth.ts";
@@ -116,7 +124,11 @@ export const keystoneRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.post(
     "/keystone/v3/auth/tokens",
     {
-      config: PUBLIC,
+      config: {
+        ...PUBLIC,
+        issues: "session token",
+        auditTarget: (request) => loginSubject(request.body as KeystoneAuthRequest),
+      },
       schema: {
         tags: IDENTITY_TAGS,
         summary: "Log in with a password (Keystone v3 style)",

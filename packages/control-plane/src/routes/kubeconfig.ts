@@ -42,7 +42,7 @@ export const kubeconfigRoutes: FastifyPluginAsyncTypebox = async (app) => {
     app.get(
       `/${version}/:project_uuid/kubeconfig/:cluster_uuid`,
       {
-        config: MEMBER,
+        config: { ...MEMBER, issues: "kubeconfig" },
         schema: {
           tags: ["kubeconfig"],
           summary: "Download a kubeconfig for a cluster",
@@ -83,7 +83,7 @@ export const kubeconfigRoutes: FastifyPluginAsyncTypebox = async (app) => {
     app.post(
       `/${version}/:project_uuid/webcli/:uuid`,
       {
-        config: MEMBER,
+        config: { ...MEMBER, issues: "web CLI token" },
         schema: {
           tags: ["kubeconfig"],
           summary: "Issue a web CLI session token for a cluster",

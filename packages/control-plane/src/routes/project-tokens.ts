@@ -49,7 +49,7 @@ export const projectTokenRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.post(
     "/v1/projects/:projectId/tokens",
     {
-      config: PROJECT_ADMIN,
+      config: { ...PROJECT_ADMIN, issues: "project token" },
       preValidation: emptyBodyIsNoOptions,
       schema: {
         tags: IDENTITY_TAGS,

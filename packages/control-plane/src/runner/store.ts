@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { type Db, firstRow, operations, type Tx } from "@keelson/db";
 import { and, desc, eq, inArray } from "drizzle-orm";
+import { noteOperationStarted } from "../audit/context.ts";
 import type { OperationRow } from "./types.ts";
 
 export interface NewOperation {
@@ -29,6 +30,8 @@ export async function recordOperation(tx: Tx, input: NewOperation): Promise<Oper
     })
     .returning();
   if (!row) throw new Error("the operation insert returned no row");
+  // The audit record of the request that started it names it (and its target), same transaction.
+  noteOperationStarted(row.id, row.targetId);
   return row;
 }
 

@@ -22,6 +22,7 @@ export const TABLES_IN_ORDER: readonly Table[] = [
   schema.externalClusters,
   schema.addons,
   schema.clusterAccessTokens,
+  schema.auditEvents,
 ];
 
 const BATCH_ROWS = 500;
