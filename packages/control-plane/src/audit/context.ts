@@ -18,8 +18,11 @@ export interface AuditContext {
   /** Filled as the request goes: the operation it started and that operation's target. */
   operationId: string | null;
   operationTarget: string | null;
-  /** The record as known when a transaction writes it (who, where from, what route). */
-  base: () => AuditBase;
+  /**
+   * The record as known when a transaction writes it (who, where from, what route). Dropped
+   * once the request is finished: timers started inside it keep the context, not the request.
+   */
+  base: (() => AuditBase) | null;
 }
 
 export interface AuditBase {

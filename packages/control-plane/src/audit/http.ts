@@ -113,13 +113,14 @@ function recordInTransactions(db: Db): void {
   const transaction = db.transaction.bind(db);
   db.transaction = ((fn: Parameters<Db["transaction"]>[0], config?: Parameters<Db["transaction"]>[1]) => {
     const context = auditStorage.getStore();
-    if (!context?.recorded || context.finished || context.state !== "none") {
+    const base = context?.base;
+    if (!context?.recorded || context.finished || context.state !== "none" || !base) {
       return transaction(fn, config);
     }
     context.state = "claimed";
     return transaction(async (tx) => {
       const result = await fn(tx);
-      await insertAuditRecord(tx, auditRow(context.id, context.at, context.base(), null, context.operationId));
+      await insertAuditRecord(tx, auditRow(context.id, context.at, base(), null, context.operationId));
       return result;
     }, config).then(
       (result) => {
@@ -167,8 +168,10 @@ export function installAudit(app: FastifyInstance, db: Db): void {
   });
   app.addHook("onResponse", async (request, reply) => {
     const context = request.audit;
-    if (!context?.recorded) return;
+    if (!context) return;
     context.finished = true;
+    context.base = null;
+    if (!context.recorded) return;
     const row = auditRow(
       context.id,
       context.at,
