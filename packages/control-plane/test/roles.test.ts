@@ -1,7 +1,10 @@
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import Fastify from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { IdentityResolver } from "../src/domain/identity/resolver.ts";
+import { installAuth } from "../src/http/auth.ts";
 import { ADMIN_TOKEN, createTestApp, mintProjectToken, type TestApp } from "./helpers.ts";
 
 /** Project roles (issue 16): what each role may do, the login's roles, and what ends a session. */
@@ -180,5 +183,17 @@ describe("rotating the admin token", () => {
     expect(res.statusCode).toBe(409);
     expect(res.json()).toMatchObject({ code: "admin_token_configured" });
     expect((await t.request({ method: "GET", url: "/v1/projects", token: ADMIN_TOKEN })).statusCode).toBe(200);
+  });
+});
+
+describe("deny by default", () => {
+  it("refuses to start with a route that declares no role", async () => {
+    const app = Fastify();
+    // No request is made: the resolver is never asked.
+    installAuth(app, { resolve: async () => null } as unknown as IdentityResolver);
+    expect(() => app.get("/v1/forgotten", async () => ({ ok: true }))).toThrow(
+      "GET /v1/forgotten declares no role (config.auth)",
+    );
+    await app.close();
   });
 });
