@@ -56,6 +56,13 @@ export const ServerSettingsSchema = Type.Object({
       description: "The PostgreSQL password, kept out of the URL (and out of the process's environment).",
     }),
   ),
+  path: Type.String({
+    env: "PATH",
+    default: "/usr/sbin:/usr/bin:/sbin:/bin",
+    rule: "directories, colon-separated",
+    description:
+      "Where `keelson-server backup` and `restore` look up PostgreSQL's client programs when /usr/lib/postgresql has none.",
+  }),
   databasePoolSize: Type.Integer({
     env: "KEELSON_DATABASE_POOL_SIZE",
     default: 10,
