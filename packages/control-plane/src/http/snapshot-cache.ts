@@ -1,24 +1,25 @@
 /**
  * Serialized read responses, valid for as long as the database has not changed.
  *
- * On SQLite the store's change stamp moves with every row written through its connection and
- * every commit by another one. While it stands still, a read computed from the database alone
- * (no clock, no request state) gives the same bytes, so the bytes can be served again; the
- * first write anywhere drops every entry at once. This trades nothing in correctness for the
- * hot read paths and is bounded in size. On PostgreSQL there is no stamp and nothing is cached.
+ * The store's change stamp moves with every write anyone commits: on SQLite every row written
+ * through the store's connection and every commit by another one; on PostgreSQL every
+ * transaction that writes, on any replica or client (the snapshot's xid range, see the
+ * PostgreSQL store). While it stands still, a read computed from the database alone (no clock,
+ * no request state) gives the same bytes, so the bytes can be served again; the first write
+ * anywhere drops every entry at once. A value is kept only when the stamp read after computing
+ * it equals the one read before: then nothing committed while it was computed. This trades
+ * nothing in correctness for the hot read paths and is bounded in size.
  */
 export class SnapshotCache {
   private seen: string | undefined;
   private readonly entries = new Map<string, string>();
 
-  /** Without a change counter (PostgreSQL: other replicas write too) nothing is cached. */
   constructor(
-    private readonly changeStamp: (() => Promise<string>) | undefined,
+    private readonly changeStamp: () => Promise<string>,
     private readonly maxEntries = 2000,
   ) {}
 
   async get(key: string, produce: () => Promise<string>): Promise<string> {
-    if (!this.changeStamp) return produce();
     const now = await this.changeStamp();
     if (now !== this.seen) {
       this.entries.clear();
