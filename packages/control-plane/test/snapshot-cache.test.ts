@@ -24,7 +24,11 @@ describe("SnapshotCache", () => {
    * move too (a miss, never a stale read): a few tries find a quiet moment.
    */
   async function servedTwice(cache: SnapshotCache, produce: () => Promise<string>): Promise<boolean> {
-    for (let i = 0; i < 50; i++) if ((await cache.get("k", produce)) === (await cache.get("k", produce))) return true;
+    for (let i = 0; i < 50; i++) {
+      const first = await cache.get("k", produce);
+      const second = await cache.get("k", produce);
+      if (first === second) return true;
+    }
     return false;
   }
 
