@@ -85,6 +85,20 @@ describe("SnapshotCache", () => {
     expect(await cache.get("k", writing)).toBe("w2");
   });
 
+  it("never files a value under a newer stamp another request saw meanwhile (stamp reads answered out of order)", async () => {
+    // Stamps as a pool may answer them: A's second read was taken before B's first, and
+    // answers after it.
+    const answers = ["S1", "S2", "S2", "S1", "S2"];
+    const cache = new SnapshotCache(async () => answers.shift() as string);
+    let releaseA: () => void = () => {};
+    const a = cache.get("k", () => new Promise<string>((done) => (releaseA = () => done("computed at S1"))));
+    await new Promise((r) => setImmediate(r));
+    expect(await cache.get("k", async () => "computed at S2")).toBe("computed at S2");
+    releaseA();
+    expect(await a).toBe("computed at S1");
+    expect(await cache.get("k", async () => "recomputed")).toBe("computed at S2");
+  });
+
   it("reflects a cluster update in the next read", async () => {
     const t2 = await createTestApp();
     const base = `/v4/${t2.projectId}/clusters`;

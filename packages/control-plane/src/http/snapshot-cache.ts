@@ -28,8 +28,10 @@ export class SnapshotCache {
     const hit = this.entries.get(key);
     if (hit !== undefined) return hit;
     const value = await produce();
-    // produce() only reads; if anything wrote meanwhile the entry must not outlive it.
-    if ((await this.changeStamp()) !== now) return value;
+    // produce() only reads; if anything wrote meanwhile the entry must not outlive it. Nor may
+    // it join entries another request keyed to a newer stamp meanwhile: on a pool, this
+    // request's stamp reads can answer before that request's while taken after them.
+    if ((await this.changeStamp()) !== now || this.seen !== now) return value;
     if (this.entries.size >= this.maxEntries) this.entries.clear();
     this.entries.set(key, value);
     return value;
