@@ -14,3 +14,4 @@ export * from "./phases.ts";
 export * from "./text.ts";
 export * from "./validate.ts";
 export * from "./version.ts";
+export * from "./vrrp.ts";

@@ -350,7 +350,8 @@ describe("master extras", () => {
     // The configuration is written before the binary is looked for, so the operator can read it.
     const conf = readFileSync(paths.keepalivedConf, "utf8");
     expect(conf).toContain("interface eth1");
-    expect(conf).toContain("virtual_router_id 77");
+    // API id 77 is VRRP id 78 (vrrpRouterId: the API counts from 0, VRRP from 1).
+    expect(conf).toContain("virtual_router_id 78");
     expect(conf).toContain("10.0.0.100/32 dev eth1");
     await expect(keepalived.status(ctx("status"))).rejects.toThrow(/keepalived is not installed/);
   });
