@@ -112,7 +112,7 @@ export const nodeBouncer = definePhase({
   async start(ctx) {
     const files = bouncerFiles(ctx);
     writeFiles(files);
-    const status = await ensureService(ctx, bouncerSpec(ctx, files));
+    const status = await ensureService(ctx, bouncerSpec(ctx, files), [ctx.config.ports.bouncer]);
     const source = ctx.config.bouncer.verifyUrl
       ? `verifier ${ctx.config.bouncer.verifyUrl}`
       : `${ctx.config.bouncer.tokens.length} token(s)`;

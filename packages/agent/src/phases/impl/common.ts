@@ -3,6 +3,7 @@ import { readTextOrUndefined, writeFileIfChanged } from "../../services/atomic-f
 import { childPath } from "../../services/child-path.ts";
 import type { ServiceSpec, ServiceStatus } from "../../services/types.ts";
 import { type Phase, type PhaseContext, PhaseError } from "../types.ts";
+import { expectPortsFree } from "./port-check.ts";
 
 /** Identity helper that gives phase objects their contextual type. */
 export function definePhase(phase: Phase): Phase {
@@ -49,11 +50,17 @@ export function serviceEnv(extra: Record<string, string> = {}): Record<string, s
 
 /**
  * Installs the spec and brings the service up healthy. A changed spec (new flags, new config
- * hash) restarts a running service so it picks the change up.
+ * hash) restarts a running service so it picks the change up. `ports` are the TCP ports it
+ * listens on (on the primary IP): one held by another process fails the phase at once.
  */
-export async function ensureService(ctx: PhaseContext, spec: ServiceSpec): Promise<ServiceStatus> {
+export async function ensureService(
+  ctx: PhaseContext,
+  spec: ServiceSpec,
+  ports: number[] = [],
+): Promise<ServiceStatus> {
   const changed = await ctx.services.install(spec);
   const current = await ctx.services.status(spec.name);
+  await expectPortsFree(ctx, spec.name, ports, current.pid);
   if (changed && current.pid !== null) {
     ctx.log.info({ service: spec.name }, "configuration changed; restarting service");
     await ctx.services.restart(spec.name);

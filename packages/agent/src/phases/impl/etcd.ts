@@ -217,7 +217,7 @@ function etcdSpec(ctx: PhaseContext): ServiceSpec {
 export const startEtcd = definePhase({
   id: "start-etcd",
   async start(ctx) {
-    const status = await ensureService(ctx, etcdSpec(ctx));
+    const status = await ensureService(ctx, etcdSpec(ctx), [ctx.config.ports.etcdClient, ctx.config.ports.etcdPeer]);
     return { message: `etcd healthy at ${etcdUrls(ctx).client} (pid ${status.pid})` };
   },
   async stop(ctx) {

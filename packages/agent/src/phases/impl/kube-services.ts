@@ -96,10 +96,13 @@ export const kubelet = definePhase({
   async start(ctx) {
     const notes: string[] = [];
     if (ctx.config.role === "master") {
-      const api = await ensureService(ctx, apiserverSpec(ctx));
+      const api = await ensureService(ctx, apiserverSpec(ctx), [ctx.config.ports.apiServer]);
       notes.push(`kube-apiserver pid ${api.pid}`);
     }
-    const status = await ensureService(ctx, kubeletSpec(ctx));
+    const status = await ensureService(ctx, kubeletSpec(ctx), [
+      ctx.config.ports.kubelet,
+      ctx.config.ports.kubeletHealthz,
+    ]);
     notes.push(`kubelet pid ${status.pid}`);
     return { message: notes.join("; ") };
   },
@@ -128,7 +131,10 @@ export const kubelet = definePhase({
 export const kubeProxy = definePhase({
   id: "kube-proxy",
   async start(ctx) {
-    const status = await ensureService(ctx, kubeProxySpec(ctx));
+    const status = await ensureService(ctx, kubeProxySpec(ctx), [
+      ctx.config.ports.kubeProxyHealthz,
+      ctx.config.ports.kubeProxyMetrics,
+    ]);
     return { message: `kube-proxy pid ${status.pid}` };
   },
   async stop(ctx) {

@@ -190,15 +190,19 @@ export const coredns = definePhase({
     const file = corefile(ctx);
     writeFiles([file]);
     const host = ctx.config.primaryIp.includes(":") ? `[${ctx.config.primaryIp}]` : ctx.config.primaryIp;
-    const status = await ensureService(ctx, {
-      name: "coredns",
-      description: "CoreDNS",
-      command: ctx.binary("coredns"),
-      args: ["-conf", ctx.paths.corefile],
-      env: serviceEnv({ KEELSON_CONFIG_HASH: hashOf(readTextOrUndefined(file.path)) }),
-      health: { kind: "http", url: `http://${host}:${ctx.config.ports.corednsHealth}/health` },
-      stopTimeoutMs: ctx.config.timeouts.serviceStopMs,
-    });
+    const status = await ensureService(
+      ctx,
+      {
+        name: "coredns",
+        description: "CoreDNS",
+        command: ctx.binary("coredns"),
+        args: ["-conf", ctx.paths.corefile],
+        env: serviceEnv({ KEELSON_CONFIG_HASH: hashOf(readTextOrUndefined(file.path)) }),
+        health: { kind: "http", url: `http://${host}:${ctx.config.ports.corednsHealth}/health` },
+        stopTimeoutMs: ctx.config.timeouts.serviceStopMs,
+      },
+      [ctx.config.ports.corednsHealth, ctx.config.ports.corednsReady],
+    );
     return { message: `coredns pid ${status.pid}` };
   },
   async stop(ctx) {
