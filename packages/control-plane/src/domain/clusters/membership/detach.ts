@@ -1,7 +1,8 @@
-import { nodes, operations, type Tx } from "@keelson/db";
+import { nodes, type Tx } from "@keelson/db";
 import { and, eq, inArray } from "drizzle-orm";
 import type { Keelson } from "../../../context.ts";
 import { ApiError, badRequest, conflict } from "../../../http/errors.ts";
+import { unfinishedParams } from "../../../runner/store.ts";
 import type { OperationRow } from "../../../runner/types.ts";
 import { isHealthyNode } from "../health/health.ts";
 import { CLUSTER_OPS } from "../operations.ts";
@@ -38,18 +39,8 @@ interface MemberRow {
 
 /** Nodes that pending detach operations of this cluster are already taking out. */
 async function leavingNodes(db: Tx, clusterId: string): Promise<Set<string>> {
-  const ops = await db
-    .select({ params: operations.params })
-    .from(operations)
-    .where(
-      and(
-        eq(operations.targetId, clusterId),
-        eq(operations.kind, CLUSTER_OPS.detach),
-        inArray(operations.state, ["pending", "running"]),
-      ),
-    );
   const ids = new Set<string>();
-  for (const { params } of ops) {
+  for (const params of await unfinishedParams(db, CLUSTER_OPS.detach, { targetId: clusterId })) {
     for (const key of ["masters", "workers"]) {
       const list = (params as Record<string, unknown>)[key];
       if (Array.isArray(list)) for (const id of list) if (typeof id === "string") ids.add(id);
