@@ -5,8 +5,8 @@ import { detachNodes } from "../domain/clusters/membership/detach.ts";
 import { currentRollingRestarts } from "../domain/clusters/rollouts/rollout.ts";
 import { type RestartScope, startRestart, startUpgrade } from "../domain/clusters/rollouts/rollout-requests.ts";
 import { sendNoBody } from "../http/no-body.ts";
-import { clusterErrors, ProjectClusterParams, ProjectParams } from "./cluster-schemas.ts";
-import { ErrorBody, NoBody } from "./common-schemas.ts";
+import { clusterErrors, ProjectClusterParams } from "./cluster-schemas.ts";
+import { ErrorBody, NoBody, ProjectUuidParams } from "./common-schemas.ts";
 
 const AttachEntries = Type.Array(
   Type.Object(
@@ -177,7 +177,7 @@ export const clusterActionRoutes: FastifyPluginAsyncTypebox = async (app) => {
         summary: "Nodes of the rolling restarts in progress",
         description:
           "One entry per node of every unfinished restart of the project; runState true while that node is up (ok).",
-        params: ProjectParams,
+        params: ProjectUuidParams,
         response: {
           200: Type.Array(Type.Object({ name: Type.String(), runState: Type.Boolean() })),
           403: ErrorBody,
