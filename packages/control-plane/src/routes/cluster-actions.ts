@@ -1,7 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
-import { attachNodes } from "../domain/clusters/membership/attach.ts";
-import { detachNodes } from "../domain/clusters/membership/detach.ts";
+import { changeMembership } from "../domain/clusters/membership/change.ts";
 import { currentRollingRestarts } from "../domain/clusters/rollouts/rollout.ts";
 import { type RestartScope, startRestart, startUpgrade } from "../domain/clusters/rollouts/rollout-requests.ts";
 import { sendNoBody } from "../http/no-body.ts";
@@ -116,8 +115,7 @@ export const clusterActionRoutes: FastifyPluginAsyncTypebox = async (app) => {
         async (request, reply) => {
           const { project_uuid: projectId, uuid: clusterId } = request.params;
           const entries = request.body.map((e, i) => ({ uuid: e.uuid, isMaster: e.isMaster, field: `[${i}].uuid` }));
-          if (action === "attach") await attachNodes(k, projectId, clusterId, entries);
-          else await detachNodes(k, projectId, clusterId, entries);
+          await changeMembership(k, action, projectId, clusterId, entries);
           return sendNoBody(reply);
         },
       );
