@@ -11,7 +11,7 @@
  * value and the rule; binaries turn it into exit 78 (EX_CONFIG), which systemd does not retry
  * in a tight loop.
  */
-import type { Static, TObject, TSchema } from "typebox";
+import { type Static, type TObject, type TSchema, Type } from "typebox";
 
 /** What a setting's schema carries besides its type, range and default. */
 export interface SettingMeta {
@@ -237,3 +237,23 @@ export function checkHttpUrl(value: string): string | undefined {
 
 /** Pino's levels: the log level rule of every binary. */
 export const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const;
+
+// The settings every binary declares alike, so their rules and wording are written once.
+
+/** A `host:port` to listen on. */
+export function listenSetting(env: string, fallback: string, description: string) {
+  return Type.String({ env, default: fallback, check: checkListen, rule: LISTEN_RULE, description });
+}
+
+/** An http:// or https:// URL; `more` adds what the README says when it is unset (`defaultText`). */
+export function httpUrlSetting(env: string, description: string, more: Pick<SettingMeta, "defaultText"> = {}) {
+  return Type.String({ env, check: checkHttpUrl, rule: HTTP_URL_RULE, ...more, description });
+}
+
+/** `KEELSON_LOG_LEVEL`, one of LOG_LEVELS. */
+export function logLevelSetting() {
+  return Type.Union(
+    LOG_LEVELS.map((level) => Type.Literal(level)),
+    { env: "KEELSON_LOG_LEVEL", default: "info", description: "Log level (JSON lines on stdout)." },
+  );
+}
