@@ -1,14 +1,6 @@
 import { resolve } from "node:path";
 import { checkDatabaseUrl, DATABASE_URL_RULE } from "@keelson/db";
-import {
-  checkHttpUrl,
-  checkListen,
-  HTTP_URL_RULE,
-  LISTEN_RULE,
-  LOG_LEVELS,
-  parseListen,
-  parseSettings,
-} from "@keelson/settings";
+import { parseListen, parseSettings, Setting } from "@keelson/settings";
 import { type Static, Type } from "typebox";
 
 /**
@@ -17,13 +9,7 @@ import { type Static, Type } from "typebox";
  * (`keelson.settings`), and no module reads the environment for a setting of its own.
  */
 export const ServerSettingsSchema = Type.Object({
-  listen: Type.String({
-    env: "KEELSON_LISTEN",
-    default: "127.0.0.1:8080",
-    check: checkListen,
-    rule: LISTEN_RULE,
-    description: "Address and port of the REST API and the agent link.",
-  }),
+  listen: Setting.listen("KEELSON_LISTEN", "127.0.0.1:8080", "Address and port of the REST API and the agent link."),
   dataDir: Type.String({
     env: "KEELSON_DATA_DIR",
     default: "./.keelson",
@@ -95,10 +81,7 @@ export const ServerSettingsSchema = Type.Object({
     description:
       "How long an unreachable or refusing PostgreSQL is retried at start (with backoff) before the server gives up, naming the database's answer.",
   }),
-  logLevel: Type.Union(
-    LOG_LEVELS.map((level) => Type.Literal(level)),
-    { env: "KEELSON_LOG_LEVEL", default: "info", description: "Log level (JSON lines on stdout)." },
-  ),
+  logLevel: Setting.logLevel(),
   sessionTtlHours: Type.Number({
     env: "KEELSON_SESSION_TTL_HOURS",
     default: 24,
@@ -108,12 +91,8 @@ export const ServerSettingsSchema = Type.Object({
     description: "Lifetime of Keystone-style login tokens.",
   }),
   publicUrl: Type.Optional(
-    Type.String({
-      env: "KEELSON_PUBLIC_URL",
-      check: checkHttpUrl,
-      rule: HTTP_URL_RULE,
+    Setting.httpUrl("KEELSON_PUBLIC_URL", "The control plane's URL as hosts reach it, for package downloads.", {
       defaultText: "the address of the request",
-      description: "The control plane's URL as hosts reach it, for package downloads.",
     }),
   ),
   trustProxy: Type.Optional(
@@ -169,14 +148,7 @@ export const ServerSettingsSchema = Type.Object({
     unit: "milliseconds",
     description: "How long a host may take to come back at a new agent version.",
   }),
-  nodeEnv: Type.Optional(
-    Type.String({
-      env: "NODE_ENV",
-      rule: "text",
-      description:
-        "`production` skips the check of outgoing agent-link frames against the protocol schemas (about 70 µs for a 21-phase node report); any other value or none keeps it.",
-    }),
-  ),
+  nodeEnv: Setting.nodeEnv(),
   printSummary: Type.Boolean({
     env: "KEELSON_PRINT_SUMMARY",
     default: false,
