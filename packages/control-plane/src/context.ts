@@ -5,6 +5,7 @@ import type { Catalogue } from "./domain/catalogue/catalogue.ts";
 import type { IdentityResolver } from "./domain/identity/resolver.ts";
 import type { OperationRunner } from "./runner/runner.ts";
 import type { SecretCipher } from "./secrets/cipher.ts";
+import type { StorageCondition } from "./storage/condition.ts";
 import type { ServerSettings } from "./settings.ts";
 
 /** Everything a route or domain module needs from the running control plane. */
@@ -20,6 +21,8 @@ export interface Keelson {
   readonly identity: IdentityResolver;
   readonly runner: OperationRunner;
   readonly log: FastifyBaseLogger;
+  /** Whether the data dir's disk (or PostgreSQL's) is full: /readyz says so, writes answer 507. */
+  readonly storage: StorageCondition;
   /** The agent link: sessions, commands to hosts, presence. */
   readonly agents: AgentHub;
 }
