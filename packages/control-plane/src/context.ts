@@ -5,8 +5,8 @@ import type { Catalogue } from "./domain/catalogue/catalogue.ts";
 import type { IdentityResolver } from "./domain/identity/resolver.ts";
 import type { OperationRunner } from "./runner/runner.ts";
 import type { SecretCipher } from "./secrets/cipher.ts";
-import type { StorageCondition } from "./storage/condition.ts";
 import type { ServerSettings } from "./settings.ts";
+import type { StorageCondition } from "./storage/condition.ts";
 
 /** Everything a route or domain module needs from the running control plane. */
 export interface Keelson {

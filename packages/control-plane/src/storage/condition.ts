@@ -58,7 +58,10 @@ export class StorageCondition {
   full(what: StorageFull): void {
     if (this.current?.where === what.where) return;
     this.current = { where: what.where, since: new Date().toISOString(), message: this.message(what.where) };
-    this.options.log.error({ where: what.where, reason: what.reason }, "storage full: writes refused until space returns");
+    this.options.log.error(
+      { where: what.where, reason: what.reason },
+      "storage full: writes refused until space returns",
+    );
     this.timer ??= setInterval(() => void this.probe(), this.options.probeIntervalMs ?? STORAGE_PROBE_INTERVAL_MS);
     this.timer.unref();
   }

@@ -3,8 +3,8 @@ import { mkdirSync, readFileSync, statSync } from "node:fs";
 import { copyFile, mkdtemp, readdir, rename, rm, stat, writeFile } from "node:fs/promises";
 import { isAbsolute, join } from "node:path";
 import { ApiError, badRequest, conflict } from "../../http/errors.ts";
-import { PackageRejected, sha256File } from "./verify.ts";
 import { writingDataDir, writingDataDirAsync } from "../../storage/data-dir-files.ts";
+import { PackageRejected, sha256File } from "./verify.ts";
 
 /**
  * Packages served by the control plane, so hosts need no other repository (agent packages:
