@@ -18,7 +18,7 @@ describe("keelson-server with its data dir's disk full", () => {
     disk?.remove();
   });
 
-  it("refuses writes with 507 storage_full, serves reads, says so on /readyz, starts again on the full disk, and loses nothing once space returns", async () => {
+  it("refuses writes with 507 storage_full, serves reads, says so on /readyz, starts again on the full disk (its WAL kept, or folded away by a clean stop), and loses nothing once space returns", async () => {
     disk = mountTmpfs("2m");
     const dataDir = join(disk.dir, "data");
     mkdirSync(dataDir);
@@ -92,6 +92,24 @@ describe("keelson-server with its data dir's disk full", () => {
     expect(await names(again)).toEqual([...created].sort());
     expect(readdirSync(dataDir).filter((f) => f.endsWith(".tmp") || f.startsWith(".space-probe"))).toEqual([]);
     expect(await again.stop("SIGTERM")).toBe(0);
+
+    // A clean stop folded the WAL away (no -wal, no -shm); the disk then fills while the server
+    // is down. The start cannot create SQLite's 32 KiB shared-memory index: it still starts,
+    // degraded from its first answer, serving reads and refusing writes.
+    expect(readdirSync(dataDir).filter((f) => f.startsWith("keelson.sqlite-"))).toEqual([]);
+    disk.fill();
+    const third = await startServer({ dataDir });
+    servers.push(third);
+    expect((await readyz(third)).status).toBe("degraded");
+    expect(await names(third)).toEqual([...created].sort());
+    expect((await create(third, "refused-after-clean-stop")).body).toEqual({ code: "storage_full", message });
+    expect(third.output()).not.toMatch(/\n\s+at |"stack"/);
+    disk.unfill();
+    await waitUntil("readyz ready after the third start", async () => (await readyz(third)).status === "ready", 20_000);
+    expect((await create(third, "after-third")).status).toBe(200);
+    created.push("after-third");
+    expect(await names(third)).toEqual([...created].sort());
+    expect(await third.stop("SIGTERM")).toBe(0);
 
     // The figures for the README and the note.
     process.stdout.write(

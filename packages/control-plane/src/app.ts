@@ -70,6 +70,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       await options.store.db.update(keelsonSchema).set({ minBinaryVersion: sql`min_binary_version` });
     },
   });
+  storage.lookAtStart();
   const runner = new OperationRunner(options.store.db, app.log, (full) => storage.full(full));
   const identity = new IdentityResolver(options.store.db, hashSecret(options.adminToken));
   const { presence, ...hubTuning } = options.agentHub ?? {};

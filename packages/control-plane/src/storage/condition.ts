@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import type { StorageFull } from "@keelson/db";
+import { isNoSpace, type StorageFull } from "@keelson/db";
 import type { FastifyBaseLogger } from "fastify";
 
 /** How often a full storage is probed for space again; only while it is full. */
@@ -88,6 +88,28 @@ export class StorageCondition {
     this.timer = undefined;
   }
 
+  /**
+   * At start: a data dir with no room for the probe file is full before any write says so,
+   * and /readyz should tell from the first answer.
+   */
+  lookAtStart(): void {
+    try {
+      this.probeFile();
+    } catch (err) {
+      if (isNoSpace(err))
+        this.full({ where: "data-dir", reason: `no room for a probe file: ${(err as Error).message}` });
+    }
+  }
+
+  private probeFile(): void {
+    const file = join(this.options.dataDir, `.space-probe-${randomBytes(4).toString("hex")}`);
+    try {
+      writeFileSync(file, Buffer.alloc(PROBE_BYTES), { flag: "wx" });
+    } finally {
+      rmSync(file, { force: true });
+    }
+  }
+
   /** One bounded probe (one small file, or one tiny statement), never two at once. */
   async probe(): Promise<void> {
     const where = this.current?.where;
@@ -95,14 +117,7 @@ export class StorageCondition {
     this.probing = true;
     try {
       if (where === "database") await this.options.probeDatabase?.();
-      else {
-        const file = join(this.options.dataDir, `.space-probe-${randomBytes(4).toString("hex")}`);
-        try {
-          writeFileSync(file, Buffer.alloc(PROBE_BYTES), { flag: "wx" });
-        } finally {
-          rmSync(file, { force: true });
-        }
-      }
+      else this.probeFile();
       this.written();
     } catch {
       // Still full (or the database away): the next tick tries again.
