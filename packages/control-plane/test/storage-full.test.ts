@@ -1,44 +1,12 @@
 import { clusters } from "@keelson/db";
-import { type SQL, sql } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
 import { createTestApp, type TestApp } from "./helpers.ts";
+import { fillStore, freeStore } from "./storage-fill.ts";
 
-/**
- * The store's storage full, made real on each dialect: SQLite with a page ceiling
- * (`max_page_count`), so its writes fail with SQLITE_FULL as on a full disk; PostgreSQL with a
- * trigger that raises `disk_full` (SQLSTATE 53100) as the server does when it cannot extend a
- * file. Each goes through the real driver, drizzle and the error handler. The tmpfs e2e test
- * (test/e2e/disk-full.test.ts) fills a real disk.
- */
-async function fill(t: TestApp): Promise<void> {
-  if (t.store.dialect === "sqlite") {
-    const [pages] = await t.db.get<[number]>(sql`pragma page_count`);
-    await t.db.run(sql.raw(`pragma max_page_count = ${pages + 2}`));
-    return;
-  }
-  await pg(t)(
-    sql.raw(`create or replace function keelson_test_disk_full() returns trigger language plpgsql as $$
-      begin raise exception 'could not extend file "base/1/2": No space left on device' using errcode = 'disk_full'; end $$`),
-  );
-  await pg(t)(sql.raw("create trigger disk_full before insert on clusters execute function keelson_test_disk_full()"));
-  // The probe's write (StorageCondition) is refused too while the disk is "full".
-  await pg(t)(
-    sql.raw("create trigger disk_full before update on keelson_schema execute function keelson_test_disk_full()"),
-  );
-}
-
-async function free(t: TestApp): Promise<void> {
-  if (t.store.dialect === "sqlite") await t.db.run(sql.raw("pragma max_page_count = 1073741823"));
-  else {
-    await pg(t)(sql.raw("drop trigger disk_full on clusters"));
-    await pg(t)(sql.raw("drop trigger disk_full on keelson_schema"));
-  }
-}
-
-function pg(t: TestApp): (q: SQL) => Promise<unknown> {
-  const db = t.db as unknown as { execute(q: SQL): Promise<unknown> };
-  return (q) => db.execute(q);
-}
+/** Where the store is made full (see storage-fill.ts); keelson_schema: the probe's write on PostgreSQL. */
+const TABLES = ["clusters", "keelson_schema"];
+const fill = (t: TestApp) => fillStore(t, TABLES);
+const free = (t: TestApp) => freeStore(t, TABLES);
 
 const create = (t: TestApp, name: string) =>
   t.request({ method: "POST", url: `/v4/${t.projectId}/clusters`, payload: { name } });

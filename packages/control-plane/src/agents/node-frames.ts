@@ -42,7 +42,8 @@ export class NodeFrameAnswers {
 
   /**
    * Stores a report, waiting out the database away or the storage full: an operation may be
-   * waiting for exactly this report, and the agent sends it once. The link's later frames
+   * waiting for exactly this report (a backup's, the cluster's record of it), and the agent
+   * sends it once. The link's later frames
    * wait behind it (they are handled in order); undefined when the link closed meanwhile (the
    * agent reports again on its next link).
    */
@@ -62,7 +63,8 @@ export class NodeFrameAnswers {
   }
 
   async backupReport(session: AgentSession, frame: BackupReportFrame): Promise<void> {
-    const outcome = await this.domain.applyBackupReport(session.hostId, frame);
+    const outcome = await this.untilStored(session, () => this.domain.applyBackupReport(session.hostId, frame));
+    if (!outcome) return;
     if (!outcome.stored) {
       this.log.debug({ hostId: session.hostId, clusterId: frame.clusterId, why: outcome.why }, "backup report ignored");
     } else if (!frame.ok) {
