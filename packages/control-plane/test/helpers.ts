@@ -89,6 +89,7 @@ export async function createTestApp(
     dataDir?: string;
     agentHub?: AppOptions["agentHub"];
     settings?: Partial<ServerSettings>;
+    storageProbeIntervalMs?: number;
   } = {},
 ): Promise<TestApp> {
   const settings: MutableSettings = { ...defaultServerSettings(), ...options.settings };
@@ -103,6 +104,7 @@ export async function createTestApp(
     runOperations: options.runOperations ?? true,
     settings,
     ...(options.agentHub ? { agentHub: options.agentHub } : {}),
+    ...(options.storageProbeIntervalMs ? { storageProbeIntervalMs: options.storageProbeIntervalMs } : {}),
   });
   await app.ready();
   const projectId = (await defaultProjectId(db)) as string;
