@@ -11,8 +11,7 @@ const ROOT = join(import.meta.dirname, "..", "..");
  */
 const ALLOWED: Record<string, string> = {
   "packages/control-plane/src/main.ts": "parses the server's settings once",
-  "packages/control-plane/src/commands/migrate-to-postgres-main.ts":
-    "parses the server's settings once, for the command",
+  "packages/control-plane/src/commands/main.ts": "parses the server's settings once, for its commands",
   "packages/agent/src/main.ts": "parses the agent's settings once",
   "packages/agent/bin/keelson-agent.mjs": "the launcher parses its part and passes the environment on to the agent",
   "packages/settings/src/index.ts": "names process.env in its module comment only",

@@ -1,4 +1,4 @@
-import { buildHostRecord, type HelloPayload, validateUpgradeRequest } from "@keelson/protocol";
+import { buildHostRecord, type HelloPayload, type HostFacts, validateUpgradeRequest } from "@keelson/protocol";
 import pino, { type Logger } from "pino";
 import { EtcdBackups } from "./backups/index.ts";
 import { FactsMonitor } from "./facts.ts";
@@ -10,6 +10,7 @@ import { ensureRegistered, RegistrationError } from "./registration.ts";
 import { createServiceManager } from "./services/index.ts";
 import type { AgentSettings } from "./settings.ts";
 import { StateDir } from "./state-dir.ts";
+import { StateDirSpace } from "./state-space.ts";
 import { AUTH_EXIT_CODE, CONFIG_EXIT_CODE, notifyReady, RESTART_EXIT_CODE } from "./upgrade/ipc.ts";
 import { Upgrader } from "./upgrade/upgrader.ts";
 import { AGENT_VERSION } from "./version.ts";
@@ -149,6 +150,7 @@ class Running {
   private readonly node: NodeController;
   private readonly api: ReturnType<typeof buildLocalApi>;
   private readonly bouncerPath: string;
+  private readonly space: StateDirSpace;
 
   constructor(
     private readonly agent: Agent,
@@ -160,6 +162,13 @@ class Running {
     const baseLog = agent.log;
     const log = baseLog.child({ hostId });
     this.log = log;
+    // A full state dir is told to the control plane with the facts, at once when a write is
+    // refused; the link, the local API and the node's phases carry on.
+    this.space = new StateDirSpace(settings.stateDir, () => {
+      log.error({ stateDir: settings.stateDir }, "the state dir is full; state files keep their last content");
+      this.sendFactsIfChanged();
+    });
+    facts.conditions = () => this.space.check();
     this.upgrader = new Upgrader({
       stateDir: agent.stateDir,
       currentVersion: AGENT_VERSION,
@@ -295,10 +304,7 @@ class Running {
     );
     facts.start(
       settings.factsIntervalMs,
-      (changed) => {
-        this.log.info("host facts changed");
-        this.link.sendFacts(changed);
-      },
+      (changed) => this.factsChanged(changed),
       (err) => this.log.warn({ err }, "collecting host facts failed"),
     );
     this.link.start();
@@ -309,6 +315,7 @@ class Running {
   async stop(reason: string, code: number): Promise<void> {
     this.log.info({ reason, exitCode: code }, "stopping");
     this.agent.facts.stop();
+    this.space.close();
     await this.upgrader.abort();
     // A join or leave still running gets the link's grace period, then its abort signal.
     await this.link.stop({ graceMs: 5_000 });
@@ -316,6 +323,19 @@ class Running {
     await this.node.close();
     await this.backups.close();
     await this.api.close();
+  }
+
+  private factsChanged(changed: HostFacts): void {
+    this.log.info({ conditions: changed.conditions?.map((c) => c.code) ?? [] }, "host facts changed");
+    this.link.sendFacts(changed);
+  }
+
+  /** Collects the facts now rather than at the next tick (a condition just appeared). */
+  private sendFactsIfChanged(): void {
+    this.agent.facts.collect().then(
+      ({ facts, changed }) => changed && this.factsChanged(facts),
+      (err: unknown) => this.log.warn({ err }, "collecting host facts failed"),
+    );
   }
 
   private resumeNode(): void {

@@ -3,6 +3,8 @@
 import { register } from "tsx/esm/api";
 
 register();
-// `keelson-server migrate-to-postgres` moves a stopped server's SQLite data; anything else starts the server.
-if (process.argv[2] === "migrate-to-postgres") await import("../src/commands/migrate-to-postgres-main.ts");
+// `keelson-server migrate-to-postgres|backup|restore` are the operator's commands
+// (src/commands/main.ts); anything else starts the server.
+if (["migrate-to-postgres", "backup", "restore"].includes(process.argv[2] ?? ""))
+  await import("../src/commands/main.ts");
 else await import("../src/main.ts");

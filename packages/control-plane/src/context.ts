@@ -6,6 +6,7 @@ import type { IdentityResolver } from "./domain/identity/resolver.ts";
 import type { OperationRunner } from "./runner/runner.ts";
 import type { SecretCipher } from "./secrets/cipher.ts";
 import type { ServerSettings } from "./settings.ts";
+import type { StorageCondition } from "./storage/condition.ts";
 
 /** Everything a route or domain module needs from the running control plane. */
 export interface Keelson {
@@ -22,6 +23,8 @@ export interface Keelson {
   readonly adminTokenFile: string | null;
   readonly runner: OperationRunner;
   readonly log: FastifyBaseLogger;
+  /** Whether the data dir's disk (or PostgreSQL's) is full: /readyz says so, writes answer 507. */
+  readonly storage: StorageCondition;
   /** The agent link: sessions, commands to hosts, presence. */
   readonly agents: AgentHub;
 }

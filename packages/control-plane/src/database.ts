@@ -14,7 +14,7 @@ export function databaseLabel(settings: ServerSettings): string {
 }
 
 /** The password file's first line (a trailing newline is how editors and `echo` leave it). */
-function readPassword(file: string): string {
+export function readPassword(file: string): string {
   return (readFileSync(file, "utf8").split(/\r?\n/, 1)[0] as string).trimEnd();
 }
 

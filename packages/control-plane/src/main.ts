@@ -1,4 +1,4 @@
-import { DatabaseUnavailableError, openStore, SchemaTooNewError, type Store } from "@keelson/db";
+import { DatabaseUnavailableError, openStore, SchemaTooNewError, type Store, storageFull } from "@keelson/db";
 import { setOutgoingFrameChecks } from "@keelson/protocol";
 import { SETTINGS_EXIT_CODE, SettingsError } from "@keelson/settings";
 import closeWithGrace from "close-with-grace";
@@ -40,6 +40,8 @@ try {
   }
   if (err instanceof SchemaTooNewError) {
     logger.fatal({ database, required: err.required, binary: err.binary }, err.message);
+  } else if (storageFull(err)) {
+    exitStorageFull(err);
   } else if (err instanceof DatabaseUnavailableError) {
     logger.fatal(
       { database: err.target, answer: err.answer, code: err.code },
@@ -48,17 +50,38 @@ try {
   } else throw err;
   process.exit(1);
 }
-const admin = ensureAdminToken(config.dataDir, config.adminToken);
+/**
+ * What cannot start without space: a new database's first migration, or a secret made on a
+ * first start. Everything an existing data dir needs is only read, so a restart on a full disk
+ * serves reads; this is for a data dir that was never complete. One log line, no stack.
+ */
+function exitStorageFull(err: unknown): never {
+  logger.fatal(
+    { dataDir: config.dataDir, reason: storageFull(err)?.reason },
+    `cannot start: the data dir ${config.dataDir} is full and this start needs to write there; free space and start again`,
+  );
+  process.exit(1);
+}
+
 const db = store.db;
-const app = await buildApp({
-  store,
-  dataDir: config.dataDir,
-  adminToken: admin.token,
-  adminTokenFile: admin.file,
-  cipher: loadSecretCipher(config.dataDir),
-  logger,
-  settings: config,
-});
+let admin: ReturnType<typeof ensureAdminToken>;
+let app: Awaited<ReturnType<typeof buildApp>>;
+try {
+  admin = ensureAdminToken(config.dataDir, config.adminToken);
+  app = await buildApp({
+    store,
+    dataDir: config.dataDir,
+    adminToken: admin.token,
+    adminTokenFile: admin.file,
+    cipher: loadSecretCipher(config.dataDir),
+    logger,
+    settings: config,
+  });
+} catch (err) {
+  if (!storageFull(err)) throw err;
+  await store.close().catch(() => undefined);
+  exitStorageFull(err);
+}
 
 closeWithGrace({ delay: 15_000, logger }, async ({ signal, err }) => {
   if (err) logger.error({ err }, "shutting down after an error");

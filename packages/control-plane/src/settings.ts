@@ -1,14 +1,6 @@
 import { resolve } from "node:path";
 import { checkDatabaseUrl, DATABASE_URL_RULE } from "@keelson/db";
-import {
-  checkHttpUrl,
-  checkListen,
-  HTTP_URL_RULE,
-  LISTEN_RULE,
-  LOG_LEVELS,
-  parseListen,
-  parseSettings,
-} from "@keelson/settings";
+import { parseListen, parseSettings, Setting } from "@keelson/settings";
 import { type Static, Type } from "typebox";
 
 /**
@@ -17,13 +9,7 @@ import { type Static, Type } from "typebox";
  * (`keelson.settings`), and no module reads the environment for a setting of its own.
  */
 export const ServerSettingsSchema = Type.Object({
-  listen: Type.String({
-    env: "KEELSON_LISTEN",
-    default: "127.0.0.1:8080",
-    check: checkListen,
-    rule: LISTEN_RULE,
-    description: "Address and port of the REST API and the agent link.",
-  }),
+  listen: Setting.listen("KEELSON_LISTEN", "127.0.0.1:8080", "Address and port of the REST API and the agent link."),
   dataDir: Type.String({
     env: "KEELSON_DATA_DIR",
     default: "./.keelson",
@@ -56,6 +42,13 @@ export const ServerSettingsSchema = Type.Object({
       description: "The PostgreSQL password, kept out of the URL (and out of the process's environment).",
     }),
   ),
+  path: Type.String({
+    env: "PATH",
+    default: "/usr/sbin:/usr/bin:/sbin:/bin",
+    rule: "directories, colon-separated",
+    description:
+      "Where `keelson-server backup` and `restore` look up PostgreSQL's client programs when /usr/lib/postgresql has none.",
+  }),
   databasePoolSize: Type.Integer({
     env: "KEELSON_DATABASE_POOL_SIZE",
     default: 10,
@@ -88,10 +81,7 @@ export const ServerSettingsSchema = Type.Object({
     description:
       "How long an unreachable or refusing PostgreSQL is retried at start (with backoff) before the server gives up, naming the database's answer.",
   }),
-  logLevel: Type.Union(
-    LOG_LEVELS.map((level) => Type.Literal(level)),
-    { env: "KEELSON_LOG_LEVEL", default: "info", description: "Log level (JSON lines on stdout)." },
-  ),
+  logLevel: Setting.logLevel(),
   sessionTtlHours: Type.Number({
     env: "KEELSON_SESSION_TTL_HOURS",
     default: 24,
@@ -109,12 +99,8 @@ export const ServerSettingsSchema = Type.Object({
     description: "How long audit records are kept (GET /v1/audit); older ones are pruned hourly. 0: kept forever.",
   }),
   publicUrl: Type.Optional(
-    Type.String({
-      env: "KEELSON_PUBLIC_URL",
-      check: checkHttpUrl,
-      rule: HTTP_URL_RULE,
+    Setting.httpUrl("KEELSON_PUBLIC_URL", "The control plane's URL as hosts reach it, for package downloads.", {
       defaultText: "the address of the request",
-      description: "The control plane's URL as hosts reach it, for package downloads.",
     }),
   ),
   trustProxy: Type.Optional(
@@ -170,14 +156,7 @@ export const ServerSettingsSchema = Type.Object({
     unit: "milliseconds",
     description: "How long a host may take to come back at a new agent version.",
   }),
-  nodeEnv: Type.Optional(
-    Type.String({
-      env: "NODE_ENV",
-      rule: "text",
-      description:
-        "`production` skips the check of outgoing agent-link frames against the protocol schemas (about 70 µs for a 21-phase node report); any other value or none keeps it.",
-    }),
-  ),
+  nodeEnv: Setting.nodeEnv(),
   printSummary: Type.Boolean({
     env: "KEELSON_PRINT_SUMMARY",
     default: false,

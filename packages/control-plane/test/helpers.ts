@@ -93,6 +93,7 @@ export async function createTestApp(
     settings?: Partial<ServerSettings>;
     /** An admin-token file (rotation rewrites it); by default the token is ADMIN_TOKEN, as if configured. */
     adminTokenFile?: string;
+    storageProbeIntervalMs?: number;
   } = {},
 ): Promise<TestApp> {
   const settings: MutableSettings = { ...defaultServerSettings(), ...options.settings };
@@ -108,6 +109,7 @@ export async function createTestApp(
     runOperations: options.runOperations ?? true,
     settings,
     ...(options.agentHub ? { agentHub: options.agentHub } : {}),
+    ...(options.storageProbeIntervalMs ? { storageProbeIntervalMs: options.storageProbeIntervalMs } : {}),
   });
   await app.ready();
   const projectId = (await defaultProjectId(db)) as string;

@@ -81,6 +81,8 @@ describe("staggered restarts", () => {
         .map((r) => r.hostId)
         .sort(),
     ).toEqual(workers.map((a) => a.hostId).sort());
+    // One at a time: no node of the cluster was still restarting when the next was sent.
+    expect(sent.map((r) => r.busy)).toEqual([[], [], [], [], []]);
     expect(batchesOf(sent, PHASE_MS / 2).map((b) => b.length)).toEqual([1, 1, 1, 1, 1]);
     expect([...masters, ...workers].map((a) => a.restarts)).toEqual([1, 1, 1, 1, 1]);
     expect(await f.cluster(clusterId, "v3")).toMatchObject({ status: "ok", taskStatus: "success" });

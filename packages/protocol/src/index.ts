@@ -12,5 +12,7 @@ export * from "./node-package.ts";
 export * from "./package-verify.ts";
 export * from "./phases.ts";
 export * from "./text.ts";
+export * from "./url-host.ts";
 export * from "./validate.ts";
 export * from "./version.ts";
+export * from "./vrrp.ts";

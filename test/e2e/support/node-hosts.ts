@@ -34,6 +34,7 @@ export function nodeHostDirs(root: string): NodeHostDirs {
   for (const [path, value] of [
     [["net", "ipv4", "ip_forward"], "1"],
     [["net", "bridge", "bridge-nf-call-iptables"], "1"],
+    [["net", "bridge", "bridge-nf-call-ip6tables"], "1"],
   ] as const) {
     mkdirSync(join(procRoot, "sys", ...path.slice(0, -1)), { recursive: true });
     writeFileSync(join(procRoot, "sys", ...path), `${value}\n`);

@@ -172,6 +172,11 @@ export function serverDialect(): "sqlite" | "postgres" {
   return databaseOf ? "postgres" : "sqlite";
 }
 
+/** The store settings a server or a keelson-server command on `dataDir` runs with in this run. */
+export async function storeEnv(dataDir: string): Promise<Record<string, string>> {
+  return { KEELSON_DATA_DIR: dataDir, ...(databaseOf ? { KEELSON_DATABASE_URL: await databaseOf(dataDir) } : {}) };
+}
+
 /** `npx keelson-server` from the repository root, as the README starts it. */
 export async function startServer(
   options: {
@@ -189,10 +194,9 @@ export async function startServer(
   const [command = "npx", ...args] = [...(options.wrap ?? []), "npx", "--no-install", "keelson-server"];
   const proc = start(command, args, {
     KEELSON_LISTEN: `127.0.0.1:${port}`,
-    KEELSON_DATA_DIR: dataDir,
     KEELSON_ADMIN_TOKEN: adminToken,
     KEELSON_LOG_LEVEL: "warn",
-    ...(databaseOf ? { KEELSON_DATABASE_URL: await databaseOf(dataDir) } : {}),
+    ...(await storeEnv(dataDir)),
     ...options.env,
   });
   const url = `http://127.0.0.1:${port}`;

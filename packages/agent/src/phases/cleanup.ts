@@ -30,6 +30,8 @@ export async function cleanNode(paths: NodePaths, services: ServiceManager): Pro
     join(paths.root, "etc", "keepalived"),
     join(paths.root, "etc", "coredns"),
     join(paths.root, "etc", "kube-flannel"),
+    paths.modulesLoadConf,
+    paths.sysctlConf,
     paths.dockerDaemonJson,
     paths.aptDockerList,
     paths.yumDockerRepo,

@@ -1,5 +1,5 @@
 import { resolve } from "node:path";
-import type { NodeRole } from "@keelson/protocol";
+import { type NodeRole, urlHost } from "@keelson/protocol";
 
 /**
  * What the phases need to know about this node and its cluster. The control plane sends it
@@ -78,6 +78,13 @@ export interface HostChecks {
   procRoot: string;
   /** Where /sys is read from (built-in modules show under <sysRoot>/module). */
   sysRoot: string;
+  /** Where `<kernel release>/modules.builtin` is read from (/lib/modules). */
+  modulesRoot: string;
+  /**
+   * Load modules and set sysctls on the running kernel, not only in /etc: only when the agent
+   * manages the real host (host root /), so a test host never changes the machine's kernel.
+   */
+  applyLive: boolean;
   requiredModules: string[];
   /** sysctl name (dotted) -> required value. */
   requiredSysctls: Record<string, string>;
@@ -144,8 +151,9 @@ export type NodeConfigInput = Omit<
 
 export const DEFAULT_MODULES = ["overlay", "br_netfilter"];
 export const DEFAULT_SYSCTLS: Record<string, string> = {
-  "net.ipv4.ip_forward": "1",
   "net.bridge.bridge-nf-call-iptables": "1",
+  "net.bridge.bridge-nf-call-ip6tables": "1",
+  "net.ipv4.ip_forward": "1",
 };
 
 export function resolveNodeConfig(input: NodeConfigInput): NodeConfig {
@@ -157,7 +165,7 @@ export function resolveNodeConfig(input: NodeConfigInput): NodeConfig {
   };
   const apiServer = input.ports?.apiServer ?? Number(cluster.k8sApiPort || 443);
   const ports: ServicePorts = { ...DEFAULT_PORTS, apiServer, ...input.ports };
-  const primaryHost = input.primaryIp.includes(":") ? `[${input.primaryIp}]` : input.primaryIp;
+  const primaryHost = urlHost(input.primaryIp);
   return {
     ...input,
     nodePackage: resolve(input.nodePackage),
@@ -170,6 +178,8 @@ export function resolveNodeConfig(input: NodeConfigInput): NodeConfig {
     host: {
       procRoot: input.host?.procRoot ?? "/proc",
       sysRoot: input.host?.sysRoot ?? "/sys",
+      modulesRoot: input.host?.modulesRoot ?? "/lib/modules",
+      applyLive: input.host?.applyLive ?? resolve(input.hostRoot) === "/",
       requiredModules: input.host?.requiredModules ?? DEFAULT_MODULES,
       requiredSysctls: input.host?.requiredSysctls ?? DEFAULT_SYSCTLS,
     },

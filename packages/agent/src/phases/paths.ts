@@ -39,6 +39,9 @@ export function nodePaths(hostRoot: string) {
     flannelSubnetEnv: at("run", "flannel", "subnet.env"),
     etcdEnv: at("etc", "etcd", "etcd.env"),
     etcdDataDir: at("var", "lib", "etcd"),
+    /** Kernel modules and sysctls Kubernetes needs, applied at boot (misc-checks phase). */
+    modulesLoadConf: at("etc", "modules-load.d", "keelson.conf"),
+    sysctlConf: at("etc", "sysctl.d", "99-keelson.conf"),
     keepalivedConf: at("etc", "keepalived", "keepalived.conf"),
     corefile: at("etc", "coredns", "Corefile"),
     userImages: at("var", "lib", "keelson", "images"),

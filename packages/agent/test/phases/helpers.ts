@@ -125,13 +125,18 @@ export function fakeHost(
     join(procRoot, "modules"),
     overrides.modules ?? "overlay 151552 0 - Live 0x0000000000000000\nbr_netfilter 32768 0 - Live 0x0000000000000000\n",
   );
-  const sysctls = overrides.sysctls ?? { "net.ipv4.ip_forward": "1", "net.bridge.bridge-nf-call-iptables": "1" };
+  const sysctls = overrides.sysctls ?? {
+    "net.ipv4.ip_forward": "1",
+    "net.bridge.bridge-nf-call-iptables": "1",
+    "net.bridge.bridge-nf-call-ip6tables": "1",
+  };
   for (const [name, value] of Object.entries(sysctls)) {
     const parts = name.split(".");
     mkdirSync(join(procRoot, "sys", ...parts.slice(0, -1)), { recursive: true });
     writeFileSync(join(procRoot, "sys", ...parts), `${value}\n`);
   }
-  return { procRoot, sysRoot };
+  // No modules.builtin: the machine's own must not count for a fake host.
+  return { procRoot, sysRoot, modulesRoot: join(dir, "lib", "modules") };
 }
 
 /** Free ports for every service of a node on `ip`. */

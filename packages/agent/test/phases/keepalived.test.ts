@@ -1,6 +1,6 @@
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { accessSync, chmodSync, constants, mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { accessSync, chmodSync, constants, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildContext } from "../../src/phases/context.ts";
@@ -96,8 +96,9 @@ describe("keepalived phase with the real keepalived", () => {
 
   const vipShown = () => ip(["-n", netns, "-4", "-o", "addr", "show", "dev", IFACE]).includes(` ${VIP}/32 `);
 
-  it("claims the VIP on the interface, reports running, and releases it on stop", async () => {
-    const nodePackage = join(root, "node-package");
+  const nodePackage = join(root, "node-package");
+  const conf = join(root, "host", "etc", "keepalived", "keepalived.conf");
+  const setup = (masterVipVrouterId: string, iface = IFACE) => {
     mkdirSync(join(nodePackage, "bin"), { recursive: true });
     const wrapper = join(nodePackage, "bin", "keepalived");
     writeFileSync(
@@ -110,9 +111,9 @@ describe("keepalived phase with the real keepalived", () => {
       primaryIp: NODE_IP,
       nodePackage,
       systemBinDirs: [],
-      cluster: { masterVipIpv4: VIP, masterVipIface: IFACE, masterVipVrouterId: "51" },
+      cluster: { masterVipIpv4: VIP, masterVipIface: iface, masterVipVrouterId },
     });
-    services = new DirectSupervisor({ hostRoot: config.hostRoot, log: testLog() });
+    services ??= new DirectSupervisor({ hostRoot: config.hostRoot, log: testLog() });
     const supervisor = services;
     const ctx = (intent: PhaseIntent) =>
       buildContext(
@@ -129,10 +130,50 @@ describe("keepalived phase with the real keepalived", () => {
         },
         { signal: AbortSignal.timeout(15_000), intent, regenerateCerts: false, log: testLog() },
       );
+    return { ctx, supervisor };
+  };
+
+  /** The real keepalived's own config test, run here (not by the phase) on what the phase wrote. */
+  const keepalivedTest = () =>
+    spawnSync(IP, ["netns", "exec", netns, "/usr/sbin/keepalived", "-t", "-f", conf], { encoding: "utf8" });
+
+  it("writes a configuration the real keepalived -t accepts at both ends of the API's range", async () => {
+    // API id 0 is what the first cluster with a VIP gets: keepalived refuses VRID 0.
+    for (const [apiId, vrid] of [
+      ["0", 1],
+      ["254", 255],
+    ] as const) {
+      const { ctx } = setup(apiId);
+      try {
+        await keepalived.start(ctx("start"));
+      } catch {
+        // The verdict that counts is keepalived's own, below.
+      }
+      expect(readFileSync(conf, "utf8")).toContain(`virtual_router_id ${vrid}\n`);
+      const check = keepalivedTest();
+      expect(`${check.stderr}${check.stdout}`, `masterVipVrouterId ${apiId}`).toBe("");
+      expect(check.status, `masterVipVrouterId ${apiId}`).toBe(0);
+      await keepalived.stop(ctx("stop"));
+    }
+  }, 20_000);
+
+  it("fails the phase with keepalived's own words when keepalived -t refuses the file", async () => {
+    const { ctx, supervisor } = setup("7", "nosuch0");
+    const error = await keepalived.start(ctx("start")).catch((e: Error) => e.message);
+    expect(error).toMatch(/^keepalived refuses .*keepalived\.conf \(keepalived -t exit \d+\): /);
+    expect(error).toContain("Non-existent interface specified in configuration");
+    // Refused before it ever ran.
+    expect((await supervisor.status("keepalived")).pid).toBeNull();
+  }, 20_000);
+
+  it("claims the VIP on the interface, reports running, and releases it on stop", async () => {
+    const { ctx, supervisor } = setup("51");
 
     expect(vipShown()).toBe(false);
     const started = await keepalived.start(ctx("start"));
-    expect(started?.message).toMatch(new RegExp(`^VIP ${VIP} on ${IFACE}, virtual router 51 \\(pid \\d+\\)$`));
+    expect(started?.message).toMatch(
+      new RegExp(`^VIP ${VIP} on ${IFACE}, virtual router 52 \\(masterVipVrouterId 51, pid \\d+\\)$`),
+    );
 
     // A lone BACKUP becomes MASTER after three missed adverts (about 3.5 s) and adds the VIP.
     await until(`${VIP} on ${IFACE}`, vipShown, 8_000);

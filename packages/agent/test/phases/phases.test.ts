@@ -1,12 +1,10 @@
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { createServer, type Server } from "node:net";
 import { join } from "node:path";
 import { execa } from "execa";
 import { afterAll, describe, expect, it } from "vitest";
 import type { NodeConfig, NodeConfigInput } from "../../src/phases/config.ts";
 import { buildContext } from "../../src/phases/context.ts";
 import { certRequests } from "../../src/phases/impl/certs.ts";
-import { miscChecks } from "../../src/phases/impl/checks.ts";
 import { parseMemberList } from "../../src/phases/impl/etcd.ts";
 import { appCatalog, keepalived } from "../../src/phases/impl/masters.ts";
 import { cniFiles, configureCni, networkConfig } from "../../src/phases/impl/network.ts";
@@ -18,7 +16,7 @@ import type { KubeApi, KubeNode, PodRef } from "../../src/phases/kube-api.ts";
 import { nodePaths } from "../../src/phases/paths.ts";
 import type { PhaseIntent } from "../../src/phases/types.ts";
 import { DirectSupervisor, killAllFromPidFiles } from "../../src/services/direct.ts";
-import { fakeHost, freePort, nodeConfig, tempDir, testLog } from "./helpers.ts";
+import { fakeHost, nodeConfig, tempDir, testLog } from "./helpers.ts";
 
 /** An in-memory Kubernetes API holding nodes and pods, with the merge-patch semantics of the real one. */
 class FakeKube implements KubeApi {
@@ -91,46 +89,6 @@ afterAll(() => {
     killAllFromPidFiles(join(root, "host"));
     rmSync(root, { recursive: true, force: true });
   }
-});
-
-describe("misc checks", () => {
-  it("passes on a prepared host", async () => {
-    const { ctx } = setup();
-    expect(await miscChecks.start(ctx())).toEqual({ message: expect.stringMatching(/swap off/) });
-  });
-
-  it("names every problem and the command that fixes it", async () => {
-    const root = tempDir("host");
-    roots.push(root);
-    const host = fakeHost(root, {
-      swaps: "Filename Type Size Used Priority\n/dev/sda2 partition 1048572 0 -2\n",
-      modules: "overlay 151552 0 - Live 0x0\n",
-      sysctls: { "net.ipv4.ip_forward": "0" },
-    });
-    const port = await freePort("127.0.0.11");
-    const squatter: Server = createServer();
-    await new Promise<void>((r) => squatter.listen({ host: "127.0.0.11", port }, () => r()));
-    try {
-      const { ctx } = setup({ host, ports: { kubeletHealthz: port } });
-      const error = await miscChecks.status(ctx("status")).catch((e: Error) => e.message);
-      expect(error).toMatch(/swap is on \(\/dev\/sda2\).*swapoff -a/);
-      expect(error).toMatch(/kernel module\(s\) br_netfilter not loaded: run "modprobe br_netfilter"/);
-      expect(error).toMatch(/sysctl net\.ipv4\.ip_forward is 0, needs 1: run "sysctl -w net\.ipv4\.ip_forward=1"/);
-      expect(error).toMatch(/sysctl net\.bridge\.bridge-nf-call-iptables is missing/);
-      expect(error).toContain(`port ${port} (kubelet healthz) on 127.0.0.11 is taken by another process`);
-    } finally {
-      squatter.close();
-    }
-  });
-
-  it("accepts a built-in module that only /sys shows", async () => {
-    const root = tempDir("host");
-    roots.push(root);
-    const host = fakeHost(root, { modules: "overlay 1 0 - Live 0x0\n" });
-    mkdirSync(join(host.sysRoot, "module", "br_netfilter"), { recursive: true });
-    const { ctx } = setup({ host });
-    await expect(miscChecks.status(ctx("status"))).resolves.toBeUndefined();
-  });
 });
 
 describe("configuration rendering", () => {
@@ -350,7 +308,8 @@ describe("master extras", () => {
     // The configuration is written before the binary is looked for, so the operator can read it.
     const conf = readFileSync(paths.keepalivedConf, "utf8");
     expect(conf).toContain("interface eth1");
-    expect(conf).toContain("virtual_router_id 77");
+    // API id 77 is VRRP id 78 (vrrpRouterId: the API counts from 0, VRRP from 1).
+    expect(conf).toContain("virtual_router_id 78");
     expect(conf).toContain("10.0.0.100/32 dev eth1");
     await expect(keepalived.status(ctx("status"))).rejects.toThrow(/keepalived is not installed/);
   });

@@ -1,24 +1,25 @@
 /**
  * Serialized read responses, valid for as long as the database has not changed.
  *
- * On SQLite the store's change stamp moves with every row written through its connection and
- * every commit by another one. While it stands still, a read computed from the database alone
- * (no clock, no request state) gives the same bytes, so the bytes can be served again; the
- * first write anywhere drops every entry at once. This trades nothing in correctness for the
- * hot read paths and is bounded in size. On PostgreSQL there is no stamp and nothing is cached.
+ * The store's change stamp moves with every write anyone commits: on SQLite every row written
+ * through the store's connection and every commit by another one; on PostgreSQL every
+ * transaction that writes, on any replica or client (the snapshot's xid range, see the
+ * PostgreSQL store). While it stands still, a read computed from the database alone (no clock,
+ * no request state) gives the same bytes, so the bytes can be served again; the first write
+ * anywhere drops every entry at once. A value is kept only when the stamp read after computing
+ * it equals the one read before: then nothing committed while it was computed. This trades
+ * nothing in correctness for the hot read paths and is bounded in size.
  */
 export class SnapshotCache {
   private seen: string | undefined;
   private readonly entries = new Map<string, string>();
 
-  /** Without a change counter (PostgreSQL: other replicas write too) nothing is cached. */
   constructor(
-    private readonly changeStamp: (() => Promise<string>) | undefined,
+    private readonly changeStamp: () => Promise<string>,
     private readonly maxEntries = 2000,
   ) {}
 
   async get(key: string, produce: () => Promise<string>): Promise<string> {
-    if (!this.changeStamp) return produce();
     const now = await this.changeStamp();
     if (now !== this.seen) {
       this.entries.clear();
@@ -27,8 +28,10 @@ export class SnapshotCache {
     const hit = this.entries.get(key);
     if (hit !== undefined) return hit;
     const value = await produce();
-    // produce() only reads; if anything wrote meanwhile the entry must not outlive it.
-    if ((await this.changeStamp()) !== now) return value;
+    // produce() only reads; if anything wrote meanwhile the entry must not outlive it. Nor may
+    // it join entries another request keyed to a newer stamp meanwhile: on a pool, this
+    // request's stamp reads can answer before that request's while taken after them.
+    if ((await this.changeStamp()) !== now || this.seen !== now) return value;
     if (this.entries.size >= this.maxEntries) this.entries.clear();
     this.entries.set(key, value);
     return value;

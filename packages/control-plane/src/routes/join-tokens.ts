@@ -7,14 +7,7 @@ import {
   listJoinTokens,
   revokeJoinToken,
 } from "../domain/identity/join-tokens.ts";
-import {
-  emptyBodyIsNoOptions,
-  errorResponses as errors,
-  IDENTITY_TAGS,
-  PROJECT_ADMIN,
-  Timestamp,
-  V1ProjectParams,
-} from "./common-schemas.ts";
+import { PROJECT_ADMIN, Timestamp } from "./common-schemas.ts";
 import { projectCollectionRoutes } from "./project-collection.ts";
 
 /** Agents' one-time join tokens (identity extension): shown once, stored hashed, spent by one registration. */
@@ -38,34 +31,6 @@ const JoinTokenInfo = Type.Object({
 export const joinTokenRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const { db } = app.keelson;
 
-  app.post(
-    "/v1/projects/:projectId/joinTokens",
-    {
-      config: { ...PROJECT_ADMIN, issues: "join token" },
-      preValidation: emptyBodyIsNoOptions,
-      schema: {
-        tags: IDENTITY_TAGS,
-        summary: "Issue a one-time agent join token (extension)",
-        description: "An agent An agent registers with it once, before it expires.",
-        params: V1ProjectParams,
-        body: Type.Object(
-          {
-            expiresInMinutes: Type.Optional(
-              Type.Integer({
-                minimum: 1,
-                maximum: JOIN_TOKEN_MAX_MINUTES,
-                description: `Default ${JOIN_TOKEN_DEFAULT_MINUTES}`,
-              }),
-            ),
-          },
-          { additionalProperties: false, description: "May be omitted" },
-        ),
-        response: { 201: IssuedJoinToken, ...errors(400, 403, 404) },
-      },
-    },
-    async (request, reply) => reply.status(201).send(await createJoinToken(db, request.params.projectId, request.body)),
-  );
-
   projectCollectionRoutes(app, {
     plural: "joinTokens",
     idParam: "joinTokenId",
@@ -75,5 +40,26 @@ export const joinTokenRoutes: FastifyPluginAsyncTypebox = async (app) => {
     deleteSummary: "Revoke a join token (extension)",
     list: (projectId) => listJoinTokens(db, projectId),
     remove: (projectId, id) => revokeJoinToken(db, projectId, id),
+    create: {
+      summary: "Issue a one-time agent join token (extension)",
+      description: "An agent registers with it once, before it expires.",
+      body: Type.Object(
+        {
+          expiresInMinutes: Type.Optional(
+            Type.Integer({
+              minimum: 1,
+              maximum: JOIN_TOKEN_MAX_MINUTES,
+              description: `Default ${JOIN_TOKEN_DEFAULT_MINUTES}`,
+            }),
+          ),
+        },
+        { additionalProperties: false, description: "May be omitted" },
+      ),
+      bodyOptional: true,
+      issues: "join token",
+      created: IssuedJoinToken,
+      errorCodes: [400, 403, 404],
+      run: (projectId, body) => createJoinToken(db, projectId, body),
+    },
   });
 };

@@ -9,7 +9,6 @@ import {
   PROJECT_ADMIN,
   RoleSchema,
   Timestamp,
-  V1ProjectParams,
 } from "./common-schemas.ts";
 import { projectCollectionRoutes } from "./project-collection.ts";
 
@@ -25,37 +24,6 @@ const User = Type.Object({
 
 export const userRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const { db } = app.keelson;
-
-  app.post(
-    "/v1/projects/:projectId/users",
-    {
-      config: PROJECT_ADMIN,
-      schema: {
-        tags: IDENTITY_TAGS,
-        summary: "Create a user for the Keystone-style login (extension, project admin)",
-        description: "The password is stored as an scrypt hash and never returned.",
-        params: V1ProjectParams,
-        body: Type.Object(
-          {
-            name: Type.String({
-              minLength: 1,
-              maxLength: USER_NAME_MAX_LENGTH,
-              description: "Unique in the project; printable, no leading or trailing whitespace",
-            }),
-            password: Type.String({
-              minLength: PASSWORD_MIN_LENGTH,
-              maxLength: PASSWORD_MAX_LENGTH,
-              writeOnly: true,
-            }),
-            role: NewRoleSchema,
-          },
-          { additionalProperties: false },
-        ),
-        response: { 201: User, ...errors(400, 403, 404, 409) },
-      },
-    },
-    async (request, reply) => reply.status(201).send(await createUser(db, request.params.projectId, request.body)),
-  );
 
   app.put(
     "/v1/projects/:projectId/users/:userId/role",
@@ -83,5 +51,28 @@ export const userRoutes: FastifyPluginAsyncTypebox = async (app) => {
     deleteSummary: "Delete a user and end its login sessions (extension, project admin)",
     list: (projectId) => listUsers(db, projectId),
     remove: (projectId, id) => deleteUser(db, projectId, id),
+    create: {
+      summary: "Create a user for the Keystone-style login (extension, project admin)",
+      description: "The password is stored as an scrypt hash and never returned.",
+      body: Type.Object(
+        {
+          name: Type.String({
+            minLength: 1,
+            maxLength: USER_NAME_MAX_LENGTH,
+            description: "Unique in the project; printable, no leading or trailing whitespace",
+          }),
+          password: Type.String({
+            minLength: PASSWORD_MIN_LENGTH,
+            maxLength: PASSWORD_MAX_LENGTH,
+            writeOnly: true,
+          }),
+          role: NewRoleSchema,
+        },
+        { additionalProperties: false },
+      ),
+      created: User,
+      errorCodes: [400, 403, 404, 409],
+      run: (projectId, body) => createUser(db, projectId, body),
+    },
   });
 };

@@ -29,12 +29,11 @@ export interface Store {
   /** A cheap round trip to the database (readiness). */
   ping(): Promise<void>;
   /**
-   * SQLite only: a value that changes whenever anyone changed the data (this store's connection
-   * or another process on the same file), for a read cache that must drop its entries after any
-   * write. Absent on PostgreSQL, where other replicas write too and a shared counter would be
-   * one more write on every change (see SnapshotCache for the figures).
+   * A value that changes whenever anyone changed the data, for a read cache that must drop its
+   * entries after any write: on SQLite this store's connection or another process on the same
+   * file; on PostgreSQL any transaction of any replica or client (the snapshot's xid range).
    */
-  changeStamp?(): Promise<string>;
+  changeStamp(): Promise<string>;
   close(): Promise<void>;
 }
 

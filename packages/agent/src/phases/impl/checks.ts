@@ -1,14 +1,18 @@
-import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { readTextOrUndefined } from "../../services/atomic-file.ts";
+import { listenersOn, socketHolders } from "../../services/port-holder.ts";
+import type { HostChecks } from "../config.ts";
 import { type PhaseContext, PhaseError } from "../types.ts";
-import { definePhase } from "./common.ts";
+import { definePhase, expectFiles, writeFiles } from "./common.ts";
+import { applyLive, hostSettingFiles, modulePresent, sysctlFile } from "./host-settings.ts";
 import { tryBind } from "./net.ts";
 
 /**
- * Miscellaneous scripts and checks: swap off, kernel modules loaded, sysctls set, and the
- * ports of the services still to start free on the primary IP. Every problem is listed with
- * the command that fixes it; nothing is changed behind the operator's back.
+ * Miscellaneous scripts and checks. It applies what Kubernetes needs of the kernel itself (the
+ * modules in /etc/modules-load.d, the sysctls in /etc/sysctl.d, and on the real host the
+ * running kernel too: host-settings.ts), and only then checks: swap off, modules present
+ * (loaded or built in), sysctls set, and the ports of the services still to start free on the
+ * primary IP. What is still wrong is named exactly.
  */
 
 export function swapProblem(procRoot: string): string | undefined {
@@ -23,31 +27,25 @@ export function swapProblem(procRoot: string): string | undefined {
   return `swap is on (${devices.join(", ")}); the kubelet refuses to run with swap: run "swapoff -a" and remove the swap entries from /etc/fstab`;
 }
 
-export function moduleProblems(procRoot: string, sysRoot: string, required: string[]): string[] {
-  const loaded = new Set(
-    (readTextOrUndefined(join(procRoot, "modules")) ?? "")
-      .split("\n")
-      .map((l) => l.split(" ")[0])
-      .filter(Boolean),
-  );
-  // Built-in modules never show in /proc/modules but do have /sys/module/<name>.
-  const missing = required.filter((m) => !loaded.has(m) && !existsSync(join(sysRoot, "module", m)));
-  if (missing.length === 0) return [];
-  return [
-    `kernel module(s) ${missing.join(", ")} not loaded: run "modprobe ${missing.join(" && modprobe ")}" and list them in /etc/modules-load.d/k8s.conf`,
-  ];
+/** Why a setting in the host's /etc is not in the running kernel yet, when it is not applied live. */
+function notLive(host: HostChecks): string {
+  return host.applyLive ? "" : " (not applied to the running kernel: the agent does not manage the real host)";
 }
 
-export function sysctlProblems(procRoot: string, required: Record<string, string>): string[] {
+export function moduleProblems(host: HostChecks): string[] {
+  const missing = host.requiredModules.filter((m) => !modulePresent(host, m));
+  if (missing.length === 0) return [];
+  return [`kernel module(s) ${missing.join(", ")} neither loaded nor built in${notLive(host)}`];
+}
+
+export function sysctlProblems(host: HostChecks): string[] {
   const problems: string[] = [];
-  for (const [name, want] of Object.entries(required)) {
-    const file = join(procRoot, "sys", ...name.split("."));
+  for (const [name, want] of Object.entries(host.requiredSysctls)) {
+    const file = sysctlFile(host.procRoot, name);
     const actual = readTextOrUndefined(file)?.trim();
     if (actual === want) continue;
     const now = actual === undefined ? `missing (${file})` : `${actual}`;
-    problems.push(
-      `sysctl ${name} is ${now}, needs ${want}: run "sysctl -w ${name}=${want}" and persist it in /etc/sysctl.d/`,
-    );
+    problems.push(`sysctl ${name} is ${now}, needs ${want}${notLive(host)}`);
   }
   return problems;
 }
@@ -80,20 +78,20 @@ export async function portProblems(ctx: PhaseContext): Promise<string[]> {
     if (ours.get(owner)) continue;
     const error = await tryBind(ctx.config.primaryIp, port);
     if (error === "EADDRINUSE") {
-      problems.push(
-        `port ${port} (${what}) on ${ctx.config.primaryIp} is taken by another process: find it with "ss -ltnp 'sport = :${port}'" and stop it`,
-      );
+      const holders = socketHolders(new Set(listenersOn(port).map((l) => l.inode)));
+      const who = holders.length > 0 ? holders.map((h) => `${h.comm} (pid ${h.pid})`).join(", ") : "another process";
+      problems.push(`port ${port} (${what}) on ${ctx.config.primaryIp} is taken by ${who}: stop it or free the port`);
     } else if (error) problems.push(`cannot bind ${ctx.config.primaryIp}:${port} (${what}): ${error}`);
   }
   return problems;
 }
 
 async function check(ctx: PhaseContext): Promise<void> {
-  const { procRoot, sysRoot, requiredModules, requiredSysctls } = ctx.config.host;
+  const host = ctx.config.host;
   const problems = [
-    swapProblem(procRoot),
-    ...moduleProblems(procRoot, sysRoot, requiredModules),
-    ...sysctlProblems(procRoot, requiredSysctls),
+    swapProblem(host.procRoot),
+    ...moduleProblems(host),
+    ...sysctlProblems(host),
     ...(await portProblems(ctx)),
   ].filter((p): p is string => p !== undefined);
   if (problems.length > 0) throw new PhaseError(`host not ready: ${problems.join("; ")}`);
@@ -102,13 +100,17 @@ async function check(ctx: PhaseContext): Promise<void> {
 export const miscChecks = definePhase({
   id: "misc-checks",
   async start(ctx) {
+    writeFiles(hostSettingFiles(ctx));
+    const applied = await applyLive(ctx);
     await check(ctx);
-    return { message: "swap off, modules loaded, sysctls set, ports free" };
+    const did = applied.length > 0 ? ` (${applied.join(", ")})` : "";
+    return { message: `swap off, modules present, sysctls set${did}, ports free` };
   },
   async stop() {
     return undefined;
   },
   async status(ctx) {
+    expectFiles(hostSettingFiles(ctx));
     await check(ctx);
     return undefined;
   },

@@ -1,17 +1,17 @@
 import { rmSync } from "node:fs";
 import { join } from "node:path";
-import { parseIpv4 } from "@keelson/protocol";
-import { readTextOrUndefined } from "../../services/atomic-file.ts";
+import { parseIpv4, parseVrouterId, urlHost, VROUTER_ID_MAX, VROUTER_ID_MIN, vrrpRouterId } from "@keelson/protocol";
 import type { ServiceSpec } from "../../services/types.ts";
 import { type PhaseContext, PhaseError } from "../types.ts";
 import {
+  configuredServiceEnv,
   type DesiredFile,
   definePhase,
   ensureService,
   expectFiles,
   expectServiceRunning,
   hashOf,
-  serviceEnv,
+  servicePhase,
   writeFiles,
 } from "./common.ts";
 
@@ -35,6 +35,9 @@ export const appCatalog = definePhase({
 interface Vip {
   address: string;
   iface: string;
+  /** masterVipVrouterId as the API shows it (0–254). */
+  apiId: number;
+  /** What keepalived is given (VRRP's 1–255). */
   routerId: number;
 }
 
@@ -45,17 +48,13 @@ function vipOf(ctx: PhaseContext): Vip | undefined {
     throw new PhaseError(`masterVipIpv4 "${c.masterVipIpv4}" is not an IPv4 address`);
   if (!c.masterVipIface)
     throw new PhaseError("masterVipIpv4 is set but masterVipIface is not: keepalived needs the interface");
-  const routerId = Number(c.masterVipVrouterId);
-  if (
-    c.masterVipVrouterId === undefined ||
-    c.masterVipVrouterId === "" ||
-    !Number.isInteger(routerId) ||
-    routerId < 0 ||
-    routerId > 254
-  ) {
-    throw new PhaseError(`masterVipVrouterId "${c.masterVipVrouterId ?? ""}" must be an integer from 0 to 254`);
+  const apiId = parseVrouterId(c.masterVipVrouterId);
+  if (apiId === undefined) {
+    throw new PhaseError(
+      `masterVipVrouterId "${c.masterVipVrouterId ?? ""}" must be an integer from ${VROUTER_ID_MIN} to ${VROUTER_ID_MAX}`,
+    );
   }
-  return { address: c.masterVipIpv4, iface: c.masterVipIface, routerId };
+  return { address: c.masterVipIpv4, iface: c.masterVipIface, apiId, routerId: vrrpRouterId(apiId) };
 }
 
 export function renderKeepalivedConf(ctx: PhaseContext, vip: Vip): string {
@@ -76,7 +75,6 @@ export function renderKeepalivedConf(ctx: PhaseContext, vip: Vip): string {
     "  priority 100",
     "  advert_int 1",
     "  nopreempt",
-    `  unicast_src_ip ${config.primaryIp}`,
     "  authentication {",
     "    auth_type PASS",
     `    auth_pass ${pass}`,
@@ -89,7 +87,7 @@ export function renderKeepalivedConf(ctx: PhaseContext, vip: Vip): string {
   ].join("\n");
 }
 
-function keepalivedSpec(ctx: PhaseContext, conf: string): ServiceSpec {
+function keepalivedSpec(ctx: PhaseContext): ServiceSpec {
   const { paths, config } = ctx;
   return {
     name: "keepalived",
@@ -103,9 +101,26 @@ function keepalivedSpec(ctx: PhaseContext, conf: string): ServiceSpec {
       `--pid=${join(paths.runDir, "keepalived-main.pid")}`,
       `--vrrp_pid=${join(paths.runDir, "keepalived-vrrp.pid")}`,
     ],
-    env: serviceEnv({ KEELSON_CONFIG_HASH: hashOf(conf) }),
+    env: configuredServiceEnv(paths.keepalivedConf),
     stopTimeoutMs: config.timeouts.serviceStopMs,
   };
+}
+
+/**
+ * keepalived's own config test (`-t`, 2.2.7) before it runs: a started keepalived logs what it
+ * refuses and carries on without the VIP, so a bad file would otherwise look like a healthy
+ * service. The phase fails with keepalived's own words.
+ */
+async function testKeepalivedConf(ctx: PhaseContext): Promise<void> {
+  const bin = ctx.binary("keepalived", { fallbackDirs: ctx.config.systemBinDirs });
+  const result = await ctx.run(bin, ["--config-test", `--use-file=${ctx.paths.keepalivedConf}`], {
+    allowFailure: true,
+  });
+  if (result.exitCode === 0) return;
+  const said = `${result.stderr}\n${result.stdout}`.trim().replace(/\s*\n\s*/g, "; ");
+  throw new PhaseError(
+    `keepalived refuses ${ctx.paths.keepalivedConf} (keepalived -t exit ${result.exitCode}): ${said || "no output"}`,
+  );
 }
 
 const NO_VIP = "masterVipIpv4 is not set: keepalived is not needed";
@@ -120,8 +135,11 @@ export const keepalived = definePhase({
     }
     const conf = renderKeepalivedConf(ctx, vip);
     writeFiles([{ path: ctx.paths.keepalivedConf, content: conf }]);
-    const status = await ensureService(ctx, keepalivedSpec(ctx, conf));
-    return { message: `VIP ${vip.address} on ${vip.iface}, virtual router ${vip.routerId} (pid ${status.pid})` };
+    await testKeepalivedConf(ctx);
+    const status = await ensureService(ctx, keepalivedSpec(ctx));
+    return {
+      message: `VIP ${vip.address} on ${vip.iface}, virtual router ${vip.routerId} (masterVipVrouterId ${vip.apiId}, pid ${status.pid})`,
+    };
   },
   async stop(ctx) {
     await ctx.services.stop("keepalived");
@@ -140,7 +158,7 @@ export const keepalived = definePhase({
 function corefile(ctx: PhaseContext): DesiredFile {
   const { config, paths } = ctx;
   const ip = config.primaryIp;
-  const host = ip.includes(":") ? `[${ip}]` : ip;
+  const host = urlHost(ip);
   return {
     path: paths.corefile,
     content: [
@@ -166,30 +184,19 @@ function corefile(ctx: PhaseContext): DesiredFile {
   };
 }
 
-export const coredns = definePhase({
+export const coredns = servicePhase({
   id: "coredns",
-  async start(ctx) {
-    const file = corefile(ctx);
-    writeFiles([file]);
-    const host = ctx.config.primaryIp.includes(":") ? `[${ctx.config.primaryIp}]` : ctx.config.primaryIp;
-    const status = await ensureService(ctx, {
-      name: "coredns",
-      description: "CoreDNS",
-      command: ctx.binary("coredns"),
-      args: ["-conf", ctx.paths.corefile],
-      env: serviceEnv({ KEELSON_CONFIG_HASH: hashOf(readTextOrUndefined(file.path)) }),
-      health: { kind: "http", url: `http://${host}:${ctx.config.ports.corednsHealth}/health` },
-      stopTimeoutMs: ctx.config.timeouts.serviceStopMs,
-    });
-    return { message: `coredns pid ${status.pid}` };
-  },
-  async stop(ctx) {
-    await ctx.services.stop("coredns");
-    return undefined;
-  },
-  async status(ctx) {
-    expectFiles([corefile(ctx)]);
-    await expectServiceRunning(ctx, "coredns");
-    return undefined;
-  },
+  service: "coredns",
+  files: (ctx) => [corefile(ctx)],
+  spec: (ctx) => ({
+    name: "coredns",
+    description: "CoreDNS",
+    command: ctx.binary("coredns"),
+    args: ["-conf", ctx.paths.corefile],
+    env: configuredServiceEnv(ctx.paths.corefile),
+    health: { kind: "http", url: `http://${urlHost(ctx.config.primaryIp)}:${ctx.config.ports.corednsHealth}/health` },
+    stopTimeoutMs: ctx.config.timeouts.serviceStopMs,
+  }),
+  ports: (ctx) => [ctx.config.ports.corednsHealth, ctx.config.ports.corednsReady],
+  started: (_ctx, status) => `coredns pid ${status.pid}`,
 });

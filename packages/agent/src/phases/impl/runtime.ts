@@ -3,15 +3,7 @@ import { join } from "node:path";
 import { readTextOrUndefined, writeFileAtomic } from "../../services/atomic-file.ts";
 import type { ServiceSpec } from "../../services/types.ts";
 import { type PhaseContext, PhaseError } from "../types.ts";
-import {
-  definePhase,
-  ensureService,
-  expectFiles,
-  expectServiceRunning,
-  hashOf,
-  serviceEnv,
-  writeFiles,
-} from "./common.ts";
+import { configuredServiceEnv, definePhase, expectFiles, serviceEnv, servicePhase, writeFiles } from "./common.ts";
 import { runtimeFiles } from "./render.ts";
 
 /** Configure container runtime: containerd's config.toml (mirrors), docker's daemon.json, package repos. */
@@ -57,7 +49,7 @@ function containerdSpec(ctx: PhaseContext): ServiceSpec {
       "--state",
       paths.containerdState,
     ],
-    env: serviceEnv({ KEELSON_CONFIG_HASH: hashOf(readTextOrUndefined(paths.containerdConfig)) }),
+    env: configuredServiceEnv(paths.containerdConfig),
     // ctr talks to containerd over its socket: the same probe works for the real one.
     health: {
       kind: "exec",
@@ -69,20 +61,11 @@ function containerdSpec(ctx: PhaseContext): ServiceSpec {
   };
 }
 
-export const startRuntime = definePhase({
+export const startRuntime = servicePhase({
   id: "start-runtime",
-  async start(ctx) {
-    const status = await ensureService(ctx, containerdSpec(ctx));
-    return { message: `containerd running (pid ${status.pid})` };
-  },
-  async stop(ctx) {
-    await ctx.services.stop("containerd");
-    return undefined;
-  },
-  async status(ctx) {
-    await expectServiceRunning(ctx, "containerd");
-    return undefined;
-  },
+  service: "containerd",
+  spec: containerdSpec,
+  started: (_ctx, status) => `containerd running (pid ${status.pid})`,
 });
 
 interface ImportRecord {
