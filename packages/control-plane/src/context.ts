@@ -6,6 +6,7 @@ import type { IdentityResolver } from "./domain/identity/resolver.ts";
 import type { OperationRunner } from "./runner/runner.ts";
 import type { SecretCipher } from "./secrets/cipher.ts";
 import type { ServerSettings } from "./settings.ts";
+import type { ServerTls } from "./tls/server-tls.ts";
 
 /** Everything a route or domain module needs from the running control plane. */
 export interface Keelson {
@@ -22,6 +23,8 @@ export interface Keelson {
   readonly log: FastifyBaseLogger;
   /** The agent link: sessions, commands to hosts, presence. */
   readonly agents: AgentHub;
+  /** HTTPS and its CA (KEELSON_TLS=auto or files); undefined when the server speaks plain HTTP. */
+  readonly tls: ServerTls | undefined;
 }
 
 declare module "fastify" {

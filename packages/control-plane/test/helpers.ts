@@ -89,6 +89,7 @@ export async function createTestApp(
     dataDir?: string;
     agentHub?: AppOptions["agentHub"];
     settings?: Partial<ServerSettings>;
+    tls?: AppOptions["tls"];
   } = {},
 ): Promise<TestApp> {
   const settings: MutableSettings = { ...defaultServerSettings(), ...options.settings };
@@ -103,6 +104,7 @@ export async function createTestApp(
     runOperations: options.runOperations ?? true,
     settings,
     ...(options.agentHub ? { agentHub: options.agentHub } : {}),
+    ...(options.tls ? { tls: options.tls } : {}),
   });
   await app.ready();
   const projectId = (await defaultProjectId(db)) as string;

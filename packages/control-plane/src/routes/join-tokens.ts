@@ -24,6 +24,10 @@ const IssuedJoinToken = Type.Object({
   projectId: Type.String(),
   expiresAt: Timestamp,
   createdAt: Timestamp,
+  caCertHash: Type.Union([Type.String({ pattern: "^sha256:[0-9a-f]{64}$" }), Type.Null()], {
+    description:
+      "KEELSON_CA_HASH for the agent: sha256 of the DER SubjectPublicKeyInfo of the CA that signs the server certificate (kubeadm's form). null when the server speaks plain HTTP or names no CA.",
+  }),
 });
 const JoinTokenInfo = Type.Object({
   id: Type.String(),
@@ -61,7 +65,11 @@ export const joinTokenRoutes: FastifyPluginAsyncTypebox = async (app) => {
         response: { 201: IssuedJoinToken, ...errors(400, 403, 404) },
       },
     },
-    async (request, reply) => reply.status(201).send(await createJoinToken(db, request.params.projectId, request.body)),
+    async (request, reply) =>
+      reply.status(201).send({
+        ...(await createJoinToken(db, request.params.projectId, request.body)),
+        caCertHash: app.keelson.tls?.caCertHash ?? null,
+      }),
   );
 
   projectCollectionRoutes(app, {
