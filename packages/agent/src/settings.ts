@@ -33,6 +33,18 @@ export const AgentSettingsSchema = Type.Object({
     rule: HTTP_URL_RULE,
     description: "The control plane's URL.",
   }),
+  caHash: Type.Optional(
+    Type.String({
+      env: "KEELSON_CA_HASH",
+      rule: "`sha256:<64 hex digits>`, or several comma-separated",
+      check: (value: string) =>
+        value.split(",").every((h: string) => /^sha256:[0-9a-f]{64}$/.test(h.trim().toLowerCase()))
+          ? undefined
+          : "must be sha256:<64 hex digits> (the join token's caCertHash), comma-separated if several",
+      description:
+        "The control plane's CA, pinned: the agent accepts its CA bundle only if the CA's public key has this hash (the join-token answer's `caCertHash`), keeps it in the state dir and trusts it alone.",
+    }),
+  ),
   joinToken: Type.Optional(
     Type.String({
       env: "KEELSON_JOIN_TOKEN",
