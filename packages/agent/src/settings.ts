@@ -1,5 +1,6 @@
 import { isIP } from "node:net";
 import { resolve } from "node:path";
+import { CA_HASH_PATTERN } from "@keelson/protocol";
 import {
   checkHttpUrl,
   checkListen,
@@ -10,6 +11,7 @@ import {
   parseSettings,
 } from "@keelson/settings";
 import { type Static, type TSchema, Type } from "typebox";
+import { pinnedHashes } from "./link/trust.ts";
 import { DEFAULT_TIMEOUTS } from "./phases/config.ts";
 import { DEFAULT_RECONCILE } from "./phases/reconciler.ts";
 
@@ -38,7 +40,7 @@ export const AgentSettingsSchema = Type.Object({
       env: "KEELSON_CA_HASH",
       rule: "`sha256:<64 hex digits>`, or several comma-separated",
       check: (value: string) =>
-        value.split(",").every((h: string) => /^sha256:[0-9a-f]{64}$/.test(h.trim().toLowerCase()))
+        pinnedHashes(value).every((h) => CA_HASH_PATTERN.test(h))
           ? undefined
           : "must be sha256:<64 hex digits> (the join token's caCertHash), comma-separated if several",
       description:

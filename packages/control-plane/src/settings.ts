@@ -29,7 +29,8 @@ export const ServerSettingsSchema = Type.Object({
     env: "KEELSON_DATA_DIR",
     default: "./.keelson",
     rule: "a directory (created if missing)",
-    description: "keelson.sqlite, secret.key, admin-token, webcli.key and the package shelves.",
+    description:
+      "keelson.sqlite, secret.key, admin-token, webcli.key, the package shelves and `tls/` (KEELSON_TLS=auto).",
   }),
   adminToken: Type.Optional(
     Type.String({
@@ -113,7 +114,7 @@ export const ServerSettingsSchema = Type.Object({
   tls: Type.Optional(
     Type.Union([Type.Literal("auto"), Type.Literal("files"), Type.Literal("off")], {
       env: "KEELSON_TLS",
-      defaultText: "`off` on a loopback listener with no certificate configured, else `auto`",
+      defaultText: "`files` if KEELSON_TLS_CERT_FILE is set, else `off` on a loopback listener, else `auto`",
       description:
         "HTTPS for the API and the agent link: `auto` (a CA Keelson makes in the data dir, `tls/`, and a server certificate it renews itself), `files` (KEELSON_TLS_CERT_FILE and KEELSON_TLS_KEY_FILE), or `off` (plain HTTP).",
     }),
