@@ -203,7 +203,7 @@ class Running {
     });
     this.link = new LinkClient({
       url: settings.controlPlane,
-      tls: trust.tlsOptions(),
+      tls: () => trust.tlsOptions(),
       hostId,
       credential: identity.credential,
       stateDir: settings.stateDir,
@@ -249,6 +249,8 @@ class Running {
       backups: this.backups,
     });
     this.link.on("connected", () => {
+      // A CA rotation under way: the bundle, read over the verified link's server, may name a next CA.
+      void trust.refresh(settings.controlPlane, settings.stateDir, log);
       this.linkUp = true;
       this.node.connected();
       this.backups.connected();

@@ -159,6 +159,12 @@ export const ServerSettingsSchema = Type.Object({
     description:
       "`auto`: lifetime of the server certificate; it is renewed once less than a third of it remains (checked hourly, or every tenth of the lifetime if shorter).",
   }),
+  tlsNextCa: Type.Boolean({
+    env: "KEELSON_TLS_NEXT_CA",
+    default: false,
+    description:
+      '`auto`, CA rotation: make a next CA in `tls/next/` (once) and serve it in the CA bundle beside the current one, which still signs; agents add it to their trust when they link (README "Rotating the CA").',
+  }),
   insecureHttp: Type.Boolean({
     env: "KEELSON_INSECURE_HTTP",
     default: false,

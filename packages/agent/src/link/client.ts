@@ -63,7 +63,7 @@ export interface LinkClientOptions {
   hostId: string;
   credential: string;
   /** The CA the server's certificate must chain to (link/trust.ts); none: the system's store. */
-  tls?: { ca?: string };
+  tls?: () => { ca?: string };
   /** Where the record of handled command ids lives (commands.json). */
   stateDir: string;
   log: LinkLog;
@@ -323,7 +323,7 @@ export class LinkClient extends EventEmitter<LinkClientEvents> {
     const ws = new WebSocket(this.url, {
       headers: { authorization: `Bearer ${this.options.credential}`, "x-keelson-host-id": this.options.hostId },
       handshakeTimeout: 10_000,
-      ...this.options.tls,
+      ...this.options.tls?.(),
       maxPayload: 4 * MAX_FRAME_BYTES,
       perMessageDeflate: false,
     });

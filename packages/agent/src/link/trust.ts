@@ -41,7 +41,32 @@ export class ControlPlaneTrust {
   /**
    * @param ca the PEM CA certificates trusted, alone; undefined: the system's store (or plain HTTP).
    */
-  constructor(readonly ca: string | undefined) {}
+  constructor(public ca: string | undefined) {}
+
+  /**
+   * Takes the control plane's current CA bundle as the trust, read through this trust (so the
+   * answer comes from the pinned control plane itself): during a CA rotation it names the next
+   * CA before that signs, and after it the previous one goes away. Failures keep the trust as it is.
+   */
+  async refresh(controlPlane: string, stateDir: string, log?: TrustLog): Promise<void> {
+    if (!this.ca) return;
+    try {
+      const response = await this.fetch(caBundleUrl(new URL(controlPlane)));
+      if (response.status !== 200) return;
+      const cas = splitPemCertificates(await response.text())
+        .filter(isCaCertificate)
+        .join("");
+      if (!cas || cas === this.ca) return;
+      new StateDir(stateDir).writeText(TRUSTED_CA_FILE, cas, 0o644);
+      this.ca = cas;
+      log?.info(
+        { caCertHash: splitPemCertificates(cas).map(caCertHash) },
+        "the control plane's CA bundle changed; trusting it",
+      );
+    } catch (err) {
+      log?.warn({ err: (err as Error).message }, "reading the control plane's CA bundle failed; trust unchanged");
+    }
+  }
 
   /** Options for `new WebSocket(url, …)` and https.request. */
   tlsOptions(): { ca?: string } {
@@ -111,8 +136,8 @@ export async function establishTrust(options: TrustOptions): Promise<ControlPlan
   const kept = state.readText(TRUSTED_CA_FILE);
   if (kept) {
     if (pins.length === 0) return new ControlPlaneTrust(kept);
-    const stillPinned = pinnedCertificates(kept, pins);
-    if (stillPinned) return new ControlPlaneTrust(stillPinned);
+    // The kept bundle came from the pinned control plane (a rotation's next CA too): all of it stays trusted.
+    if (pinnedCertificates(kept, pins)) return new ControlPlaneTrust(kept);
     options.log?.warn(
       { file: state.path(TRUSTED_CA_FILE) },
       "the CA kept in the state dir does not match KEELSON_CA_HASH; fetching the control plane's CA again",

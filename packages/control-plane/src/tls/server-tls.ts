@@ -38,6 +38,9 @@ export const CA_CERT_FILE = "ca.crt";
 const CA_KEY_FILE = "ca.key";
 const SERVER_CERT_FILE = "server.crt";
 const SERVER_KEY_FILE = "server.key";
+/** A rotation's next CA (ca.crt, ca.key), made with KEELSON_TLS_NEXT_CA, and the CA it replaced. */
+export const NEXT_CA_DIR = "next";
+export const PREVIOUS_CA_FILE = "previous-ca.crt";
 
 const HOUR_MS = 3_600_000;
 
@@ -56,6 +59,10 @@ function checkEveryMs(validHours: number): number {
 async function autoTls(settings: ServerSettings): Promise<ServerTls> {
   const dir = join(settings.dataDir, TLS_DIR);
   const ca = await ensureCa(dir);
+  // A CA rotation (README "Rotating the CA"): the next CA is made and served before it signs,
+  // the previous one is served until the operator removes it, so agents trust both meanwhile.
+  const next = settings.tlsNextCa ? await ensureCa(join(dir, NEXT_CA_DIR)) : undefined;
+  const previous = readIfExists(join(dir, PREVIOUS_CA_FILE));
   const names = serverNames(settings);
   const validMs = settings.tlsCertValidHours * HOUR_MS;
   const dueForRenewal = (certPem: string) =>
@@ -69,7 +76,10 @@ async function autoTls(settings: ServerSettings): Promise<ServerTls> {
   return {
     mode: "auto",
     context: () => current as SecureContextOptions,
-    caBundlePem: ca.certPem,
+    caBundlePem: [ca.certPem, next?.certPem, previous]
+      .filter((pem) => pem)
+      .map((pem) => `${pem?.trim()}\n`)
+      .join(""),
     caCertHash: caCertHash(ca.certPem),
     keepFresh(server, log) {
       let busy = false;
