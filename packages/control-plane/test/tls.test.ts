@@ -104,6 +104,16 @@ describe("KEELSON_TLS=auto: the CA and its hash", () => {
     expect(statSync(serverCrt).mtimeMs).toBe(before.leaf);
   });
 
+  it("rotation: a next CA is served beside the current one, which keeps signing and stays the pin", async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), "keelson-tls-"));
+    const current = await prepareServerTls(defaultServerSettings({ dataDir, tlsMode: "auto" }));
+    const staged = await prepareServerTls(defaultServerSettings({ dataDir, tlsMode: "auto", tlsNextCa: true }));
+    const nextPem = readFileSync(join(dataDir, "tls", "next", "ca.crt"), "utf8");
+    expect(staged?.caCertHash).toBe(current?.caCertHash);
+    expect(staged?.caBundlePem).toBe(`${current?.caBundlePem}${nextPem}`);
+    expect(staged?.context().cert).toBe(current?.context().cert);
+  });
+
   it("files: serves the operator's chain and pins its root", async () => {
     const autoDir = mkdtempSync(join(tmpdir(), "keelson-tls-"));
     await prepareServerTls(defaultServerSettings({ dataDir: autoDir, tlsMode: "auto" }));

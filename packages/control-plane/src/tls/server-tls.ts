@@ -109,7 +109,9 @@ async function ensureCa(dir: string): Promise<ClusterCa> {
   const certPem = readIfExists(join(dir, CA_CERT_FILE));
   const keyPem = readIfExists(join(dir, CA_KEY_FILE));
   if (certPem && keyPem) return { certPem, keyPem };
-  const ca = await createSelfSignedCa([{ CN: ["keelson-control-plane-ca"] }, { O: ["keelson"] }]);
+  const made = await createSelfSignedCa([{ CN: ["keelson-control-plane-ca"] }, { O: ["keelson"] }]);
+  // PEM files end with a newline (so `cat a.crt b.crt` is a valid bundle); the served bundle is the file.
+  const ca = { certPem: `${made.certPem.trim()}\n`, keyPem: `${made.keyPem.trim()}\n` };
   // The key first: a certificate on disk means both are complete.
   writeFileAtomic(join(dir, CA_KEY_FILE), ca.keyPem, 0o600);
   writeFileAtomic(join(dir, CA_CERT_FILE), ca.certPem, 0o644);
