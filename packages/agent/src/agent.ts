@@ -105,7 +105,7 @@ export class Agent {
         return;
       }
       if (err instanceof TrustError) {
-        throw new AgentStartError(`cannot start: ${err.message}`, CONFIG_EXIT_CODE, "ca_hash_mismatch");
+        throw new AgentStartError(`cannot start: ${err.message}`, CONFIG_EXIT_CODE, "ca_trust_refused");
       }
       if (err instanceof RegistrationError) {
         const code = err.code === "join_token_missing" ? CONFIG_EXIT_CODE : AUTH_EXIT_CODE;

@@ -87,11 +87,11 @@ async function autoTls(settings: ServerSettings): Promise<ServerTls> {
         if (busy || !current || !dueForRenewal(current.cert)) return;
         busy = true;
         try {
-          const next = await issueServerCert(dir, ca, names, settings.tlsCertValidHours);
+          const renewed = await issueServerCert(dir, ca, names, settings.tlsCertValidHours);
           // New handshakes get the new certificate; connections already open keep theirs.
-          server.setSecureContext(next);
-          current = next;
-          log.info({ validTo: new X509Certificate(next.cert).validTo }, "server certificate renewed");
+          server.setSecureContext(renewed);
+          current = renewed;
+          log.info({ validTo: new X509Certificate(renewed.cert).validTo }, "server certificate renewed");
         } catch (err) {
           log.error({ err }, "renewing the server certificate failed; trying again at the next check");
         } finally {
