@@ -90,6 +90,7 @@ export async function createTestApp(
     agentHub?: AppOptions["agentHub"];
     settings?: Partial<ServerSettings>;
     storageProbeIntervalMs?: number;
+    tls?: AppOptions["tls"];
   } = {},
 ): Promise<TestApp> {
   const settings: MutableSettings = { ...defaultServerSettings(), ...options.settings };
@@ -105,6 +106,7 @@ export async function createTestApp(
     settings,
     ...(options.agentHub ? { agentHub: options.agentHub } : {}),
     ...(options.storageProbeIntervalMs ? { storageProbeIntervalMs: options.storageProbeIntervalMs } : {}),
+    ...(options.tls ? { tls: options.tls } : {}),
   });
   await app.ready();
   const projectId = (await defaultProjectId(db)) as string;
