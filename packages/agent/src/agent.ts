@@ -3,6 +3,7 @@ import pino, { type Logger } from "pino";
 import { EtcdBackups } from "./backups/index.ts";
 import { FactsMonitor } from "./facts.ts";
 import { LinkClient } from "./link/index.ts";
+import { type ControlPlaneTrust, establishTrust, TrustError } from "./link/trust.ts";
 import { buildLocalApi } from "./local-api/server.ts";
 import { TokenCheck } from "./local-api/token-check.ts";
 import { bouncerVerifyUrl, NodeController, nodeTuningOf, registerBouncerEndpoint } from "./node/index.ts";
@@ -75,8 +76,19 @@ export class Agent {
     const first = (await this.facts.collect()).facts;
     const { settings } = this;
     let identity: Awaited<ReturnType<typeof ensureRegistered>>;
+    let trust: ControlPlaneTrust;
     try {
+      // Before the join token or the credential goes anywhere: whom to trust.
+      trust = await establishTrust({
+        controlPlane: settings.controlPlane,
+        caHash: settings.caHash,
+        stateDir: settings.stateDir,
+        log: this.log,
+        signal: this.starting.signal,
+        backoff: this.backoff(),
+      });
       identity = await ensureRegistered({
+        fetch: trust.fetch,
         controlPlane: settings.controlPlane,
         stateDir: settings.stateDir,
         joinToken: settings.joinToken,
@@ -93,13 +105,16 @@ export class Agent {
         this.resolveStopped(0);
         return;
       }
+      if (err instanceof TrustError) {
+        throw new AgentStartError(`cannot start: ${err.message}`, CONFIG_EXIT_CODE, "ca_trust_refused");
+      }
       if (err instanceof RegistrationError) {
         const code = err.code === "join_token_missing" ? CONFIG_EXIT_CODE : AUTH_EXIT_CODE;
         throw new AgentStartError(`cannot start: ${err.message}`, code, err.code);
       }
       throw err;
     }
-    this.running = new Running(this, identity, localToken);
+    this.running = new Running(this, identity, localToken, trust);
     if (this.starting.signal.aborted) {
       await this.stop((this.starting.signal.reason as Error).message);
       return;
@@ -156,6 +171,7 @@ class Running {
     private readonly agent: Agent,
     identity: { hostId: string; credential: string },
     localToken: string,
+    trust: ControlPlaneTrust,
   ) {
     const { settings, facts } = agent;
     const hostId = identity.hostId;
@@ -172,6 +188,7 @@ class Running {
     this.upgrader = new Upgrader({
       stateDir: agent.stateDir,
       currentVersion: AGENT_VERSION,
+      fetch: trust.fetch,
       log,
       onChange: ({ status, error }) => {
         this.link.sendStatus({
@@ -195,6 +212,7 @@ class Running {
     });
     this.link = new LinkClient({
       url: settings.controlPlane,
+      tls: () => trust.tlsOptions(),
       hostId,
       credential: identity.credential,
       stateDir: settings.stateDir,
@@ -224,6 +242,7 @@ class Running {
       stateDir: settings.stateDir,
       nodePackage: settings.nodePackage,
       controlPlane: settings.controlPlane,
+      fetch: trust.fetch,
       hostRoot: settings.hostRoot,
       host: () => ({ hostId, hostname: facts.current.hostname, primaryIp: facts.current.primaryIp }),
       link: this.link,
@@ -239,6 +258,8 @@ class Running {
       backups: this.backups,
     });
     this.link.on("connected", () => {
+      // A CA rotation under way: the bundle, read over the verified link's server, may name a next CA.
+      void trust.refresh(settings.controlPlane, settings.stateDir, log);
       this.linkUp = true;
       this.node.connected();
       this.backups.connected();

@@ -1,7 +1,9 @@
 import { isIP } from "node:net";
 import { resolve } from "node:path";
+import { CA_HASH_PATTERN } from "@keelson/protocol";
 import { parseListen, parseSettings, Setting } from "@keelson/settings";
 import { type Static, type TSchema, Type } from "typebox";
+import { pinnedHashes } from "./link/trust.ts";
 import { DEFAULT_TIMEOUTS } from "./phases/config.ts";
 import { DEFAULT_RECONCILE } from "./phases/reconciler.ts";
 
@@ -20,6 +22,18 @@ const optionalText = (env: string, rule: string, description: string, check?: (v
 
 export const AgentSettingsSchema = Type.Object({
   controlPlane: Setting.httpUrl("KEELSON_CONTROL_PLANE", "The control plane's URL."),
+  caHash: Type.Optional(
+    Type.String({
+      env: "KEELSON_CA_HASH",
+      rule: "`sha256:<64 hex digits>`, or several comma-separated",
+      check: (value: string) =>
+        pinnedHashes(value).every((h) => CA_HASH_PATTERN.test(h))
+          ? undefined
+          : "must be sha256:<64 hex digits> (the join token's caCertHash), comma-separated if several",
+      description:
+        "The control plane's CA, pinned: the agent accepts its CA bundle only if the CA's public key has this hash (the join-token answer's `caCertHash`), keeps it in the state dir and trusts it alone.",
+    }),
+  ),
   joinToken: Type.Optional(
     Type.String({
       env: "KEELSON_JOIN_TOKEN",

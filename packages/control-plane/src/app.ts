@@ -26,6 +26,7 @@ import { OperationRunner } from "./runner/runner.ts";
 import type { SecretCipher } from "./secrets/cipher.ts";
 import { defaultServerSettings, type ServerSettings } from "./settings.ts";
 import { StorageCondition } from "./storage/condition.ts";
+import type { ServerTls } from "./tls/server-tls.ts";
 import { SERVER_VERSION } from "./version.ts";
 
 export interface AppOptions {
@@ -46,11 +47,19 @@ export interface AppOptions {
   storageProbeIntervalMs?: number;
   /** Agent hub tuning beyond the settings (tests shorten the heartbeat below its floor). */
   agentHub?: Omit<AgentHubOptions, "domain" | "log"> & { presence?: PresenceOptions };
+  /** HTTPS (KEELSON_TLS=auto or files, tls/server-tls.ts); plain HTTP without it. */
+  tls?: ServerTls;
 }
+
+/** Browsers that once saw the API over HTTPS refuse to fall back to plain HTTP for a year. */
+const HSTS = "max-age=31536000";
 
 export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   const settings = options.settings ?? defaultServerSettings();
+  const { tls } = options;
   const app = Fastify({
+    // HTTP/1.1 only: the agent link is a WebSocket upgrade, which HTTP/2 does not carry.
+    ...(tls ? { https: tls.context(), http2: false } : {}),
     ...(options.logger ? { loggerInstance: options.logger } : { logger: false }),
     rewriteUrl: stripCompatPrefix,
     ajv: { customOptions: { removeAdditional: false, coerceTypes: "array", useDefaults: true } },
@@ -101,12 +110,20 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     log: app.log,
     agents,
     storage,
+    tls,
   };
   app.decorate("keelson", keelson);
   await ensureDefaultProject(keelson);
   registerOperationKinds(keelson);
   const stopFollowingHealth = followClusterHealth(keelson);
 
+  if (tls) {
+    app.addHook("onSend", async (_request, reply) => {
+      reply.header("strict-transport-security", HSTS);
+    });
+    const stopRenewing = tls.keepFresh(app.server as unknown as import("node:tls").Server, app.log);
+    app.addHook("onClose", async () => stopRenewing());
+  }
   installErrorHandlers(app);
   installJsonBodyParser(app);
   installAudit(app, keelson.db);

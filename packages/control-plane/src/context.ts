@@ -7,6 +7,7 @@ import type { OperationRunner } from "./runner/runner.ts";
 import type { SecretCipher } from "./secrets/cipher.ts";
 import type { ServerSettings } from "./settings.ts";
 import type { StorageCondition } from "./storage/condition.ts";
+import type { ServerTls } from "./tls/server-tls.ts";
 
 /** Everything a route or domain module needs from the running control plane. */
 export interface Keelson {
@@ -27,6 +28,8 @@ export interface Keelson {
   readonly storage: StorageCondition;
   /** The agent link: sessions, commands to hosts, presence. */
   readonly agents: AgentHub;
+  /** HTTPS and its CA (KEELSON_TLS=auto or files); undefined when the server speaks plain HTTP. */
+  readonly tls: ServerTls | undefined;
 }
 
 declare module "fastify" {

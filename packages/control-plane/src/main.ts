@@ -10,6 +10,8 @@ import { ensureAdminToken } from "./domain/identity/admin-token.ts";
 import { defaultProjectId } from "./domain/projects/projects.ts";
 import { loadSecretCipher } from "./secrets/cipher.ts";
 import { readServerSettings, type ServerSettings } from "./settings.ts";
+import { insecureHttpWarning } from "./tls/mode.ts";
+import { prepareServerTls, type ServerTls } from "./tls/server-tls.ts";
 
 let config: ServerSettings;
 try {
@@ -24,6 +26,17 @@ const logger = pino({
   level: config.logLevel,
   ...(process.stdout.isTTY ? { transport: { target: "pino-pretty", options: { translateTime: "SYS:HH:MM:ss" } } } : {}),
 });
+
+const insecure = insecureHttpWarning(config);
+if (insecure) logger.warn({ listen: config.listen }, insecure);
+let tls: ServerTls | undefined;
+try {
+  tls = await prepareServerTls(config);
+} catch (err) {
+  if (!(err instanceof SettingsError)) throw err;
+  process.stderr.write(`keelson-server: ${err.message}\n`);
+  process.exit(SETTINGS_EXIT_CODE);
+}
 
 // Every agent link is a file descriptor: take all the process may have (the hard limit).
 const raised = raiseOpenFileLimit();
@@ -76,6 +89,7 @@ try {
     cipher: loadSecretCipher(config.dataDir),
     logger,
     settings: config,
+    ...(tls ? { tls } : {}),
   });
 } catch (err) {
   if (!storageFull(err)) throw err;
@@ -95,6 +109,8 @@ const address = await app.listen({ host: config.host, port: config.port });
 logger.info(
   {
     url: address,
+    tls: config.tlsMode,
+    ...(tls?.caCertHash ? { caCertHash: tls.caCertHash } : {}),
     database,
     adminToken: admin.file ?? "from KEELSON_ADMIN_TOKEN",
     defaultProjectId: await defaultProjectId(db),
@@ -110,6 +126,9 @@ if (process.stdout.isTTY || config.printSummary) {
       `  admin token:        ${admin.file ? `cat ${admin.file}` : "(from KEELSON_ADMIN_TOKEN)"}`,
       `  default project id: ${await defaultProjectId(db)}`,
       `  API docs:           ${address}/docs`,
+      ...(tls?.caCertHash
+        ? [`  CA hash:            ${tls.caCertHash} (KEELSON_CA_HASH for agents; CA at ${address}/v1/ca)`]
+        : []),
       "",
     ].join("\n"),
   );

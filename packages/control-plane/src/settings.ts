@@ -2,6 +2,7 @@ import { resolve } from "node:path";
 import { checkDatabaseUrl, DATABASE_URL_RULE } from "@keelson/db";
 import { parseListen, parseSettings, Setting } from "@keelson/settings";
 import { type Static, Type } from "typebox";
+import { decideTlsMode, type TlsMode } from "./tls/mode.ts";
 
 /**
  * Every setting of keelson-server, in one schema (DESIGN.md "Processes" names the first five).
@@ -14,7 +15,8 @@ export const ServerSettingsSchema = Type.Object({
     env: "KEELSON_DATA_DIR",
     default: "./.keelson",
     rule: "a directory (created if missing)",
-    description: "keelson.sqlite, secret.key, admin-token, webcli.key and the package shelves.",
+    description:
+      "keelson.sqlite, secret.key, admin-token, webcli.key, the package shelves and `tls/` (KEELSON_TLS=auto).",
   }),
   adminToken: Type.Optional(
     Type.String({
@@ -103,6 +105,66 @@ export const ServerSettingsSchema = Type.Object({
       defaultText: "the address of the request",
     }),
   ),
+  tls: Type.Optional(
+    Type.Union([Type.Literal("auto"), Type.Literal("files"), Type.Literal("off")], {
+      env: "KEELSON_TLS",
+      defaultText: "`files` if KEELSON_TLS_CERT_FILE is set, else `off` on a loopback listener, else `auto`",
+      description:
+        "HTTPS for the API and the agent link: `auto` (a CA Keelson makes in the data dir, `tls/`, and a server certificate it renews itself), `files` (KEELSON_TLS_CERT_FILE and KEELSON_TLS_KEY_FILE), or `off` (plain HTTP).",
+    }),
+  ),
+  tlsCertFile: Type.Optional(
+    Type.String({
+      env: "KEELSON_TLS_CERT_FILE",
+      rule: "a readable PEM file",
+      description:
+        "`files`: the server certificate (re-read hourly, so a renewed file is picked up without a restart).",
+    }),
+  ),
+  tlsKeyFile: Type.Optional(
+    Type.String({
+      env: "KEELSON_TLS_KEY_FILE",
+      rule: "a readable PEM file",
+      description: "`files`: the server certificate's private key.",
+    }),
+  ),
+  tlsChainFile: Type.Optional(
+    Type.String({
+      env: "KEELSON_TLS_CHAIN_FILE",
+      rule: "a readable PEM file",
+      description:
+        "`files`: the intermediate certificates and, last, the root CA; served at /v1/ca, and the root's hash goes in join-token answers.",
+    }),
+  ),
+  tlsServerNames: Type.Optional(
+    Type.String({
+      env: "KEELSON_TLS_SERVER_NAMES",
+      rule: "DNS names or IP addresses, comma-separated",
+      description:
+        "`auto`: more names for the server certificate, besides the host of KEELSON_PUBLIC_URL and the listen address.",
+    }),
+  ),
+  tlsCertValidHours: Type.Number({
+    env: "KEELSON_TLS_CERT_VALID_HOURS",
+    default: 2160,
+    minimum: 0.001,
+    maximum: 8760,
+    unit: "hours",
+    description:
+      "`auto`: lifetime of the server certificate; it is renewed once less than a third of it remains (checked hourly, or every tenth of the lifetime if shorter).",
+  }),
+  tlsNextCa: Type.Boolean({
+    env: "KEELSON_TLS_NEXT_CA",
+    default: false,
+    description:
+      '`auto`, CA rotation: make a next CA in `tls/next/` (once) and serve it in the CA bundle beside the current one, which still signs; agents add it to their trust when they link (README "Rotating the CA").',
+  }),
+  insecureHttp: Type.Boolean({
+    env: "KEELSON_INSECURE_HTTP",
+    default: false,
+    description:
+      "Acknowledges plain HTTP (KEELSON_TLS=off) on a listener that is not loopback, e.g. behind a TLS-terminating proxy; a warning is logged at every start.",
+  }),
   trustProxy: Type.Optional(
     Type.String({
       env: "KEELSON_TRUST_PROXY",
@@ -169,6 +231,8 @@ export type ServerSettings = Static<typeof ServerSettingsSchema> & {
   /** From `listen`, split once. */
   readonly host: string;
   readonly port: number;
+  /** KEELSON_TLS as decided from the listener and the files configured (tls/mode.ts). */
+  readonly tlsMode: TlsMode;
 };
 
 /** Parses the server's settings from the environment and flags; throws `SettingsError`. */
@@ -178,7 +242,8 @@ export function readServerSettings(
 ): ServerSettings {
   const parsed = parseSettings(ServerSettingsSchema, { env, argv });
   const { host, port } = parseListen(parsed.listen) as { host: string; port: number };
-  return Object.freeze({ ...parsed, dataDir: resolve(parsed.dataDir), host, port });
+  const tlsMode = decideTlsMode({ ...parsed, host });
+  return Object.freeze({ ...parsed, dataDir: resolve(parsed.dataDir), host, port, tlsMode });
 }
 
 /** The defaults, for apps built in tests; `overrides` shorten timeouts and the like. */

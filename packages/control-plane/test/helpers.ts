@@ -94,6 +94,7 @@ export async function createTestApp(
     /** An admin-token file (rotation rewrites it); by default the token is ADMIN_TOKEN, as if configured. */
     adminTokenFile?: string;
     storageProbeIntervalMs?: number;
+    tls?: AppOptions["tls"];
   } = {},
 ): Promise<TestApp> {
   const settings: MutableSettings = { ...defaultServerSettings(), ...options.settings };
@@ -110,6 +111,7 @@ export async function createTestApp(
     settings,
     ...(options.agentHub ? { agentHub: options.agentHub } : {}),
     ...(options.storageProbeIntervalMs ? { storageProbeIntervalMs: options.storageProbeIntervalMs } : {}),
+    ...(options.tls ? { tls: options.tls } : {}),
   });
   await app.ready();
   const projectId = (await defaultProjectId(db)) as string;

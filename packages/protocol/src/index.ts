@@ -1,6 +1,7 @@
 export * from "./agent-package.ts";
 export * from "./agent-upgrade.ts";
 export * from "./backoff.ts";
+export * from "./ca-hash.ts";
 export * from "./close-codes.ts";
 export * from "./commands.ts";
 export * from "./etcd-member.ts";

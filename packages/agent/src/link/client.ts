@@ -33,6 +33,7 @@ import {
 } from "@keelson/protocol";
 import WebSocket from "ws";
 import { COMMAND_RECORD_FILE, type CommandOutcome, CommandRecord } from "./command-record.ts";
+import { isCertificateError } from "./trust.ts";
 import { linkUrl } from "./url.ts";
 
 /** pino-compatible subset. */
@@ -61,6 +62,8 @@ export interface LinkClientOptions {
   url: string;
   hostId: string;
   credential: string;
+  /** The CA the server's certificate must chain to (link/trust.ts); none: the system's store. */
+  tls?: () => { ca?: string };
   /** Where the record of handled command ids lives (commands.json). */
   stateDir: string;
   log: LinkLog;
@@ -321,6 +324,7 @@ export class LinkClient extends EventEmitter<LinkClientEvents> {
     const ws = new WebSocket(this.url, {
       headers: { authorization: `Bearer ${this.options.credential}`, "x-keelson-host-id": this.options.hostId },
       handshakeTimeout: 10_000,
+      ...this.options.tls?.(),
       maxPayload: 4 * MAX_FRAME_BYTES,
       perMessageDeflate: false,
     });
@@ -360,7 +364,15 @@ export class LinkClient extends EventEmitter<LinkClientEvents> {
       if (current() && this.welcome) this.armWatchdog();
     });
     ws.on("error", (err) => {
-      if (current()) this.options.log.debug({ err: err.message }, "link socket error");
+      if (!current()) return;
+      // A certificate the trust refuses is worth an operator's attention (a man in the middle,
+      // or a control plane with another CA); other socket errors show up as the close below.
+      if (isCertificateError(err)) {
+        this.options.log.warn(
+          { err: err.message, code: (err as NodeJS.ErrnoException).code },
+          "the control plane's certificate is not trusted; not linking",
+        );
+      } else this.options.log.debug({ err: err.message }, "link socket error");
     });
     ws.on("close", (code, reasonBuffer) => {
       if (!current()) return;

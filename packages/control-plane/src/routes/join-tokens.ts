@@ -18,6 +18,10 @@ const IssuedJoinToken = Type.Object({
   projectId: Type.String(),
   expiresAt: Timestamp,
   createdAt: Timestamp,
+  caCertHash: Type.Union([Type.String({ pattern: "^sha256:[0-9a-f]{64}$" }), Type.Null()], {
+    description:
+      "KEELSON_CA_HASH for the agent: sha256 of the DER SubjectPublicKeyInfo of the CA that signs the server certificate (kubeadm's form). null when the server speaks plain HTTP or names no CA.",
+  }),
 });
 const JoinTokenInfo = Type.Object({
   id: Type.String(),
@@ -59,7 +63,10 @@ export const joinTokenRoutes: FastifyPluginAsyncTypebox = async (app) => {
       issues: "join token",
       created: IssuedJoinToken,
       errorCodes: [400, 403, 404],
-      run: (projectId, body) => createJoinToken(db, projectId, body),
+      run: async (projectId, body) => ({
+        ...(await createJoinToken(db, projectId, body)),
+        caCertHash: app.keelson.tls?.caCertHash ?? null,
+      }),
     },
   });
 };
