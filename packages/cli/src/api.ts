@@ -1,0 +1,127 @@
+import { readFileSync } from "node:fs";
+import { Agent, fetch, type Response } from "undici";
+import { ApiRefusal, CliError, EXIT, usageError } from "./errors.ts";
+
+/**
+ * The HTTP client of every command: JSON in and out, the X-Auth-Token header, the API's error
+ * shape turned into an `ApiRefusal`, and a control plane that cannot be reached into exit 3.
+ * With a CA file, https:// is verified against those certificates (undici's Agent).
+ */
+
+export interface ApiOptions {
+  url: string;
+  token?: string | undefined;
+  caFile?: string | undefined;
+  timeoutMs: number;
+}
+
+type Query = Record<string, string | number | boolean | undefined>;
+
+export class Api {
+  readonly url: string;
+  private readonly dispatcher: Agent;
+
+  constructor(private readonly options: ApiOptions) {
+    this.url = options.url.replace(/\/+$/, "");
+    let ca: string | undefined;
+    if (options.caFile) {
+      try {
+        ca = readFileSync(options.caFile, "utf8");
+      } catch (error) {
+        throw usageError(`cannot read the CA file ${options.caFile}: ${(error as Error).message}`);
+      }
+    }
+    this.dispatcher = new Agent({ ...(ca ? { connect: { ca } } : {}), keepAliveTimeout: 1000 });
+  }
+
+  get<T>(path: string, query?: Query): Promise<T> {
+    return this.json<T>("GET", path, { query });
+  }
+
+  async json<T>(method: string, path: string, options: { query?: Query | undefined; body?: unknown } = {}): Promise<T> {
+    const res = await this.send(method, path, options);
+    const text = await res.text();
+    if (text === "") return undefined as T;
+    try {
+      return JSON.parse(text) as T;
+    } catch {
+      return text as T;
+    }
+  }
+
+  /** A write whose answer may carry `Warning` headers (fields the API ignored). */
+  async write<T>(method: string, path: string, body?: unknown): Promise<{ body: T; warnings: string[] }> {
+    const res = await this.send(method, path, { body });
+    const text = await res.text();
+    const warnings = (res.headers.get("warning") ?? "")
+      .split(/,\s*(?=\d{3} )/)
+      .filter(Boolean)
+      .map((w) => w.replace(/^\d{3} \S+ /, "").replace(/^"|"$/g, ""));
+    return { body: (text ? JSON.parse(text) : undefined) as T, warnings };
+  }
+
+  /** The answer's body as text (a kubeconfig). */
+  async text(path: string, query?: Query): Promise<string> {
+    return (await this.send("GET", path, { query })).text();
+  }
+
+  /** A request whose body is read by the caller (the events stream); no timeout once it answered. */
+  async send(
+    method: string,
+    path: string,
+    options: { query?: Query | undefined; body?: unknown; headers?: Record<string, string>; signal?: AbortSignal } = {},
+  ): Promise<Response> {
+    const target = new URL(`${this.url}${path}`);
+    for (const [key, value] of Object.entries(options.query ?? {})) {
+      if (value !== undefined) target.searchParams.set(key, String(value));
+    }
+    const headers: Record<string, string> = { accept: "application/json", ...options.headers };
+    if (this.options.token) headers["x-auth-token"] = this.options.token;
+    if (options.body !== undefined) headers["content-type"] = "application/json";
+    const timeout = AbortSignal.timeout(this.options.timeoutMs);
+    let res: Response;
+    try {
+      res = await fetch(target, {
+        method,
+        headers,
+        ...(options.body !== undefined ? { body: JSON.stringify(options.body) } : {}),
+        dispatcher: this.dispatcher,
+        // The timeout covers getting the answer's headers; a stream's body may take as long as it takes.
+        signal: options.signal ? AbortSignal.any([options.signal, timeout]) : timeout,
+      });
+    } catch (error) {
+      if (options.signal?.aborted) throw error;
+      throw unreachable(this.url, error);
+    }
+    if (!res.ok) throw await refusal(res);
+    return res;
+  }
+
+  async close(): Promise<void> {
+    await this.dispatcher.close();
+  }
+}
+
+function unreachable(url: string, error: unknown): CliError {
+  const err = error as Error & { cause?: Error & { code?: string } };
+  const cause = err.name === "TimeoutError" ? "no answer in time" : (err.cause?.message ?? err.message);
+  return new CliError(`cannot reach the control plane at ${url}: ${cause}`, EXIT.unreachable);
+}
+
+async function refusal(res: Response): Promise<ApiRefusal> {
+  const text = await res.text().catch(() => "");
+  try {
+    const body = JSON.parse(text) as { code?: unknown; message?: unknown; field?: unknown };
+    if (typeof body.message === "string") {
+      return new ApiRefusal(
+        res.status,
+        typeof body.code === "string" ? body.code : "error",
+        body.message,
+        typeof body.field === "string" ? body.field : undefined,
+      );
+    }
+  } catch {
+    // not the API's error shape
+  }
+  return new ApiRefusal(res.status, "error", text.slice(0, 300) || res.statusText);
+}
