@@ -1,12 +1,24 @@
 import { readFileSync } from "node:fs";
-import { Agent, fetch, type Response } from "undici";
+import { Agent, request } from "undici";
 import { ApiRefusal, CliError, EXIT, usageError } from "./errors.ts";
 
 /**
  * The HTTP client of every command: JSON in and out, the X-Auth-Token header, the API's error
  * shape turned into an `ApiRefusal`, and a control plane that cannot be reached into exit 3.
- * With a CA file, https:// is verified against those certificates (undici's Agent).
+ * With a CA file, https:// is verified against those certificates (undici's Agent). undici's
+ * `request`, not `fetch`: fetch refuses the ports browsers block (10080, 6000, ...), which a
+ * control plane may well listen on.
  */
+
+/** What a command reads of an answer. */
+export interface Response {
+  status: number;
+  headers: { get(name: string): string | undefined };
+  text(): Promise<string>;
+  json(): Promise<unknown>;
+  /** The body as it arrives (the events stream). */
+  body: AsyncIterable<Uint8Array> & { destroy(): void };
+}
 
 export interface ApiOptions {
   url: string;
@@ -81,19 +93,32 @@ export class Api {
     const timeout = AbortSignal.timeout(this.options.timeoutMs);
     let res: Response;
     try {
-      res = await fetch(target, {
-        method,
+      const answer = await request(target, {
+        method: method as "GET",
         headers,
         ...(options.body !== undefined ? { body: JSON.stringify(options.body) } : {}),
         dispatcher: this.dispatcher,
         // The timeout covers getting the answer's headers; a stream's body may take as long as it takes.
         signal: options.signal ? AbortSignal.any([options.signal, timeout]) : timeout,
       });
+      const body = answer.body;
+      res = {
+        status: answer.statusCode,
+        headers: {
+          get: (name) => {
+            const value = answer.headers[name.toLowerCase()];
+            return Array.isArray(value) ? value.join(", ") : value;
+          },
+        },
+        text: () => body.text(),
+        json: () => body.json(),
+        body: body as unknown as Response["body"],
+      };
     } catch (error) {
       if (options.signal?.aborted) throw error;
       throw unreachable(this.url, error);
     }
-    if (!res.ok) throw await refusal(res);
+    if (res.status >= 400) throw await refusal(res);
     return res;
   }
 
@@ -103,8 +128,9 @@ export class Api {
 }
 
 function unreachable(url: string, error: unknown): CliError {
-  const err = error as Error & { cause?: Error & { code?: string } };
-  const cause = err.name === "TimeoutError" ? "no answer in time" : (err.cause?.message ?? err.message);
+  const err = error as Error & { code?: string; cause?: Error & { code?: string } };
+  const detail = err.cause?.message ?? err.message ?? err.code;
+  const cause = err.name === "TimeoutError" || err.name === "AbortError" ? "no answer in time" : detail;
   return new CliError(`cannot reach the control plane at ${url}: ${cause}`, EXIT.unreachable);
 }
 
@@ -123,5 +149,5 @@ async function refusal(res: Response): Promise<ApiRefusal> {
   } catch {
     // not the API's error shape
   }
-  return new ApiRefusal(res.status, "error", text.slice(0, 300) || res.statusText);
+  return new ApiRefusal(res.status, "error", text.slice(0, 300) || `HTTP ${res.status}`);
 }

@@ -28,9 +28,7 @@ export async function openEvents(s: Session): Promise<EventStream> {
     headers: { accept: "text/event-stream" },
     signal: abort.signal,
   });
-  const body = res.body;
-  if (!body) throw new Error("the events stream has no body");
-  const reader = body.getReader();
+  const reader = res.body[Symbol.asyncIterator]();
   const decoder = new TextDecoder();
   let buffer = "";
   const pending: StreamEvent[] = [];
@@ -47,7 +45,7 @@ export async function openEvents(s: Session): Promise<EventStream> {
       else pending.push(event);
     }
   };
-  const first = await reader.read().catch(() => ({ done: true, value: undefined }));
+  const first = await reader.next().catch(() => ({ done: true as const, value: undefined }));
   if (!first.done && first.value) take(first.value);
 
   return {
@@ -57,7 +55,7 @@ export async function openEvents(s: Session): Promise<EventStream> {
       if (first.done) return;
       try {
         for (;;) {
-          const { done, value } = await reader.read();
+          const { done, value } = await reader.next();
           if (done) return;
           take(value);
         }
@@ -67,7 +65,7 @@ export async function openEvents(s: Session): Promise<EventStream> {
     },
     close() {
       abort.abort();
-      reader.cancel().catch(() => undefined);
+      res.body.destroy();
     },
   };
 }

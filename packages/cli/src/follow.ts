@@ -90,34 +90,31 @@ async function follow(cli: Cli, s: Session, first: Operation, stream: EventStrea
   if (out.tty) redraw();
   else out.note(`following ${op.kind} ${op.uuid} on ${op.targetUuid} (${op.state})`);
 
+  const isEnd = (o: Operation) => o.state === "succeeded" || o.state === "failed";
+  let ticker: NodeJS.Timeout | undefined;
+  let poller: NodeJS.Timeout | undefined;
+  let stopInterrupt = () => {};
+  const stopAll = () => {
+    clearInterval(ticker);
+    clearInterval(poller);
+    stopInterrupt();
+    stream.close();
+  };
   const finished = new Promise<Operation>((resolve, reject) => {
-    const done = (final: Operation) => {
-      clearInterval(ticker);
-      clearInterval(poller);
-      stopInterrupt();
-      resolve(final);
-    };
-    const isEnd = (o: Operation) => o.state === "succeeded" || o.state === "failed";
-    if (isEnd(first)) return queueMicrotask(() => done(first));
-    const ticker = setInterval(redraw, 1000);
+    if (isEnd(first)) return resolve(first);
+    ticker = setInterval(redraw, 1000);
     // The stream has no replay: the state is also read back now and then, and at its end.
     const poll = async () => {
       try {
         const now = await findOperation(s, op.uuid, op.targetUuid);
         op = now;
-        if (isEnd(now)) done(now);
+        if (isEnd(now)) resolve(now);
       } catch (error) {
-        clearInterval(ticker);
-        clearInterval(poller);
-        stopInterrupt();
         reject(error);
       }
     };
-    const poller = setInterval(() => void poll(), POLL_MS);
-    const stopInterrupt = cli.io.onInterrupt(() => {
-      clearInterval(ticker);
-      clearInterval(poller);
-      stream.close();
+    poller = setInterval(() => void poll(), POLL_MS);
+    stopInterrupt = cli.io.onInterrupt(() => {
       out.note(
         `\nstopped watching; operation ${op.uuid} goes on on the server (keelson operations watch ${op.uuid} to follow it again)`,
       );
@@ -126,18 +123,15 @@ async function follow(cli: Cli, s: Session, first: Operation, stream: EventStrea
     void stream
       .events((event) => {
         const lines = progress.apply(event, Date.now());
-        if (event.name === "operation.finished" && event.data.operationId === op.uuid) {
-          void poll();
-          return;
-        }
         if (event.data.operationId === op.uuid && typeof event.data.state === "string") {
           op = { ...op, state: event.data.state as Operation["state"] };
         }
+        if (event.name === "operation.finished" && event.data.operationId === op.uuid) void poll();
         if (out.tty) redraw();
         else for (const line of lines) out.note(`${since().padStart(7)}  ${line}`);
       })
       .then(() => poll());
-  });
+  }).finally(stopAll);
 
   const final = await finished;
   op = final;
