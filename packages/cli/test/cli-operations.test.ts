@@ -1,0 +1,150 @@
+import { execFileSync, spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ADMIN_TOKEN } from "../../control-plane/test/helpers.ts";
+import { type Fleet, startFleet } from "../../control-plane/test/membership-harness.ts";
+import { FleetAllocator, readyCluster } from "../../control-plane/test/rollout-harness.ts";
+import { type CliResult, keelson } from "./run-cli.ts";
+
+/**
+ * Operations through the real `keelson` binary: attach and detach followed to the end, a
+ * failed operation (a simulated host that fails a phase) exiting 1 and naming the failure,
+ * `operations list|get|watch`, the hosts and nodes views, and the live display on a terminal
+ * (a pseudo-terminal made by script(1)).
+ */
+
+const FAILING = "clo-00006";
+let f: Fleet;
+let pool: FleetAllocator;
+let dir: string;
+let env: Record<string, string>;
+
+beforeAll(async () => {
+  f = await startFleet(6, {
+    namePrefix: "clo",
+    phaseTimeMs: 150,
+    failPhase: (hostname) => (hostname === FAILING ? "kubelet" : undefined),
+  });
+  pool = new FleetAllocator(f);
+  dir = mkdtempSync(join(tmpdir(), "keelson-cli-ops-"));
+  env = { KEELSON_URL: f.base, KEELSON_TOKEN: ADMIN_TOKEN, KEELSON_CONFIG: join(dir, "config.yaml"), HOME: dir };
+}, 60_000);
+afterAll(async () => {
+  await f?.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** Runs keelson on a pseudo-terminal: stdout and stderr are the terminal, as for a person. */
+function onTerminal(args: string[], extraEnv: Record<string, string> = {}): Promise<CliResult> {
+  const bin = join(import.meta.dirname, "..", "bin", "keelson.mjs");
+  const command = [process.execPath, bin, ...args].map((a) => `'${a.replaceAll("'", "'\\''")}'`).join(" ");
+  return new Promise((resolve, reject) => {
+    const child = spawn("script", ["-qefc", command, "/dev/null"], {
+      env: { PATH: process.env.PATH ?? "/usr/bin:/bin", TERM: "xterm", ...env, ...extraEnv },
+    });
+    let stdout = "";
+    child.stdout.on("data", (d) => {
+      stdout += d;
+    });
+    child.on("error", reject);
+    child.on("close", (code) => resolve({ code, stdout, stderr: "" }));
+    child.stdin.end();
+  });
+}
+
+describe("operations", () => {
+  it("attach and detach follow their operation; hosts, nodes and operations show the result", async () => {
+    const [master, worker] = pool.take(2);
+    const created = await keelson(["clusters", "create", "-f", "-"], {
+      env,
+      input: "{name: clo-attach, masterVipIpv4: 10.0.1.10, masterVipIface: eth0}",
+    });
+    expect(created.code, created.stderr).toBe(0);
+    const attach = await keelson(
+      ["attach", "clo-attach", "--master", master?.hostname as string, "--worker", worker?.hostId as string],
+      { env },
+    );
+    expect(attach.code, attach.stderr).toBe(0);
+    expect(attach.stdout).toMatch(/succeeded: cluster\.attach/);
+    expect(attach.stderr).toMatch(new RegExp(`${master?.hostname} \\(master\\): done`));
+
+    const nodes = await keelson(["nodes", "list", "--cluster", "clo-attach"], { env });
+    expect(nodes.code, nodes.stderr).toBe(0);
+    expect(nodes.stdout).toMatch(
+      new RegExp(`${master?.hostname}\\s+${master?.hostId}\\s+\\S+\\s+master\\s+clo-attach\\s+ok`),
+    );
+    expect(nodes.stdout).toMatch(
+      new RegExp(`${worker?.hostname}\\s+${worker?.hostId}\\s+\\S+\\s+worker\\s+clo-attach\\s+ok`),
+    );
+
+    const host = await keelson(["hosts", "get", master?.hostname as string, "-o", "json"], { env });
+    expect(host.code, host.stderr).toBe(0);
+    expect(JSON.parse(host.stdout)).toMatchObject({ id: master?.hostId, info: { responding: true } });
+    const hosts = await keelson(["hosts", "list"], { env });
+    expect(hosts.stdout.split("\n")[0]).toMatch(/^NAME\s+ID\s+IP\s+ARCH\s+RESPONDING/);
+    expect(hosts.stdout).toContain(worker?.hostId as string);
+
+    const detach = await keelson(["detach", "clo-attach", worker?.hostname as string], { env });
+    expect(detach.code, detach.stderr).toBe(0);
+    expect(detach.stdout).toMatch(/succeeded: cluster\.detach/);
+    expect((await f.node(worker?.hostId as string)).clusterUuid).toBeNull();
+
+    const ops = await keelson(["operations", "list", "--cluster", "clo-attach", "-o", "json"], { env });
+    const kinds = (JSON.parse(ops.stdout) as { kind: string; state: string }[]).map((o) => `${o.kind} ${o.state}`);
+    expect(kinds).toEqual(["cluster.detach succeeded", "cluster.attach succeeded", "cluster.create succeeded"]);
+  });
+
+  it("a failed operation exits 1 naming the failure; operations get and watch show it", async () => {
+    const [master] = pool.take(1);
+    await readyCluster(f, "clo-fail", [master as never], []);
+    const failing = f.sim.agents.find((a) => a.hostname === FAILING);
+    const attach = await keelson(["attach", "clo-fail", "--worker", FAILING], { env });
+    expect(attach.code).toBe(1);
+    expect(attach.stderr).toMatch(/error: cluster\.attach [0-9a-f-]{36} failed in .*: .+/);
+    expect(attach.stderr).toMatch(
+      new RegExp(`${FAILING} \\(worker\\): failed, phase 12 Configure and start kubelet failed`),
+    );
+    const id = /cluster\.attach ([0-9a-f-]{36}) failed/.exec(attach.stderr)?.[1] as string;
+    expect(failing?.hostId).toBeTruthy();
+
+    const get = await keelson(["operations", "get", id.slice(0, 8)], { env });
+    expect(get.code, get.stderr).toBe(0);
+    expect(get.stdout).toMatch(new RegExp(`${id}\\s+cluster\\.attach\\s+\\S+\\s+failed`));
+    const watch = await keelson(["operations", "watch", id], { env });
+    expect(watch.code).toBe(1);
+    expect(watch.stderr).toContain(`cluster.attach ${id} failed`);
+    const unknown = await keelson(["operations", "get", "ffffffff"], { env });
+    expect(unknown.code).toBe(1);
+  });
+
+  it("on a terminal the progress is redrawn in place, in colour unless NO_COLOR", async () => {
+    const [master] = pool.take(1);
+    await readyCluster(f, "clo-tty", [master as never], []);
+    const coloured = await onTerminal(["restart", "clo-tty"]);
+    expect(coloured.code, coloured.stdout).toBe(0);
+    expect(coloured.stdout).toMatch(/\x1b\[\d+A\x1b\[0J/); // cursor up, clear: a redraw
+    expect(coloured.stdout).toContain("\x1b[32msucceeded\x1b[0m");
+    expect(coloured.stdout).toContain(`batch 1/1 (master)`);
+
+    const plain = await onTerminal(["restart", "clo-tty"], { NO_COLOR: "1" });
+    expect(plain.code, plain.stdout).toBe(0);
+    expect(plain.stdout).toMatch(/\x1b\[\d+A\x1b\[0J/);
+    expect(plain.stdout).not.toMatch(/\x1b\[\d+m/);
+    expect(plain.stdout).toContain("succeeded: cluster.restart");
+  });
+});
+
+describe("completion", () => {
+  it("prints bash and zsh scripts made from the command tree", async () => {
+    const bash = await keelson(["completion", "bash"], { env });
+    expect(bash.code).toBe(0);
+    expect(bash.stdout).toContain('"clusters") words="list get create update delete');
+    // The script is valid bash.
+    execFileSync("bash", ["-n"], { input: bash.stdout });
+    const zsh = await keelson(["completion", "zsh"], { env });
+    expect(zsh.stdout).toContain("compdef _keelson keelson");
+    expect((await keelson(["completion", "fish"], { env })).code).toBe(2);
+  });
+});
