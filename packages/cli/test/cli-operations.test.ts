@@ -16,6 +16,10 @@ import { type CliResult, keelson } from "./run-cli.ts";
  */
 
 const FAILING = "clo-00006";
+const ESC = String.fromCharCode(27);
+/** Cursor up N lines, then clear to the end: the display redrawn in place. */
+const REDRAW = new RegExp(`${ESC}\\[\\d+A${ESC}\\[0J`);
+const COLOUR = new RegExp(`${ESC}\\[\\d+m`);
 let f: Fleet;
 let pool: FleetAllocator;
 let dir: string;
@@ -124,14 +128,14 @@ describe("operations", () => {
     await readyCluster(f, "clo-tty", [master as never], []);
     const coloured = await onTerminal(["restart", "clo-tty"]);
     expect(coloured.code, coloured.stdout).toBe(0);
-    expect(coloured.stdout).toMatch(/\x1b\[\d+A\x1b\[0J/); // cursor up, clear: a redraw
+    expect(coloured.stdout).toMatch(REDRAW);
     expect(coloured.stdout).toContain("\x1b[32msucceeded\x1b[0m");
     expect(coloured.stdout).toContain(`batch 1/1 (master)`);
 
     const plain = await onTerminal(["restart", "clo-tty"], { NO_COLOR: "1" });
     expect(plain.code, plain.stdout).toBe(0);
-    expect(plain.stdout).toMatch(/\x1b\[\d+A\x1b\[0J/);
-    expect(plain.stdout).not.toMatch(/\x1b\[\d+m/);
+    expect(plain.stdout).toMatch(REDRAW);
+    expect(plain.stdout).not.toMatch(COLOUR);
     expect(plain.stdout).toContain("succeeded: cluster.restart");
   });
 });
