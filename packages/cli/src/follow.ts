@@ -75,20 +75,24 @@ async function follow(cli: Cli, s: Session, first: Operation, stream: EventStrea
   const { out } = cli;
   const names = await nodeNames(s);
   const progress = new OperationProgress(first, names);
+  const target = await targetName(s, first);
   const started = Date.now();
   const since = () => elapsed(Date.now() - (Date.parse(first.startedAt ?? first.createdAt) || started));
   let op = first;
   let drawn = 0;
-  const header = () =>
-    `${out.colour.bold(op.kind)} ${op.uuid} on ${op.targetUuid}: ${op.state}${progress.step ? ` (${progress.step})` : ""}  ${since()}`;
+  const header = () => {
+    const text = `${op.kind} ${op.uuid.slice(0, 8)} on ${target}: ${op.state}${progress.step ? ` (done: ${progress.step})` : ""}  ${since()}`;
+    const width = out.columns();
+    return out.colour.bold(text.length > width ? `${text.slice(0, width - 1)}…` : text);
+  };
   const redraw = () => {
     if (!out.tty) return;
-    const lines = [header(), ...progress.lines(Date.now(), out.colour)];
+    const lines = [header(), ...progress.lines(Date.now(), out.colour, out.columns())];
     out.note(`${drawn > 0 ? `\x1b[${drawn}A\x1b[0J` : ""}${lines.join("\n")}`);
     drawn = lines.length;
   };
   if (out.tty) redraw();
-  else out.note(`following ${op.kind} ${op.uuid} on ${op.targetUuid} (${op.state})`);
+  else out.note(`following ${op.kind} ${op.uuid} on ${target} (${op.state})`);
 
   const isEnd = (o: Operation) => o.state === "succeeded" || o.state === "failed";
   let ticker: NodeJS.Timeout | undefined;
@@ -145,6 +149,17 @@ async function follow(cli: Cli, s: Session, first: Operation, stream: EventStrea
     return;
   }
   throw new CliError(`${final.kind} ${final.uuid} failed${took}: ${final.error ?? "no reason given"}`, EXIT.failed);
+}
+
+/** "cluster demo", or the target's uuid when it is not a cluster that is still there. */
+async function targetName(s: Session, op: Operation): Promise<string> {
+  if (!op.kind.startsWith("cluster.")) return op.targetUuid;
+  try {
+    const cluster = await s.api.get<{ name: string }>(`/v4/${s.projectId}/clusters/${op.targetUuid}`);
+    return `cluster ${cluster.name}`;
+  } catch {
+    return `cluster ${op.targetUuid}`;
+  }
 }
 
 async function nodeNames(s: Session): Promise<Map<string, { name: string; isMaster: boolean }>> {

@@ -9,6 +9,7 @@ const terminal: Terminal = {
   env: process.env,
   stdoutTty: process.stdout.isTTY === true,
   stderrTty: process.stderr.isTTY === true,
+  stderrColumns: () => process.stderr.columns,
   write: (stream, text) => {
     (stream === "stdout" ? process.stdout : process.stderr).write(text);
   },

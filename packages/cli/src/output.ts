@@ -22,6 +22,8 @@ export interface Out {
   colour: Colours;
   /** Whether stderr is a terminal (the progress display redraws there). */
   tty: boolean;
+  /** The terminal's width (stderr's), for lines that must not wrap. */
+  columns(): number;
 }
 
 export interface Colours {

@@ -20,6 +20,7 @@ export interface Terminal {
   env: Record<string, string | undefined>;
   stdoutTty: boolean;
   stderrTty: boolean;
+  stderrColumns(): number | undefined;
   write(stream: "stdout" | "stderr", text: string): void;
   readStdin(): Promise<string>;
   promptSecret(question: string): Promise<string | undefined>;
@@ -104,6 +105,7 @@ export async function run(argv: readonly string[], term: Terminal): Promise<numb
         note: (text: string) => term.write("stderr", `${text}\n`),
         colour: colours(colourOn),
         tty: term.stderrTty,
+        columns: () => term.stderrColumns() || 80,
       };
       cli = new Cli(settings, {
         out,

@@ -1,5 +1,5 @@
 import type { StreamEvent } from "./events.ts";
-import { type Colours, elapsed, statusColour } from "./output.ts";
+import { type Colours, elapsed } from "./output.ts";
 
 /**
  * The live view of one operation: its nodes grouped in the batches the control plane rolls
@@ -39,6 +39,7 @@ interface Batch {
 }
 
 interface PhaseLike {
+  id?: unknown;
   name?: unknown;
   order?: unknown;
   state?: unknown;
@@ -95,9 +96,10 @@ export class OperationProgress {
   apply(event: StreamEvent, now: number): string[] {
     const d = event.data;
     if (event.name.startsWith("operation.") && d.operationId === this.op.uuid) {
+      // The runner sends operation.step when a step has finished.
       if (event.name === "operation.step" && typeof d.step === "string" && d.step !== this.step) {
         this.step = d.step;
-        return [`step ${d.step}`];
+        return [`step ${d.step} done`];
       }
       return [];
     }
@@ -130,9 +132,14 @@ export class OperationProgress {
     ];
   }
 
-  /** The whole view, for a terminal that is redrawn. */
-  lines(now: number, c: Colours): string[] {
+  /**
+   * The whole view, for a terminal that is redrawn: each line cut to the terminal's width, so
+   * none wraps and the redraw moves up exactly as many lines as it drew.
+   */
+  lines(now: number, c: Colours, width = 120): string[] {
     const out: string[] = [];
+    const fit = (text: string, room: number) =>
+      text.length > room ? `${text.slice(0, Math.max(0, room - 1))}…` : text;
     for (const batch of this.batches) {
       const states = batch.nodes.map((n) => n.state);
       const state = states.every((s) => s === "done")
@@ -142,31 +149,35 @@ export class OperationProgress {
           : states.some((s) => s !== "waiting")
             ? "rolling"
             : "waiting";
-      out.push(`${c.bold(batch.label)}  ${statusColour(c, state === "done" ? "ok" : state)}`);
-      const width = Math.max(...batch.nodes.map((n) => n.name.length));
+      out.push(`${c.bold(fit(batch.label, width - 10))}  ${STATE_COLOUR[state](c, state)}`);
+      const nameWidth = Math.max(...batch.nodes.map((n) => n.name.length));
       for (const n of batch.nodes) {
         const time = n.startedAt === undefined ? "" : elapsed((n.finishedAt ?? now) - n.startedAt);
-        const state =
-          n.state === "done"
-            ? c.green("done")
-            : n.state === "failed"
-              ? c.red("failed")
-              : n.state === "rolling"
-                ? c.yellow("rolling")
-                : c.dim("waiting");
-        out.push(
-          `  ${n.name.padEnd(width)}  ${n.role.padEnd(6)}  ${state.padEnd(7)}  ${time.padStart(7)}  ${c.dim(n.phase)}`.trimEnd(),
-        );
+        const head = `  ${n.name.padEnd(nameWidth)}  ${n.role.padEnd(6)}  `;
+        const tail = `  ${time.padStart(7)}  `;
+        const room = width - head.length - 7 - tail.length;
+        const phase = room > 3 ? c.dim(fit(n.phase, room)) : "";
+        out.push(`${head}${STATE_COLOUR[n.state](c, n.state.padEnd(7))}${tail}${phase}`.trimEnd());
       }
     }
     return out;
   }
 }
 
-/** The phase a node is at: the first one not running (with its error), else "all phases running". */
+const STATE_COLOUR: Record<NodeState, (c: Colours, text: string) => string> = {
+  waiting: (c, t) => c.dim(t),
+  rolling: (c, t) => c.yellow(t),
+  done: (c, t) => c.green(t),
+  failed: (c, t) => c.red(t),
+};
+
+/**
+ * The phase a node is at: the first one not running (with its error), else "all phases
+ * running". The stop-only phase (drain-pods) never runs while a node is up, so it is skipped.
+ */
 function currentPhase(phases: unknown): string {
   if (!Array.isArray(phases) || phases.length === 0) return "";
-  const list = phases as PhaseLike[];
+  const list = (phases as PhaseLike[]).filter((p) => p.id !== "drain-pods");
   const at = list.find((p) => p.state !== "running");
   if (!at) return `all ${list.length} phases running`;
   const error = typeof at.lastError === "string" && at.lastError ? `: ${at.lastError.split("\n")[0]}` : "";
