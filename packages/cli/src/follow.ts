@@ -91,19 +91,20 @@ async function follow(cli: Cli, s: Session, first: Operation, stream: EventStrea
     out.note(`${drawn > 0 ? `\x1b[${drawn}A\x1b[0J` : ""}${lines.join("\n")}`);
     drawn = lines.length;
   };
-  if (out.tty) redraw();
-  else out.note(`following ${op.kind} ${op.uuid} on ${target} (${op.state})`);
-
   const isEnd = (o: Operation) => o.state === "succeeded" || o.state === "failed";
   let ticker: NodeJS.Timeout | undefined;
   let poller: NodeJS.Timeout | undefined;
-  let stopInterrupt = () => {};
+  // Ctrl-C is caught before anything is shown: whoever reacts to the first line must not kill the process.
+  let interrupted: (() => void) | undefined;
+  let stopInterrupt = cli.io.onInterrupt(() => interrupted?.());
   const stopAll = () => {
     clearInterval(ticker);
     clearInterval(poller);
     stopInterrupt();
     stream.close();
   };
+  if (out.tty) redraw();
+  else out.note(`following ${op.kind} ${op.uuid} on ${target} (${op.state})`);
   const finished = new Promise<Operation>((resolve, reject) => {
     if (isEnd(first)) return resolve(first);
     ticker = setInterval(redraw, 1000);
@@ -118,12 +119,14 @@ async function follow(cli: Cli, s: Session, first: Operation, stream: EventStrea
       }
     };
     poller = setInterval(() => void poll(), POLL_MS);
-    stopInterrupt = cli.io.onInterrupt(() => {
+    interrupted = () => {
+      stopInterrupt();
+      stopInterrupt = () => {};
       out.note(
         `\nstopped watching; operation ${op.uuid} goes on on the server (keelson operations watch ${op.uuid} to follow it again)`,
       );
       reject(new CliError("interrupted", EXIT.interrupted));
-    });
+    };
     void stream
       .events((event) => {
         const lines = progress.apply(event, Date.now());

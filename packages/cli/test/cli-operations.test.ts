@@ -2,7 +2,7 @@ import { execFileSync, spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { ADMIN_TOKEN } from "../../control-plane/test/helpers.ts";
 import { type Fleet, startFleet } from "../../control-plane/test/membership-harness.ts";
 import { FleetAllocator, readyCluster } from "../../control-plane/test/rollout-harness.ts";
@@ -15,18 +15,21 @@ import { type CliResult, keelson } from "./run-cli.ts";
  * (a pseudo-terminal made by script(1)).
  */
 
-const FAILING = "clo-00006";
+const FAILING = "clo-00009";
 const ESC = String.fromCharCode(27);
 /** Cursor up N lines, then clear to the end: the display redrawn in place. */
 const REDRAW = new RegExp(`${ESC}\\[\\d+A${ESC}\\[0J`);
 const COLOUR = new RegExp(`${ESC}\\[\\d+m`);
+// Every test runs the CLI as a process several times (a second or more each on a busy machine).
+vi.setConfig({ testTimeout: 180_000 });
+
 let f: Fleet;
 let pool: FleetAllocator;
 let dir: string;
 let env: Record<string, string>;
 
 beforeAll(async () => {
-  f = await startFleet(6, {
+  f = await startFleet(9, {
     namePrefix: "clo",
     phaseTimeMs: 150,
     failPhase: (hostname) => (hostname === FAILING ? "kubelet" : undefined),
@@ -137,6 +140,56 @@ describe("operations", () => {
     expect(plain.stdout).toMatch(REDRAW);
     expect(plain.stdout).not.toMatch(COLOUR);
     expect(plain.stdout).toContain("succeeded: cluster.restart");
+  });
+});
+
+describe("Ctrl-C", () => {
+  it("stops watching, not the operation, and says so", async () => {
+    const [master] = pool.take(1);
+    const workers = pool.take(3);
+    await readyCluster(f, "clo-int", [master as never], workers);
+    const bin = join(import.meta.dirname, "..", "bin", "keelson.mjs");
+    // Four batches one after another: the restart outlasts the moment the CLI is interrupted.
+    const child = spawn(process.execPath, [bin, "restart", "clo-int", "--batch-percent", "1"], {
+      env: { PATH: process.env.PATH ?? "/usr/bin:/bin", ...env },
+    });
+    let stderr = "";
+    let stdout = "";
+    let interrupted = false;
+    child.stdout.on("data", (d) => {
+      stdout += d;
+    });
+    child.stderr.on("data", (d) => {
+      stderr += d;
+      // One Ctrl-C (a second one ends the process the default way, as a person expects).
+      if (!interrupted && stderr.includes("following ")) {
+        interrupted = true;
+        child.kill("SIGINT");
+      }
+    });
+    const code = await new Promise<number | null>((resolve) => child.on("close", resolve));
+    expect(code, stderr).toBe(130);
+    const id = /following cluster\.restart ([0-9a-f-]{36})/.exec(stderr)?.[1] as string;
+    expect(stderr).toContain(`stopped watching; operation ${id} goes on on the server`);
+    expect(stdout).not.toContain("succeeded");
+    // The operation was not stopped: it runs to its end on the server.
+    await f.idle();
+    const ops = await f.t.request({ method: "GET", url: `/v4/${f.t.projectId}/operations?limit=1000` });
+    expect((ops.json() as { uuid: string; state: string }[]).find((o) => o.uuid === id)?.state).toBe("succeeded");
+    expect(workers.map((a) => a.restarts)).toEqual([1, 1, 1]);
+  });
+});
+
+describe("join tokens", () => {
+  it("join-token create prints the token alone (for scripts), or the whole answer with -o json", async () => {
+    const plain = await keelson(["join-token", "create"], { env });
+    expect(plain.code, plain.stderr).toBe(0);
+    expect(plain.stdout.trim()).toMatch(/^\S{20,}$/);
+    const json = await keelson(["join-token", "create", "--expires-in-minutes", "5", "-o", "json"], { env });
+    const issued = JSON.parse(json.stdout) as { token: string; expiresAt: string; projectId: string };
+    expect(issued.projectId).toBe(f.t.projectId);
+    expect(Date.parse(issued.expiresAt) - Date.now()).toBeLessThanOrEqual(5 * 60_000);
+    expect(issued.token).not.toBe(plain.stdout.trim());
   });
 });
 

@@ -1,8 +1,10 @@
-import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
+import { execFileSync } from "node:child_process";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { connect, createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createServer as createTlsServer } from "node:tls";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { ADMIN_TOKEN } from "../../control-plane/test/helpers.ts";
 import { type Fleet, startFleet } from "../../control-plane/test/membership-harness.ts";
 import { FleetAllocator, readyCluster } from "../../control-plane/test/rollout-harness.ts";
@@ -12,6 +14,9 @@ import { keelson } from "./run-cli.ts";
  * The real `keelson` binary against a real control plane listening on loopback, with
  * simulated agents (test/sim) speaking the real agent protocol for the rollouts.
  */
+
+// Every test runs the CLI as a process several times (a second or more each on a busy machine).
+vi.setConfig({ testTimeout: 180_000 });
 
 let f: Fleet;
 let pool: FleetAllocator;
@@ -66,6 +71,96 @@ describe("keelson login", () => {
     });
     expect(wrong.code).toBe(3);
     expect(wrong.stderr).toContain("401");
+  });
+});
+
+describe("keelson config", () => {
+  it("set-context, use-context, get-contexts and --context pick the control plane and token", async () => {
+    const config = join(dir, "contexts.yaml");
+    const only = { KEELSON_CONFIG: config, HOME: dir };
+    const set = await keelson(["config", "set-context", "admin", "--use"], { env: { ...env, KEELSON_CONFIG: config } });
+    expect(set.code, set.stderr).toBe(0);
+    expect(statSync(config).mode & 0o777).toBe(0o600);
+    expect((await keelson(["clusters", "list"], { env: only })).code).toBe(0);
+
+    const other = await keelson(["--url", "http://127.0.0.1:9", "config", "set-context", "other"], { env: only });
+    expect(other.code, other.stderr).toBe(0);
+    expect((await keelson(["config", "use-context", "other"], { env: only })).code).toBe(0);
+    expect((await keelson(["config", "current-context"], { env: only })).stdout.trim()).toBe("other");
+    // The other context has no token: a usage error before anything is sent.
+    const noToken = await keelson(["clusters", "list"], { env: only });
+    expect(noToken.code).toBe(2);
+    expect(noToken.stderr).toContain("no token for http://127.0.0.1:9");
+    expect((await keelson(["--context", "admin", "clusters", "list"], { env: only })).code).toBe(0);
+    // A token is sent only to its own context's URL, never to one given on the command line.
+    const elsewhere = await keelson(["--context", "admin", "--url", "http://127.0.0.1:9", "clusters", "list"], {
+      env: only,
+    });
+    expect(elsewhere.code).toBe(2);
+    const listed = await keelson(["config", "get-contexts", "-o", "json"], { env: only });
+    expect(JSON.parse(listed.stdout)).toEqual([
+      { current: false, name: "admin", url: f.base, project: "", user: "" },
+      { current: true, name: "other", url: "http://127.0.0.1:9", project: "", user: "" },
+    ]);
+    expect((await keelson(["config", "use-context", "nope"], { env: only })).code).toBe(1);
+  });
+});
+
+describe("HTTPS with --ca-file", () => {
+  it("trusts the given CA, and refuses an unknown certificate as unreachable", async () => {
+    const tlsDir = join(dir, "tls");
+    mkdirSync(tlsDir);
+    execFileSync(
+      "openssl",
+      [
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+        "-days",
+        "1",
+        "-subj",
+        "/CN=127.0.0.1",
+        "-addext",
+        "subjectAltName=IP:127.0.0.1",
+        "-keyout",
+        join(tlsDir, "key.pem"),
+        "-out",
+        join(tlsDir, "cert.pem"),
+      ],
+      { stdio: "ignore" },
+    );
+    // TLS in front of the control plane (as a terminating proxy would be), with that certificate.
+    const port = Number(new URL(f.base).port);
+    const proxy = createTlsServer(
+      { key: readFileSync(join(tlsDir, "key.pem")), cert: readFileSync(join(tlsDir, "cert.pem")) },
+      (socket) => {
+        const upstream = connect(port, "127.0.0.1");
+        socket.pipe(upstream).pipe(socket);
+        socket.on("error", () => upstream.destroy());
+        upstream.on("error", () => socket.destroy());
+      },
+    );
+    await new Promise<void>((r) => proxy.listen(0, "127.0.0.1", r));
+    try {
+      const url = `https://127.0.0.1:${(proxy.address() as { port: number }).port}`;
+      const untrusted = await keelson(["clusters", "list", "--url", url], { env });
+      expect(untrusted.code).toBe(3);
+      expect(untrusted.stderr).toMatch(/self[- ]signed certificate/);
+      const trusted = await keelson(["clusters", "list", "--url", url, "--ca-file", join(tlsDir, "cert.pem")], { env });
+      expect(trusted.code, trusted.stderr).toBe(0);
+      const fromEnv = await keelson(["clusters", "list", "-o", "json"], {
+        env: { ...env, KEELSON_URL: url, KEELSON_CA_FILE: join(tlsDir, "cert.pem") },
+      });
+      expect(fromEnv.code, fromEnv.stderr).toBe(0);
+      const missing = await keelson(["clusters", "list", "--url", url, "--ca-file", join(tlsDir, "none.pem")], { env });
+      expect(missing.code).toBe(2);
+    } finally {
+      await new Promise((r) => proxy.close(r));
+    }
   });
 });
 
