@@ -15,7 +15,7 @@ import { type CliResult, keelson } from "./run-cli.ts";
  * (a pseudo-terminal made by script(1)).
  */
 
-const FAILING = "clo-00009";
+const FAILING = "clo-00012";
 const ESC = String.fromCharCode(27);
 /** Cursor up N lines, then clear to the end: the display redrawn in place. */
 const REDRAW = new RegExp(`${ESC}\\[\\d+A${ESC}\\[0J`);
@@ -29,7 +29,7 @@ let dir: string;
 let env: Record<string, string>;
 
 beforeAll(async () => {
-  f = await startFleet(9, {
+  f = await startFleet(12, {
     namePrefix: "clo",
     phaseTimeMs: 150,
     failPhase: (hostname) => (hostname === FAILING ? "kubelet" : undefined),
@@ -180,6 +180,29 @@ describe("Ctrl-C", () => {
   });
 });
 
+describe("upgrade", () => {
+  it("upgrades to the patch target, the chosen workers first, and follows it to the end", async () => {
+    const [master] = pool.take(1);
+    const workers = pool.take(2);
+    await readyCluster(f, "clo-up", [master as never], workers, { kubeRoleVersion: "1.30.6-kls.1" });
+    const wrongType = await keelson(["upgrade", "clo-up", "--type", "major"], { env });
+    expect(wrongType.code).toBe(2);
+    const res = await keelson(["upgrade", "clo-up", "--type", "patch", "--nodes", workers[1]?.hostname as string], {
+      env,
+    });
+    expect(res.code, res.stderr).toBe(0);
+    expect(res.stdout).toMatch(/succeeded: cluster\.upgrade/);
+    // Master, then the chosen worker on its own, then the other worker.
+    expect(res.stderr).toMatch(
+      new RegExp(`batch 2/3 \\(chosen workers\\)  ${workers[1]?.hostname} \\(worker\\): rolling`),
+    );
+    expect(res.stderr).toMatch(new RegExp(`batch 3/3 \\(workers\\)  ${workers[0]?.hostname} \\(worker\\): rolling`));
+    const after = JSON.parse((await keelson(["clusters", "get", "clo-up", "-o", "json"], { env })).stdout);
+    expect(after.kubeRoleVersion).not.toBe("1.30.6-kls.1");
+    expect(after.kubeRoleVersion).toMatch(/^1\.30\./);
+  });
+});
+
 describe("join tokens", () => {
   it("join-token create prints the token alone (for scripts), or the whole answer with -o json", async () => {
     const plain = await keelson(["join-token", "create"], { env });
@@ -203,5 +226,14 @@ describe("completion", () => {
     const zsh = await keelson(["completion", "zsh"], { env });
     expect(zsh.stdout).toContain("compdef _keelson keelson");
     expect((await keelson(["completion", "fish"], { env })).code).toBe(2);
+  });
+
+  it("--help on every command, with examples, exits 0", async () => {
+    const help = await keelson(["clusters", "create", "--help"], { env });
+    expect(help.code).toBe(0);
+    expect(help.stdout).toContain("Usage: keelson clusters create [options]");
+    expect(help.stdout).toContain("$ keelson clusters create -f demo.yaml");
+    const top = await keelson(["--help"], { env });
+    expect(top.stdout).toMatch(/Exit codes: 0 ok, 1 failed operation or refused request, 2 usage, 3 unreachable/);
   });
 });
