@@ -81,7 +81,14 @@ export class Api {
   async send(
     method: string,
     path: string,
-    options: { query?: Query | undefined; body?: unknown; headers?: Record<string, string>; signal?: AbortSignal } = {},
+    options: {
+      query?: Query | undefined;
+      body?: unknown;
+      headers?: Record<string, string>;
+      signal?: AbortSignal;
+      /** A stream read for as long as it lasts: the timeout ends once the answer's headers are in. */
+      stream?: boolean;
+    } = {},
   ): Promise<Response> {
     const target = new URL(`${this.url}${path}`);
     for (const [key, value] of Object.entries(options.query ?? {})) {
@@ -90,7 +97,20 @@ export class Api {
     const headers: Record<string, string> = { accept: "application/json", ...options.headers };
     if (this.options.token) headers["x-auth-token"] = this.options.token;
     if (options.body !== undefined) headers["content-type"] = "application/json";
-    const timeout = AbortSignal.timeout(this.options.timeoutMs);
+    // The timeout covers the whole exchange of an ordinary request, and only the wait for the
+    // headers of a stream (whose body goes on as long as the operation it follows).
+    const timeout = new AbortController();
+    const timer = setTimeout(
+      () => timeout.abort(new DOMException("no answer in time", "TimeoutError")),
+      this.options.timeoutMs,
+    );
+    const done = () => clearTimeout(timer);
+    const readBody = <T>(read: () => Promise<T>): Promise<T> =>
+      read()
+        .catch((error: unknown) => {
+          throw unreachable(this.url, timeout.signal.aborted ? timeout.signal.reason : error);
+        })
+        .finally(done);
     let res: Response;
     try {
       const answer = await request(target, {
@@ -98,8 +118,7 @@ export class Api {
         headers,
         ...(options.body !== undefined ? { body: JSON.stringify(options.body) } : {}),
         dispatcher: this.dispatcher,
-        // The timeout covers getting the answer's headers; a stream's body may take as long as it takes.
-        signal: options.signal ? AbortSignal.any([options.signal, timeout]) : timeout,
+        signal: options.signal ? AbortSignal.any([options.signal, timeout.signal]) : timeout.signal,
       });
       const body = answer.body;
       res = {
@@ -110,14 +129,16 @@ export class Api {
             return Array.isArray(value) ? value.join(", ") : value;
           },
         },
-        text: () => body.text(),
-        json: () => body.json(),
+        text: () => readBody(() => body.text()),
+        json: () => readBody(() => body.json()),
         body: body as unknown as Response["body"],
       };
     } catch (error) {
+      done();
       if (options.signal?.aborted) throw error;
-      throw unreachable(this.url, error);
+      throw unreachable(this.url, timeout.signal.aborted ? timeout.signal.reason : error);
     }
+    if (options.stream) done();
     if (res.status >= 400) throw await refusal(res);
     return res;
   }

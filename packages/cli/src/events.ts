@@ -27,6 +27,7 @@ export async function openEvents(s: Session): Promise<EventStream> {
   const res = await s.api.send("GET", `/v4/${s.projectId}/events`, {
     headers: { accept: "text/event-stream" },
     signal: abort.signal,
+    stream: true,
   });
   const reader = res.body[Symbol.asyncIterator]();
   const decoder = new TextDecoder();

@@ -35,6 +35,8 @@ export interface StartOptions {
   start(): Promise<string>;
   /** What was asked, for the messages: "restart of cluster demo". */
   what: string;
+  /** How the target is called in the progress display ("cluster demo"). */
+  targetLabel?: string;
 }
 
 export async function startOperation(cli: Cli, s: Session, options: StartOptions): Promise<void> {
@@ -55,7 +57,7 @@ export async function startOperation(cli: Cli, s: Session, options: StartOptions
       );
       return;
     }
-    await follow(cli, s, op, stream);
+    await follow(cli, s, op, stream, options.targetLabel);
   } finally {
     stream?.close();
   }
@@ -71,11 +73,11 @@ export async function watchOperation(cli: Cli, s: Session, ref: string): Promise
   }
 }
 
-async function follow(cli: Cli, s: Session, first: Operation, stream: EventStream): Promise<void> {
+async function follow(cli: Cli, s: Session, first: Operation, stream: EventStream, label?: string): Promise<void> {
   const { out } = cli;
   const names = await nodeNames(s);
   const progress = new OperationProgress(first, names);
-  const target = await targetName(s, first);
+  const target = label ?? (await targetName(s, first));
   const started = Date.now();
   const since = () => elapsed(Date.now() - (Date.parse(first.startedAt ?? first.createdAt) || started));
   let op = first;

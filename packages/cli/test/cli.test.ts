@@ -229,6 +229,18 @@ describe("exit codes", () => {
     expect(unreachable.code).toBe(3);
     expect(unreachable.stderr).toMatch(/cannot reach the control plane .*ECONNREFUSED/);
 
+    // A control plane that accepts the connection and never answers: the request times out.
+    const silent = createServer(() => {});
+    await new Promise<void>((r) => silent.listen(0, "127.0.0.1", r));
+    try {
+      const url = `http://127.0.0.1:${(silent.address() as { port: number }).port}`;
+      const hung = await keelson(["clusters", "list", "--url", url, "--request-timeout-ms", "300"], { env });
+      expect(hung.code).toBe(3);
+      expect(hung.stderr).toContain(`cannot reach the control plane at ${url}: no answer in time`);
+    } finally {
+      silent.close();
+    }
+
     for (const args of [
       ["clusters", "create"],
       ["clusters", "list", "--bogus"],

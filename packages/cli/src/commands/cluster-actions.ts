@@ -47,6 +47,7 @@ export function clusterActionCommands(program: Command, wrap: Wrap): void {
       await startOperation(cli, s, {
         wait: o.wait,
         targetId: cluster.uuid,
+        targetLabel: `cluster ${cluster.name}`,
         what: `attach to cluster ${cluster.name}`,
         start: async () => {
           await s.api.json("POST", `/v4/${s.projectId}/clusters/${cluster.uuid}/attach`, { body });
@@ -77,6 +78,7 @@ export function clusterActionCommands(program: Command, wrap: Wrap): void {
       await startOperation(cli, s, {
         wait: (options as { wait: boolean }).wait,
         targetId: cluster.uuid,
+        targetLabel: `cluster ${cluster.name}`,
         what: `detach from cluster ${cluster.name}`,
         start: async () => {
           await s.api.json("POST", `/v4/${s.projectId}/clusters/${cluster.uuid}/detach`, { body });
@@ -109,6 +111,7 @@ export function clusterActionCommands(program: Command, wrap: Wrap): void {
       await startOperation(cli, s, {
         wait: o.wait,
         targetId: cluster.uuid,
+        targetLabel: `cluster ${cluster.name}`,
         what: `restart of cluster ${cluster.name}`,
         start: async () => {
           // Restarts exist in the v3 API only (spec §2.8).
@@ -148,6 +151,7 @@ export function clusterActionCommands(program: Command, wrap: Wrap): void {
       await startOperation(cli, s, {
         wait: o.wait,
         targetId: cluster.uuid,
+        targetLabel: `cluster ${cluster.name}`,
         what: `upgrade of cluster ${cluster.name}`,
         start: async () => {
           await s.api.json("POST", `/v4/${s.projectId}/clusters/${cluster.uuid}/upgrade`, {

@@ -99,6 +99,7 @@ export function clusterCommands(program: Command, wrap: Wrap): void {
       await startOperation(cli, s, {
         wait: o.wait,
         targetId: cluster.uuid,
+        targetLabel: `cluster ${cluster.name}`,
         what: `update of cluster ${cluster.name}`,
         start: async () => {
           const res = await s.api.write("PUT", `/v4/${s.projectId}/clusters/${cluster.uuid}`, body);
@@ -121,6 +122,7 @@ export function clusterCommands(program: Command, wrap: Wrap): void {
       await startOperation(cli, s, {
         wait: (options as { wait: boolean }).wait,
         targetId: cluster.uuid,
+        targetLabel: `cluster ${cluster.name}`,
         what: `delete of cluster ${cluster.name}`,
         start: async () => {
           await s.api.json("DELETE", `/v4/${s.projectId}/clusters/${cluster.uuid}`);
