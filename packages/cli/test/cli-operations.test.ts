@@ -31,7 +31,7 @@ let env: Record<string, string>;
 beforeAll(async () => {
   f = await startFleet(12, {
     namePrefix: "clo",
-    phaseTimeMs: 150,
+    phaseTimeMs: 300,
     failPhase: (hostname) => (hostname === FAILING ? "kubelet" : undefined),
   });
   pool = new FleetAllocator(f);
@@ -187,11 +187,13 @@ describe("upgrade", () => {
     await readyCluster(f, "clo-up", [master as never], workers, { kubeRoleVersion: "1.30.6-kls.1" });
     const wrongType = await keelson(["upgrade", "clo-up", "--type", "major"], { env });
     expect(wrongType.code).toBe(2);
+    // A request timeout shorter than the rollout: it must not cut the events stream off.
     const res = await keelson(["upgrade", "clo-up", "--type", "patch", "--nodes", workers[1]?.hostname as string], {
-      env,
+      env: { ...env, KEELSON_REQUEST_TIMEOUT_MS: "700" },
     });
     expect(res.code, res.stderr).toBe(0);
-    expect(res.stdout).toMatch(/succeeded: cluster\.upgrade/);
+    const took = Number(/succeeded: cluster\.upgrade \S+ in ([\d.]+)s/.exec(res.stdout)?.[1]);
+    expect(took).toBeGreaterThan(0.7);
     // Master, then the chosen worker on its own, then the other worker.
     expect(res.stderr).toMatch(
       new RegExp(`batch 2/3 \\(chosen workers\\)  ${workers[1]?.hostname} \\(worker\\): rolling`),
