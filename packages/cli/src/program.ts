@@ -130,8 +130,8 @@ export async function run(argv: readonly string[], term: Terminal): Promise<numb
     await program.parseAsync(argv, { from: "user" });
   } catch (error) {
     if (error instanceof CommanderError) {
-      // `--help` asked for is 0; help shown for a missing subcommand (commander.help) is a usage error.
-      return ["commander.helpDisplayed", "commander.version"].includes(error.code) ? EXIT.ok : EXIT.usage;
+      // Help asked for (`--help`, `help CMD`) is 0; help shown for a missing subcommand is a usage error.
+      return error.exitCode === 0 ? EXIT.ok : EXIT.usage;
     }
     fail(error);
   }
