@@ -6,6 +6,7 @@
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { AgentSettingsSchema } from "../packages/agent/src/settings.ts";
+import { CliSettingsSchema } from "../packages/cli/src/settings.ts";
 import { ServerSettingsSchema } from "../packages/control-plane/src/settings.ts";
 import { settingsTable } from "../packages/settings/src/index.ts";
 
@@ -14,6 +15,7 @@ export const README = join(import.meta.dirname, "..", "README.md");
 const SECTIONS: Record<string, Parameters<typeof settingsTable>[0]> = {
   "keelson-server": ServerSettingsSchema,
   "keelson-agent": AgentSettingsSchema,
+  keelson: CliSettingsSchema,
 };
 
 /** The README with every `<!-- settings:NAME -->` … `<!-- /settings:NAME -->` block regenerated. */

@@ -13,6 +13,7 @@ const ALLOWED: Record<string, string> = {
   "packages/control-plane/src/main.ts": "parses the server's settings once",
   "packages/control-plane/src/commands/main.ts": "parses the server's settings once, for its commands",
   "packages/agent/src/main.ts": "parses the agent's settings once",
+  "packages/cli/src/main.ts": "hands the environment to the CLI's settings parser once",
   "packages/agent/bin/keelson-agent.mjs": "the launcher parses its part and passes the environment on to the agent",
   "packages/settings/src/index.ts": "names process.env in its module comment only",
 };
