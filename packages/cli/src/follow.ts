@@ -39,6 +39,30 @@ export interface StartOptions {
   targetLabel?: string;
 }
 
+/**
+ * An operation on a cluster the command already found: `send` makes the request, and the
+ * operation it starts is followed (or its id printed, `wait` false). `what` reads "restart of".
+ */
+export function startClusterOperation(
+  cli: Cli,
+  s: Session,
+  cluster: { uuid: string; name: string },
+  wait: boolean,
+  what: string,
+  send: () => Promise<unknown>,
+): Promise<void> {
+  return startOperation(cli, s, {
+    wait,
+    targetId: cluster.uuid,
+    targetLabel: `cluster ${cluster.name}`,
+    what: `${what} cluster ${cluster.name}`,
+    start: async () => {
+      await send();
+      return cluster.uuid;
+    },
+  });
+}
+
 export async function startOperation(cli: Cli, s: Session, options: StartOptions): Promise<void> {
   const stream = options.wait ? await openEvents(s) : undefined;
   try {

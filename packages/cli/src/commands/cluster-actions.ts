@@ -1,7 +1,7 @@
 import { chmodSync, writeFileSync } from "node:fs";
 import type { Command } from "commander";
 import { CliError, usageError } from "../errors.ts";
-import { startOperation } from "../follow.ts";
+import { startClusterOperation } from "../follow.ts";
 import type { Wrap } from "../program.ts";
 import { findCluster, findNodes, listNodes, pick } from "../resolve.ts";
 import { examples, waitOption } from "./common.ts";
@@ -44,15 +44,8 @@ export function clusterActionCommands(program: Command, wrap: Wrap): void {
         ...masters.map((n) => ({ uuid: n.uuid, isMaster: true })),
         ...workers.map((n) => ({ uuid: n.uuid, isMaster: false })),
       ];
-      await startOperation(cli, s, {
-        wait: o.wait,
-        targetId: cluster.uuid,
-        targetLabel: `cluster ${cluster.name}`,
-        what: `attach to cluster ${cluster.name}`,
-        start: async () => {
-          await s.api.json("POST", `/v4/${s.projectId}/clusters/${cluster.uuid}/attach`, { body });
-          return cluster.uuid;
-        },
+      await startClusterOperation(cli, s, cluster, o.wait, "attach to", async () => {
+        await s.api.json("POST", `/v4/${s.projectId}/clusters/${cluster.uuid}/attach`, { body });
       });
     }),
   );
@@ -75,15 +68,8 @@ export function clusterActionCommands(program: Command, wrap: Wrap): void {
         const node = pick(members, h, `host of cluster ${cluster.name}`);
         return { uuid: node.uuid, isMaster: node.isMaster === 1 };
       });
-      await startOperation(cli, s, {
-        wait: (options as { wait: boolean }).wait,
-        targetId: cluster.uuid,
-        targetLabel: `cluster ${cluster.name}`,
-        what: `detach from cluster ${cluster.name}`,
-        start: async () => {
-          await s.api.json("POST", `/v4/${s.projectId}/clusters/${cluster.uuid}/detach`, { body });
-          return cluster.uuid;
-        },
+      await startClusterOperation(cli, s, cluster, (options as { wait: boolean }).wait, "detach from", async () => {
+        await s.api.json("POST", `/v4/${s.projectId}/clusters/${cluster.uuid}/detach`, { body });
       });
     }),
   );
@@ -108,18 +94,11 @@ export function clusterActionCommands(program: Command, wrap: Wrap): void {
       const action = o.masters ? "restartMasters" : o.workers ? "restartWorkers" : "restart";
       const s = await cli.session();
       const cluster = await findCluster(s, ref as string);
-      await startOperation(cli, s, {
-        wait: o.wait,
-        targetId: cluster.uuid,
-        targetLabel: `cluster ${cluster.name}`,
-        what: `restart of cluster ${cluster.name}`,
-        start: async () => {
-          // Restarts exist in the v3 API only (spec §2.8).
-          await s.api.json("POST", `/v3/${s.projectId}/clusters/${cluster.uuid}/${action}`, {
-            query: { batchPercent: o.batchPercent },
-          });
-          return cluster.uuid;
-        },
+      await startClusterOperation(cli, s, cluster, o.wait, "restart of", async () => {
+        // Restarts exist in the v3 API only (spec §2.8).
+        await s.api.json("POST", `/v3/${s.projectId}/clusters/${cluster.uuid}/${action}`, {
+          query: { batchPercent: o.batchPercent },
+        });
       });
     }),
   );
@@ -148,18 +127,11 @@ export function clusterActionCommands(program: Command, wrap: Wrap): void {
         ...(o.batchPercent !== undefined ? { batchUpgradePercent: o.batchPercent } : {}),
         ...(chosen.length > 0 ? { batchUpgradeNodes: chosen.map((n) => n.uuid) } : {}),
       };
-      await startOperation(cli, s, {
-        wait: o.wait,
-        targetId: cluster.uuid,
-        targetLabel: `cluster ${cluster.name}`,
-        what: `upgrade of cluster ${cluster.name}`,
-        start: async () => {
-          await s.api.json("POST", `/v4/${s.projectId}/clusters/${cluster.uuid}/upgrade`, {
-            query: { type: o.type, ...(o.force ? { force: true } : {}) },
-            body,
-          });
-          return cluster.uuid;
-        },
+      await startClusterOperation(cli, s, cluster, o.wait, "upgrade of", async () => {
+        await s.api.json("POST", `/v4/${s.projectId}/clusters/${cluster.uuid}/upgrade`, {
+          query: { type: o.type, ...(o.force ? { force: true } : {}) },
+          body,
+        });
       });
     }),
   );

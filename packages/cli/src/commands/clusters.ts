@@ -1,6 +1,6 @@
 import type { Command } from "commander";
 import { usageError } from "../errors.ts";
-import { startOperation } from "../follow.ts";
+import { startClusterOperation, startOperation } from "../follow.ts";
 import { type Column, render } from "../output.ts";
 import type { Wrap } from "../program.ts";
 import { type ClusterRecord, findCluster, listClusters } from "../resolve.ts";
@@ -96,16 +96,9 @@ export function clusterCommands(program: Command, wrap: Wrap): void {
       const body = setPairs(o.set, o.file ? await readSpec(cli, o.file) : {});
       const s = await cli.session();
       const cluster = await findCluster(s, ref as string);
-      await startOperation(cli, s, {
-        wait: o.wait,
-        targetId: cluster.uuid,
-        targetLabel: `cluster ${cluster.name}`,
-        what: `update of cluster ${cluster.name}`,
-        start: async () => {
-          const res = await s.api.write("PUT", `/v4/${s.projectId}/clusters/${cluster.uuid}`, body);
-          warn(cli, res.warnings);
-          return cluster.uuid;
-        },
+      await startClusterOperation(cli, s, cluster, o.wait, "update of", async () => {
+        const res = await s.api.write("PUT", `/v4/${s.projectId}/clusters/${cluster.uuid}`, body);
+        warn(cli, res.warnings);
       });
     }),
   );
@@ -119,15 +112,8 @@ export function clusterCommands(program: Command, wrap: Wrap): void {
     wrap(async (cli, ref, options) => {
       const s = await cli.session();
       const cluster = await findCluster(s, ref as string);
-      await startOperation(cli, s, {
-        wait: (options as { wait: boolean }).wait,
-        targetId: cluster.uuid,
-        targetLabel: `cluster ${cluster.name}`,
-        what: `delete of cluster ${cluster.name}`,
-        start: async () => {
-          await s.api.json("DELETE", `/v4/${s.projectId}/clusters/${cluster.uuid}`);
-          return cluster.uuid;
-        },
+      await startClusterOperation(cli, s, cluster, (options as { wait: boolean }).wait, "delete of", async () => {
+        await s.api.json("DELETE", `/v4/${s.projectId}/clusters/${cluster.uuid}`);
       });
     }),
   );

@@ -29,10 +29,7 @@ _keelson() {
     w="\${COMP_WORDS[i]}"
     [[ $w == -* ]] && continue
     case "$path \${w}" in
-${nodes
-  .filter((n) => n.path)
-  .map((n) => `      " ${n.path}") path="${n.path}" ;;`)
-  .join("\n")}
+${pathCases(nodes)}
     esac
   done
   local words
@@ -45,6 +42,14 @@ complete -o default -F _keelson keelson
 `;
 }
 
+/** The shell `case` arms that follow the words typed so far down the command tree (bash and zsh alike). */
+function pathCases(nodes: Node[]): string {
+  return nodes
+    .filter((n) => n.path)
+    .map((n) => `      " ${n.path}") path="${n.path}" ;;`)
+    .join("\n");
+}
+
 function zsh(nodes: Node[]): string {
   return `#compdef keelson
 # keelson zsh completion: source <(keelson completion zsh)
@@ -53,10 +58,7 @@ _keelson() {
   for w in \${words[2,CURRENT-1]}; do
     [[ $w == -* ]] && continue
     case "$path $w" in
-${nodes
-  .filter((n) => n.path)
-  .map((n) => `      " ${n.path}") path="${n.path}" ;;`)
-  .join("\n")}
+${pathCases(nodes)}
     esac
   done
   local -a choices
