@@ -13,12 +13,35 @@ import {
   writeFiles,
 } from "./common.ts";
 import { runtimeFiles } from "./render.ts";
+import { probedPid, probeRuntime } from "./runtime-probe.ts";
+
+/**
+ * containerd accepts the file or says why (`config dump` parses it as the daemon will, and fails
+ * on a file it cannot read), checked on a copy before the real file is replaced.
+ */
+export async function validateContainerdConfig(ctx: PhaseContext, content: string): Promise<void> {
+  const candidate = `${ctx.paths.containerdConfig}.keelson-check`;
+  writeFileAtomic(candidate, content);
+  try {
+    const result = await ctx.run(ctx.binary("containerd"), ["--config", candidate, "config", "dump"], {
+      allowFailure: true,
+      timeoutMs: 30_000,
+    });
+    if (result.exitCode !== 0) {
+      throw new PhaseError(`containerd refuses the configuration it was given: ${result.stderr.trim()}`);
+    }
+  } finally {
+    rmSync(candidate, { force: true });
+  }
+}
 
 /** Configure container runtime: containerd's config.toml (mirrors), docker's daemon.json, package repos. */
 export const configureRuntime = definePhase({
   id: "configure-runtime",
   async start(ctx) {
     const { present, absent } = runtimeFiles(ctx.config, ctx.paths);
+    const toml = present.find((f) => f.path === ctx.paths.containerdConfig);
+    if (toml) await validateContainerdConfig(ctx, toml.content);
     const written = writeFiles(present);
     for (const path of absent) rmSync(path, { force: true });
     return {
@@ -66,6 +89,9 @@ function containerdSpec(ctx: PhaseContext): ServiceSpec {
       env: serviceEnv(),
     },
     stopTimeoutMs: ctx.config.timeouts.serviceStopMs,
+    // A runtime restart keeps the containers: their shims outlive containerd (systemd:
+    // KillMode=process, Delegate=yes; the direct supervisor signals containerd's pid alone).
+    keepChildrenOnStop: true,
   };
 }
 
@@ -73,14 +99,17 @@ export const startRuntime = definePhase({
   id: "start-runtime",
   async start(ctx) {
     const status = await ensureService(ctx, containerdSpec(ctx));
-    return { message: `containerd running (pid ${status.pid})` };
+    await probeRuntime(ctx, status.pid);
+    return { message: `containerd running (pid ${status.pid}); a probe container ran and was removed` };
   },
   async stop(ctx) {
     await ctx.services.stop("containerd");
     return undefined;
   },
   async status(ctx) {
-    await expectServiceRunning(ctx, "containerd");
+    const status = await expectServiceRunning(ctx, "containerd");
+    // Probing on every status would start a container per poll: once per containerd process.
+    if (probedPid(ctx) !== status.pid) await probeRuntime(ctx, status.pid);
     return undefined;
   },
 });
