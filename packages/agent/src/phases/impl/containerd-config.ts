@@ -101,6 +101,8 @@ export function renderContainerdConfig(config: NodeConfig, paths: NodePaths): st
     '  runtime_type = "io.containerd.runc.v2"',
     `${cri.slice(0, -1)}.containerd.runtimes.runc.options]`,
     `  SystemdCgroup = ${CGROUP_DRIVER === "systemd"}`,
+    // runc's state beside containerd's (its default, /run/containerd/runc, is outside the host root).
+    `  Root = ${tomlString(join(paths.containerdState, "runc"))}`,
   ];
   const runc = runcBinary(config);
   if (runc) lines.push(`  BinaryName = ${tomlString(runc)}`);

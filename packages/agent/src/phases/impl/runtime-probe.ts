@@ -59,6 +59,13 @@ export async function probeRuntime(ctx: PhaseContext, containerdPid: number | nu
   ];
   // Under systemd the containers' cgroups are systemd's, as the CRI plugin will make them.
   if (ctx.services.kind === "systemd" && CGROUP_DRIVER === "systemd") args.push("--runc-systemd-cgroup");
+  // runc's state and ctr's FIFOs under the host root too (their defaults are in /run/containerd).
+  args.push(
+    "--runc-root",
+    join(ctx.paths.containerdState, "runc"),
+    "--fifo-dir",
+    join(ctx.paths.containerdState, "fifo"),
+  );
   args.push("--rootfs", rootfs, id, "/bin/true");
   const result = await ctx.run(ctr, args, { allowFailure: true, timeoutMs: 30_000 });
   if (result.exitCode !== 0) {
