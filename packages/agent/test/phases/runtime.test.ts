@@ -1,4 +1,4 @@
-import { chmodSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { execa } from "execa";
 import { afterAll, describe, expect, it } from "vitest";
@@ -153,6 +153,18 @@ describe("container runtime and user images", () => {
     );
     // The failed probe left no container behind.
     expect((await ctr("-n", "keelson-probe", "containers", "ls", "-q")).stdout.trim()).toBe("");
+    await startRuntime.stop(ctx("stop"));
+  }, 60_000);
+
+  it("fails the runtime phase when containerd runs without its CRI plugin", async () => {
+    const { ctx, paths } = setup();
+    await configureRuntime.start(ctx());
+    const toml = readFileSync(paths.containerdConfig, "utf8");
+    writeFileSync(
+      paths.containerdConfig,
+      toml.replace("version = 2\n", 'version = 2\ndisabled_plugins = ["io.containerd.grpc.v1.cri"]\n'),
+    );
+    await expect(startRuntime.start(ctx())).rejects.toThrow(/containerd runs without its CRI plugin/);
     await startRuntime.stop(ctx("stop"));
   }, 60_000);
 

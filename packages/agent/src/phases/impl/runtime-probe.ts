@@ -44,10 +44,27 @@ export function probedPid(ctx: PhaseContext): number | undefined {
   }
 }
 
+/**
+ * The kubelet talks to containerd through its CRI plugin, which containerd skips (and keeps
+ * running without) when it cannot load it: a runtime without it is no Kubernetes runtime.
+ */
+async function expectCriPlugin(ctx: PhaseContext, ctr: string): Promise<void> {
+  const plugins = await ctx.run(ctr, ["--address", ctx.paths.containerdSocket, "plugins", "ls"], { timeoutMs: 10_000 });
+  const cri = /^io\.containerd\.grpc\.v1\s+cri\s+\S+\s+(\S+)/m.exec(plugins.stdout);
+  if (cri?.[1] !== "ok") {
+    throw new PhaseError(
+      cri
+        ? `containerd's CRI plugin did not load (status ${cri[1]}); the kubelet cannot use this runtime`
+        : "containerd runs without its CRI plugin (disabled or not built in); the kubelet cannot use this runtime",
+    );
+  }
+}
+
 /** Runs and removes one container; throws with containerd's and runc's own words when it cannot. */
 export async function probeRuntime(ctx: PhaseContext, containerdPid: number | null): Promise<void> {
   const rootfs = prepareProbeRootfs(ctx);
   const ctr = ctx.binary("ctr");
+  await expectCriPlugin(ctx, ctr);
   const base = ["--address", ctx.paths.containerdSocket, "--namespace", PROBE_NAMESPACE];
   const id = `keelson-probe-${process.pid}-${Date.now()}`;
   const args = [
