@@ -35,8 +35,8 @@ export default defineConfig({
       },
       {
         // The end-to-end suite again with every keelson-server on PostgreSQL. The tests of the
-        // PostgreSQL settings, the move from SQLite and a database restart (each with a server
-        // of its own) run once, in the e2e project.
+        // PostgreSQL settings, the move from SQLite, a database restart (each with a server
+        // of its own) and the data dir's disk full (SQLite's disk) run once, in the e2e project.
         test: {
           name: "e2e-postgres",
           include: ["test/e2e/**/*.test.ts"],
@@ -44,6 +44,7 @@ export default defineConfig({
             "test/e2e/server-postgres.test.ts",
             "test/e2e/migrate-to-postgres.test.ts",
             "test/e2e/postgres-restart.test.ts",
+            "test/e2e/disk-full.test.ts",
           ],
           globalSetup: ["test/support/postgres-global-setup.ts"],
           setupFiles: ["test/support/e2e-postgres-setup.ts"],

@@ -12,7 +12,16 @@ import {
   nodeHostDirs,
   nodeHostEnv,
 } from "./support/node-hosts.ts";
-import { api, freePort, type Proc, start, tempDir, waitUntil } from "./support/processes.ts";
+import { freePort, type Proc, api as plainApi, start, tempDir, trustedFetch, waitUntil } from "./support/processes.ts";
+
+/**
+ * The server listens on the test subnet, not loopback, so it speaks HTTPS (KEELSON_TLS's
+ * default there) with the CA it made: this test's calls trust that CA alone, and the agents
+ * pin it by the join token's caCertHash, as on real hosts.
+ */
+let serverFetch: typeof fetch = fetch;
+const api = <T = unknown>(url: string, token: string, init: { method?: string; body?: unknown } = {}) =>
+  plainApi<T>(url, token, { ...init, fetch: serverFetch });
 
 /**
  * Three test hosts, each in a network namespace this test creates (own interfaces, own
@@ -116,12 +125,13 @@ describe("etcd across three masters in network namespaces", () => {
       KEELSON_LOG_LEVEL: "warn",
       KEELSON_AGENT_HEARTBEAT_MS: "2000",
     });
-    server = { ...proc, url: `http://${net.gatewayIp}:${port}` };
+    server = { ...proc, url: `https://${net.gatewayIp}:${port}` };
     await waitUntil(
       "keelson-server",
       async () => {
         if (proc.child.exitCode !== null) throw new Error(`server exited: ${proc.output()}`);
-        return (await fetch(`${server.url}/readyz`)).ok;
+        serverFetch = trustedFetch(dataDir);
+        return (await serverFetch(`${server.url}/readyz`)).ok;
       },
       30_000,
     );
@@ -132,16 +142,21 @@ describe("etcd across three masters in network namespaces", () => {
     const list = Array.isArray(projects.body) ? projects.body : projects.body.projects;
     projectId = list.find((p) => p.name === "default")?.id as string;
     for (const h of net.hosts) {
-      const joinToken = await api<{ token: string }>(`${server.url}/v1/projects/${projectId}/joinTokens`, ADMIN, {
-        method: "POST",
-        body: {},
-      });
+      const joinToken = await api<{ token: string; caCertHash: string }>(
+        `${server.url}/v1/projects/${projectId}/joinTokens`,
+        ADMIN,
+        {
+          method: "POST",
+          body: {},
+        },
+      );
       const d = nodeHostDirs(join(scratch, h.name));
       dirs[h.name] = d;
       // The agent runs inside the host's namespace, and so does everything its phases start.
       agents[h.name] = start("ip", net.exec(h, ["npx", "--no-install", "keelson-agent"]), {
         KEELSON_CONTROL_PLANE: server.url,
         KEELSON_JOIN_TOKEN: joinToken.body.token,
+        KEELSON_CA_HASH: joinToken.body.caCertHash,
         KEELSON_STATE_DIR: join(d.root, "state"),
         KEELSON_AGENT_LISTEN: `${h.ip}:8082`,
         KEELSON_HOSTNAME: h.name,

@@ -1,8 +1,9 @@
-import { buildHostRecord, type HelloPayload, validateUpgradeRequest } from "@keelson/protocol";
+import { buildHostRecord, type HelloPayload, type HostFacts, validateUpgradeRequest } from "@keelson/protocol";
 import pino, { type Logger } from "pino";
 import { EtcdBackups } from "./backups/index.ts";
 import { FactsMonitor } from "./facts.ts";
 import { LinkClient } from "./link/index.ts";
+import { type ControlPlaneTrust, establishTrust, TrustError } from "./link/trust.ts";
 import { buildLocalApi } from "./local-api/server.ts";
 import { TokenCheck } from "./local-api/token-check.ts";
 import { bouncerVerifyUrl, NodeController, nodeTuningOf, registerBouncerEndpoint } from "./node/index.ts";
@@ -10,6 +11,7 @@ import { ensureRegistered, RegistrationError } from "./registration.ts";
 import { createServiceManager } from "./services/index.ts";
 import type { AgentSettings } from "./settings.ts";
 import { StateDir } from "./state-dir.ts";
+import { StateDirSpace } from "./state-space.ts";
 import { AUTH_EXIT_CODE, CONFIG_EXIT_CODE, notifyReady, RESTART_EXIT_CODE } from "./upgrade/ipc.ts";
 import { Upgrader } from "./upgrade/upgrader.ts";
 import { AGENT_VERSION } from "./version.ts";
@@ -74,8 +76,19 @@ export class Agent {
     const first = (await this.facts.collect()).facts;
     const { settings } = this;
     let identity: Awaited<ReturnType<typeof ensureRegistered>>;
+    let trust: ControlPlaneTrust;
     try {
+      // Before the join token or the credential goes anywhere: whom to trust.
+      trust = await establishTrust({
+        controlPlane: settings.controlPlane,
+        caHash: settings.caHash,
+        stateDir: settings.stateDir,
+        log: this.log,
+        signal: this.starting.signal,
+        backoff: this.backoff(),
+      });
       identity = await ensureRegistered({
+        fetch: trust.fetch,
         controlPlane: settings.controlPlane,
         stateDir: settings.stateDir,
         joinToken: settings.joinToken,
@@ -92,13 +105,16 @@ export class Agent {
         this.resolveStopped(0);
         return;
       }
+      if (err instanceof TrustError) {
+        throw new AgentStartError(`cannot start: ${err.message}`, CONFIG_EXIT_CODE, "ca_trust_refused");
+      }
       if (err instanceof RegistrationError) {
         const code = err.code === "join_token_missing" ? CONFIG_EXIT_CODE : AUTH_EXIT_CODE;
         throw new AgentStartError(`cannot start: ${err.message}`, code, err.code);
       }
       throw err;
     }
-    this.running = new Running(this, identity, localToken);
+    this.running = new Running(this, identity, localToken, trust);
     if (this.starting.signal.aborted) {
       await this.stop((this.starting.signal.reason as Error).message);
       return;
@@ -149,20 +165,30 @@ class Running {
   private readonly node: NodeController;
   private readonly api: ReturnType<typeof buildLocalApi>;
   private readonly bouncerPath: string;
+  private readonly space: StateDirSpace;
 
   constructor(
     private readonly agent: Agent,
     identity: { hostId: string; credential: string },
     localToken: string,
+    trust: ControlPlaneTrust,
   ) {
     const { settings, facts } = agent;
     const hostId = identity.hostId;
     const baseLog = agent.log;
     const log = baseLog.child({ hostId });
     this.log = log;
+    // A full state dir is told to the control plane with the facts, at once when a write is
+    // refused; the link, the local API and the node's phases carry on.
+    this.space = new StateDirSpace(settings.stateDir, () => {
+      log.error({ stateDir: settings.stateDir }, "the state dir is full; state files keep their last content");
+      this.sendFactsIfChanged();
+    });
+    facts.conditions = () => this.space.check();
     this.upgrader = new Upgrader({
       stateDir: agent.stateDir,
       currentVersion: AGENT_VERSION,
+      fetch: trust.fetch,
       log,
       onChange: ({ status, error }) => {
         this.link.sendStatus({
@@ -186,6 +212,7 @@ class Running {
     });
     this.link = new LinkClient({
       url: settings.controlPlane,
+      tls: () => trust.tlsOptions(),
       hostId,
       credential: identity.credential,
       stateDir: settings.stateDir,
@@ -215,6 +242,7 @@ class Running {
       stateDir: settings.stateDir,
       nodePackage: settings.nodePackage,
       controlPlane: settings.controlPlane,
+      fetch: trust.fetch,
       hostRoot: settings.hostRoot,
       host: () => ({ hostId, hostname: facts.current.hostname, primaryIp: facts.current.primaryIp }),
       link: this.link,
@@ -230,6 +258,8 @@ class Running {
       backups: this.backups,
     });
     this.link.on("connected", () => {
+      // A CA rotation under way: the bundle, read over the verified link's server, may name a next CA.
+      void trust.refresh(settings.controlPlane, settings.stateDir, log);
       this.linkUp = true;
       this.node.connected();
       this.backups.connected();
@@ -295,10 +325,7 @@ class Running {
     );
     facts.start(
       settings.factsIntervalMs,
-      (changed) => {
-        this.log.info("host facts changed");
-        this.link.sendFacts(changed);
-      },
+      (changed) => this.factsChanged(changed),
       (err) => this.log.warn({ err }, "collecting host facts failed"),
     );
     this.link.start();
@@ -309,6 +336,7 @@ class Running {
   async stop(reason: string, code: number): Promise<void> {
     this.log.info({ reason, exitCode: code }, "stopping");
     this.agent.facts.stop();
+    this.space.close();
     await this.upgrader.abort();
     // A join or leave still running gets the link's grace period, then its abort signal.
     await this.link.stop({ graceMs: 5_000 });
@@ -316,6 +344,19 @@ class Running {
     await this.node.close();
     await this.backups.close();
     await this.api.close();
+  }
+
+  private factsChanged(changed: HostFacts): void {
+    this.log.info({ conditions: changed.conditions?.map((c) => c.code) ?? [] }, "host facts changed");
+    this.link.sendFacts(changed);
+  }
+
+  /** Collects the facts now rather than at the next tick (a condition just appeared). */
+  private sendFactsIfChanged(): void {
+    this.agent.facts.collect().then(
+      ({ facts, changed }) => changed && this.factsChanged(facts),
+      (err: unknown) => this.log.warn({ err }, "collecting host facts failed"),
+    );
   }
 
   private resumeNode(): void {

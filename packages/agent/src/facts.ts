@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs";
 import os from "node:os";
-import type { HostFacts } from "@keelson/protocol";
+import type { HostCondition, HostFacts } from "@keelson/protocol";
 import si from "systeminformation";
 
 /**
@@ -190,6 +190,9 @@ export class FactsMonitor {
   private timer: NodeJS.Timeout | undefined;
   private collecting: Promise<HostFacts> | undefined;
 
+  /** The host's conditions (state dir full), looked at on each collection; see state-space.ts. */
+  conditions: (() => HostCondition[]) | undefined;
+
   constructor(
     private readonly overrides: FactsOverrides,
     private readonly source: FactsSource = systemFactsSource,
@@ -204,7 +207,11 @@ export class FactsMonitor {
   /** Collects once; returns the facts and whether they differ from the previous collection. */
   async collect(): Promise<{ facts: HostFacts; changed: boolean }> {
     // Overlapping ticks (a slow lsblk) share one collection instead of piling up.
-    this.collecting ??= this.source().then((raw) => buildFacts(raw, this.overrides));
+    this.collecting ??= this.source().then((raw) => {
+      const facts = buildFacts(raw, this.overrides);
+      const conditions = this.conditions?.() ?? [];
+      return conditions.length > 0 ? { ...facts, conditions } : facts;
+    });
     try {
       const facts = await this.collecting;
       const json = stableJson(facts);

@@ -1,15 +1,9 @@
 import { isIP } from "node:net";
 import { resolve } from "node:path";
-import {
-  checkHttpUrl,
-  checkListen,
-  HTTP_URL_RULE,
-  LISTEN_RULE,
-  LOG_LEVELS,
-  parseListen,
-  parseSettings,
-} from "@keelson/settings";
+import { CA_HASH_PATTERN } from "@keelson/protocol";
+import { parseListen, parseSettings, Setting } from "@keelson/settings";
 import { type Static, type TSchema, Type } from "typebox";
+import { pinnedHashes } from "./link/trust.ts";
 import { DEFAULT_TIMEOUTS } from "./phases/config.ts";
 import { DEFAULT_RECONCILE } from "./phases/reconciler.ts";
 
@@ -27,12 +21,19 @@ const optionalText = (env: string, rule: string, description: string, check?: (v
   Type.Optional(Type.String({ env, rule, description, ...(check ? { check } : {}) }));
 
 export const AgentSettingsSchema = Type.Object({
-  controlPlane: Type.String({
-    env: "KEELSON_CONTROL_PLANE",
-    check: checkHttpUrl,
-    rule: HTTP_URL_RULE,
-    description: "The control plane's URL.",
-  }),
+  controlPlane: Setting.httpUrl("KEELSON_CONTROL_PLANE", "The control plane's URL."),
+  caHash: Type.Optional(
+    Type.String({
+      env: "KEELSON_CA_HASH",
+      rule: "`sha256:<64 hex digits>`, or several comma-separated",
+      check: (value: string) =>
+        pinnedHashes(value).every((h) => CA_HASH_PATTERN.test(h))
+          ? undefined
+          : "must be sha256:<64 hex digits> (the join token's caCertHash), comma-separated if several",
+      description:
+        "The control plane's CA, pinned: the agent accepts its CA bundle only if the CA's public key has this hash (the join-token answer's `caCertHash`), keeps it in the state dir and trusts it alone.",
+    }),
+  ),
   joinToken: Type.Optional(
     Type.String({
       env: "KEELSON_JOIN_TOKEN",
@@ -49,13 +50,7 @@ export const AgentSettingsSchema = Type.Object({
       description: "Identity, credential, node state and installed versions (mode 0700).",
     }),
   ),
-  agentListen: Type.String({
-    env: "KEELSON_AGENT_LISTEN",
-    default: "127.0.0.1:8082",
-    check: checkListen,
-    rule: LISTEN_RULE,
-    description: "The host's local API.",
-  }),
+  agentListen: Setting.listen("KEELSON_AGENT_LISTEN", "127.0.0.1:8082", "The host's local API."),
   nodePackage: Type.String({
     env: "KEELSON_NODE_PACKAGE",
     default: "/opt/keelson/node",
@@ -75,10 +70,7 @@ export const AgentSettingsSchema = Type.Object({
     "The address to report (default: the address of the default route).",
     (value) => (isIP(value) ? undefined : "must be an IPv4 or IPv6 address"),
   ),
-  logLevel: Type.Union(
-    LOG_LEVELS.map((level) => Type.Literal(level)),
-    { env: "KEELSON_LOG_LEVEL", default: "info", description: "Log level (JSON lines on stdout)." },
-  ),
+  logLevel: Setting.logLevel(),
   reconnectMaxMs: ms(
     "KEELSON_AGENT_RECONNECT_MAX_MS",
     30_000,
@@ -117,14 +109,7 @@ export const AgentSettingsSchema = Type.Object({
     description:
       "Where node services and the phases' commands (etcd, openssl, ctr, node) are looked up; systemd gives the agent one.",
   }),
-  nodeEnv: Type.Optional(
-    Type.String({
-      env: "NODE_ENV",
-      rule: "text",
-      description:
-        "`production` skips the check of outgoing agent-link frames against the protocol schemas (about 70 µs for a 21-phase node report); any other value or none keeps it.",
-    }),
-  ),
+  nodeEnv: Setting.nodeEnv(),
   backupMinuteMs: ms(
     "KEELSON_BACKUP_MINUTE_MS",
     60_000,

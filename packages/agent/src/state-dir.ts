@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
-import { chmodSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
-import { dirname, join } from "node:path";
+import { mkdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { writeFileAtomic as writeAtomic } from "./services/atomic-file.ts";
 
 /**
  * The agent's state dir: everything it must keep across restarts (host id and credential,
@@ -69,11 +70,10 @@ export class StateDir {
   }
 }
 
+/**
+ * An atomic write of a state file (services/atomic-file.ts: temp file, fsync, rename; the temp
+ * file removed when the write fails), in a directory created 0700.
+ */
 export function writeFileAtomic(file: string, data: string | Buffer, mode = 0o600): void {
-  mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
-  const tmp = `${file}.${randomBytes(4).toString("hex")}.tmp`;
-  writeFileSync(tmp, data, { mode });
-  // writeFileSync's mode is filtered by the umask; the file must be exactly `mode`.
-  chmodSync(tmp, mode);
-  renameSync(tmp, file);
+  writeAtomic(file, data, mode, { dirMode: 0o700 });
 }

@@ -1,4 +1,4 @@
-import { buildHostRecord, HostRecord, UpgradeRequestError, validateUpgradeRequest } from "@keelson/protocol";
+import { buildHostRecord, HostFacts, HostRecord, UpgradeRequestError, validateUpgradeRequest } from "@keelson/protocol";
 import pino from "pino";
 import { Compile } from "typebox/compile";
 import { afterEach, describe, expect, it } from "vitest";
@@ -66,7 +66,37 @@ describe("host record", () => {
       nodeStatus: "ok",
       clusterUuid: null,
       phases: [],
+      conditions: [],
     });
+  });
+
+  it("shows the conditions the agent reported with its facts (a full state dir)", () => {
+    const full = {
+      code: "state_dir_full" as const,
+      message: "the agent's state dir /var/lib/keelson-agent is full",
+      since: "2030-01-01T00:00:00.000Z",
+    };
+    const withCondition = { ...facts, conditions: [full] };
+    expect(Compile(HostFacts).Check(withCondition)).toBe(true);
+    expect(Compile(HostFacts).Check({ ...facts, conditions: [{ ...full, code: "disk_on_fire" }] })).toBe(false);
+    const record = buildHostRecord({
+      id: HOST_ID,
+      facts: withCondition,
+      responding: true,
+      agentVersion: "1.0.0",
+      agentStatus: "running",
+    });
+    expect(recordValidator.Check(record)).toBe(true);
+    expect(record.conditions).toEqual([full]);
+    // Read back leniently from the database: a malformed entry is left out, not passed on.
+    const odd = buildHostRecord({
+      id: HOST_ID,
+      facts: { conditions: [{ code: 1 }] },
+      responding: true,
+      agentVersion: "1.0.0",
+      agentStatus: "running",
+    });
+    expect(odd.conditions).toEqual([]);
   });
 
   it("shows when the agent was last heard from while it is away, and the last error", () => {

@@ -1,7 +1,8 @@
 import swagger from "@fastify/swagger";
 import swaggerUi from "@fastify/swagger-ui";
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
-import type { Store } from "@keelson/db";
+import { keelsonSchema, type Store, storageFull } from "@keelson/db";
+import { sql } from "drizzle-orm";
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from "fastify";
 import { AgentHub, type AgentHubOptions } from "./agents/hub.ts";
 import { defaultLinkLimit, readOpenFileLimit } from "./agents/link-capacity.ts";
@@ -22,6 +23,8 @@ import { registerRoutes } from "./routes/index.ts";
 import { OperationRunner } from "./runner/runner.ts";
 import type { SecretCipher } from "./secrets/cipher.ts";
 import { defaultServerSettings, type ServerSettings } from "./settings.ts";
+import { StorageCondition } from "./storage/condition.ts";
+import type { ServerTls } from "./tls/server-tls.ts";
 import { SERVER_VERSION } from "./version.ts";
 
 export interface AppOptions {
@@ -36,13 +39,23 @@ export interface AppOptions {
   runOperations?: boolean;
   /** The parsed settings (main.ts); tests get the defaults, with what they shorten. */
   settings?: ServerSettings;
+  /** How often a full storage is probed for space (tests shorten it). */
+  storageProbeIntervalMs?: number;
   /** Agent hub tuning beyond the settings (tests shorten the heartbeat below its floor). */
   agentHub?: Omit<AgentHubOptions, "domain" | "log"> & { presence?: PresenceOptions };
+  /** HTTPS (KEELSON_TLS=auto or files, tls/server-tls.ts); plain HTTP without it. */
+  tls?: ServerTls;
 }
+
+/** Browsers that once saw the API over HTTPS refuse to fall back to plain HTTP for a year. */
+const HSTS = "max-age=31536000";
 
 export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   const settings = options.settings ?? defaultServerSettings();
+  const { tls } = options;
   const app = Fastify({
+    // HTTP/1.1 only: the agent link is a WebSocket upgrade, which HTTP/2 does not carry.
+    ...(tls ? { https: tls.context(), http2: false } : {}),
     ...(options.logger ? { loggerInstance: options.logger } : { logger: false }),
     rewriteUrl: stripCompatPrefix,
     ajv: { customOptions: { removeAdditional: false, coerceTypes: "array", useDefaults: true } },
@@ -57,7 +70,17 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     },
   }).withTypeProvider<TypeBoxTypeProvider>();
 
-  const runner = new OperationRunner(options.store.db, app.log);
+  const storage = new StorageCondition({
+    dataDir: options.dataDir,
+    log: app.log,
+    ...(options.storageProbeIntervalMs ? { probeIntervalMs: options.storageProbeIntervalMs } : {}),
+    // PostgreSQL's disk is its own: a row rewritten in place (one tuple, one WAL record).
+    probeDatabase: async () => {
+      await options.store.db.update(keelsonSchema).set({ minBinaryVersion: sql`min_binary_version` });
+    },
+  });
+  storage.lookAtStart();
+  const runner = new OperationRunner(options.store.db, app.log, (full) => storage.full(full));
   const identity = new IdentityResolver(options.store.db, hashSecret(options.adminToken));
   const { presence, ...hubTuning } = options.agentHub ?? {};
   const openFiles = readOpenFileLimit();
@@ -68,7 +91,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     domain: hostLinkDomain({ db: options.store.db, identity, cipher: options.cipher, log: app.log, presence }),
     log: app.log,
   });
-  await agents.resetStalePresence();
+  await startWrite(storage, app.log, "marking hosts disconnected", () => agents.resetStalePresence());
   agents.attach(app.server);
   const keelson: Keelson = {
     settings,
@@ -81,12 +104,21 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     runner,
     log: app.log,
     agents,
+    storage,
+    tls,
   };
   app.decorate("keelson", keelson);
   await ensureDefaultProject(keelson);
   registerOperationKinds(keelson);
   const stopFollowingHealth = followClusterHealth(keelson);
 
+  if (tls) {
+    app.addHook("onSend", async (_request, reply) => {
+      reply.header("strict-transport-security", HSTS);
+    });
+    const stopRenewing = tls.keepFresh(app.server as unknown as import("node:tls").Server, app.log);
+    app.addHook("onClose", async () => stopRenewing());
+  }
   installErrorHandlers(app);
   installJsonBodyParser(app);
   installAuth(app, keelson.identity);
@@ -118,6 +150,30 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     stopFollowingHealth();
     // Drain the agent links with going-away before the listener stops.
     await agents.close();
+    storage.close();
   });
   return app;
+}
+
+/**
+ * A write the start makes only to tidy up (nothing depends on it at once): on a full disk the
+ * server starts anyway, in the storage-full state, and makes the write once space returns.
+ */
+async function startWrite(
+  storage: StorageCondition,
+  log: FastifyBaseLogger,
+  what: string,
+  write: () => Promise<void>,
+): Promise<void> {
+  try {
+    await write();
+  } catch (err) {
+    const full = storageFull(err);
+    if (!full) throw err;
+    storage.full(full);
+    log.warn({ reason: full.reason }, `${what} put off until the storage has room`);
+    storage.whenCleared(() => {
+      write().catch((again: unknown) => log.error({ err: again }, `${what} failed`));
+    });
+  }
 }

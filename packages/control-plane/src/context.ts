@@ -6,6 +6,8 @@ import type { IdentityResolver } from "./domain/identity/resolver.ts";
 import type { OperationRunner } from "./runner/runner.ts";
 import type { SecretCipher } from "./secrets/cipher.ts";
 import type { ServerSettings } from "./settings.ts";
+import type { StorageCondition } from "./storage/condition.ts";
+import type { ServerTls } from "./tls/server-tls.ts";
 
 /** Everything a route or domain module needs from the running control plane. */
 export interface Keelson {
@@ -20,8 +22,12 @@ export interface Keelson {
   readonly identity: IdentityResolver;
   readonly runner: OperationRunner;
   readonly log: FastifyBaseLogger;
+  /** Whether the data dir's disk (or PostgreSQL's) is full: /readyz says so, writes answer 507. */
+  readonly storage: StorageCondition;
   /** The agent link: sessions, commands to hosts, presence. */
   readonly agents: AgentHub;
+  /** HTTPS and its CA (KEELSON_TLS=auto or files); undefined when the server speaks plain HTTP. */
+  readonly tls: ServerTls | undefined;
 }
 
 declare module "fastify" {

@@ -1,4 +1,4 @@
-import { DatabaseUnavailableError, openStore, SchemaTooNewError, type Store } from "@keelson/db";
+import { DatabaseUnavailableError, openStore, SchemaTooNewError, type Store, storageFull } from "@keelson/db";
 import { setOutgoingFrameChecks } from "@keelson/protocol";
 import { SETTINGS_EXIT_CODE, SettingsError } from "@keelson/settings";
 import closeWithGrace from "close-with-grace";
@@ -10,6 +10,8 @@ import { ensureAdminToken } from "./domain/identity/admin-token.ts";
 import { defaultProjectId } from "./domain/projects/projects.ts";
 import { loadSecretCipher } from "./secrets/cipher.ts";
 import { readServerSettings, type ServerSettings } from "./settings.ts";
+import { insecureHttpWarning } from "./tls/mode.ts";
+import { prepareServerTls, type ServerTls } from "./tls/server-tls.ts";
 
 let config: ServerSettings;
 try {
@@ -24,6 +26,17 @@ const logger = pino({
   level: config.logLevel,
   ...(process.stdout.isTTY ? { transport: { target: "pino-pretty", options: { translateTime: "SYS:HH:MM:ss" } } } : {}),
 });
+
+const insecure = insecureHttpWarning(config);
+if (insecure) logger.warn({ listen: config.listen }, insecure);
+let tls: ServerTls | undefined;
+try {
+  tls = await prepareServerTls(config);
+} catch (err) {
+  if (!(err instanceof SettingsError)) throw err;
+  process.stderr.write(`keelson-server: ${err.message}\n`);
+  process.exit(SETTINGS_EXIT_CODE);
+}
 
 // Every agent link is a file descriptor: take all the process may have (the hard limit).
 const raised = raiseOpenFileLimit();
@@ -40,6 +53,8 @@ try {
   }
   if (err instanceof SchemaTooNewError) {
     logger.fatal({ database, required: err.required, binary: err.binary }, err.message);
+  } else if (storageFull(err)) {
+    exitStorageFull(err);
   } else if (err instanceof DatabaseUnavailableError) {
     logger.fatal(
       { database: err.target, answer: err.answer, code: err.code },
@@ -48,16 +63,38 @@ try {
   } else throw err;
   process.exit(1);
 }
-const admin = ensureAdminToken(config.dataDir, config.adminToken);
+/**
+ * What cannot start without space: a new database's first migration, or a secret made on a
+ * first start. Everything an existing data dir needs is only read, so a restart on a full disk
+ * serves reads; this is for a data dir that was never complete. One log line, no stack.
+ */
+function exitStorageFull(err: unknown): never {
+  logger.fatal(
+    { dataDir: config.dataDir, reason: storageFull(err)?.reason },
+    `cannot start: the data dir ${config.dataDir} is full and this start needs to write there; free space and start again`,
+  );
+  process.exit(1);
+}
+
 const db = store.db;
-const app = await buildApp({
-  store,
-  dataDir: config.dataDir,
-  adminToken: admin.token,
-  cipher: loadSecretCipher(config.dataDir),
-  logger,
-  settings: config,
-});
+let admin: ReturnType<typeof ensureAdminToken>;
+let app: Awaited<ReturnType<typeof buildApp>>;
+try {
+  admin = ensureAdminToken(config.dataDir, config.adminToken);
+  app = await buildApp({
+    store,
+    dataDir: config.dataDir,
+    adminToken: admin.token,
+    cipher: loadSecretCipher(config.dataDir),
+    logger,
+    settings: config,
+    ...(tls ? { tls } : {}),
+  });
+} catch (err) {
+  if (!storageFull(err)) throw err;
+  await store.close().catch(() => undefined);
+  exitStorageFull(err);
+}
 
 closeWithGrace({ delay: 15_000, logger }, async ({ signal, err }) => {
   if (err) logger.error({ err }, "shutting down after an error");
@@ -71,6 +108,8 @@ const address = await app.listen({ host: config.host, port: config.port });
 logger.info(
   {
     url: address,
+    tls: config.tlsMode,
+    ...(tls?.caCertHash ? { caCertHash: tls.caCertHash } : {}),
     database,
     adminToken: admin.file ?? "from KEELSON_ADMIN_TOKEN",
     defaultProjectId: await defaultProjectId(db),
@@ -86,6 +125,9 @@ if (process.stdout.isTTY || config.printSummary) {
       `  admin token:        ${admin.file ? `cat ${admin.file}` : "(from KEELSON_ADMIN_TOKEN)"}`,
       `  default project id: ${await defaultProjectId(db)}`,
       `  API docs:           ${address}/docs`,
+      ...(tls?.caCertHash
+        ? [`  CA hash:            ${tls.caCertHash} (KEELSON_CA_HASH for agents; CA at ${address}/v1/ca)`]
+        : []),
       "",
     ].join("\n"),
   );

@@ -1,15 +1,8 @@
 import { resolve } from "node:path";
 import { checkDatabaseUrl, DATABASE_URL_RULE } from "@keelson/db";
-import {
-  checkHttpUrl,
-  checkListen,
-  HTTP_URL_RULE,
-  LISTEN_RULE,
-  LOG_LEVELS,
-  parseListen,
-  parseSettings,
-} from "@keelson/settings";
+import { parseListen, parseSettings, Setting } from "@keelson/settings";
 import { type Static, Type } from "typebox";
+import { decideTlsMode, type TlsMode } from "./tls/mode.ts";
 
 /**
  * Every setting of keelson-server, in one schema (DESIGN.md "Processes" names the first five).
@@ -17,18 +10,13 @@ import { type Static, Type } from "typebox";
  * (`keelson.settings`), and no module reads the environment for a setting of its own.
  */
 export const ServerSettingsSchema = Type.Object({
-  listen: Type.String({
-    env: "KEELSON_LISTEN",
-    default: "127.0.0.1:8080",
-    check: checkListen,
-    rule: LISTEN_RULE,
-    description: "Address and port of the REST API and the agent link.",
-  }),
+  listen: Setting.listen("KEELSON_LISTEN", "127.0.0.1:8080", "Address and port of the REST API and the agent link."),
   dataDir: Type.String({
     env: "KEELSON_DATA_DIR",
     default: "./.keelson",
     rule: "a directory (created if missing)",
-    description: "keelson.sqlite, secret.key, admin-token, webcli.key and the package shelves.",
+    description:
+      "keelson.sqlite, secret.key, admin-token, webcli.key, the package shelves and `tls/` (KEELSON_TLS=auto).",
   }),
   adminToken: Type.Optional(
     Type.String({
@@ -95,10 +83,7 @@ export const ServerSettingsSchema = Type.Object({
     description:
       "How long an unreachable or refusing PostgreSQL is retried at start (with backoff) before the server gives up, naming the database's answer.",
   }),
-  logLevel: Type.Union(
-    LOG_LEVELS.map((level) => Type.Literal(level)),
-    { env: "KEELSON_LOG_LEVEL", default: "info", description: "Log level (JSON lines on stdout)." },
-  ),
+  logLevel: Setting.logLevel(),
   sessionTtlHours: Type.Number({
     env: "KEELSON_SESSION_TTL_HOURS",
     default: 24,
@@ -108,14 +93,70 @@ export const ServerSettingsSchema = Type.Object({
     description: "Lifetime of Keystone-style login tokens.",
   }),
   publicUrl: Type.Optional(
-    Type.String({
-      env: "KEELSON_PUBLIC_URL",
-      check: checkHttpUrl,
-      rule: HTTP_URL_RULE,
+    Setting.httpUrl("KEELSON_PUBLIC_URL", "The control plane's URL as hosts reach it, for package downloads.", {
       defaultText: "the address of the request",
-      description: "The control plane's URL as hosts reach it, for package downloads.",
     }),
   ),
+  tls: Type.Optional(
+    Type.Union([Type.Literal("auto"), Type.Literal("files"), Type.Literal("off")], {
+      env: "KEELSON_TLS",
+      defaultText: "`files` if KEELSON_TLS_CERT_FILE is set, else `off` on a loopback listener, else `auto`",
+      description:
+        "HTTPS for the API and the agent link: `auto` (a CA Keelson makes in the data dir, `tls/`, and a server certificate it renews itself), `files` (KEELSON_TLS_CERT_FILE and KEELSON_TLS_KEY_FILE), or `off` (plain HTTP).",
+    }),
+  ),
+  tlsCertFile: Type.Optional(
+    Type.String({
+      env: "KEELSON_TLS_CERT_FILE",
+      rule: "a readable PEM file",
+      description:
+        "`files`: the server certificate (re-read hourly, so a renewed file is picked up without a restart).",
+    }),
+  ),
+  tlsKeyFile: Type.Optional(
+    Type.String({
+      env: "KEELSON_TLS_KEY_FILE",
+      rule: "a readable PEM file",
+      description: "`files`: the server certificate's private key.",
+    }),
+  ),
+  tlsChainFile: Type.Optional(
+    Type.String({
+      env: "KEELSON_TLS_CHAIN_FILE",
+      rule: "a readable PEM file",
+      description:
+        "`files`: the intermediate certificates and, last, the root CA; served at /v1/ca, and the root's hash goes in join-token answers.",
+    }),
+  ),
+  tlsServerNames: Type.Optional(
+    Type.String({
+      env: "KEELSON_TLS_SERVER_NAMES",
+      rule: "DNS names or IP addresses, comma-separated",
+      description:
+        "`auto`: more names for the server certificate, besides the host of KEELSON_PUBLIC_URL and the listen address.",
+    }),
+  ),
+  tlsCertValidHours: Type.Number({
+    env: "KEELSON_TLS_CERT_VALID_HOURS",
+    default: 2160,
+    minimum: 0.001,
+    maximum: 8760,
+    unit: "hours",
+    description:
+      "`auto`: lifetime of the server certificate; it is renewed once less than a third of it remains (checked hourly, or every tenth of the lifetime if shorter).",
+  }),
+  tlsNextCa: Type.Boolean({
+    env: "KEELSON_TLS_NEXT_CA",
+    default: false,
+    description:
+      '`auto`, CA rotation: make a next CA in `tls/next/` (once) and serve it in the CA bundle beside the current one, which still signs; agents add it to their trust when they link (README "Rotating the CA").',
+  }),
+  insecureHttp: Type.Boolean({
+    env: "KEELSON_INSECURE_HTTP",
+    default: false,
+    description:
+      "Acknowledges plain HTTP (KEELSON_TLS=off) on a listener that is not loopback, e.g. behind a TLS-terminating proxy; a warning is logged at every start.",
+  }),
   trustProxy: Type.Optional(
     Type.String({
       env: "KEELSON_TRUST_PROXY",
@@ -169,14 +210,7 @@ export const ServerSettingsSchema = Type.Object({
     unit: "milliseconds",
     description: "How long a host may take to come back at a new agent version.",
   }),
-  nodeEnv: Type.Optional(
-    Type.String({
-      env: "NODE_ENV",
-      rule: "text",
-      description:
-        "`production` skips the check of outgoing agent-link frames against the protocol schemas (about 70 µs for a 21-phase node report); any other value or none keeps it.",
-    }),
-  ),
+  nodeEnv: Setting.nodeEnv(),
   printSummary: Type.Boolean({
     env: "KEELSON_PRINT_SUMMARY",
     default: false,
@@ -189,6 +223,8 @@ export type ServerSettings = Static<typeof ServerSettingsSchema> & {
   /** From `listen`, split once. */
   readonly host: string;
   readonly port: number;
+  /** KEELSON_TLS as decided from the listener and the files configured (tls/mode.ts). */
+  readonly tlsMode: TlsMode;
 };
 
 /** Parses the server's settings from the environment and flags; throws `SettingsError`. */
@@ -198,7 +234,8 @@ export function readServerSettings(
 ): ServerSettings {
   const parsed = parseSettings(ServerSettingsSchema, { env, argv });
   const { host, port } = parseListen(parsed.listen) as { host: string; port: number };
-  return Object.freeze({ ...parsed, dataDir: resolve(parsed.dataDir), host, port });
+  const tlsMode = decideTlsMode({ ...parsed, host });
+  return Object.freeze({ ...parsed, dataDir: resolve(parsed.dataDir), host, port, tlsMode });
 }
 
 /** The defaults, for apps built in tests; `overrides` shorten timeouts and the like. */

@@ -89,6 +89,8 @@ export async function createTestApp(
     dataDir?: string;
     agentHub?: AppOptions["agentHub"];
     settings?: Partial<ServerSettings>;
+    storageProbeIntervalMs?: number;
+    tls?: AppOptions["tls"];
   } = {},
 ): Promise<TestApp> {
   const settings: MutableSettings = { ...defaultServerSettings(), ...options.settings };
@@ -103,6 +105,8 @@ export async function createTestApp(
     runOperations: options.runOperations ?? true,
     settings,
     ...(options.agentHub ? { agentHub: options.agentHub } : {}),
+    ...(options.storageProbeIntervalMs ? { storageProbeIntervalMs: options.storageProbeIntervalMs } : {}),
+    ...(options.tls ? { tls: options.tls } : {}),
   });
   await app.ready();
   const projectId = (await defaultProjectId(db)) as string;

@@ -393,6 +393,8 @@ describe("identity endpoints", () => {
         projectId: t.projectId,
         expiresAt: expect.any(String),
         createdAt: expect.any(String),
+        // Plain HTTP: no CA to pin (tls.test.ts covers the hash).
+        caCertHash: null,
       });
       expect(Date.parse(body.expiresAt)).toBeGreaterThanOrEqual(before + HOUR);
       expect(Date.parse(body.expiresAt)).toBeLessThanOrEqual(Date.now() + HOUR);

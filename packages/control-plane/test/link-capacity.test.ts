@@ -102,6 +102,7 @@ describe("the agent hub at its link ceiling", () => {
       status: "ready",
       agentLinks: { open: 2, limit: 2 },
       warnings: ["agent links near their ceiling: 2 of 2; agents beyond it get 503"],
+      conditions: [],
     });
     expect((await t.request({ url: `/v4/${t.projectId}/clusters` })).statusCode).toBe(200);
 

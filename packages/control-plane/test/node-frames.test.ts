@@ -19,6 +19,7 @@ import type { NodeEvent } from "../src/agents/node-events.ts";
 import { decideCertificate, firstServiceIp } from "../src/domain/hosts/cert-policy.ts";
 import { generateKeyPair, webCrypto } from "../src/pki/keys.ts";
 import { ADMIN_TOKEN, createTestApp, type TestApp } from "./helpers.ts";
+import { fillStore, freeStore } from "./storage-fill.ts";
 
 /**
  * The node frames of the agent link (issue 4) against the real hub over a real WebSocket:
@@ -135,6 +136,40 @@ function report(status: NodePhaseReport["status"], state: "running" | "failed" =
 }
 
 describe("node.report", () => {
+  it("is stored once the store has room again when it came while the storage was full, not lost", async () => {
+    const peer = await connectHost("rep-full", "10.7.0.9");
+    const clusterId = await createCluster("reports-full");
+    await putInCluster(peer.hostId, clusterId, 1);
+    const events: NodeEvent[] = [];
+    const off = t.app.keelson.agents.nodeEvents.on(peer.hostId, (e) => events.push(e));
+    // Big enough to need new pages: every phase failed with a long error.
+    const big: NodePhaseReport = {
+      status: "failed",
+      phases: Array.from({ length: 21 }, (_, i) => ({
+        ...(report("failed", "failed").phases[0] as NodePhaseReport["phases"][number]),
+        order: i + 1,
+        lastError: `${i}: ${"no such file ".repeat(150)}`,
+      })),
+    };
+    await fillStore(t, ["nodes"]);
+    try {
+      peer.send({ type: "node.report", clusterId, report: big, apiResponding: false });
+      // Refused at least once (the first retry comes after 250 ms): not stored, not announced.
+      await new Promise((r) => setTimeout(r, 600));
+      expect(events).toEqual([]);
+      expect((await nodeRow(peer.hostId))?.status).toBe("converging");
+    } finally {
+      await freeStore(t, ["nodes"]);
+    }
+    try {
+      await waitFor(() => events.length === 1, 10_000);
+      expect(await nodeRow(peer.hostId)).toMatchObject({ status: "failed", phases: big.phases });
+    } finally {
+      off();
+      peer.close();
+    }
+  });
+
   it("is stored and announced only for the cluster the control plane has the node in", async () => {
     const peer = await connectHost("rep-1", "10.7.0.1");
     const clusterId = await createCluster("reports");

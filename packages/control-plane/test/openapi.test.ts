@@ -50,6 +50,7 @@ describe("OpenAPI document", () => {
       [
         "GET /healthz",
         "GET /readyz",
+        "GET /v1/ca",
         "POST /keystone/v3/auth/tokens",
         "POST /v1/agents/register",
         "GET /v1/agentPackages/{version}/package.tar.gz",

@@ -1,5 +1,5 @@
-import { createTestStore, firstRow, operations } from "@keelson/db";
-import { eq } from "drizzle-orm";
+import { createTestStore, firstRow, operations, type StorageFull } from "@keelson/db";
+import { eq, sql } from "drizzle-orm";
 import pino from "pino";
 import { describe, expect, it } from "vitest";
 import { createProject } from "../src/domain/projects/projects.ts";
@@ -108,6 +108,56 @@ describe("OperationRunner", () => {
       await runner.idle();
       const row = firstRow(await db.select().from(operations).where(eq(operations.id, op.id)));
       expect(row).toMatchObject({ state: "succeeded", error: null });
+      await runner.stop();
+    } finally {
+      await store.close();
+    }
+  });
+
+  it("waits out a full store (a real SQLITE_FULL saving progress) and resumes from its cursor, not failed", async () => {
+    const store = createTestStore();
+    const db = store.db;
+    try {
+      const projectId = (await createProject(db, "p")).id;
+      const full: StorageFull[] = [];
+      let room!: () => void;
+      const noticed = new Promise<void>((resolve) => {
+        room = resolve;
+      });
+      const runner = new OperationRunner(db, pino({ level: "silent" }), (f) => {
+        full.push(f);
+        room();
+      });
+      const ran: string[] = [];
+      runner.register({
+        kind: "big",
+        steps: () => [
+          { name: "first", run: () => void ran.push("first") },
+          {
+            name: "second",
+            run: async (ctx) => {
+              ran.push("second");
+              // ~200 KiB of progress: more than the pages the store may still take.
+              await ctx.saveProgress({ blob: "x".repeat(200_000) });
+            },
+          },
+        ],
+      });
+      await runner.start();
+      const op = await recordOperation(db, { projectId, kind: "big", targetType: "cluster", targetId: "t" });
+      const [pages] = await db.get<[number]>(sql`pragma page_count`);
+      await db.run(sql.raw(`pragma max_page_count = ${pages + 4}`));
+      runner.enqueue(op);
+      await noticed;
+      expect(full[0]).toMatchObject({ where: "data-dir" });
+      expect(firstRow(await db.select().from(operations).where(eq(operations.id, op.id)))?.state).toBe("running");
+      await db.run(sql.raw("pragma max_page_count = 1073741823"));
+      await runner.idle();
+      const row = firstRow(await db.select().from(operations).where(eq(operations.id, op.id)));
+      expect(row).toMatchObject({ state: "succeeded", error: null });
+      // The first step was done once; the second ran again from the saved cursor.
+      expect(ran.filter((s) => s === "first")).toHaveLength(1);
+      expect(ran.filter((s) => s === "second").length).toBeGreaterThanOrEqual(2);
       await runner.stop();
     } finally {
       await store.close();

@@ -1,4 +1,4 @@
-import { type Static, Type } from "typebox";
+import { type Static, type TProperties, Type } from "typebox";
 import { AgentUpgradeRequest } from "./agent-upgrade.ts";
 import { NodePackageRef } from "./node-package.ts";
 
@@ -10,109 +10,97 @@ import { NodePackageRef } from "./node-package.ts";
 
 const Text = (maxLength: number) => Type.String({ maxLength });
 
-export const PingPayload = Type.Object({}, { additionalProperties: false });
-export const PingResult = Type.Object(
-  {
-    /** The agent's clock when it answered (ISO 8601), useful for spotting clock skew. */
-    at: Text(64),
-  },
-  { additionalProperties: false },
-);
+/** A payload or result: these properties and no others. */
+const Exact = <const P extends TProperties>(properties: P) => Type.Object(properties, { additionalProperties: false });
+
+/** The cluster a node command is about. */
+const ClusterId = Type.String({ minLength: 1, maxLength: 128 });
+
+/** A cluster's spec fields (domain/clusters/spec/spec.ts), as stored. */
+const ClusterSettings = Type.Record(Type.String(), Type.Unknown());
+
+export const PingPayload = Exact({});
+export const PingResult = Exact({
+  /** The agent's clock when it answered (ISO 8601), useful for spotting clock skew. */
+  at: Text(64),
+});
 
 /** Self-upgrade request relayed from `PUT /v1/hosts/{uuid}/hostagent` (rules in agent-upgrade.ts). */
 export const AgentUpgradePayload = AgentUpgradeRequest;
-export const AgentUpgradeResult = Type.Object(
-  {
-    /** True when the agent took the request; the outcome shows later in its status. */
-    accepted: Type.Boolean(),
-    status: Type.Union([Type.Literal("running"), Type.Literal("updating")]),
-  },
-  { additionalProperties: false },
-);
+export const AgentUpgradeResult = Exact({
+  /** True when the agent took the request; the outcome shows later in its status. */
+  accepted: Type.Boolean(),
+  status: Type.Union([Type.Literal("running"), Type.Literal("updating")]),
+});
 
 /** An etcd member as the joining master must list it in `initial-cluster`. */
-export const EtcdMember = Type.Object(
-  {
-    name: Type.String({ minLength: 1, maxLength: 253 }),
-    peerUrl: Type.String({ minLength: 1, maxLength: 512 }),
-    clientUrl: Type.String({ minLength: 1, maxLength: 512 }),
-  },
-  { additionalProperties: false },
-);
+export const EtcdMember = Exact({
+  name: Type.String({ minLength: 1, maxLength: 253 }),
+  peerUrl: Type.String({ minLength: 1, maxLength: 512 }),
+  clientUrl: Type.String({ minLength: 1, maxLength: 512 }),
+});
 
 /**
  * Makes the host a node of a cluster (attach): the agent keeps this as its desired state
  * (surviving restarts) and runs its phases until they all run; progress arrives as
  * `node.report` frames, not in the result.
  */
-export const NodeJoinPayload = Type.Object(
-  {
-    clusterId: Type.String({ minLength: 1, maxLength: 128 }),
-    clusterName: Type.String({ minLength: 1, maxLength: 255 }),
-    role: Type.Union([Type.Literal("master"), Type.Literal("worker")]),
-    kubeRoleVersion: Text(128),
-    /** The cluster's spec fields (domain/clusters/spec/spec.ts), as stored. */
-    settings: Type.Record(Type.String(), Type.Unknown()),
-    masterVipVrouterId: Text(8),
-    /** PEM of the cluster CA, which signs every node certificate. */
-    caCertPem: Type.String({ minLength: 1, maxLength: 16_384 }),
-    /** https://host:port of the cluster's API (VIP, DNS name or first master). */
-    apiEndpoint: Text(512),
-    /** Masters: the etcd members already running (empty for the first master). */
-    etcdMembers: Type.Array(EtcdMember, { maxItems: 64 }),
-    /**
-     * The node package of `kubeRoleVersion`, when the control plane stores one; without it the
-     * agent runs the package installed on the host (KEELSON_NODE_PACKAGE).
-     */
-    nodePackage: Type.Optional(NodePackageRef),
-  },
-  { additionalProperties: false },
-);
-export const NodeJoinResult = Type.Object({ accepted: Type.Boolean() }, { additionalProperties: false });
+export const NodeJoinPayload = Exact({
+  clusterId: ClusterId,
+  clusterName: Type.String({ minLength: 1, maxLength: 255 }),
+  role: Type.Union([Type.Literal("master"), Type.Literal("worker")]),
+  kubeRoleVersion: Text(128),
+  /** The cluster's spec fields (domain/clusters/spec/spec.ts), as stored. */
+  settings: ClusterSettings,
+  masterVipVrouterId: Text(8),
+  /** PEM of the cluster CA, which signs every node certificate. */
+  caCertPem: Type.String({ minLength: 1, maxLength: 16_384 }),
+  /** https://host:port of the cluster's API (VIP, DNS name or first master). */
+  apiEndpoint: Text(512),
+  /** Masters: the etcd members already running (empty for the first master). */
+  etcdMembers: Type.Array(EtcdMember, { maxItems: 64 }),
+  /**
+   * The node package of `kubeRoleVersion`, when the control plane stores one; without it the
+   * agent runs the package installed on the host (KEELSON_NODE_PACKAGE).
+   */
+  nodePackage: Type.Optional(NodePackageRef),
+});
+export const NodeJoinResult = Exact({ accepted: Type.Boolean() });
 
 /**
  * Takes the host out of its cluster (detach): drain, stop the phases in descending order, on a
  * master remove its etcd member first (unless it is the last member), clean what the phases
  * wrote. Answers once the node is clean.
  */
-export const NodeLeavePayload = Type.Object(
-  {
-    clusterId: Type.String({ minLength: 1, maxLength: 128 }),
-    /** The cluster's last node: no drain target and no etcd member removal. */
-    lastNode: Type.Boolean(),
-  },
-  { additionalProperties: false },
-);
-export const NodeLeaveResult = Type.Object({ clean: Type.Boolean() }, { additionalProperties: false });
+export const NodeLeavePayload = Exact({
+  clusterId: ClusterId,
+  /** The cluster's last node: no drain target and no etcd member removal. */
+  lastNode: Type.Boolean(),
+});
+export const NodeLeaveResult = Exact({ clean: Type.Boolean() });
 
 /**
  * The cluster's settings changed (cluster update): the node keeps them in its desired state
  * (the phases use them when they next run) and re-reads what it schedules from them (etcd
  * backups). Only nodes with a live link get it; others get the settings with their next join.
  */
-export const NodeSettingsPayload = Type.Object(
-  {
-    clusterId: Type.String({ minLength: 1, maxLength: 128 }),
-    /** The cluster's spec fields, as `node.join` carries them. */
-    settings: Type.Record(Type.String(), Type.Unknown()),
-  },
-  { additionalProperties: false },
-);
-export const NodeSettingsResult = Type.Object({ applied: Type.Boolean() }, { additionalProperties: false });
+export const NodeSettingsPayload = Exact({
+  clusterId: ClusterId,
+  /** The cluster's spec fields, as `node.join` carries them. */
+  settings: ClusterSettings,
+});
+export const NodeSettingsResult = Exact({ applied: Type.Boolean() });
 
 /**
  * Restarts the node's phases in place (staggered restart): drain, stop every phase, start them
  * again. Certificates are kept unless `regenerateCerts`. The agent reports `converging` before
  * it answers, then its phases as they start (issue 5).
  */
-export const NodeRestartPayload = Type.Object(
-  {
-    clusterId: Type.String({ minLength: 1, maxLength: 128 }),
-    regenerateCerts: Type.Boolean(),
-  },
-  { additionalProperties: false },
-);
-export const NodeRestartResult = Type.Object({ accepted: Type.Boolean() }, { additionalProperties: false });
+export const NodeRestartPayload = Exact({
+  clusterId: ClusterId,
+  regenerateCerts: Type.Boolean(),
+});
+export const NodeRestartResult = Exact({ accepted: Type.Boolean() });
 
 /**
  * Moves the node to another kube role version (cluster upgrade): the agent installs the node
@@ -120,18 +108,15 @@ export const NodeRestartResult = Type.Object({ accepted: Type.Boolean() }, { add
  * node as it was), keeps the new version, settings and package in its desired state, and
  * restarts its phases like `node.restart` on the new package's binaries.
  */
-export const NodeUpgradePayload = Type.Object(
-  {
-    clusterId: Type.String({ minLength: 1, maxLength: 128 }),
-    kubeRoleVersion: Type.String({ minLength: 1, maxLength: 128 }),
-    /** The cluster's spec fields after the upgrade, as stored. */
-    settings: Type.Record(Type.String(), Type.Unknown()),
-    /** The node package of `kubeRoleVersion` (see node.join). */
-    nodePackage: Type.Optional(NodePackageRef),
-  },
-  { additionalProperties: false },
-);
-export const NodeUpgradeResult = Type.Object({ accepted: Type.Boolean() }, { additionalProperties: false });
+export const NodeUpgradePayload = Exact({
+  clusterId: ClusterId,
+  kubeRoleVersion: Type.String({ minLength: 1, maxLength: 128 }),
+  /** The cluster's spec fields after the upgrade, as stored. */
+  settings: ClusterSettings,
+  /** The node package of `kubeRoleVersion` (see node.join). */
+  nodePackage: Type.Optional(NodePackageRef),
+});
+export const NodeUpgradeResult = Exact({ accepted: Type.Boolean() });
 
 /**
  * Before an upgrade touches any node: fetch and install the node package of the target role
@@ -139,14 +124,11 @@ export const NodeUpgradeResult = Type.Object({ accepted: Type.Boolean() }, { add
  * before anything restarts, and the node's own upgrade later spends no time downloading.
  * Changes nothing the node runs.
  */
-export const NodePrefetchPayload = Type.Object(
-  {
-    clusterId: Type.String({ minLength: 1, maxLength: 128 }),
-    nodePackage: NodePackageRef,
-  },
-  { additionalProperties: false },
-);
-export const NodePrefetchResult = Type.Object({ ready: Type.Boolean() }, { additionalProperties: false });
+export const NodePrefetchPayload = Exact({
+  clusterId: ClusterId,
+  nodePackage: NodePackageRef,
+});
+export const NodePrefetchResult = Exact({ ready: Type.Boolean() });
 
 export const Commands = {
   ping: { payload: PingPayload, result: PingResult },

@@ -44,6 +44,21 @@ export const InterfaceFacts = Type.Object(
   { additionalProperties: false },
 );
 
+/**
+ * Something wrong on the host that leaves the agent working: `state_dir_full`, its state dir's
+ * disk full (state files keep their last whole content; the link and the node's phases go on).
+ */
+export const HostCondition = Type.Object(
+  {
+    code: Type.Union([Type.Literal("state_dir_full")]),
+    message: Text(1024),
+    /** When the agent first saw it (ISO 8601). */
+    since: Text(64),
+  },
+  { additionalProperties: false },
+);
+export type HostCondition = Static<typeof HostCondition>;
+
 export const HostFacts = Type.Object(
   {
     hostname: Text(253),
@@ -57,6 +72,8 @@ export const HostFacts = Type.Object(
     /** Address chosen by the default route unless overridden (KEELSON_PRIMARY_IP). */
     primaryIp: Text(64),
     agentVersion: Text(128),
+    /** Absent while nothing is wrong (and older agents never send it). */
+    conditions: Type.Optional(Type.Array(HostCondition, { maxItems: 8 })),
   },
   { additionalProperties: false },
 );

@@ -49,6 +49,10 @@ export const HostRecord = Type.Object({
   nodeStatus: Type.String({ description: "ok, converging or failed" }),
   clusterUuid: Type.Union([Type.String(), Type.Null()], { description: "Cluster the host belongs to" }),
   phases: Type.Array(Type.Unknown(), { description: "Per-phase statuses once the host runs node phases" }),
+  conditions: Type.Array(Type.Object({ code: Type.String(), message: Type.String(), since: Type.String() }), {
+    description:
+      "What is wrong on the host while its agent works on: `state_dir_full` (the agent's state dir has no space; it keeps its link and the node's phases run on)",
+  }),
 });
 export type HostRecord = Static<typeof HostRecord>;
 
@@ -109,7 +113,18 @@ export function buildHostRecord(input: HostRecordInput): HostRecord {
     nodeStatus: input.nodeStatus ?? "ok",
     clusterUuid: input.clusterUuid ?? null,
     phases: input.phases ?? [],
+    conditions: conditionsOf(facts),
   };
+}
+
+/** The facts' conditions, kept only where they have the reported shape (the database is read leniently). */
+function conditionsOf(facts: Partial<HostFacts> | null): HostRecord["conditions"] {
+  const list = Array.isArray(facts?.conditions) ? facts.conditions : [];
+  return list.flatMap((c) =>
+    c && typeof c.code === "string" && typeof c.message === "string" && typeof c.since === "string"
+      ? [{ code: c.code, message: c.message, since: c.since }]
+      : [],
+  );
 }
 
 /** First IPv4 address of each interface that has one, in report order. */

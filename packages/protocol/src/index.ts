@@ -1,6 +1,7 @@
 export * from "./agent-package.ts";
 export * from "./agent-upgrade.ts";
 export * from "./backoff.ts";
+export * from "./ca-hash.ts";
 export * from "./close-codes.ts";
 export * from "./commands.ts";
 export * from "./etcd-member.ts";
@@ -12,6 +13,7 @@ export * from "./node-package.ts";
 export * from "./package-verify.ts";
 export * from "./phases.ts";
 export * from "./text.ts";
+export * from "./url-host.ts";
 export * from "./validate.ts";
 export * from "./version.ts";
 export * from "./vrrp.ts";

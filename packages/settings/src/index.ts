@@ -11,7 +11,7 @@
  * value and the rule; binaries turn it into exit 78 (EX_CONFIG), which systemd does not retry
  * in a tight loop.
  */
-import type { Static, TObject, TSchema } from "typebox";
+import { type Static, type TObject, type TSchema, Type } from "typebox";
 
 /** What a setting's schema carries besides its type, range and default. */
 export interface SettingMeta {
@@ -237,3 +237,39 @@ export function checkHttpUrl(value: string): string | undefined {
 
 /** Pino's levels: the log level rule of every binary. */
 export const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const;
+
+/**
+ * The settings every binary declares alike, so their rules and wording are written once; used
+ * in a schema like TypeBox's own builders: `listen: Setting.listen("KEELSON_LISTEN", ...)`.
+ */
+export const Setting = {
+  /** A `host:port` to listen on. */
+  listen(env: string, fallback: string, description: string) {
+    return Type.String({ env, default: fallback, check: checkListen, rule: LISTEN_RULE, description });
+  },
+
+  /** An http:// or https:// URL; `more` adds what the README says when it is unset (`defaultText`). */
+  httpUrl(env: string, description: string, more: Pick<SettingMeta, "defaultText"> = {}) {
+    return Type.String({ env, check: checkHttpUrl, rule: HTTP_URL_RULE, ...more, description });
+  },
+
+  /** `NODE_ENV`: both ends of the agent link check the frames they send unless it is `production`. */
+  nodeEnv() {
+    return Type.Optional(
+      Type.String({
+        env: "NODE_ENV",
+        rule: "text",
+        description:
+          "`production` skips the check of outgoing agent-link frames against the protocol schemas (about 70 µs for a 21-phase node report); any other value or none keeps it.",
+      }),
+    );
+  },
+
+  /** `KEELSON_LOG_LEVEL`, one of LOG_LEVELS. */
+  logLevel() {
+    return Type.Union(
+      LOG_LEVELS.map((level) => Type.Literal(level)),
+      { env: "KEELSON_LOG_LEVEL", default: "info", description: "Log level (JSON lines on stdout)." },
+    );
+  },
+};

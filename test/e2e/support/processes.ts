@@ -3,6 +3,7 @@ import { mkdtempSync, readdirSync, readFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { ControlPlaneTrust } from "../../../packages/agent/src/link/trust.ts";
 
 export const REPO_ROOT = resolve(import.meta.dirname, "..", "..", "..");
 
@@ -186,6 +187,8 @@ export async function startServer(
     env?: Record<string, string>;
     /** A command the server runs under, e.g. `["prlimit", "--nofile=256:256"]`. */
     wrap?: string[];
+    /** The server speaks HTTPS (KEELSON_TLS=auto): the readiness probe trusts the CA of its data dir. */
+    https?: boolean;
   } = {},
 ): Promise<ServerProc> {
   const port = options.port ?? (await freePort());
@@ -199,24 +202,30 @@ export async function startServer(
     ...(await storeEnv(dataDir)),
     ...options.env,
   });
-  const url = `http://127.0.0.1:${port}`;
+  const url = `${options.https ? "https" : "http"}://127.0.0.1:${port}`;
   await waitUntil(
     `keelson-server on ${url}\n${proc.output()}`,
     async () => {
       if (proc.child.exitCode !== null) throw new Error(`server exited: ${proc.output()}`);
-      return (await fetch(`${url}/readyz`)).ok;
+      const doFetch = options.https ? trustedFetch(dataDir) : fetch;
+      return (await doFetch(`${url}/readyz`)).ok;
     },
     30_000,
   );
   return { ...proc, url, dataDir, adminToken };
 }
 
+/** A fetch that trusts only the CA keelson-server made in `dataDir` (KEELSON_TLS=auto). */
+export function trustedFetch(dataDir: string): typeof fetch {
+  return new ControlPlaneTrust(readFileSync(join(dataDir, "tls", "ca.crt"), "utf8")).fetch;
+}
+
 export async function api<T = unknown>(
   url: string,
   token: string,
-  init: { method?: string; body?: unknown } = {},
+  init: { method?: string; body?: unknown; fetch?: typeof fetch } = {},
 ): Promise<{ status: number; body: T; headers: Headers }> {
-  const res = await fetch(url, {
+  const res = await (init.fetch ?? fetch)(url, {
     method: init.method ?? "GET",
     headers: {
       "x-auth-token": token,

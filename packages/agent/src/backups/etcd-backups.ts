@@ -1,4 +1,4 @@
-import type { BackupReportFrame } from "@keelson/protocol";
+import { type BackupReportFrame, urlHost } from "@keelson/protocol";
 import type { Logger } from "pino";
 import type { NodeConfig } from "../phases/config.ts";
 import { findBinary } from "../phases/context.ts";
@@ -123,7 +123,7 @@ export class EtcdBackups {
 /** This master's own member, over the client TLS the etcd phases set up. */
 function targetOf(config: NodeConfig, timeoutMs: number): SnapshotTarget {
   const paths = nodePaths(config.hostRoot);
-  const host = config.primaryIp.includes(":") ? `[${config.primaryIp}]` : config.primaryIp;
+  const host = urlHost(config.primaryIp);
   return {
     etcdctl: findBinary(config.nodePackage, "etcdctl"),
     endpoint: `https://${host}:${config.ports.etcdClient}`,

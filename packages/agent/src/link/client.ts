@@ -33,6 +33,7 @@ import {
 } from "@keelson/protocol";
 import WebSocket from "ws";
 import { COMMAND_RECORD_FILE, type CommandOutcome, CommandRecord } from "./command-record.ts";
+import { isCertificateError } from "./trust.ts";
 import { linkUrl } from "./url.ts";
 
 /** pino-compatible subset. */
@@ -61,6 +62,8 @@ export interface LinkClientOptions {
   url: string;
   hostId: string;
   credential: string;
+  /** The CA the server's certificate must chain to (link/trust.ts); none: the system's store. */
+  tls?: () => { ca?: string };
   /** Where the record of handled command ids lives (commands.json). */
   stateDir: string;
   log: LinkLog;
@@ -123,6 +126,9 @@ export interface SignedCertificatePem {
 
 /** The answer frames a request waits for, by the request's frame type. */
 type AnswerFrame = Extract<ControlFrame, { type: "token.verified" | "cert.signed" | "cluster-token.verified" }>;
+
+/** The answer frame of one type. */
+type Answer<T extends AnswerFrame["type"]> = Extract<AnswerFrame, { type: T }>;
 
 interface Waiter {
   /** The frame type that settles it: an answer of another type with the same id is ignored. */
@@ -233,12 +239,8 @@ export class LinkClient extends EventEmitter<LinkClientEvents> {
    * cache answers (see local-api/token-check.ts).
    */
   verifyProjectToken(token: string): Promise<boolean> {
-    return this.request(
-      (id) => ({ type: "token.verify", id, token }),
-      "token.verified",
-      this.options.verifyTimeoutMs ?? 5_000,
-      "a token check",
-    ).then((frame) => (frame as Extract<AnswerFrame, { type: "token.verified" }>).valid);
+    const ask = (id: string) => ({ type: "token.verify" as const, id, token });
+    return this.checkToken(ask, "token.verified", "a token check").then((answer) => answer.valid);
   }
 
   /**
@@ -246,12 +248,13 @@ export class LinkClient extends EventEmitter<LinkClientEvents> {
    * for this node's cluster: the subject, or null when the token is not valid for it.
    */
   verifyClusterToken(token: string): Promise<string | null> {
-    return this.request(
-      (id) => ({ type: "cluster-token.verify", id, token }),
-      "cluster-token.verified",
-      this.options.verifyTimeoutMs ?? 5_000,
-      "a cluster token check",
-    ).then((frame) => (frame as Extract<AnswerFrame, { type: "cluster-token.verified" }>).subject);
+    const ask = (id: string) => ({ type: "cluster-token.verify" as const, id, token });
+    return this.checkToken(ask, "cluster-token.verified", "a cluster token check").then((answer) => answer.subject);
+  }
+
+  /** A token check: a request answered within `verifyTimeoutMs` (5 s unless set). */
+  private checkToken<T extends AnswerFrame["type"]>(build: (id: string) => AgentFrame, answer: T, what: string) {
+    return this.request(build, answer, this.options.verifyTimeoutMs ?? 5_000, what);
   }
 
   /**
@@ -263,31 +266,31 @@ export class LinkClient extends EventEmitter<LinkClientEvents> {
     request: CertificateRequest,
     options: { timeoutMs?: number; signal?: AbortSignal } = {},
   ): Promise<SignedCertificatePem> {
-    const frame = (await this.request(
+    const frame = await this.request(
       (id) => ({ type: "cert.sign", id, ...request }),
       "cert.signed",
       options.timeoutMs ?? this.options.signTimeoutMs ?? 30_000,
       `signing the ${request.profile} certificate`,
       options.signal,
-    )) as Extract<AnswerFrame, { type: "cert.signed" }>;
+    );
     if (!frame.ok) throw new CertificateRefusedError(frame.error.code, frame.error.message);
     return { certPem: frame.certPem, caCertPem: frame.caCertPem };
   }
 
   /** Sends a request frame with a fresh id and waits for the answer of `answer` type with that id. */
-  private request(
+  private request<T extends AnswerFrame["type"]>(
     build: (id: string) => AgentFrame,
-    answer: AnswerFrame["type"],
+    answer: T,
     timeoutMs: number,
     what: string,
     signal?: AbortSignal,
-  ): Promise<AnswerFrame> {
+  ): Promise<Answer<T>> {
     if (!this.connected) {
       return Promise.reject(new LinkUnavailableError(`not connected to the control plane (${what})`));
     }
     if (signal?.aborted) return Promise.reject(signal.reason as Error);
     const id = `r${this.nextRequestId++}`;
-    return new Promise<AnswerFrame>((resolve, reject) => {
+    return new Promise<Answer<T>>((resolve, reject) => {
       const onAbort = () => finish(() => reject(signal?.reason as Error));
       const finish = (action: () => void) => {
         if (this.requests.get(id) !== waiter) return;
@@ -298,7 +301,8 @@ export class LinkClient extends EventEmitter<LinkClientEvents> {
       };
       const waiter: Waiter = {
         answer,
-        settle: (frame) => finish(() => resolve(frame)),
+        // The hub settles a waiter only with a frame of its `answer` type.
+        settle: (frame) => finish(() => resolve(frame as Answer<T>)),
         reject: (err) => finish(() => reject(err)),
         timer: setTimeout(
           () =>
@@ -320,6 +324,7 @@ export class LinkClient extends EventEmitter<LinkClientEvents> {
     const ws = new WebSocket(this.url, {
       headers: { authorization: `Bearer ${this.options.credential}`, "x-keelson-host-id": this.options.hostId },
       handshakeTimeout: 10_000,
+      ...this.options.tls?.(),
       maxPayload: 4 * MAX_FRAME_BYTES,
       perMessageDeflate: false,
     });
@@ -359,7 +364,15 @@ export class LinkClient extends EventEmitter<LinkClientEvents> {
       if (current() && this.welcome) this.armWatchdog();
     });
     ws.on("error", (err) => {
-      if (current()) this.options.log.debug({ err: err.message }, "link socket error");
+      if (!current()) return;
+      // A certificate the trust refuses is worth an operator's attention (a man in the middle,
+      // or a control plane with another CA); other socket errors show up as the close below.
+      if (isCertificateError(err)) {
+        this.options.log.warn(
+          { err: err.message, code: (err as NodeJS.ErrnoException).code },
+          "the control plane's certificate is not trusted; not linking",
+        );
+      } else this.options.log.debug({ err: err.message }, "link socket error");
     });
     ws.on("close", (code, reasonBuffer) => {
       if (!current()) return;

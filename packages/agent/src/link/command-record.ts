@@ -1,5 +1,6 @@
 import { readFileSync } from "node:fs";
 import { type CommandError, CommandErrorCode } from "@keelson/protocol";
+import { isNoSpace } from "../services/atomic-file.ts";
 import { writeFileAtomic } from "../state-dir.ts";
 
 export type CommandOutcome = { ok: true; result: unknown } | { ok: false; error: CommandError };
@@ -71,8 +72,17 @@ export class CommandRecord {
     this.save();
   }
 
+  /**
+   * On a full state dir the record lives on in memory (re-deliveries on this run are still
+   * answered from it) and the file keeps its last whole content; the next save writes it all.
+   * The command itself is not refused: the control plane cannot tell that apart from a failure.
+   */
   private save(): void {
-    writeFileAtomic(this.file, `${JSON.stringify([...this.entries.values()])}\n`, 0o600);
+    try {
+      writeFileAtomic(this.file, `${JSON.stringify([...this.entries.values()])}\n`, 0o600);
+    } catch (err) {
+      if (!isNoSpace(err)) throw err;
+    }
   }
 }
 

@@ -71,6 +71,8 @@ export interface NodeControllerOptions {
   nodePackage: string;
   /** The control plane's URL, which the node package URLs of node.join/node.upgrade are relative to. */
   controlPlane?: string;
+  /** Package downloads with the control plane's trust (link/trust.ts). */
+  fetch?: typeof fetch;
   hostRoot: string;
   host: () => HostIdentity;
   link: NodeLink;
@@ -130,6 +132,7 @@ export class NodeController {
     this.packages = new NodePackages({
       stateDir: options.stateDir,
       controlPlane: options.controlPlane ?? "",
+      ...(options.fetch ? { fetch: options.fetch } : {}),
       hostPackage: options.nodePackage,
       log: options.log.child({ component: "node-packages" }),
     });

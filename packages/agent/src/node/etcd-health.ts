@@ -1,4 +1,5 @@
 import { existsSync } from "node:fs";
+import { urlHost } from "@keelson/protocol";
 import { execa } from "execa";
 import type { NodeConfig } from "../phases/config.ts";
 import { findBinary } from "../phases/context.ts";
@@ -36,7 +37,7 @@ export const DEFAULT_ETCD_CHECK_TIMEOUT_MS = 4_000;
 
 export function etcdHealthTarget(config: NodeConfig, timeoutMs = DEFAULT_ETCD_CHECK_TIMEOUT_MS): EtcdHealthTarget {
   const paths = nodePaths(config.hostRoot);
-  const host = config.primaryIp.includes(":") ? `[${config.primaryIp}]` : config.primaryIp;
+  const host = urlHost(config.primaryIp);
   const own = `https://${host}:${config.ports.etcdClient}`;
   let etcdctl: string;
   try {

@@ -29,6 +29,8 @@ export interface NodePackagesOptions {
   controlPlane: string;
   /** KEELSON_NODE_PACKAGE: the host's own package, for clusters the control plane serves none to. */
   hostPackage: string;
+  /** Downloads with the control plane's trust (link/trust.ts). */
+  fetch?: typeof fetch;
   log: Logger;
 }
 
@@ -91,7 +93,10 @@ export class NodePackages {
     const log = this.options.log.child({ roleVersion: ref.roleVersion, url });
     log.info("installing node package");
     try {
-      const got = await downloadPackage(url, tarball, signal ? { signal } : {});
+      const got = await downloadPackage(url, tarball, {
+        ...(signal ? { signal } : {}),
+        ...(this.options.fetch ? { fetch: this.options.fetch } : {}),
+      });
       if (got.sha256 !== ref.sha256) {
         throw new NodePackageError(
           `node package ${ref.roleVersion} from ${url} has sha256 ${got.sha256}, not ${ref.sha256} as the control plane said`,

@@ -1,5 +1,5 @@
 import { resolve } from "node:path";
-import type { NodeRole } from "@keelson/protocol";
+import { type NodeRole, urlHost } from "@keelson/protocol";
 
 /**
  * What the phases need to know about this node and its cluster. The control plane sends it
@@ -165,7 +165,7 @@ export function resolveNodeConfig(input: NodeConfigInput): NodeConfig {
   };
   const apiServer = input.ports?.apiServer ?? Number(cluster.k8sApiPort || 443);
   const ports: ServicePorts = { ...DEFAULT_PORTS, apiServer, ...input.ports };
-  const primaryHost = input.primaryIp.includes(":") ? `[${input.primaryIp}]` : input.primaryIp;
+  const primaryHost = urlHost(input.primaryIp);
   return {
     ...input,
     nodePackage: resolve(input.nodePackage),

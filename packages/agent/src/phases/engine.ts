@@ -10,6 +10,7 @@ import {
   phasesForRole,
 } from "@keelson/protocol";
 import type { Logger } from "pino";
+import { isNoSpace } from "../services/atomic-file.ts";
 import type { ServiceManager } from "../services/types.ts";
 import type { NodeConfig } from "./config.ts";
 import { buildContext } from "./context.ts";
@@ -79,6 +80,8 @@ export class PhaseEngine extends EventEmitter<PhaseEngineEvents> {
   private nodeStatusValue: NodePhaseStatus = "converging";
   private queue: Promise<unknown> = Promise.resolve();
   private abortController = new AbortController();
+  /** The last save of the phase states found no space (logged once per stretch). */
+  private persistRefused = false;
 
   constructor(private readonly options: PhaseEngineOptions) {
     super();
@@ -262,7 +265,19 @@ export class PhaseEngine extends EventEmitter<PhaseEngineEvents> {
       nodeStatus: this.nodeStatusValue,
       phases: this.list(),
     };
-    savePhaseState(this.options.stateFile, state);
+    try {
+      savePhaseState(this.options.stateFile, state);
+    } catch (err) {
+      // A full state dir must not fail (and so restart) a phase: the states stay right in
+      // memory and in the reports, the file keeps its last whole content, and the next change
+      // writes them all (the state dir's condition says why meanwhile).
+      if (!isNoSpace(err)) throw err;
+      if (!this.persistRefused)
+        this.options.log.warn({ file: this.options.stateFile }, "phase states not saved: no space");
+      this.persistRefused = true;
+      return;
+    }
+    this.persistRefused = false;
   }
 
   private restore(saved: PersistedPhaseState | undefined): void {

@@ -1,5 +1,6 @@
 import { readFileSync } from "node:fs";
 import https from "node:https";
+import { readBody } from "../read-body.ts";
 
 /**
  * The few Kubernetes API calls the phases make (node labels, taints, cordon, drain), over
@@ -169,12 +170,7 @@ function kubeRequest(
         },
       },
       (res) => {
-        let text = "";
-        res.setEncoding("utf8");
-        res.on("data", (chunk: string) => {
-          text += chunk;
-        });
-        res.on("end", () => {
+        readBody(res).then((text) => {
           let json: unknown;
           try {
             json = text ? JSON.parse(text) : undefined;
@@ -182,8 +178,7 @@ function kubeRequest(
             json = undefined;
           }
           resolve({ status: res.statusCode ?? 0, text, json });
-        });
-        res.on("error", reject);
+        }, reject);
       },
     );
     req.on("timeout", () =>

@@ -1,6 +1,7 @@
 import http from "node:http";
 import https from "node:https";
 import { execa } from "execa";
+import { readBody } from "../read-body.ts";
 import type { HealthProbe, HttpProbe } from "./types.ts";
 
 export interface ProbeResult {
@@ -46,13 +47,7 @@ export function httpGet(probe: HttpProbe, signal?: AbortSignal): Promise<{ statu
       ...(signal ? { signal } : {}),
     };
     const request = (secure ? https : http).request(url, options, (res) => {
-      let body = "";
-      res.setEncoding("utf8");
-      res.on("data", (chunk: string) => {
-        if (body.length < 4096) body += chunk;
-      });
-      res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
-      res.on("error", reject);
+      readBody(res, 4096).then((body) => resolve({ status: res.statusCode ?? 0, body }), reject);
     });
     request.on("timeout", () => request.destroy(new Error(`no answer within ${options.timeout} ms`)));
     request.on("error", reject);

@@ -14,6 +14,8 @@ export class DownloadError extends Error {
 
 export interface DownloadOptions {
   signal?: AbortSignal;
+  /** Default: Node's fetch; the agent passes its control-plane trust's (link/trust.ts). */
+  fetch?: typeof fetch;
   maxBytes?: number;
 }
 
@@ -27,7 +29,7 @@ export async function downloadPackage(
   options: DownloadOptions = {},
 ): Promise<{ sha256: string; bytes: number }> {
   const maxBytes = options.maxBytes ?? MAX_PACKAGE_BYTES;
-  const source = await openSource(url, options.signal);
+  const source = await openSource(url, options.signal, options.fetch);
   const hash = createHash("sha256");
   let bytes = 0;
   const meter = new Transform({
@@ -54,7 +56,11 @@ export async function downloadPackage(
  * The checksum published beside a package, `<url>.sha256`, in sha256sum's format (the hash,
  * then optionally the file name). Undefined when there is no such file.
  */
-export async function fetchPublishedSha256(url: string, signal?: AbortSignal): Promise<string | undefined> {
+export async function fetchPublishedSha256(
+  url: string,
+  signal?: AbortSignal,
+  doFetch: typeof fetch = fetch,
+): Promise<string | undefined> {
   const sumUrl = siblingUrl(url, ".sha256");
   let text: string;
   if (sumUrl.protocol === "file:") {
@@ -65,7 +71,7 @@ export async function fetchPublishedSha256(url: string, signal?: AbortSignal): P
       throw new DownloadError(`reading ${sumUrl.href} failed: ${(err as Error).message}`);
     }
   } else {
-    const response = await fetchOrThrow(sumUrl.href, signal);
+    const response = await fetchOrThrow(sumUrl.href, signal, doFetch);
     if (response.status === 404) return undefined;
     if (!response.ok) throw new DownloadError(`${sumUrl.href} answered HTTP ${response.status}`);
     text = await response.text();
@@ -82,7 +88,7 @@ export function siblingUrl(url: string, suffix: string): URL {
   return parsed;
 }
 
-async function openSource(url: string, signal?: AbortSignal): Promise<Readable> {
+async function openSource(url: string, signal?: AbortSignal, doFetch: typeof fetch = fetch): Promise<Readable> {
   const parsed = new URL(url);
   if (parsed.protocol === "file:") {
     const path = fileURLToPath(parsed);
@@ -103,14 +109,14 @@ async function openSource(url: string, signal?: AbortSignal): Promise<Readable> 
   if (parsed.protocol !== "http:" && parsed.protocol !== "https:") {
     throw new DownloadError(`scheme ${parsed.protocol} is not supported (http, https or file)`);
   }
-  const response = await fetchOrThrow(url, signal);
+  const response = await fetchOrThrow(url, signal, doFetch);
   if (!response.ok || !response.body) throw new DownloadError(`${url} answered HTTP ${response.status}`);
   return Readable.fromWeb(response.body as import("node:stream/web").ReadableStream<Uint8Array>);
 }
 
-async function fetchOrThrow(url: string, signal?: AbortSignal): Promise<Response> {
+async function fetchOrThrow(url: string, signal: AbortSignal | undefined, doFetch: typeof fetch): Promise<Response> {
   try {
-    return await fetch(url, { redirect: "follow", ...(signal ? { signal } : {}) });
+    return await doFetch(url, { redirect: "follow", ...(signal ? { signal } : {}) });
   } catch (err) {
     const cause = (err as { cause?: { message?: string } }).cause?.message;
     throw new DownloadError(`fetching ${url} failed: ${cause ?? (err as Error).message}`);

@@ -14,6 +14,8 @@ export interface UpgraderOptions {
   stateDir: StateDir;
   /** The version this process runs. */
   currentVersion: string;
+  /** Downloads with the control plane's trust (link/trust.ts). */
+  fetch?: typeof fetch;
   log: Logger;
   /** Called whenever status or error change, so the link and the host record follow. */
   onChange: (state: { status: AgentStatus; error: string | undefined }) => void;
@@ -109,8 +111,11 @@ export class Upgrader {
     try {
       await versions.prune();
       tarball = versions.tempFile(".tar.gz");
-      const { sha256: actual, bytes } = await downloadPackage(request.url, tarball, { signal });
-      const expected = request.sha256 ?? (await fetchPublishedSha256(request.url, signal));
+      const { sha256: actual, bytes } = await downloadPackage(request.url, tarball, {
+        signal,
+        ...(this.options.fetch ? { fetch: this.options.fetch } : {}),
+      });
+      const expected = request.sha256 ?? (await fetchPublishedSha256(request.url, signal, this.options.fetch));
       if (!expected) {
         throw new Error(`no sha256 was given and ${request.url}.sha256 does not exist; refusing an unverified package`);
       }

@@ -1,8 +1,12 @@
+import { databaseUnavailable } from "@keelson/db";
 import type { BackupReportFrame, CertSignFrame, ClusterTokenVerifyFrame, NodeReportFrame } from "@keelson/protocol";
 import type { FastifyBaseLogger } from "fastify";
 import type { LinkDomain } from "./link-domain.ts";
 import type { NodeEvents } from "./node-events.ts";
 import type { AgentSession } from "./sessions.ts";
+
+/** The longest wait between two tries of storing a node report while the database cannot take it. */
+const REPORT_RETRY_MAX_MS = 5_000;
 
 /**
  * The hub's answers to a node's frames: phase reports (stored, then announced on the node
@@ -17,7 +21,8 @@ export class NodeFrameAnswers {
   ) {}
 
   async nodeReport(session: AgentSession, frame: NodeReportFrame): Promise<void> {
-    const outcome = await this.domain.applyNodeReport(session.hostId, frame);
+    const outcome = await this.untilStored(session, () => this.domain.applyNodeReport(session.hostId, frame));
+    if (!outcome) return;
     if (!outcome.stored) {
       this.log.debug(
         { hostId: session.hostId, reported: frame.clusterId, expected: outcome.expected },
@@ -35,8 +40,31 @@ export class NodeFrameAnswers {
     });
   }
 
+  /**
+   * Stores a report, waiting out the database away or the storage full: an operation may be
+   * waiting for exactly this report (a backup's, the cluster's record of it), and the agent
+   * sends it once. The link's later frames
+   * wait behind it (they are handled in order); undefined when the link closed meanwhile (the
+   * agent reports again on its next link).
+   */
+  private async untilStored<T>(session: AgentSession, store: () => Promise<T>): Promise<T | undefined> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await store();
+      } catch (err) {
+        const away = databaseUnavailable(err);
+        if (!away || !session.open) throw err;
+        const delayMs = Math.min(REPORT_RETRY_MAX_MS, 250 * 2 ** attempt);
+        this.log.warn({ hostId: session.hostId, reason: away, retryInMs: delayMs }, "node report not stored; retrying");
+        await new Promise((resolve) => setTimeout(resolve, delayMs));
+        if (!session.open) return undefined;
+      }
+    }
+  }
+
   async backupReport(session: AgentSession, frame: BackupReportFrame): Promise<void> {
-    const outcome = await this.domain.applyBackupReport(session.hostId, frame);
+    const outcome = await this.untilStored(session, () => this.domain.applyBackupReport(session.hostId, frame));
+    if (!outcome) return;
     if (!outcome.stored) {
       this.log.debug({ hostId: session.hostId, clusterId: frame.clusterId, why: outcome.why }, "backup report ignored");
     } else if (!frame.ok) {

@@ -11,7 +11,7 @@ import {
   statSync,
   writeFileSync,
 } from "node:fs";
-import { basename, join, resolve } from "node:path";
+import { dirname, isAbsolute, join, normalize, resolve, sep } from "node:path";
 import { openSqliteConnection } from "@keelson/db";
 import { readPassword } from "../database.ts";
 import type { ServerSettings } from "../settings.ts";
@@ -29,7 +29,31 @@ import { pgConnection, pgTool, runPgTool } from "./pg-tools.ts";
  */
 
 /** Data-dir files a backup always carries (secret.key seals credentials and CA keys). */
-export const SECRET_FILES = ["secret.key", "webcli.key", "admin-token"] as const;
+const SECRET_FILES = ["secret.key", "webcli.key", "admin-token"] as const;
+/** The server's TLS CA and certificate (tls/, with a staged next CA): agents pin that CA. */
+const SECRET_DIRS = ["tls"] as const;
+
+/** Every file under `dir`, as paths relative to `root`. */
+function filesUnder(root: string, dir: string): string[] {
+  const at = join(root, dir);
+  if (!existsSync(at) || !statSync(at).isDirectory()) return [];
+  return readdirSync(at, { withFileTypes: true }).flatMap((e) =>
+    e.isDirectory() ? filesUnder(root, join(dir, e.name)) : e.isFile() ? [join(dir, e.name)] : [],
+  );
+}
+
+/** The data dir's secrets that exist, relative to it (admin-token is absent when KEELSON_ADMIN_TOKEN gives it). */
+function secretFiles(dataDir: string): string[] {
+  return [
+    ...SECRET_FILES.filter((name) => existsSync(join(dataDir, name))),
+    ...SECRET_DIRS.flatMap((dir) => filesUnder(dataDir, dir)),
+  ];
+}
+
+/** A manifest's file name that stays inside the backup: relative, no `..`. */
+function safeName(name: string): boolean {
+  return typeof name === "string" && name !== "" && !isAbsolute(name) && !normalize(name).split(sep).includes("..");
+}
 const SQLITE_FILE = "keelson.sqlite";
 const PG_DUMP_FILE = "keelson.pgdump";
 const MANIFEST = "manifest.json";
@@ -140,16 +164,20 @@ export async function backupControlPlane(settings: ServerSettings, dir: string):
       }
       requiresServer = sqliteRequires(join(partial, SQLITE_FILE));
     }
-    for (const name of SECRET_FILES) {
-      const from = join(settings.dataDir, name);
-      if (!existsSync(from)) continue; // admin-token is absent when KEELSON_ADMIN_TOKEN gives it
-      copyFileSync(from, join(partial, name));
+    for (const name of secretFiles(settings.dataDir)) {
+      mkdirSync(dirname(join(partial, name)), { recursive: true, mode: 0o700 });
+      copyFileSync(join(settings.dataDir, name), join(partial, name));
     }
     // The database holds password hashes and sealed keys: as private as the secrets.
-    for (const name of readdirSync(partial)) chmodSync(join(partial, name), 0o600);
-    const files = readdirSync(partial)
-      .sort()
-      .map((name) => ({ name, bytes: statSync(join(partial, name)).size, sha256: sha256(join(partial, name)) }));
+    const names = filesUnder(partial, ".")
+      .map((name) => normalize(name))
+      .sort();
+    for (const name of names) chmodSync(join(partial, name), 0o600);
+    const files = names.map((name) => ({
+      name,
+      bytes: statSync(join(partial, name)).size,
+      sha256: sha256(join(partial, name)),
+    }));
     const manifest: BackupManifest = {
       format: FORMAT,
       createdAt: new Date().toISOString(),
@@ -184,7 +212,9 @@ export function verifiedManifest(dir: string): BackupManifest {
     );
   }
   for (const entry of manifest.files) {
-    const path = join(dir, basename(entry.name));
+    if (!safeName(entry.name))
+      throw new BackupRefused(`${file} names a file outside the backup: ${String(entry.name)}`);
+    const path = join(dir, entry.name);
     if (!existsSync(path)) throw new BackupRefused(`${path} is missing from the backup`);
     if (statSync(path).size !== entry.bytes || sha256(path) !== entry.sha256) {
       throw new BackupRefused(`${path} does not match the backup's manifest (changed or damaged since it was taken)`);

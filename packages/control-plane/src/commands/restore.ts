@@ -1,17 +1,10 @@
 import { chmodSync, copyFileSync, existsSync, mkdirSync, renameSync, statSync } from "node:fs";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { assertBinaryCanRun, SchemaTooNewError } from "@keelson/db";
 import { readPassword } from "../database.ts";
 import type { ServerSettings } from "../settings.ts";
 import { SERVER_VERSION } from "../version.ts";
-import {
-  type BackupManifest,
-  BackupRefused,
-  PG_DUMP_FILE,
-  SECRET_FILES,
-  SQLITE_FILE,
-  verifiedManifest,
-} from "./backup.ts";
+import { type BackupManifest, BackupRefused, PG_DUMP_FILE, SQLITE_FILE, verifiedManifest } from "./backup.ts";
 import { pgConnection, pgTool, runPgTool } from "./pg-tools.ts";
 
 /**
@@ -117,9 +110,10 @@ export async function restoreControlPlane(
     .replace(/\.\d+Z$/, "Z");
   if (want === "postgres") await restorePostgres(settings, dir);
   else restoreSqlite(settings, dir, suffix);
-  for (const name of SECRET_FILES) {
-    if (!manifest.files.some((f) => f.name === name)) continue;
+  for (const { name } of manifest.files) {
+    if (name === SQLITE_FILE || name === PG_DUMP_FILE) continue;
     const to = join(settings.dataDir, name);
+    mkdirSync(dirname(to), { recursive: true, mode: 0o700 });
     aside(to, suffix);
     place(join(dir, name), to, 0o600);
   }

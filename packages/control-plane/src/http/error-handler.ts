@@ -1,4 +1,4 @@
-import { databaseUnavailable, type UniqueViolation, uniqueViolation } from "@keelson/db";
+import { databaseUnavailable, storageFull, type UniqueViolation, uniqueViolation } from "@keelson/db";
 import type { FastifyError, FastifyInstance } from "fastify";
 import { ApiError } from "./errors.ts";
 
@@ -51,6 +51,8 @@ function fieldOf(issue: ValidationIssue, context: string | undefined): string {
   return full || context || "body";
 }
 
+const WRITES = new Set(["POST", "PUT", "PATCH", "DELETE"]);
+
 export function installErrorHandlers(app: FastifyInstance): void {
   app.setErrorHandler((error: FastifyError | ApiError, request, reply) => {
     if (error instanceof ApiError) {
@@ -73,6 +75,14 @@ export function installErrorHandlers(app: FastifyInstance): void {
       const answer = duplicate(clash);
       return reply.status(answer.statusCode).send(answer.toJSON());
     }
+    const full = storageFull(error);
+    if (full) {
+      // 507 Insufficient Storage: the request was fine and may be sent again once space is
+      // freed; the condition shows on /readyz until a write or the probe finds room.
+      app.keelson.storage.full(full);
+      request.log.warn({ reason: full.reason }, "storage full; answered 507");
+      return reply.status(507).send({ code: "storage_full", message: app.keelson.storage.message(full.where) });
+    }
     const away = databaseUnavailable(error);
     if (away) {
       // Logged without the error object: drizzle's carries the statement's parameters.
@@ -91,6 +101,11 @@ export function installErrorHandlers(app: FastifyInstance): void {
     }
     request.log.error({ err: error }, "unhandled error");
     return reply.status(500).send({ code: "internal", message: "internal error" });
+  });
+
+  // A write that went through: whatever storage was full has room again.
+  app.addHook("onResponse", async (request, reply) => {
+    if (WRITES.has(request.method) && reply.statusCode < 300) app.keelson.storage.written();
   });
 
   app.setNotFoundHandler((request, reply) => {

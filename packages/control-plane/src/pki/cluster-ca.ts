@@ -15,6 +15,13 @@ const CA_VALIDITY_YEARS = 10;
  * so a leaked key compromises one cluster only.
  */
 export async function createClusterCa(clusterName: string, clusterId: string): Promise<ClusterCa> {
+  // The structured form, so names with commas or '=' need no escaping. The cluster id in
+  // OU tells apart CAs of clusters that reused a name.
+  return createSelfSignedCa([{ CN: [`keelson-ca-${clusterName}`] }, { O: ["keelson"] }, { OU: [clusterId] }]);
+}
+
+/** A self-signed CA (ECDSA P-256, 10 years) under `name`: the clusters' CAs and the control plane's own. */
+export async function createSelfSignedCa(name: x509.JsonName): Promise<ClusterCa> {
   const keys = await generateKeyPair();
   const notBefore = new Date(Date.now() - 5 * 60_000);
   const notAfter = new Date(notBefore);
@@ -22,9 +29,7 @@ export async function createClusterCa(clusterName: string, clusterId: string): P
   const cert = await x509.X509CertificateGenerator.createSelfSigned(
     {
       serialNumber: randomSerial(),
-      // The structured form, so names with commas or '=' need no escaping. The cluster id in
-      // OU tells apart CAs of clusters that reused a name.
-      name: [{ CN: [`keelson-ca-${clusterName}`] }, { O: ["keelson"] }, { OU: [clusterId] }],
+      name,
       notBefore,
       notAfter,
       keys,

@@ -1,5 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
-import { Type } from "typebox";
+import { type TSchema, Type } from "typebox";
 import { removeAddons } from "../domain/addons/remove-addons.ts";
 import {
   addonVersionsOf,
@@ -7,16 +7,13 @@ import {
   supportedAddonVersionsOf,
 } from "../domain/catalogue/addon-versions.ts";
 import { supportedRoleVersions } from "../domain/catalogue/role-versions.ts";
-import { findCluster } from "../domain/clusters/views.ts";
+import { type ClusterRow, findCluster } from "../domain/clusters/views.ts";
 import { getProject } from "../domain/projects/projects.ts";
 import { sendNoBody } from "../http/no-body.ts";
-import { errorResponses, NoBody } from "./common-schemas.ts";
+import { errorResponses as errors, NoBody, ProjectIdParams } from "./common-schemas.ts";
 
 const TAGS = ["role versions and add-ons"];
 
-const errors = errorResponses;
-
-const ProjectParams = Type.Object({ projectId: Type.String({ description: "Project UUID" }) });
 const ClusterParams = Type.Object({
   projectId: Type.String({ description: "Project UUID" }),
   clusterId: Type.String({ description: "Cluster UUID" }),
@@ -60,7 +57,7 @@ export const catalogueRoutes: FastifyPluginAsyncTypebox = async (app) => {
       schema: {
         tags: TAGS,
         summary: "Supported kube role versions, oldest first",
-        params: ProjectParams,
+        params: ProjectIdParams,
         response: {
           200: Type.Object({ count: Type.Integer(), roles: Type.Array(Role) }),
           ...errors(403, 404),
@@ -73,60 +70,66 @@ export const catalogueRoutes: FastifyPluginAsyncTypebox = async (app) => {
     },
   );
 
-  app.get(
-    "/v4/:projectId/clusters/:clusterId/addonversions",
-    {
+  /** A catalogue answer about one cluster of the project (404 when the project has no such cluster). */
+  const clusterRead = (
+    method: "GET" | ("DELETE" | "GET")[],
+    url: string,
+    doc: { summary: string; description?: string; answer: TSchema; errorCodes: number[] },
+    answer: (cluster: ClusterRow) => unknown,
+  ) =>
+    app.route({
+      method,
+      url,
       schema: {
         tags: TAGS,
-        summary: "Add-on versions of the cluster's kube role version",
+        summary: doc.summary,
+        ...(doc.description ? { description: doc.description } : {}),
         params: ClusterParams,
-        response: { 200: AddonVersions, ...errors(403, 404, 409) },
+        response: { 200: doc.answer, ...errors(...doc.errorCodes) },
       },
+      handler: async (request) =>
+        answer(await findCluster(keelson.db, request.params.projectId, request.params.clusterId)),
+    });
+  // The spec says DELETE for the two reads below; existing clients (the Terraform provider
+  // among them) send GET. Both read.
+  const DELETE_OR_GET: ("DELETE" | "GET")[] = ["DELETE", "GET"];
+
+  clusterRead(
+    "GET",
+    "/v4/:projectId/clusters/:clusterId/addonversions",
+    {
+      summary: "Add-on versions of the cluster's kube role version",
+      answer: AddonVersions,
+      errorCodes: [403, 404, 409],
     },
-    async (request) => {
-      const cluster = await findCluster(keelson.db, request.params.projectId, request.params.clusterId);
-      return addonVersionsOf(keelson.catalogue, cluster.kubeRoleVersion);
-    },
+    (cluster) => addonVersionsOf(keelson.catalogue, cluster.kubeRoleVersion),
   );
 
-  app.route({
-    // The spec says DELETE; existing clients (the Terraform provider among them) send GET. Both read.
-    method: ["DELETE", "GET"],
-    url: "/v4/:projectId/clusters/:clusterId/suppotedaddonversions",
-    schema: {
-      tags: TAGS,
+  clusterRead(
+    DELETE_OR_GET,
+    "/v4/:projectId/clusters/:clusterId/suppotedaddonversions",
+    {
       summary: "Supported add-on versions of the cluster (path spelled as the interface spells it)",
       description:
         "Per add-on, every version shipped with a role version the cluster runs or can upgrade to " +
         "(newer builds of its minor and the next minor), oldest first. A DELETE that changes nothing.",
-      params: ClusterParams,
-      response: {
-        200: Type.Record(Type.String(), Type.Array(Type.String()), { description: "Add-on name -> versions" }),
-        ...errors(403, 404, 409),
-      },
+      answer: Type.Record(Type.String(), Type.Array(Type.String()), { description: "Add-on name -> versions" }),
+      errorCodes: [403, 404, 409],
     },
-    handler: async (request) => {
-      const cluster = await findCluster(keelson.db, request.params.projectId, request.params.clusterId);
-      return supportedAddonVersionsOf(keelson.catalogue, cluster.kubeRoleVersion);
-    },
-  });
+    (cluster) => supportedAddonVersionsOf(keelson.catalogue, cluster.kubeRoleVersion),
+  );
 
-  app.route({
-    // The spec says DELETE; existing clients (the Terraform provider among them) send GET. Both read.
-    method: ["DELETE", "GET"],
-    url: "/v4/:projectId/clusters/:clusterId/supportedaddonoperatorversions",
-    schema: {
-      tags: TAGS,
+  clusterRead(
+    DELETE_OR_GET,
+    "/v4/:projectId/clusters/:clusterId/supportedaddonoperatorversions",
+    {
       summary: "Supported add-on operator image tags, oldest first",
       description: "A DELETE that changes nothing, as the interface defines it.",
-      params: ClusterParams,
-      response: { 200: Type.Array(Type.String()), ...errors(403, 404) },
+      answer: Type.Array(Type.String()),
+      errorCodes: [403, 404],
     },
-    handler: async (request) => {
-      await findCluster(keelson.db, request.params.projectId, request.params.clusterId);
-      return supportedAddonOperatorTags(keelson.catalogue);
-    },
-  });
+    () => supportedAddonOperatorTags(keelson.catalogue),
+  );
 
   app.delete(
     "/v4/:projectId/clusters/:clusterId/addons",

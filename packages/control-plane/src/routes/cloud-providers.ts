@@ -17,13 +17,10 @@ import { getProject } from "../domain/projects/projects.ts";
 import { callerOf, canSeeProject } from "../http/auth.ts";
 import { forbidden, notFound } from "../http/errors.ts";
 import { sendNoBody } from "../http/no-body.ts";
-import { errorResponses, NoBody } from "./common-schemas.ts";
+import { errorResponses as errors, NoBody, ProjectUuidParams } from "./common-schemas.ts";
 
 const TAGS = ["cloud providers"];
 
-const errors = errorResponses;
-
-const ProjectParams = Type.Object({ project_uuid: Type.String({ description: "Project UUID" }) });
 const ProviderParams = Type.Object({
   project_uuid: Type.String({ description: "Project UUID" }),
   uuid: Type.String({ description: "Cloud provider account UUID" }),
@@ -90,7 +87,7 @@ export const cloudProviderRoutes: FastifyPluginAsyncTypebox = async (app) => {
         schema: {
           tags: TAGS,
           summary: `List cloud provider accounts (${version})`,
-          params: ProjectParams,
+          params: ProjectUuidParams,
           response: { 200: Type.Array(version === "v4" ? ProviderV4 : ProviderV3), ...errors(403, 404) },
         },
       },
@@ -109,7 +106,7 @@ export const cloudProviderRoutes: FastifyPluginAsyncTypebox = async (app) => {
           description:
             "Answers 200 with the new account's uuid. 400 names the malformed field; 409 for a duplicate name " +
             "or for type local (the built-in local provider exists in every project).",
-          params: ProjectParams,
+          params: ProjectUuidParams,
           body: ProviderBody(version),
           response: { 200: Type.Object({ uuid: Type.String() }), ...errors(400, 403, 404, 409) },
         },
@@ -127,7 +124,7 @@ export const cloudProviderRoutes: FastifyPluginAsyncTypebox = async (app) => {
         schema: {
           tags: TAGS,
           summary: `Provider types ${version} supports`,
-          params: ProjectParams,
+          params: ProjectUuidParams,
           response: { 200: Type.Array(Type.Object({ type: Type.String() })), ...errors(403, 404) },
         },
       },
@@ -146,7 +143,7 @@ export const cloudProviderRoutes: FastifyPluginAsyncTypebox = async (app) => {
           description:
             "Checks the name, the type and the shape of the credentials; 400 names the field that is wrong. " +
             "Whether the cloud accepts the credentials is not checked: this server has no cloud drivers.",
-          params: ProjectParams,
+          params: ProjectUuidParams,
           body: ProviderBody(version),
           response: { 200: NoBody, ...errors(400, 403, 404, 409) },
         },

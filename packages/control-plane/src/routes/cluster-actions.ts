@@ -1,12 +1,11 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
-import { attachNodes } from "../domain/clusters/membership/attach.ts";
-import { detachNodes } from "../domain/clusters/membership/detach.ts";
+import { changeMembership } from "../domain/clusters/membership/change.ts";
 import { currentRollingRestarts } from "../domain/clusters/rollouts/rollout.ts";
 import { type RestartScope, startRestart, startUpgrade } from "../domain/clusters/rollouts/rollout-requests.ts";
 import { sendNoBody } from "../http/no-body.ts";
-import { clusterErrors, ProjectClusterParams, ProjectParams } from "./cluster-schemas.ts";
-import { ErrorBody, NoBody } from "./common-schemas.ts";
+import { clusterErrors, ProjectClusterParams } from "./cluster-schemas.ts";
+import { ErrorBody, NoBody, ProjectUuidParams } from "./common-schemas.ts";
 
 const AttachEntries = Type.Array(
   Type.Object(
@@ -116,8 +115,7 @@ export const clusterActionRoutes: FastifyPluginAsyncTypebox = async (app) => {
         async (request, reply) => {
           const { project_uuid: projectId, uuid: clusterId } = request.params;
           const entries = request.body.map((e, i) => ({ uuid: e.uuid, isMaster: e.isMaster, field: `[${i}].uuid` }));
-          if (action === "attach") await attachNodes(k, projectId, clusterId, entries);
-          else await detachNodes(k, projectId, clusterId, entries);
+          await changeMembership(k, action, projectId, clusterId, entries);
           return sendNoBody(reply);
         },
       );
@@ -177,7 +175,7 @@ export const clusterActionRoutes: FastifyPluginAsyncTypebox = async (app) => {
         summary: "Nodes of the rolling restarts in progress",
         description:
           "One entry per node of every unfinished restart of the project; runState true while that node is up (ok).",
-        params: ProjectParams,
+        params: ProjectUuidParams,
         response: {
           200: Type.Array(Type.Object({ name: Type.String(), runState: Type.Boolean() })),
           403: ErrorBody,

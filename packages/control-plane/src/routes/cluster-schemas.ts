@@ -5,8 +5,6 @@ export const ProjectClusterParams = Type.Object({
   project_uuid: Type.String({ description: "Project UUID" }),
   uuid: Type.String({ description: "Cluster UUID" }),
 });
-export const ProjectParamsV4Create = Type.Object({ projectId: Type.String({ description: "Project UUID" }) });
-export const ProjectParams = Type.Object({ project_uuid: Type.String({ description: "Project UUID" }) });
 
 export const FieldValidationQuery = Type.Object({
   fieldValidation: Type.Optional(

@@ -18,10 +18,8 @@ import {
   clusterErrors,
   FieldValidationQuery,
   ProjectClusterParams,
-  ProjectParams,
-  ProjectParamsV4Create,
 } from "./cluster-schemas.ts";
-import { NoBody } from "./common-schemas.ts";
+import { NoBody, ProjectIdParams, ProjectUuidParams } from "./common-schemas.ts";
 
 const presenters = { v3: presentClusterV3, v4: presentClusterV4 } as const;
 // Exact read schemas: they document every field in /openapi.json and let the serializer compile.
@@ -41,6 +39,11 @@ export const clusterRoutes: FastifyPluginAsyncTypebox = async (app) => {
   // as JSON text, so the response schemas document them; cluster-presenters.test.ts checks the
   // presenters against those schemas.
   const snapshots = new SnapshotCache(k.store.changeStamp);
+  /** Sends the JSON text of `read()`, computed again only when the database has changed. */
+  const sendSnapshot = async (reply: FastifyReply, key: string, read: () => Promise<unknown>) => {
+    const body = await snapshots.get(key, async () => JSON.stringify(await read()));
+    return reply.type("application/json; charset=utf-8").send(body as never);
+  };
 
   for (const version of ["v4", "v3"] as const) {
     const tags = [`clusters ${version}`];
@@ -54,7 +57,7 @@ export const clusterRoutes: FastifyPluginAsyncTypebox = async (app) => {
         schema: {
           tags,
           summary: `Create a cluster (${version})`,
-          params: version === "v4" ? ProjectParamsV4Create : ProjectParams,
+          params: version === "v4" ? ProjectIdParams : ProjectUuidParams,
           querystring: FieldValidationQuery,
           body: ClusterWriteBody,
           response: { 200: CreatedCluster, ...clusterErrors },
@@ -77,16 +80,15 @@ export const clusterRoutes: FastifyPluginAsyncTypebox = async (app) => {
         schema: {
           tags,
           summary: `List the project's clusters (${version} read set)`,
-          params: ProjectParams,
+          params: ProjectUuidParams,
           response: { 200: Type.Array(readSchemas[version]), 403: clusterErrors[403] },
         },
       },
       async (request, reply) => {
         const projectId = request.params.project_uuid;
-        const body = await snapshots.get(`${version}:list:${projectId}`, async () =>
-          JSON.stringify((await listClusterViews(k.db, k.catalogue, projectId)).map(present)),
+        return sendSnapshot(reply, `${version}:list:${projectId}`, async () =>
+          (await listClusterViews(k.db, k.catalogue, projectId)).map(present),
         );
-        return reply.type("application/json; charset=utf-8").send(body as never);
       },
     );
 
@@ -102,10 +104,9 @@ export const clusterRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
       async (request, reply) => {
         const { project_uuid, uuid } = request.params;
-        const body = await snapshots.get(`${version}:one:${project_uuid}:${uuid}`, async () =>
-          JSON.stringify(present(await getClusterView(k.db, k.catalogue, project_uuid, uuid))),
+        return sendSnapshot(reply, `${version}:one:${project_uuid}:${uuid}`, async () =>
+          present(await getClusterView(k.db, k.catalogue, project_uuid, uuid)),
         );
-        return reply.type("application/json; charset=utf-8").send(body as never);
       },
     );
 

@@ -21,6 +21,14 @@ export const EmptyReply = Type.Unsafe<undefined>({ description: "No body" });
 
 export const Timestamp = Type.String({ description: "ISO-8601 UTC timestamp" });
 
+const ProjectUuid = Type.String({ description: "Project UUID" });
+
+/** The project path parameter as most spec paths spell it: `/v3/:project_uuid/...`. */
+export const ProjectUuidParams = Type.Object({ project_uuid: ProjectUuid });
+
+/** The project path parameter of the spec paths that spell it `projectId` (`/v4/:projectId/...`). */
+export const ProjectIdParams = Type.Object({ projectId: ProjectUuid });
+
 /** The `/v1/projects/:projectId/...` path parameter. */
 export const V1ProjectParams = Type.Object({ projectId: Type.String() });
 

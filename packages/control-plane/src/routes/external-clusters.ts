@@ -1,13 +1,10 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
 import { getProject } from "../domain/projects/projects.ts";
-import { errorResponses } from "./common-schemas.ts";
+import { errorResponses as errors, ProjectIdParams } from "./common-schemas.ts";
 
 const TAGS = ["external clusters"];
 
-const errors = errorResponses;
-
-const ProjectParams = Type.Object({ projectId: Type.String({ description: "Project UUID" }) });
 const Discovered = Type.Array(
   Type.Object(
     {
@@ -35,7 +32,7 @@ export const externalClusterRoutes: FastifyPluginAsyncTypebox = async (app) => {
         tags: TAGS,
         summary: "External clusters available to be registered",
         description: "Empty: this server has no cloud drivers to list clusters from the clouds.",
-        params: ProjectParams,
+        params: ProjectIdParams,
         response: { 200: Discovered, ...errors(403, 404) },
       },
     },

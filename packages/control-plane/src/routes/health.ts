@@ -11,6 +11,14 @@ const Ready = Type.Object({
     }),
   }),
   warnings: Type.Array(Type.String(), { description: "What is near a limit; ready nonetheless" }),
+  conditions: Type.Array(
+    Type.Object({
+      code: Type.Literal("storage_full"),
+      message: Type.String(),
+      since: Type.String({ format: "date-time" }),
+    }),
+    { description: "What is wrong but leaves the server serving: `storage_full` (reads work, writes answer 507)" },
+  ),
 });
 
 export const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
@@ -35,7 +43,13 @@ export const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
       if (!runner.isRunning) return reply.status(503).send({ status: "operations runner not running" });
       const { open, limit, near } = app.keelson.agents.links;
       const warnings = near ? [`agent links near their ceiling: ${open} of ${limit}; agents beyond it get 503`] : [];
-      return { status: "ready", agentLinks: { open, limit }, warnings };
+      // A full disk keeps the server ready (200, status "degraded"): reads, logins, kubeconfig
+      // downloads and the agent links all still work, and every replica shares the same full
+      // disk or database, so taking them out of rotation would turn a write outage into a
+      // total one. A monitor reads the condition here; clients get 507 on each write.
+      const full = app.keelson.storage.state;
+      const conditions = full ? [{ code: "storage_full" as const, message: full.message, since: full.since }] : [];
+      return { status: full ? "degraded" : "ready", agentLinks: { open, limit }, warnings, conditions };
     },
   );
 };

@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { agentPackageRoutes } from "./agent-packages.ts";
 import { agentRoutes } from "./agents.ts";
+import { caRoutes } from "./ca.ts";
 import { catalogueRoutes } from "./catalogue.ts";
 import { cloudProviderRoutes } from "./cloud-providers.ts";
 import { clusterActionRoutes } from "./cluster-actions.ts";
@@ -24,6 +25,7 @@ import { userRoutes } from "./users.ts";
 /** Every HTTP route of the control plane. Each module stays thin: parse, call the domain, present. */
 export const registerRoutes: FastifyPluginAsyncTypebox = async (app) => {
   await app.register(healthRoutes);
+  await app.register(caRoutes);
   await app.register(projectRoutes);
   await app.register(projectTokenRoutes);
   await app.register(userRoutes);

@@ -7,13 +7,7 @@ import {
   listJoinTokens,
   revokeJoinToken,
 } from "../domain/identity/join-tokens.ts";
-import {
-  emptyBodyIsNoOptions,
-  errorResponses as errors,
-  IDENTITY_TAGS,
-  Timestamp,
-  V1ProjectParams,
-} from "./common-schemas.ts";
+import { Timestamp } from "./common-schemas.ts";
 import { projectCollectionRoutes } from "./project-collection.ts";
 
 /** Agents' one-time join tokens (identity extension): shown once, stored hashed, spent by one registration. */
@@ -24,6 +18,10 @@ const IssuedJoinToken = Type.Object({
   projectId: Type.String(),
   expiresAt: Timestamp,
   createdAt: Timestamp,
+  caCertHash: Type.Union([Type.String({ pattern: "^sha256:[0-9a-f]{64}$" }), Type.Null()], {
+    description:
+      "KEELSON_CA_HASH for the agent: sha256 of the DER SubjectPublicKeyInfo of the CA that signs the server certificate (kubeadm's form). null when the server speaks plain HTTP or names no CA.",
+  }),
 });
 const JoinTokenInfo = Type.Object({
   id: Type.String(),
@@ -37,33 +35,6 @@ const JoinTokenInfo = Type.Object({
 export const joinTokenRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const { db } = app.keelson;
 
-  app.post(
-    "/v1/projects/:projectId/joinTokens",
-    {
-      preValidation: emptyBodyIsNoOptions,
-      schema: {
-        tags: IDENTITY_TAGS,
-        summary: "Issue a one-time agent join token (extension)",
-        description: "Admin or a token of this project. An agent registers with it once, before it expires.",
-        params: V1ProjectParams,
-        body: Type.Object(
-          {
-            expiresInMinutes: Type.Optional(
-              Type.Integer({
-                minimum: 1,
-                maximum: JOIN_TOKEN_MAX_MINUTES,
-                description: `Default ${JOIN_TOKEN_DEFAULT_MINUTES}`,
-              }),
-            ),
-          },
-          { additionalProperties: false, description: "May be omitted" },
-        ),
-        response: { 201: IssuedJoinToken, ...errors(400, 403, 404) },
-      },
-    },
-    async (request, reply) => reply.status(201).send(await createJoinToken(db, request.params.projectId, request.body)),
-  );
-
   projectCollectionRoutes(app, {
     plural: "joinTokens",
     idParam: "joinTokenId",
@@ -73,5 +44,28 @@ export const joinTokenRoutes: FastifyPluginAsyncTypebox = async (app) => {
     deleteSummary: "Revoke a join token (extension)",
     list: (projectId) => listJoinTokens(db, projectId),
     remove: (projectId, id) => revokeJoinToken(db, projectId, id),
+    create: {
+      summary: "Issue a one-time agent join token (extension)",
+      description: "Admin or a token of this project. An agent registers with it once, before it expires.",
+      body: Type.Object(
+        {
+          expiresInMinutes: Type.Optional(
+            Type.Integer({
+              minimum: 1,
+              maximum: JOIN_TOKEN_MAX_MINUTES,
+              description: `Default ${JOIN_TOKEN_DEFAULT_MINUTES}`,
+            }),
+          ),
+        },
+        { additionalProperties: false, description: "May be omitted" },
+      ),
+      bodyOptional: true,
+      created: IssuedJoinToken,
+      errorCodes: [400, 403, 404],
+      run: async (projectId, body) => ({
+        ...(await createJoinToken(db, projectId, body)),
+        caCertHash: app.keelson.tls?.caCertHash ?? null,
+      }),
+    },
   });
 };

@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
 import { listNodePools } from "../domain/node-pools/node-pools.ts";
 import { getProject } from "../domain/projects/projects.ts";
-import { ErrorBody } from "./common-schemas.ts";
+import { ErrorBody, ProjectUuidParams } from "./common-schemas.ts";
 
 const NodePool = Type.Object({
   name: Type.String(),
@@ -20,7 +20,7 @@ export const nodePoolRoutes: FastifyPluginAsyncTypebox = async (app) => {
         schema: {
           tags: ["node pools"],
           summary: `List node pools (${version})`,
-          params: Type.Object({ project_uuid: Type.String({ description: "Project UUID" }) }),
+          params: ProjectUuidParams,
           response: { 200: Type.Array(NodePool), 403: ErrorBody, 404: ErrorBody },
         },
       },

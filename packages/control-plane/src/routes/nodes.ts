@@ -4,9 +4,8 @@ import { getNodeView, listNodeViews, updateNode } from "../domain/nodes/nodes.ts
 import { presentNodeV3, presentNodeV4 } from "../domain/nodes/present.ts";
 import { NodeV3, NodeV4 } from "../domain/nodes/schemas.ts";
 import { sendNoBody } from "../http/no-body.ts";
-import { ErrorBody, NoBody } from "./common-schemas.ts";
+import { ErrorBody, NoBody, ProjectUuidParams } from "./common-schemas.ts";
 
-const ProjectParams = Type.Object({ project_uuid: Type.String({ description: "Project UUID" }) });
 const NodeParams = Type.Object({
   project_uuid: Type.String({ description: "Project UUID" }),
   uuid: Type.String({ description: "Node UUID" }),
@@ -44,7 +43,7 @@ export const nodeRoutes: FastifyPluginAsyncTypebox = async (app) => {
         schema: {
           tags,
           summary: `List the project's nodes (${version} set, plus agentConnected and lastSeen)`,
-          params: ProjectParams,
+          params: ProjectUuidParams,
           response: { 200: Type.Array(record), 403: ErrorBody },
         },
       },

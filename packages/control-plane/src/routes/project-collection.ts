@@ -1,11 +1,31 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
-import { type Static, type TSchema, Type } from "typebox";
-import { ADMIN_ONLY, EmptyReply, errorResponses as errors, IDENTITY_TAGS, V1ProjectParams } from "./common-schemas.ts";
+import { type Static, type TObject, type TSchema, Type } from "typebox";
+import {
+  ADMIN_ONLY,
+  EmptyReply,
+  emptyBodyIsNoOptions,
+  errorResponses as errors,
+  IDENTITY_TAGS,
+  V1ProjectParams,
+} from "./common-schemas.ts";
 
 type App = Parameters<FastifyPluginAsyncTypebox>[0];
 
-/** One of a project's identity collections (tokens, users, join tokens) as its list and delete routes see it. */
-export interface ProjectCollection<Item extends TSchema> {
+/** How a collection's create route (`POST /v1/projects/:projectId/{plural}`) takes and answers. */
+export interface CollectionCreate<Body extends TObject, Created extends TSchema> {
+  summary: string;
+  description?: string;
+  body: Body;
+  /** The body may be left out (options only): it is then validated as `{}`. */
+  bodyOptional?: boolean;
+  /** The 201 answer; the error statuses it documents besides. */
+  created: Created;
+  errorCodes: number[];
+  run: (projectId: string, body: Static<Body>) => Promise<Static<Created>>;
+}
+
+/** One of a project's identity collections (tokens, users, join tokens) as its routes see it. */
+export interface ProjectCollection<Item extends TSchema, Body extends TObject, Created extends TSchema> {
   /** The path segment and the list body's key: `tokens` → `GET /v1/projects/:projectId/tokens` → `{ tokens: [...] }`. */
   plural: string;
   /** The item id's path parameter, e.g. `tokenId`. */
@@ -16,16 +36,40 @@ export interface ProjectCollection<Item extends TSchema> {
   deleteSummary: string;
   list: (projectId: string) => Promise<Static<Item>[]>;
   remove: (projectId: string, id: string) => Promise<void>;
+  create: CollectionCreate<Body, Created>;
 }
 
 /**
- * `GET /v1/projects/:projectId/{plural}` and `DELETE /v1/projects/:projectId/{plural}/:{idParam}`:
- * the list without secrets and the delete that answers 200 without a body, alike for every
- * collection, so they are declared once.
+ * `POST /v1/projects/:projectId/{plural}`, `GET /v1/projects/:projectId/{plural}` and
+ * `DELETE /v1/projects/:projectId/{plural}/:{idParam}`: the create that answers 201 (a secret
+ * appears only there), the list without secrets and the delete that answers 200 without a
+ * body, alike for every collection, so they are declared once.
  */
-export function projectCollectionRoutes<Item extends TSchema>(app: App, c: ProjectCollection<Item>): void {
+export function projectCollectionRoutes<Item extends TSchema, Body extends TObject, Created extends TSchema>(
+  app: App,
+  c: ProjectCollection<Item, Body, Created>,
+): void {
   const config = c.adminOnly ? ADMIN_ONLY : {};
   const base = `/v1/projects/:projectId/${c.plural}`;
+  const create = c.create;
+  app.post(
+    base,
+    {
+      config,
+      ...(create.bodyOptional ? { preValidation: emptyBodyIsNoOptions } : {}),
+      schema: {
+        tags: IDENTITY_TAGS,
+        summary: create.summary,
+        ...(create.description ? { description: create.description } : {}),
+        params: V1ProjectParams,
+        body: create.body as TObject,
+        // Widened: the run's own type already ties the answer to `created`.
+        response: { 201: create.created as TSchema, ...errors(...create.errorCodes) },
+      },
+    },
+    async (request, reply) =>
+      reply.status(201).send(await create.run(request.params.projectId, request.body as Static<Body>)),
+  );
   app.get(
     base,
     {

@@ -7,14 +7,7 @@ import {
   TOKEN_MAX_EXPIRES_IN_HOURS,
   TOKEN_NAME_MAX_LENGTH,
 } from "../domain/identity/project-tokens.ts";
-import {
-  ADMIN_ONLY,
-  emptyBodyIsNoOptions,
-  errorResponses as errors,
-  IDENTITY_TAGS,
-  Timestamp,
-  V1ProjectParams,
-} from "./common-schemas.ts";
+import { Timestamp } from "./common-schemas.ts";
 import { projectCollectionRoutes } from "./project-collection.ts";
 
 /** A project's API tokens (identity extension): the secret appears only in the create response; stored hashed. */
@@ -42,35 +35,6 @@ const IssuedToken = Type.Object({
 export const projectTokenRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const { db } = app.keelson;
 
-  app.post(
-    "/v1/projects/:projectId/tokens",
-    {
-      config: ADMIN_ONLY,
-      preValidation: emptyBodyIsNoOptions,
-      schema: {
-        tags: IDENTITY_TAGS,
-        summary: "Mint a project API token (extension, admin)",
-        params: V1ProjectParams,
-        body: Type.Object(
-          {
-            name: Type.Optional(Type.String({ minLength: 1, maxLength: TOKEN_NAME_MAX_LENGTH })),
-            expiresInHours: Type.Optional(
-              Type.Integer({
-                minimum: 1,
-                maximum: TOKEN_MAX_EXPIRES_IN_HOURS,
-                description: "Omit for a token that does not expire",
-              }),
-            ),
-          },
-          { additionalProperties: false, description: "May be omitted" },
-        ),
-        response: { 201: IssuedToken, ...errors(400, 403, 404) },
-      },
-    },
-    async (request, reply) =>
-      reply.status(201).send(await createProjectToken(db, request.params.projectId, request.body)),
-  );
-
   projectCollectionRoutes(app, {
     plural: "tokens",
     idParam: "tokenId",
@@ -80,5 +44,25 @@ export const projectTokenRoutes: FastifyPluginAsyncTypebox = async (app) => {
     deleteSummary: "Revoke a project token or login session (extension, admin)",
     list: (projectId) => listTokens(db, projectId),
     remove: (projectId, id) => revokeToken(db, projectId, id),
+    create: {
+      summary: "Mint a project API token (extension, admin)",
+      body: Type.Object(
+        {
+          name: Type.Optional(Type.String({ minLength: 1, maxLength: TOKEN_NAME_MAX_LENGTH })),
+          expiresInHours: Type.Optional(
+            Type.Integer({
+              minimum: 1,
+              maximum: TOKEN_MAX_EXPIRES_IN_HOURS,
+              description: "Omit for a token that does not expire",
+            }),
+          ),
+        },
+        { additionalProperties: false, description: "May be omitted" },
+      ),
+      bodyOptional: true,
+      created: IssuedToken,
+      errorCodes: [400, 403, 404],
+      run: (projectId, body) => createProjectToken(db, projectId, body),
+    },
   });
 };

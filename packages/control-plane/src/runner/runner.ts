@@ -1,5 +1,5 @@
 import { EventEmitter } from "node:events";
-import { type Db, databaseUnavailable, firstRow, operations } from "@keelson/db";
+import { type Db, databaseUnavailable, firstRow, operations, type StorageFull, storageFull } from "@keelson/db";
 import { eq } from "drizzle-orm";
 import type { FastifyBaseLogger } from "fastify";
 import { unfinishedOperations } from "./store.ts";
@@ -43,6 +43,8 @@ export class OperationRunner {
   constructor(
     private readonly db: Db,
     private readonly log: FastifyBaseLogger,
+    /** Told when a write of an operation found the storage full (which the runner waits out). */
+    private readonly onStorageFull?: (full: StorageFull) => void,
   ) {
     this.events.setMaxListeners(0);
   }
@@ -102,9 +104,9 @@ export class OperationRunner {
   }
 
   /**
-   * Runs an operation; while the database is away (PostgreSQL restarting, a failover) it is
-   * neither failed nor dropped: it waits and runs again from its saved cursor, as after a
-   * restart of the control plane, so each node's step is still done once.
+   * Runs an operation; while the database is away (PostgreSQL restarting, a failover) or the
+   * storage full it is neither failed nor dropped: it waits and runs again from its saved
+   * cursor, as after a restart of the control plane, so each node's step is still done once.
    */
   private async execute(id: string): Promise<void> {
     for (let attempt = 0; ; attempt++) {
@@ -114,6 +116,8 @@ export class OperationRunner {
       } catch (err) {
         const away = databaseUnavailable(err);
         if (!away) throw err;
+        const full = storageFull(err);
+        if (full) this.onStorageFull?.(full);
         const delayMs = Math.min(DATABASE_RETRY_MAX_MS, 250 * 2 ** attempt);
         this.log.warn(
           { operation: id, reason: away, retryInMs: delayMs },

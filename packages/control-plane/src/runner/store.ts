@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { type Db, firstRow, operations, type Tx } from "@keelson/db";
-import { and, desc, eq, inArray } from "drizzle-orm";
+import { and, asc, desc, eq, inArray, type SQL } from "drizzle-orm";
 import type { OperationRow } from "./types.ts";
 
 export interface NewOperation {
@@ -32,12 +32,32 @@ export async function recordOperation(tx: Tx, input: NewOperation): Promise<Oper
   return row;
 }
 
+/** The condition of an operation that has not ended: waiting for the runner, or running. */
+export function isUnfinished(): SQL {
+  return inArray(operations.state, ["pending", "running"]);
+}
+
 export async function unfinishedOperations(db: Db): Promise<OperationRow[]> {
-  return await db
-    .select()
+  return await db.select().from(operations).where(isUnfinished()).orderBy(operations.createdAt);
+}
+
+/**
+ * The params of the unfinished operations of one kind, on one target or in one project, oldest
+ * first: what requests still in flight have claimed (the nodes a detach or a restart takes).
+ */
+export async function unfinishedParams(
+  db: Tx,
+  kind: string,
+  scope: { targetId: string } | { projectId: string },
+): Promise<unknown[]> {
+  const where =
+    "targetId" in scope ? eq(operations.targetId, scope.targetId) : eq(operations.projectId, scope.projectId);
+  const rows = await db
+    .select({ params: operations.params })
     .from(operations)
-    .where(inArray(operations.state, ["pending", "running"]))
-    .orderBy(operations.createdAt);
+    .where(and(where, eq(operations.kind, kind), isUnfinished()))
+    .orderBy(asc(operations.createdAt));
+  return rows.map((r) => r.params);
 }
 
 export async function activeOperationFor(
@@ -45,7 +65,7 @@ export async function activeOperationFor(
   targetId: string,
   kinds?: string[],
 ): Promise<OperationRow | undefined> {
-  const conditions = [eq(operations.targetId, targetId), inArray(operations.state, ["pending", "running"])];
+  const conditions = [eq(operations.targetId, targetId), isUnfinished()];
   if (kinds) conditions.push(inArray(operations.kind, kinds));
   return firstRow(
     await tx

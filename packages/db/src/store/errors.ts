@@ -56,12 +56,66 @@ export function uniqueViolation(err: unknown): UniqueViolation | undefined {
 }
 
 /**
+ * A write to a file of the control plane's data dir that found its disk full (or the owner's
+ * quota spent). Only code that writes the data dir's own files raises it (see the control
+ * plane's data-dir-files.ts), so an ENOSPC from anywhere else (a child process, a temporary
+ * file elsewhere) is never mistaken for the data dir's disk.
+ */
+export class DataDirFullError extends Error {
+  override name = "DataDirFullError";
+  readonly code: string;
+  constructor(
+    /** The file that could not be written. */
+    readonly path: string,
+    cause: NodeJS.ErrnoException,
+  ) {
+    super(`${path}: ${cause.message}`, { cause });
+    this.code = cause.code ?? "ENOSPC";
+  }
+}
+
+/** The errno codes of a write refused for want of space: the disk full, or the quota spent. */
+export function isNoSpace(err: unknown): err is NodeJS.ErrnoException {
+  const code = (err as NodeJS.ErrnoException | undefined)?.code;
+  return code === "ENOSPC" || code === "EDQUOT";
+}
+
+export interface StorageFull {
+  /** `data-dir`: SQLite or a file of the data dir; `database`: PostgreSQL's own disk. */
+  where: "data-dir" | "database";
+  /** For the log. */
+  reason: string;
+}
+
+/**
+ * The one recogniser of "the storage is full": SQLite's SQLITE_FULL (its file is in the data
+ * dir), PostgreSQL's disk_full (SQLSTATE 53100) and a DataDirFullError. Writes then answer 507
+ * while reads go on; the condition passes by itself once space returns, so it is also
+ * something to wait out, like the database away (see databaseUnavailable).
+ */
+export function storageFull(err: unknown): StorageFull | undefined {
+  for (let e = err, depth = 0; depth < 4 && e && typeof e === "object"; depth++) {
+    if (e instanceof DataDirFullError) return { where: "data-dir", reason: e.message };
+    e = (e as DriverError).cause;
+  }
+  const e = driverError(err);
+  if (!e) return undefined;
+  const message = typeof e.message === "string" ? e.message : String(e.code);
+  if (e.code === "SQLITE_FULL") return { where: "data-dir", reason: `database: ${message} (SQLITE_FULL)` };
+  if (e.code === "53100") return { where: "database", reason: `database: ${message} (53100)` };
+  return undefined;
+}
+
+/**
  * The database cannot answer now but may soon: PostgreSQL restarting, failing over or out of
  * reach, a connection cut mid-statement, a statement past its timeout; SQLite locked by another
- * process past the busy timeout, or its disk full. What the client should hear is 503 and
- * "try again", with the reason for the log.
+ * process past the busy timeout; the storage full (storageFull, which the HTTP layer answers
+ * with 507 before it asks this). What the client should hear is 503 and "try again", with the
+ * reason for the log; what a running operation does is wait and resume from its cursor.
  */
 export function databaseUnavailable(err: unknown): string | undefined {
+  const full = storageFull(err);
+  if (full) return full.reason;
   const e = driverError(err);
   if (!e) return undefined;
   const code = e.code as string;
@@ -89,7 +143,7 @@ export function databaseUnavailable(err: unknown): string | undefined {
   // canceled by statement_timeout), 53 (insufficient resources: too many connections, disk
   // full), 40001/40P01 (a serialization failure or deadlock: retrying is the remedy).
   if (/^(08|57|53)/.test(code) || code === "40001" || code === "40P01") return `database: ${message} (${code})`;
-  if (/^SQLITE_(BUSY|FULL|IOERR|CANTOPEN)/.test(code)) {
+  if (/^SQLITE_(BUSY|IOERR|CANTOPEN)/.test(code)) {
     return `database: ${message} (${code})`;
   }
   return undefined;

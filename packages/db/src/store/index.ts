@@ -9,7 +9,15 @@ import { firstRow, type Store } from "./types.ts";
 export { assertBinaryCanRun, compareVersions, SchemaTooNewError } from "./compat.ts";
 export { type CopyProgress, copySqliteToPostgres, TABLES_IN_ORDER, type TableCopy } from "./copy.ts";
 export { checkDatabaseUrl, DATABASE_URL_RULE, type PostgresTarget, parseDatabaseUrl } from "./database-url.ts";
-export { databaseUnavailable, type UniqueViolation, uniqueViolation } from "./errors.ts";
+export {
+  DataDirFullError,
+  databaseUnavailable,
+  isNoSpace,
+  type StorageFull,
+  storageFull,
+  type UniqueViolation,
+  uniqueViolation,
+} from "./errors.ts";
 export { StatementGate } from "./gate.ts";
 export { dialectOf, jsonArrayOf, lockRows, type Prepared, prepare } from "./portable.ts";
 export {

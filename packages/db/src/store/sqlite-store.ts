@@ -34,6 +34,10 @@ export function openSqliteStore(file: string, migrationsFolder: string): Store {
     return statement;
   };
   const execute = (sql: string, params: unknown[], method: Method): { rows: unknown[] } => {
+    // SQLite ends a transaction by itself on some errors (SQLITE_FULL at COMMIT, for one);
+    // drizzle's ROLLBACK after it would then fail ("no transaction is active") and its error
+    // would replace the one that says what happened.
+    if (!sqlite.inTransaction && /^rollback\b/i.test(sql)) return { rows: [] };
     const statement = compile(sql);
     if (method === "run" || !statement.reader) {
       statement.run(...params);
@@ -75,8 +79,15 @@ export function openSqliteStore(file: string, migrationsFolder: string): Store {
       await gate.exclusive(async () => {
         if (!sqlite.open) return;
         // Fold the WAL back into the main file so a clean stop leaves one self-contained file.
-        sqlite.pragma("wal_checkpoint(TRUNCATE)");
-        sqlite.close();
+        // On a full disk the fold may fail; the WAL keeps every commit and the next open
+        // replays it, so the connection is closed all the same.
+        try {
+          sqlite.pragma("wal_checkpoint(TRUNCATE)");
+        } catch (err) {
+          if ((err as { code?: unknown }).code !== "SQLITE_FULL") throw err;
+        } finally {
+          sqlite.close();
+        }
       });
     },
   };

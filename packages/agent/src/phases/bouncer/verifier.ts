@@ -2,6 +2,7 @@ import { createHash, timingSafeEqual } from "node:crypto";
 import { readFileSync, statSync } from "node:fs";
 import http from "node:http";
 import https from "node:https";
+import { readBody } from "../../read-body.ts";
 
 /**
  * How the node bouncer decides whether a bearer token is one the control plane issued for this
@@ -61,12 +62,7 @@ export function urlVerifier(url: string, ca?: string): Verifier {
           headers: { "content-type": "application/json", "content-length": Buffer.byteLength(body) },
         },
         (res) => {
-          let text = "";
-          res.setEncoding("utf8");
-          res.on("data", (c: string) => {
-            text += c;
-          });
-          res.on("end", () => {
+          readBody(res).then((text) => {
             if (res.statusCode !== 200) return reject(new Error(`verifier answered ${res.statusCode}`));
             try {
               const answer = JSON.parse(text) as { valid?: boolean; username?: string; groups?: string[] };
@@ -78,7 +74,7 @@ export function urlVerifier(url: string, ca?: string): Verifier {
             } catch (err) {
               reject(err);
             }
-          });
+          }, reject);
         },
       );
       req.on("timeout", () => req.destroy(new Error(`verifier ${url} did not answer within 3000 ms`)));

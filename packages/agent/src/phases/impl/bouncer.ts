@@ -1,19 +1,12 @@
 import { existsSync } from "node:fs";
 import { createRequire } from "node:module";
 import { fileURLToPath, pathToFileURL } from "node:url";
+import { urlHost } from "@keelson/protocol";
 import { readTextOrUndefined } from "../../services/atomic-file.ts";
 import { childPath } from "../../services/child-path.ts";
 import type { ServiceSpec } from "../../services/types.ts";
 import { type PhaseContext, PhaseError } from "../types.ts";
-import {
-  type DesiredFile,
-  definePhase,
-  ensureService,
-  expectFiles,
-  expectServiceRunning,
-  hashOf,
-  writeFiles,
-} from "./common.ts";
+import { type DesiredFile, hashOf, servicePhase } from "./common.ts";
 
 /**
  * Configure and start the node bouncer (masters): the token-review webhook the apiserver asks
@@ -43,7 +36,7 @@ export function bouncerCommand(): { command: string; args: string[] } {
 }
 
 function bouncerUrl(ctx: PhaseContext): string {
-  const ip = ctx.config.primaryIp.includes(":") ? `[${ctx.config.primaryIp}]` : ctx.config.primaryIp;
+  const ip = urlHost(ctx.config.primaryIp);
   return `https://${ip}:${ctx.config.ports.bouncer}`;
 }
 
@@ -83,7 +76,7 @@ function bouncerFiles(ctx: PhaseContext): DesiredFile[] {
 function bouncerSpec(ctx: PhaseContext, files: DesiredFile[]): ServiceSpec {
   const { config, paths } = ctx;
   const program = bouncerCommand();
-  const ip = config.primaryIp.includes(":") ? `[${config.primaryIp}]` : config.primaryIp;
+  const ip = urlHost(config.primaryIp);
   return {
     name: "node-bouncer",
     description: "node bouncer (token-review webhook)",
@@ -107,24 +100,16 @@ function bouncerSpec(ctx: PhaseContext, files: DesiredFile[]): ServiceSpec {
   };
 }
 
-export const nodeBouncer = definePhase({
+export const nodeBouncer = servicePhase({
   id: "node-bouncer",
-  async start(ctx) {
-    const files = bouncerFiles(ctx);
-    writeFiles(files);
-    const status = await ensureService(ctx, bouncerSpec(ctx, files), [ctx.config.ports.bouncer]);
+  service: "node-bouncer",
+  files: bouncerFiles,
+  spec: bouncerSpec,
+  ports: (ctx) => [ctx.config.ports.bouncer],
+  started: (ctx, status) => {
     const source = ctx.config.bouncer.verifyUrl
       ? `verifier ${ctx.config.bouncer.verifyUrl}`
       : `${ctx.config.bouncer.tokens.length} token(s)`;
-    return { message: `listening on ${bouncerUrl(ctx)} (pid ${status.pid}; ${source})` };
-  },
-  async stop(ctx) {
-    await ctx.services.stop("node-bouncer");
-    return undefined;
-  },
-  async status(ctx) {
-    expectFiles(bouncerFiles(ctx));
-    await expectServiceRunning(ctx, "node-bouncer");
-    return undefined;
+    return `listening on ${bouncerUrl(ctx)} (pid ${status.pid}; ${source})`;
   },
 });

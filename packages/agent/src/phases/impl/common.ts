@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import type { PhaseId } from "@keelson/protocol";
 import { readTextOrUndefined, writeFileIfChanged } from "../../services/atomic-file.ts";
 import { childPath } from "../../services/child-path.ts";
 import type { ServiceSpec, ServiceStatus } from "../../services/types.ts";
@@ -48,6 +49,11 @@ export function serviceEnv(extra: Record<string, string> = {}): Record<string, s
   };
 }
 
+/** serviceEnv with the hash of the service's configuration files, so a changed file means a restart. */
+export function configuredServiceEnv(...configFiles: string[]): Record<string, string> {
+  return serviceEnv({ KEELSON_CONFIG_HASH: hashOf(...configFiles.map((path) => readTextOrUndefined(path))) });
+}
+
 /**
  * Installs the spec and brings the service up healthy. A changed spec (new flags, new config
  * hash) restarts a running service so it picks the change up. `ports` are the TCP ports it
@@ -77,3 +83,40 @@ export async function expectServiceRunning(ctx: PhaseContext, name: string): Pro
 }
 
 export const NOTHING_TO_DO = undefined;
+
+export interface ServicePhase {
+  id: PhaseId;
+  /** The service's name, as its spec gives it. */
+  service: string;
+  /** Files the service runs on, written before it starts (and checked by status). */
+  files?: (ctx: PhaseContext) => DesiredFile[];
+  spec: (ctx: PhaseContext, files: DesiredFile[]) => ServiceSpec;
+  /** Ports it listens on: one held by another process fails the start at once, naming it. */
+  ports?: (ctx: PhaseContext) => number[];
+  /** The start's message, once the service is up healthy. */
+  started: (ctx: PhaseContext, status: ServiceStatus) => string;
+}
+
+/**
+ * A phase that keeps one service running: start writes its files and brings it up healthy
+ * (restarting it when its spec changed), stop stops it, status checks the files and that it runs.
+ */
+export function servicePhase(p: ServicePhase): Phase {
+  return {
+    id: p.id,
+    async start(ctx) {
+      const files = p.files?.(ctx) ?? [];
+      writeFiles(files);
+      return { message: p.started(ctx, await ensureService(ctx, p.spec(ctx, files), p.ports?.(ctx))) };
+    },
+    async stop(ctx) {
+      await ctx.services.stop(p.service);
+      return undefined;
+    },
+    async status(ctx) {
+      expectFiles(p.files?.(ctx) ?? []);
+      await expectServiceRunning(ctx, p.service);
+      return undefined;
+    },
+  };
+}

@@ -1,12 +1,13 @@
 import { existsSync, mkdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
+import { urlHost } from "@keelson/protocol";
 import { readTextOrUndefined, writeFileIfChanged } from "../../services/atomic-file.ts";
 import { childPath } from "../../services/child-path.ts";
 import { parseEnvFile, renderEnvFile } from "../../services/env-file.ts";
 import type { ServiceSpec } from "../../services/types.ts";
 import { type PhaseContext, PhaseError } from "../types.ts";
-import { definePhase, ensureService, expectServiceRunning, hashOf, serviceEnv } from "./common.ts";
+import { configuredServiceEnv, definePhase, ensureService, expectServiceRunning } from "./common.ts";
 
 /**
  * etcd on masters, the real binary from the node package, with mutual TLS on both the client
@@ -24,12 +25,8 @@ export interface EtcdMember {
   clientUrls: string[];
 }
 
-function host(ip: string): string {
-  return ip.includes(":") ? `[${ip}]` : ip;
-}
-
 export function etcdUrls(ctx: PhaseContext): { client: string; peer: string } {
-  const ip = host(ctx.config.primaryIp);
+  const ip = urlHost(ctx.config.primaryIp);
   return { client: `https://${ip}:${ctx.config.ports.etcdClient}`, peer: `https://${ip}:${ctx.config.ports.etcdPeer}` };
 }
 
@@ -193,7 +190,7 @@ function etcdSpec(ctx: PhaseContext): ServiceSpec {
     command: ctx.binary("etcd"),
     args: [],
     environmentFile: paths.etcdEnv,
-    env: serviceEnv({ KEELSON_CONFIG_HASH: hashOf(readTextOrUndefined(paths.etcdEnv)) }),
+    env: configuredServiceEnv(paths.etcdEnv),
     health: {
       kind: "exec",
       command: etcdctlPath,

@@ -1,9 +1,10 @@
 import { existsSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
+import { urlHost } from "@keelson/protocol";
 import { readTextOrUndefined } from "../../services/atomic-file.ts";
 import type { ServiceSpec } from "../../services/types.ts";
 import { type PhaseContext, PhaseError } from "../types.ts";
-import { definePhase, ensureService, expectServiceRunning, hashOf, serviceEnv } from "./common.ts";
+import { configuredServiceEnv, definePhase, ensureService, expectServiceRunning, servicePhase } from "./common.ts";
 import { etcdUrls } from "./etcd.ts";
 import { cniFiles } from "./network.ts";
 
@@ -13,10 +14,6 @@ import { cniFiles } from "./network.ts";
  * real kubelet would run it as a static pod; it starts in the kubelet phase, before the kubelet,
  * since the kubelet registers the node with it.
  */
-
-function hostOf(ip: string): string {
-  return ip.includes(":") ? `[${ip}]` : ip;
-}
 
 function apiserverSpec(ctx: PhaseContext): ServiceSpec {
   const { config, paths } = ctx;
@@ -39,10 +36,10 @@ function apiserverSpec(ctx: PhaseContext): ServiceSpec {
       `--service-cluster-ip-range=${config.cluster.servicesCidr}`,
       ...(config.cluster.runtimeConfig ? [`--runtime-config=${config.cluster.runtimeConfig}`] : []),
     ],
-    env: serviceEnv({ KEELSON_CONFIG_HASH: hashOf(readTextOrUndefined(paths.apiserverWebhookConfig)) }),
+    env: configuredServiceEnv(paths.apiserverWebhookConfig),
     health: {
       kind: "http",
-      url: `https://${hostOf(config.primaryIp)}:${config.ports.apiServer}/readyz`,
+      url: `https://${urlHost(config.primaryIp)}:${config.ports.apiServer}/readyz`,
       ca: readTextOrUndefined(paths.caCert),
     },
     stopTimeoutMs: config.timeouts.serviceStopMs,
@@ -62,13 +59,8 @@ function kubeletSpec(ctx: PhaseContext): ServiceSpec {
       `--node-ip=${config.primaryIp}`,
       `--dynamic-config-dir=${paths.kubeletDynamicDir}`,
     ],
-    env: serviceEnv({
-      KEELSON_CONFIG_HASH: hashOf(
-        readTextOrUndefined(paths.kubeletConfig),
-        readTextOrUndefined(paths.kubeletKubeconfig),
-      ),
-    }),
-    health: { kind: "http", url: `http://${hostOf(config.primaryIp)}:${config.ports.kubeletHealthz}/healthz` },
+    env: configuredServiceEnv(paths.kubeletConfig, paths.kubeletKubeconfig),
+    health: { kind: "http", url: `http://${urlHost(config.primaryIp)}:${config.ports.kubeletHealthz}/healthz` },
     stopTimeoutMs: config.timeouts.serviceStopMs,
   };
 }
@@ -80,13 +72,8 @@ function kubeProxySpec(ctx: PhaseContext): ServiceSpec {
     description: "kube-proxy",
     command: ctx.binary("kube-proxy"),
     args: [`--config=${paths.kubeProxyConfig}`, `--hostname-override=${config.nodeName}`],
-    env: serviceEnv({
-      KEELSON_CONFIG_HASH: hashOf(
-        readTextOrUndefined(paths.kubeProxyConfig),
-        readTextOrUndefined(paths.kubeProxyKubeconfig),
-      ),
-    }),
-    health: { kind: "http", url: `http://${hostOf(config.primaryIp)}:${config.ports.kubeProxyHealthz}/healthz` },
+    env: configuredServiceEnv(paths.kubeProxyConfig, paths.kubeProxyKubeconfig),
+    health: { kind: "http", url: `http://${urlHost(config.primaryIp)}:${config.ports.kubeProxyHealthz}/healthz` },
     stopTimeoutMs: config.timeouts.serviceStopMs,
   };
 }
@@ -128,23 +115,12 @@ export const kubelet = definePhase({
   },
 });
 
-export const kubeProxy = definePhase({
+export const kubeProxy = servicePhase({
   id: "kube-proxy",
-  async start(ctx) {
-    const status = await ensureService(ctx, kubeProxySpec(ctx), [
-      ctx.config.ports.kubeProxyHealthz,
-      ctx.config.ports.kubeProxyMetrics,
-    ]);
-    return { message: `kube-proxy pid ${status.pid}` };
-  },
-  async stop(ctx) {
-    await ctx.services.stop("kube-proxy");
-    return undefined;
-  },
-  async status(ctx) {
-    await expectServiceRunning(ctx, "kube-proxy");
-    return undefined;
-  },
+  service: "kube-proxy",
+  spec: kubeProxySpec,
+  ports: (ctx) => [ctx.config.ports.kubeProxyHealthz, ctx.config.ports.kubeProxyMetrics],
+  started: (_ctx, status) => `kube-proxy pid ${status.pid}`,
 });
 
 /** What must hold before the node is of use; the first unmet condition, or undefined. */

@@ -1,17 +1,17 @@
 import { rmSync } from "node:fs";
 import { join } from "node:path";
-import { parseIpv4, parseVrouterId, VROUTER_ID_MAX, VROUTER_ID_MIN, vrrpRouterId } from "@keelson/protocol";
-import { readTextOrUndefined } from "../../services/atomic-file.ts";
+import { parseIpv4, parseVrouterId, urlHost, VROUTER_ID_MAX, VROUTER_ID_MIN, vrrpRouterId } from "@keelson/protocol";
 import type { ServiceSpec } from "../../services/types.ts";
 import { type PhaseContext, PhaseError } from "../types.ts";
 import {
+  configuredServiceEnv,
   type DesiredFile,
   definePhase,
   ensureService,
   expectFiles,
   expectServiceRunning,
   hashOf,
-  serviceEnv,
+  servicePhase,
   writeFiles,
 } from "./common.ts";
 
@@ -87,7 +87,7 @@ export function renderKeepalivedConf(ctx: PhaseContext, vip: Vip): string {
   ].join("\n");
 }
 
-function keepalivedSpec(ctx: PhaseContext, conf: string): ServiceSpec {
+function keepalivedSpec(ctx: PhaseContext): ServiceSpec {
   const { paths, config } = ctx;
   return {
     name: "keepalived",
@@ -101,7 +101,7 @@ function keepalivedSpec(ctx: PhaseContext, conf: string): ServiceSpec {
       `--pid=${join(paths.runDir, "keepalived-main.pid")}`,
       `--vrrp_pid=${join(paths.runDir, "keepalived-vrrp.pid")}`,
     ],
-    env: serviceEnv({ KEELSON_CONFIG_HASH: hashOf(conf) }),
+    env: configuredServiceEnv(paths.keepalivedConf),
     stopTimeoutMs: config.timeouts.serviceStopMs,
   };
 }
@@ -136,7 +136,7 @@ export const keepalived = definePhase({
     const conf = renderKeepalivedConf(ctx, vip);
     writeFiles([{ path: ctx.paths.keepalivedConf, content: conf }]);
     await testKeepalivedConf(ctx);
-    const status = await ensureService(ctx, keepalivedSpec(ctx, conf));
+    const status = await ensureService(ctx, keepalivedSpec(ctx));
     return {
       message: `VIP ${vip.address} on ${vip.iface}, virtual router ${vip.routerId} (masterVipVrouterId ${vip.apiId}, pid ${status.pid})`,
     };
@@ -158,7 +158,7 @@ export const keepalived = definePhase({
 function corefile(ctx: PhaseContext): DesiredFile {
   const { config, paths } = ctx;
   const ip = config.primaryIp;
-  const host = ip.includes(":") ? `[${ip}]` : ip;
+  const host = urlHost(ip);
   return {
     path: paths.corefile,
     content: [
@@ -184,34 +184,19 @@ function corefile(ctx: PhaseContext): DesiredFile {
   };
 }
 
-export const coredns = definePhase({
+export const coredns = servicePhase({
   id: "coredns",
-  async start(ctx) {
-    const file = corefile(ctx);
-    writeFiles([file]);
-    const host = ctx.config.primaryIp.includes(":") ? `[${ctx.config.primaryIp}]` : ctx.config.primaryIp;
-    const status = await ensureService(
-      ctx,
-      {
-        name: "coredns",
-        description: "CoreDNS",
-        command: ctx.binary("coredns"),
-        args: ["-conf", ctx.paths.corefile],
-        env: serviceEnv({ KEELSON_CONFIG_HASH: hashOf(readTextOrUndefined(file.path)) }),
-        health: { kind: "http", url: `http://${host}:${ctx.config.ports.corednsHealth}/health` },
-        stopTimeoutMs: ctx.config.timeouts.serviceStopMs,
-      },
-      [ctx.config.ports.corednsHealth, ctx.config.ports.corednsReady],
-    );
-    return { message: `coredns pid ${status.pid}` };
-  },
-  async stop(ctx) {
-    await ctx.services.stop("coredns");
-    return undefined;
-  },
-  async status(ctx) {
-    expectFiles([corefile(ctx)]);
-    await expectServiceRunning(ctx, "coredns");
-    return undefined;
-  },
+  service: "coredns",
+  files: (ctx) => [corefile(ctx)],
+  spec: (ctx) => ({
+    name: "coredns",
+    description: "CoreDNS",
+    command: ctx.binary("coredns"),
+    args: ["-conf", ctx.paths.corefile],
+    env: configuredServiceEnv(ctx.paths.corefile),
+    health: { kind: "http", url: `http://${urlHost(ctx.config.primaryIp)}:${ctx.config.ports.corednsHealth}/health` },
+    stopTimeoutMs: ctx.config.timeouts.serviceStopMs,
+  }),
+  ports: (ctx) => [ctx.config.ports.corednsHealth, ctx.config.ports.corednsReady],
+  started: (_ctx, status) => `coredns pid ${status.pid}`,
 });

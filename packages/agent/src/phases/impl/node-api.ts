@@ -1,6 +1,7 @@
 import { rmSync } from "node:fs";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
+import { urlHost } from "@keelson/protocol";
 import { readTextOrUndefined, writeFileAtomic } from "../../services/atomic-file.ts";
 import { httpGet } from "../../services/probe.ts";
 import { allowsWorkloadsOnMaster } from "../config.ts";
@@ -99,7 +100,7 @@ function dynamicFile(ctx: PhaseContext): DesiredFile {
 /** What the running kubelet reports it uses (/configz on its TLS port), compared with the file. */
 async function kubeletDisagrees(ctx: PhaseContext): Promise<string | undefined> {
   const { config, paths } = ctx;
-  const host = config.primaryIp.includes(":") ? `[${config.primaryIp}]` : config.primaryIp;
+  const host = urlHost(config.primaryIp);
   const url = `https://${host}:${config.ports.kubelet}/configz`;
   let live: Record<string, unknown>;
   try {

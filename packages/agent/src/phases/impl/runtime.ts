@@ -2,14 +2,14 @@ import { readdirSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { readTextOrUndefined, writeFileAtomic } from "../../services/atomic-file.ts";
 import type { ServiceSpec } from "../../services/types.ts";
-import { type PhaseContext, PhaseError } from "../types.ts";
+import { type Phase, type PhaseContext, PhaseError } from "../types.ts";
 import {
+  configuredServiceEnv,
   definePhase,
-  ensureService,
   expectFiles,
   expectServiceRunning,
-  hashOf,
   serviceEnv,
+  servicePhase,
   writeFiles,
 } from "./common.ts";
 import { runtimeFiles } from "./render.ts";
@@ -80,7 +80,7 @@ function containerdSpec(ctx: PhaseContext): ServiceSpec {
       "--state",
       paths.containerdState,
     ],
-    env: serviceEnv({ KEELSON_CONFIG_HASH: hashOf(readTextOrUndefined(paths.containerdConfig)) }),
+    env: configuredServiceEnv(paths.containerdConfig),
     // ctr talks to containerd over its socket: the same probe works for the real one.
     health: {
       kind: "exec",
@@ -95,24 +95,33 @@ function containerdSpec(ctx: PhaseContext): ServiceSpec {
   };
 }
 
-export const startRuntime = definePhase({
+const containerdPhase = servicePhase({
   id: "start-runtime",
+  service: "containerd",
+  spec: containerdSpec,
+  started: (_ctx, status) => `containerd running (pid ${status.pid})`,
+});
+
+/**
+ * Start runtime: containerd supervised and healthy, and then able to run a container (the
+ * probe, runtime-probe.ts). Status probes again only when containerd's pid changed: probing on
+ * every poll would start a container per poll.
+ */
+export const startRuntime: Phase = {
+  ...containerdPhase,
   async start(ctx) {
-    const status = await ensureService(ctx, containerdSpec(ctx));
+    const started = await containerdPhase.start(ctx);
+    const status = await expectServiceRunning(ctx, "containerd");
     await probeRuntime(ctx, status.pid);
-    return { message: `containerd running (pid ${status.pid}); a probe container ran and was removed` };
-  },
-  async stop(ctx) {
-    await ctx.services.stop("containerd");
-    return undefined;
+    return { message: `${started?.message}; a probe container ran and was removed` };
   },
   async status(ctx) {
+    await containerdPhase.status(ctx);
     const status = await expectServiceRunning(ctx, "containerd");
-    // Probing on every status would start a container per poll: once per containerd process.
     if (probedPid(ctx) !== status.pid) await probeRuntime(ctx, status.pid);
     return undefined;
   },
-});
+};
 
 interface ImportRecord {
   [file: string]: { size: number; mtimeMs: number; refs: string[] };

@@ -141,15 +141,17 @@ async function releaseNodes(k: Keelson, ctx: StepContext, only?: { masters: stri
 }
 
 export function clusterOperationKinds(k: Keelson): OperationKind[] {
+  // Create and attach alike: the nodes the request assigned join, masters first, then the task settles.
+  const joinSteps = (op: OperationRow): OperationStep[] => [
+    joinMastersStep(k, joiningNodes(op).masters),
+    joinWorkersStep(k, joiningNodes(op).workers),
+    { name: "settle", run: (ctx) => settleClusterTask(k, ctx) },
+  ];
   return [
     {
       kind: CLUSTER_OPS.create,
       // The nodes named at create were attached in the create transaction; they join here.
-      steps: (op) => [
-        joinMastersStep(k, joiningNodes(op).masters),
-        joinWorkersStep(k, joiningNodes(op).workers),
-        { name: "settle", run: (ctx) => settleClusterTask(k, ctx) },
-      ],
+      steps: joinSteps,
       onFailed: recordMembershipFailure(k),
     },
     {
@@ -164,11 +166,7 @@ export function clusterOperationKinds(k: Keelson): OperationKind[] {
     },
     {
       kind: CLUSTER_OPS.attach,
-      steps: (op) => [
-        joinMastersStep(k, joiningNodes(op).masters),
-        joinWorkersStep(k, joiningNodes(op).workers),
-        { name: "settle", run: (ctx) => settleClusterTask(k, ctx) },
-      ],
+      steps: joinSteps,
       onFailed: recordMembershipFailure(k),
     },
     {

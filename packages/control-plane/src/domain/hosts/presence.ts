@@ -1,8 +1,11 @@
-import { type Db, nodes } from "@keelson/db";
+import { type Db, databaseUnavailable, nodes } from "@keelson/db";
 import type { HelloFrame } from "@keelson/protocol";
 import { eq } from "drizzle-orm";
 import type { FastifyBaseLogger } from "fastify";
 import type { Presence, PresencePatch } from "../../agents/link-domain.ts";
+
+/** How soon a batch the database could not take is tried again. */
+const PRESENCE_RETRY_MS = 2_000;
 
 export interface PresenceOptions {
   /** State changes (connect, disconnect, facts, status) reach the table within this. Default 100 ms. */
@@ -95,6 +98,16 @@ export class PresenceWriter implements Presence {
         for (const [hostId, at] of seen) await tx.update(nodes).set({ lastSeen: at }).where(eq(nodes.id, hostId));
       });
     } catch (err) {
+      const away = databaseUnavailable(err);
+      if (away && !this.closed) {
+        // The database away or the storage full: put the batch back under anything newer (a
+        // host's facts, its condition among them, must not be lost) and try again later.
+        for (const [hostId, patch] of changes) this.changes.set(hostId, { ...patch, ...this.changes.get(hostId) });
+        for (const [hostId, at] of seen) if (!this.seen.has(hostId)) this.seen.set(hostId, at);
+        this.log.warn({ reason: away, hosts: changes.length + seen.length }, "agent presence not written; retrying");
+        this.changeTimer ??= setTimeout(() => void this.flush(), PRESENCE_RETRY_MS);
+        return;
+      }
       // Presence is advisory and rewritten on the next event; losing one batch must not take
       // the hub down.
       this.log.error({ err, hosts: changes.length + seen.length }, "could not write agent presence");
@@ -105,6 +118,7 @@ export class PresenceWriter implements Presence {
   async close(): Promise<void> {
     await this.flush();
     this.closed = true;
+    clearTimeout(this.changeTimer);
     clearInterval(this.seenTimer);
   }
 }

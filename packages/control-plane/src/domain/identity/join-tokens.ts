@@ -1,8 +1,8 @@
 import { randomUUID } from "node:crypto";
 import { type Db, firstRow, joinTokens, one, type Tx } from "@keelson/db";
 import { and, asc, eq, isNull } from "drizzle-orm";
-import { ApiError, notFound } from "../../http/errors.ts";
-import { getProject } from "../projects/projects.ts";
+import { ApiError } from "../../http/errors.ts";
+import { deleteProjectRow, getProject } from "../projects/projects.ts";
 import { addMinutes, isExpired, requireIntegerInRange } from "./rules.ts";
 import { generateSecret, hashSecret } from "./token-hash.ts";
 
@@ -94,11 +94,7 @@ export async function listJoinTokens(db: Db, projectId: string): Promise<JoinTok
 }
 
 export async function revokeJoinToken(db: Db, projectId: string, joinTokenId: string): Promise<void> {
-  const result = await db
-    .delete(joinTokens)
-    .where(and(eq(joinTokens.id, joinTokenId), eq(joinTokens.projectId, projectId)))
-    .returning({ id: joinTokens.id });
-  if (result.length === 0) throw notFound("join token", joinTokenId);
+  await deleteProjectRow(db, joinTokens, projectId, joinTokenId, "join token");
 }
 
 /** Who spent a join token, if anyone (the token itself, not its hash, is given). */

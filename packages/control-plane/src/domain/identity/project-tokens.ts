@@ -1,8 +1,8 @@
 import { randomUUID } from "node:crypto";
-import { clusterAccessTokens, type Db, one, tokens } from "@keelson/db";
-import { and, asc, eq } from "drizzle-orm";
-import { notFound } from "../../http/errors.ts";
-import { getProject } from "../projects/projects.ts";
+import { type Db, one, tokens } from "@keelson/db";
+import { asc, eq } from "drizzle-orm";
+import { revokeAccessTokensOf } from "../kubeconfig/access-tokens.ts";
+import { deleteProjectRow, getProject } from "../projects/projects.ts";
 import { addMinutes, requireDisplayName, requireIntegerInRange } from "./rules.ts";
 import { generateSecret, hashSecret } from "./token-hash.ts";
 
@@ -96,13 +96,7 @@ export async function listTokens(db: Db, projectId: string): Promise<TokenInfo[]
  */
 export async function revokeToken(db: Db, projectId: string, tokenId: string): Promise<void> {
   await db.transaction(async (tx) => {
-    const result = await tx
-      .delete(tokens)
-      .where(and(eq(tokens.id, tokenId), eq(tokens.projectId, projectId)))
-      .returning({ id: tokens.id });
-    if (result.length === 0) throw notFound("token", tokenId);
-    await tx
-      .delete(clusterAccessTokens)
-      .where(and(eq(clusterAccessTokens.projectId, projectId), eq(clusterAccessTokens.subject, tokenId)));
+    await deleteProjectRow(tx, tokens, projectId, tokenId, "token");
+    await revokeAccessTokensOf(tx, projectId, tokenId);
   });
 }

@@ -1,8 +1,9 @@
 import { randomUUID } from "node:crypto";
-import { clusterAccessTokens, type Db, firstRow, one, type Tx, users } from "@keelson/db";
+import { type Db, firstRow, one, type Tx, users } from "@keelson/db";
 import { and, asc, eq } from "drizzle-orm";
-import { badRequest, conflict, notFound } from "../../http/errors.ts";
-import { getProject } from "../projects/projects.ts";
+import { badRequest, conflict } from "../../http/errors.ts";
+import { revokeAccessTokensOf } from "../kubeconfig/access-tokens.ts";
+import { deleteProjectRow, getProject } from "../projects/projects.ts";
 import { hashPassword, PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH } from "./passwords.ts";
 import { requireDisplayName } from "./rules.ts";
 
@@ -78,14 +79,8 @@ export async function listUsers(db: Db, projectId: string): Promise<UserInfo[]> 
  */
 export async function deleteUser(db: Db, projectId: string, userId: string): Promise<void> {
   await db.transaction(async (tx) => {
-    const result = await tx
-      .delete(users)
-      .where(and(eq(users.id, userId), eq(users.projectId, projectId)))
-      .returning({ id: users.id });
-    if (result.length === 0) throw notFound("user", userId);
-    await tx
-      .delete(clusterAccessTokens)
-      .where(and(eq(clusterAccessTokens.projectId, projectId), eq(clusterAccessTokens.subject, userId)));
+    await deleteProjectRow(tx, users, projectId, userId, "user");
+    await revokeAccessTokensOf(tx, projectId, userId);
   });
 }
 

@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
-import { clusterAccessTokens, type Db, firstRow } from "@keelson/db";
+import { clusterAccessTokens, type Db, firstRow, type Tx } from "@keelson/db";
 import { and, eq, lte } from "drizzle-orm";
+import { isExpired } from "../identity/rules.ts";
 import { generateSecret, hashSecret } from "../identity/token-hash.ts";
 
 /** Prefix of kubeconfig bearer tokens, so a leaked one is recognisable (secret scanners, logs). */
@@ -62,6 +63,17 @@ export async function verifyClusterAccessToken(
       .where(eq(clusterAccessTokens.tokenHash, hashSecret(token))),
   );
   if (!row || row.clusterId !== clusterId) return null;
-  if (row.expiresAt !== null && Date.parse(row.expiresAt) <= now.getTime()) return null;
+  if (isExpired(row.expiresAt, now)) return null;
   return row.subject;
+}
+
+/**
+ * Revokes the kubeconfig bearer tokens issued to `subject` (a project token's or a user's id,
+ * see subject.ts), which no foreign key ties to it: when the token is revoked or the user
+ * deleted, the access it handed out must not live on for up to the cluster's certExpiryHrs.
+ */
+export async function revokeAccessTokensOf(tx: Tx, projectId: string, subject: string): Promise<void> {
+  await tx
+    .delete(clusterAccessTokens)
+    .where(and(eq(clusterAccessTokens.projectId, projectId), eq(clusterAccessTokens.subject, subject)));
 }

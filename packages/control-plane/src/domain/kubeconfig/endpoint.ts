@@ -1,4 +1,5 @@
 import { type Db, firstRow, nodes } from "@keelson/db";
+import { urlHost } from "@keelson/protocol";
 import { and, asc, eq, ne, sql } from "drizzle-orm";
 import type { ClusterRow } from "../clusters/views.ts";
 import { apiPort, externalDnsName, masterVipIpv4 } from "./cluster-settings.ts";
@@ -33,8 +34,7 @@ export async function firstMasterIp(db: Db, clusterId: string, joiningId?: strin
 export function apiServerUrl(spec: Record<string, unknown>, masterIp: string | undefined): string | undefined {
   const host = externalDnsName(spec) ?? masterVipIpv4(spec) ?? masterIp;
   if (host === undefined) return undefined;
-  // An IPv6 literal needs brackets in a URL.
-  const hostPart = host.includes(":") ? `[${host}]` : host;
+  const hostPart = urlHost(host);
   return `https://${hostPart}:${apiPort(spec)}`;
 }
 

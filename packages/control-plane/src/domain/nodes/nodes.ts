@@ -2,7 +2,7 @@ import { cloudProviders, clusters, type Db, nodePools, nodes } from "@keelson/db
 import { and, asc, eq, type SQL } from "drizzle-orm";
 import type { Keelson } from "../../context.ts";
 import { badRequest, notFound } from "../../http/errors.ts";
-import { detachNodes } from "../clusters/membership/detach.ts";
+import { changeMembership } from "../clusters/membership/change.ts";
 import type { NodeExtras, NodeRow } from "./present.ts";
 
 /** A node row with what its records need, read in one joined query. */
@@ -82,7 +82,7 @@ export async function updateNode(k: Keelson, projectId: string, nodeId: string, 
   const view = await getNodeView(k.db, projectId, nodeId);
   const clusterId = view.row.clusterId;
   if (clusterId === null) return;
-  await detachNodes(k, projectId, clusterId, [
+  await changeMembership(k, "detach", projectId, clusterId, [
     { uuid: nodeId, isMaster: view.row.isMaster === 1, field: "clusterUuid" },
   ]);
 }

@@ -3,6 +3,7 @@ import { mkdirSync, readFileSync, statSync } from "node:fs";
 import { copyFile, mkdtemp, readdir, rename, rm, stat, writeFile } from "node:fs/promises";
 import { isAbsolute, join } from "node:path";
 import { ApiError, badRequest, conflict } from "../../http/errors.ts";
+import { writingDataDir, writingDataDirAsync } from "../../storage/data-dir-files.ts";
 import { PackageRejected, sha256File } from "./verify.ts";
 
 /**
@@ -52,8 +53,15 @@ export class PackageShelf {
     return join(this.dataDir, "packages", this.kind.dir);
   }
 
-  /** Verifies the tarball at `source` and stores it; `source` is left as it was. */
-  async storeFile(source: string): Promise<StoredPackage> {
+  /**
+   * Verifies the tarball at `source` and stores it; `source` is left as it was. The shelf is in
+   * the data dir: no space there is a DataDirFullError (507), with the staged files removed.
+   */
+  storeFile(source: string): Promise<StoredPackage> {
+    return writingDataDirAsync(this.dir, () => this.stage(source));
+  }
+
+  private async stage(source: string): Promise<StoredPackage> {
     const dir = this.dir;
     mkdirSync(dir, { recursive: true });
     // Staged inside the shelf's directory so the final rename is atomic (same filesystem).
@@ -96,10 +104,10 @@ export class PackageShelf {
     if (bytes.length === 0)
       throw badRequest("package", `the body is empty: send the .tar.gz built by ${this.kind.buildHint}`);
     const dir = this.dir;
-    mkdirSync(dir, { recursive: true });
+    writingDataDir(dir, () => mkdirSync(dir, { recursive: true }));
     const tmp = join(dir, `.body-${randomUUID()}.tar.gz`);
     try {
-      await writeFile(tmp, bytes);
+      await writingDataDirAsync(tmp, () => writeFile(tmp, bytes));
       return await this.storeFile(tmp);
     } finally {
       await rm(tmp, { force: true });

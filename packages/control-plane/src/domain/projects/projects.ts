@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { cloudProviders, type Db, firstRow, nodePools, one, projects, type Tx } from "@keelson/db";
-import { asc, eq } from "drizzle-orm";
+import { and, asc, eq } from "drizzle-orm";
+import type { SQLiteColumn, SQLiteTable } from "drizzle-orm/sqlite-core";
 import type { Keelson } from "../../context.ts";
 import { badRequest, conflict, notFound } from "../../http/errors.ts";
 import type { Identity } from "../identity/resolver.ts";
@@ -72,4 +73,25 @@ export async function projectsVisibleTo(db: Db, identity: Identity): Promise<Pro
   if (identity.kind === "admin") return listProjects(db);
   const own = firstRow(await db.select().from(projects).where(eq(projects.id, identity.projectId)));
   return own ? [own] : [];
+}
+
+/** A table of rows a project owns (tokens, users, join tokens): each has its id and its project's. */
+type ProjectOwned = SQLiteTable & { id: SQLiteColumn; projectId: SQLiteColumn };
+
+/**
+ * Deletes one row a project owns, reached only through that project: an id of another project
+ * answers 404 like an unknown one (`what` names the kind in that answer).
+ */
+export async function deleteProjectRow(
+  db: Tx,
+  table: ProjectOwned,
+  projectId: string,
+  id: string,
+  what: string,
+): Promise<void> {
+  const deleted = await db
+    .delete(table)
+    .where(and(eq(table.id, id), eq(table.projectId, projectId)))
+    .returning({ id: table.id });
+  if (deleted.length === 0) throw notFound(what, id);
 }

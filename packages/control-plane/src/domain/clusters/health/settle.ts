@@ -1,6 +1,7 @@
 import { clusters, type Db, firstRow, lockRows, operations } from "@keelson/db";
-import { and, eq, inArray, ne } from "drizzle-orm";
+import { and, eq, ne } from "drizzle-orm";
 import type { Keelson } from "../../../context.ts";
+import { isUnfinished } from "../../../runner/store.ts";
 import type { StepContext } from "../../../runner/types.ts";
 import { roleCountsOf } from "../views.ts";
 import { settledClusterStatus } from "./health.ts";
@@ -35,13 +36,7 @@ async function writeIfNoOtherTask(ctx: StepContext, set: Partial<typeof clusters
       await tx
         .select({ id: operations.id })
         .from(operations)
-        .where(
-          and(
-            eq(operations.targetId, ctx.op.targetId),
-            inArray(operations.state, ["pending", "running"]),
-            ne(operations.id, ctx.op.id),
-          ),
-        )
+        .where(and(eq(operations.targetId, ctx.op.targetId), isUnfinished(), ne(operations.id, ctx.op.id)))
         .limit(1),
     );
     if (!other) await tx.update(clusters).set(set).where(id);

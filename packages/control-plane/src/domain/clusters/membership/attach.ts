@@ -2,10 +2,8 @@ import { cloudProviders, clusters, firstRow, lockRows, nodes, type Tx } from "@k
 import { and, eq, inArray, isNull } from "drizzle-orm";
 import type { Keelson } from "../../../context.ts";
 import { ApiError, badRequest, conflict } from "../../../http/errors.ts";
-import type { OperationRow } from "../../../runner/types.ts";
 import { assertNotDeleting } from "../deleting.ts";
-import { CLUSTER_OPS } from "../operations.ts";
-import { startClusterTask } from "../start-task.ts";
+import type { ClusterTask } from "../start-task.ts";
 import type { ClusterRow } from "../views.ts";
 
 /**
@@ -181,42 +179,32 @@ export async function assignNodes(tx: Tx, clusterId: string, plan: MembershipPla
 }
 
 /**
- * `POST .../clusters/{uuid}/attach`: in one transaction, with the cluster row locked (see
- * startClusterTask), the rules are checked against the rows as they are, the nodes assigned
- * and `cluster.attach` recorded.
+ * The attach's part of `changeMembership`, inside its transaction with the cluster row locked:
+ * the rules checked against the rows as they are, the nodes assigned; the mark says whether
+ * the cluster is (still) being created.
  */
-export async function attachNodes(
+export async function planAttach(
+  tx: Tx,
   k: Keelson,
   projectId: string,
   clusterId: string,
   entries: MembershipEntry[],
-): Promise<OperationRow> {
-  return (
-    await startClusterTask(k, {
-      projectId,
-      clusterId,
-      kind: CLUSTER_OPS.attach,
-      mark: { lastOp: "attach" },
-      first: async (tx, cluster) => {
-        await assertMembershipChangeable(tx, cluster, "attached");
-        // A request attaching the same host to another cluster waits here, then its check
-        // finds the host taken and answers as it would after (400 naming the entry).
-        await lockRows(tx, nodes, inArray(nodes.id, [...new Set(entries.map((e) => e.uuid))]));
-        const before = await masterCount(tx, clusterId);
-        const plan = await checkAttachEntries(tx, k.agents, projectId, entries, {
-          unknownNode: 404,
-          existingMasters: before.masters,
-        });
-        await assignNodes(tx, clusterId, plan);
-        return {
-          params: { masters: plan.masters, workers: plan.workers },
-          // Until a master is ok the cluster is still being created.
-          mark: {
-            ...(before.okMasters === 0 ? { status: "creating" } : {}),
-            taskStatus: before.masters === 0 && plan.masters.length > 0 ? "creating" : "updating",
-          },
-        };
-      },
-    })
-  ).operation;
+): Promise<{ plan: MembershipPlan; mark: ClusterTask["mark"] }> {
+  // A request attaching the same host to another cluster waits here, then its check
+  // finds the host taken and answers as it would after (400 naming the entry).
+  await lockRows(tx, nodes, inArray(nodes.id, [...new Set(entries.map((e) => e.uuid))]));
+  const before = await masterCount(tx, clusterId);
+  const plan = await checkAttachEntries(tx, k.agents, projectId, entries, {
+    unknownNode: 404,
+    existingMasters: before.masters,
+  });
+  await assignNodes(tx, clusterId, plan);
+  return {
+    plan,
+    // Until a master is ok the cluster is still being created.
+    mark: {
+      ...(before.okMasters === 0 ? { status: "creating" } : {}),
+      taskStatus: before.masters === 0 && plan.masters.length > 0 ? "creating" : "updating",
+    },
+  };
 }

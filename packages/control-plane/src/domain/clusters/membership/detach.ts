@@ -1,12 +1,10 @@
-import { nodes, operations, type Tx } from "@keelson/db";
+import { nodes, type Tx } from "@keelson/db";
 import { and, eq, inArray } from "drizzle-orm";
-import type { Keelson } from "../../../context.ts";
 import { ApiError, badRequest, conflict } from "../../../http/errors.ts";
-import type { OperationRow } from "../../../runner/types.ts";
+import { unfinishedParams } from "../../../runner/store.ts";
 import { isHealthyNode } from "../health/health.ts";
 import { CLUSTER_OPS } from "../operations.ts";
-import { startClusterTask } from "../start-task.ts";
-import { assertMembershipChangeable, type MembershipEntry, type MembershipPlan, uniqueNodeIds } from "./attach.ts";
+import { type MembershipEntry, type MembershipPlan, uniqueNodeIds } from "./attach.ts";
 
 /**
  * Detaching nodes from a manual-deploy cluster (spec §3, §4.1 detach, §4.3 PUT node). Each
@@ -38,18 +36,8 @@ interface MemberRow {
 
 /** Nodes that pending detach operations of this cluster are already taking out. */
 async function leavingNodes(db: Tx, clusterId: string): Promise<Set<string>> {
-  const ops = await db
-    .select({ params: operations.params })
-    .from(operations)
-    .where(
-      and(
-        eq(operations.targetId, clusterId),
-        eq(operations.kind, CLUSTER_OPS.detach),
-        inArray(operations.state, ["pending", "running"]),
-      ),
-    );
   const ids = new Set<string>();
-  for (const { params } of ops) {
+  for (const params of await unfinishedParams(db, CLUSTER_OPS.detach, { targetId: clusterId })) {
     for (const key of ["masters", "workers"]) {
       const list = (params as Record<string, unknown>)[key];
       if (Array.isArray(list)) for (const id of list) if (typeof id === "string") ids.add(id);
@@ -148,30 +136,4 @@ export function checkQuorum(members: MemberRow[], plan: MembershipPlan): void {
       "quorum_loss",
     );
   }
-}
-
-/**
- * `POST .../clusters/{uuid}/detach` and PUT nodes/{uuid} {clusterUuid: null}: the rules (quorum
- * above all) are checked inside the transaction that records the detach, with the cluster row
- * locked, so two detaches at once cannot each leave the quorum the other one needed.
- */
-export async function detachNodes(
-  k: Keelson,
-  projectId: string,
-  clusterId: string,
-  entries: MembershipEntry[],
-): Promise<OperationRow> {
-  return (
-    await startClusterTask(k, {
-      projectId,
-      clusterId,
-      kind: CLUSTER_OPS.detach,
-      mark: { taskStatus: "updating", lastOp: "detach" },
-      first: async (tx, cluster) => {
-        await assertMembershipChangeable(tx, cluster, "detached");
-        const plan = await checkDetachEntries(tx, projectId, clusterId, entries);
-        return { params: { masters: plan.masters, workers: plan.workers } };
-      },
-    })
-  ).operation;
 }

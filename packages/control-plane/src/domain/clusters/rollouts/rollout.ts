@@ -1,9 +1,9 @@
-import { clusters, type Db, firstRow, nodes, operations, type Tx } from "@keelson/db";
-import { and, asc, eq, inArray } from "drizzle-orm";
+import { clusters, type Db, firstRow, nodes, type Tx } from "@keelson/db";
+import { asc, eq, inArray } from "drizzle-orm";
 import type { Keelson } from "../../../context.ts";
 import { conflict } from "../../../http/errors.ts";
 import { settleAll } from "../../../runner/settle-all.ts";
-import { activeOperationFor } from "../../../runner/store.ts";
+import { activeOperationFor, unfinishedParams } from "../../../runner/store.ts";
 import type { OperationKind, OperationRow, OperationStep, StepContext } from "../../../runner/types.ts";
 import { nodePackageRef } from "../../packages/node-shelf.ts";
 import { etcdReports } from "../health/etcd-reports.ts";
@@ -327,19 +327,8 @@ export async function currentRollingRestarts(
   db: Db,
   projectId: string,
 ): Promise<{ name: string; runState: boolean }[]> {
-  const ops = await db
-    .select({ params: operations.params })
-    .from(operations)
-    .where(
-      and(
-        eq(operations.projectId, projectId),
-        eq(operations.kind, ROLLOUT_OPS.restart),
-        inArray(operations.state, ["pending", "running"]),
-      ),
-    )
-    .orderBy(asc(operations.createdAt));
   const nodeIds: string[] = [];
-  for (const { params } of ops) {
+  for (const params of await unfinishedParams(db, ROLLOUT_OPS.restart, { projectId })) {
     const p = params as Partial<RestartParams>;
     for (const n of [...(p.masters ?? []), ...(p.workers ?? [])]) nodeIds.push(n.id);
   }
