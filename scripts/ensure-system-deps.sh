@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Debian packages the tests use (real etcd and keepalived for the phases, iproute2 for network namespaces,
+# Debian packages the tests use (real etcd, keepalived, containerd, runc and the CNI plugins for the phases,
+# busybox-static for the tiny rootfs and OCI image the runtime checks run, iproute2 for network namespaces,
 # openssl to cross-check certificates, PostgreSQL for the store's second dialect).
 # Installed only when missing; needs root, as on CI.
 set -euo pipefail
@@ -7,6 +8,10 @@ need=()
 command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
 command -v etcdctl >/dev/null 2>&1 || need+=(etcd-client)
 PATH="$PATH:/usr/sbin:/sbin" command -v keepalived >/dev/null 2>&1 || need+=(keepalived)
+command -v containerd >/dev/null 2>&1 || need+=(containerd)
+command -v runc >/dev/null 2>&1 || need+=(runc)
+[ -x /usr/lib/cni/bridge ] || need+=(containernetworking-plugins)
+[ -x /bin/busybox ] || need+=(busybox-static)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v openssl >/dev/null 2>&1 || need+=(openssl)
 # A real PostgreSQL server for the store tests on that dialect (test/support/postgres.ts).

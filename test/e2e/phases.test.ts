@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { existsSync, readdirSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import https from "node:https";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -284,9 +284,23 @@ describe("node phases end to end: one master, two workers", () => {
       const record = await waitNodeOk(name, 15);
       expect(record.phases.filter((p) => p.state === "running")).toHaveLength(14);
       expect(await node(name)).toMatchObject({ clusterUuid: clusterId, isMaster: 0, status: "ok", api_responding: 0 });
-      expect(Object.keys(liveServicePids(dirs[name] as NodeHostDirs)).sort()).toEqual(
-        ["containerd", "kube-proxy", "kubelet"].sort(),
+      const pids = liveServicePids(dirs[name] as NodeHostDirs);
+      expect(Object.keys(pids).sort()).toEqual(["containerd", "kube-proxy", "kubelet"].sort());
+      // The real containerd answers on the node's own socket, and the runtime phase's probe
+      // container ran against this very containerd process before the node was ok.
+      const hostRoot = (dirs[name] as NodeHostDirs).hostRoot;
+      const version = execFileSync(
+        "ctr",
+        ["--address", join(hostRoot, "run", "containerd", "containerd.sock"), "version"],
+        {
+          encoding: "utf8",
+        },
       );
+      expect(version).toMatch(/Server:\s+Version:\s+1\.\d+/);
+      const probe = JSON.parse(
+        readFileSync(join(hostRoot, "var", "lib", "keelson", "runtime-probe", "last-pass.json"), "utf8"),
+      );
+      expect(probe.pid).toBe(pids.containerd);
     }
     await waitUntil("workers counted", async () => {
       const c = await cluster();

@@ -8,7 +8,7 @@ import { readTextOrUndefined, writeFileAtomic } from "./atomic-file.ts";
 import { childPath } from "./child-path.ts";
 import { readEnvFile } from "./env-file.ts";
 import { runProbe } from "./probe.ts";
-import { isSameProcess, logTail, processStartTime, signalGroup } from "./process-info.ts";
+import { isSameProcess, logTail, processStartTime, signalGroup, signalProcess } from "./process-info.ts";
 import { ServiceError, type ServiceManager, type ServiceSpec, type ServiceStatus } from "./types.ts";
 
 /**
@@ -122,11 +122,13 @@ export class DirectSupervisor implements ServiceManager {
     const { pid, startTime } = entry;
     if (pid && isSameProcess(pid, startTime)) {
       this.options.log.info({ service: name, pid }, "stopping service");
-      signalGroup(pid, "SIGTERM");
+      // Without keepChildrenOnStop the whole process group goes, as systemd's default KillMode.
+      const signal = entry.spec.keepChildrenOnStop ? signalProcess : signalGroup;
+      signal(pid, "SIGTERM");
       const timeoutMs = entry.spec.stopTimeoutMs ?? this.stopTimeoutMs;
       if (!(await waitGone(pid, startTime, timeoutMs))) {
         this.options.log.warn({ service: name, pid, timeoutMs }, "service ignored SIGTERM; killing it");
-        signalGroup(pid, "SIGKILL");
+        signal(pid, "SIGKILL");
         if (!(await waitGone(pid, startTime, 5000))) throw new ServiceError(`${name} (pid ${pid}) survived SIGKILL`);
       }
     }

@@ -25,6 +25,15 @@ export function isSameProcess(pid: number | null | undefined, startTime: string 
   return processStartTime(pid) === startTime;
 }
 
+/** Signals one process only (not its group); a process already gone is not an error. */
+export function signalProcess(pid: number, signal: NodeJS.Signals): void {
+  try {
+    process.kill(pid, signal);
+  } catch {
+    // Already gone.
+  }
+}
+
 /** Sends a signal to a process group (detached services lead their own), falling back to the pid. */
 export function signalGroup(pid: number, signal: NodeJS.Signals): void {
   try {

@@ -151,6 +151,7 @@ export function renderUnit(spec: ServiceSpec): string {
   if (spec.cwd) lines.push(`WorkingDirectory=${spec.cwd}`);
   if (spec.environmentFile) lines.push(`EnvironmentFile=${spec.environmentFile}`);
   for (const [key, value] of Object.entries(spec.env ?? {})) lines.push(`Environment=${quote(`${key}=${value}`)}`);
+  if (spec.keepChildrenOnStop) lines.push("Delegate=yes", "KillMode=process");
   lines.push(
     "Restart=always",
     "RestartSec=2",

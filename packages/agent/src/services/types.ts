@@ -42,6 +42,12 @@ export interface ServiceSpec {
   health?: HealthProbe;
   /** How long SIGTERM gets before SIGKILL. */
   stopTimeoutMs?: number;
+  /**
+   * Stopping the service signals its main process only, never what it started (containerd: its
+   * shims keep the containers running across a runtime restart). systemd: `KillMode=process`,
+   * and `Delegate=yes` so the cgroups the runtime creates for containers stay its own.
+   */
+  keepChildrenOnStop?: boolean;
 }
 
 export type ServiceState = "running" | "unhealthy" | "stopped" | "failed";

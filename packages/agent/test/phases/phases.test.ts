@@ -1,17 +1,17 @@
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { execa } from "execa";
 import { afterAll, describe, expect, it } from "vitest";
 import type { NodeConfig, NodeConfigInput } from "../../src/phases/config.ts";
 import { buildContext } from "../../src/phases/context.ts";
 import { certRequests } from "../../src/phases/impl/certs.ts";
+import { renderContainerdConfig } from "../../src/phases/impl/containerd-config.ts";
 import { parseMemberList } from "../../src/phases/impl/etcd.ts";
 import { appCatalog, keepalived } from "../../src/phases/impl/masters.ts";
 import { cniFiles, configureCni, networkConfig } from "../../src/phases/impl/network.ts";
 import { drainPods, nodeTaints, uncordon } from "../../src/phases/impl/node-api.ts";
 import { prepareConfig } from "../../src/phases/impl/prepare-config.ts";
-import { cpuSettings, renderContainerdConfig } from "../../src/phases/impl/render.ts";
-import { configureRuntime, loadUserImages, startRuntime } from "../../src/phases/impl/runtime.ts";
+import { cpuSettings } from "../../src/phases/impl/render.ts";
+import { configureRuntime } from "../../src/phases/impl/runtime.ts";
 import type { KubeApi, KubeNode, PodRef } from "../../src/phases/kube-api.ts";
 import { nodePaths } from "../../src/phases/paths.ts";
 import type { PhaseIntent } from "../../src/phases/types.ts";
@@ -322,54 +322,6 @@ describe("master extras", () => {
     });
     await expect(keepalived.start(badId.ctx())).rejects.toThrow(
       /masterVipVrouterId "300" must be an integer from 0 to 254/,
-    );
-  });
-});
-
-describe("container runtime and user images", () => {
-  it("starts the runtime, imports user image archives, and notices an archive not yet imported", async () => {
-    const { ctx, paths, services } = setup();
-    expect((await loadUserImages.status(ctx("status")))?.message).toMatch(/no user images/);
-    await configureRuntime.start(ctx());
-    await startRuntime.start(ctx());
-    await expect(startRuntime.status(ctx("status"))).resolves.toBeUndefined();
-
-    // A docker-save archive: manifest.json names the tags.
-    const build = join(paths.root, "..", "image");
-    mkdirSync(build, { recursive: true });
-    writeFileSync(
-      join(build, "manifest.json"),
-      JSON.stringify([{ Config: "c.json", RepoTags: ["example.com/app:1.0"], Layers: [] }]),
-    );
-    mkdirSync(paths.userImages, { recursive: true });
-    await execa("tar", ["-cf", join(paths.userImages, "app.tar"), "-C", build, "manifest.json"]);
-    await expect(loadUserImages.status(ctx("status"))).rejects.toThrow(/not imported yet: .*app.tar/);
-    expect(await loadUserImages.start(ctx())).toEqual({ message: "1 archive(s), 1 imported now" });
-    await expect(loadUserImages.status(ctx("status"))).resolves.toEqual({ message: "1 archive(s) loaded" });
-    const listed = await execa(join(ctx().config.nodePackage, "bin", "ctr"), [
-      "--address",
-      paths.containerdSocket,
-      "-n",
-      "k8s.io",
-      "images",
-      "ls",
-      "-q",
-    ]);
-    expect(listed.stdout.trim()).toBe("example.com/app:1.0");
-
-    await startRuntime.stop(ctx("stop"));
-    expect(services.livePids()).toEqual({});
-    await expect(startRuntime.status(ctx("status"))).rejects.toThrow(/containerd is stopped/);
-  }, 20_000);
-
-  it("fails a phase whose binary is missing, naming it", async () => {
-    const root = tempDir("pkg");
-    roots.push(root);
-    mkdirSync(join(root, "bin"));
-    const { ctx } = setup({ nodePackage: root });
-    await configureRuntime.start(ctx());
-    await expect(startRuntime.start(ctx())).rejects.toThrow(
-      `required binary "containerd" not found; looked for ${root}/bin/containerd`,
     );
   });
 });

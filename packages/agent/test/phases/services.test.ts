@@ -213,6 +213,13 @@ describe("SystemdManager", () => {
     expect(unit).toContain('ExecStart=/bin/x "50%%" "say \\"hi\\""');
   });
 
+  it("keeps a runtime's children across a stop: Delegate=yes and KillMode=process only when asked", () => {
+    const spec = { name: "containerd", description: "runtime", command: "/bin/containerd", args: [] };
+    const keeps = renderUnit({ ...spec, keepChildrenOnStop: true });
+    expect(keeps).toContain("\nDelegate=yes\nKillMode=process\n");
+    expect(renderUnit(spec)).not.toMatch(/Delegate|KillMode/);
+  });
+
   it("is chosen only with systemd running and the real root", async () => {
     const marker = tempDir("marker");
     roots.push(marker);

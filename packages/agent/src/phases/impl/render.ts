@@ -5,6 +5,7 @@ import { allowsWorkloadsOnMaster, type NodeConfig } from "../config.ts";
 import type { NodePaths } from "../paths.ts";
 import { PhaseError } from "../types.ts";
 import type { DesiredFile } from "./common.ts";
+import { CGROUP_DRIVER, registryEndpoint, renderContainerdConfig } from "./containerd-config.ts";
 import { clusterRange } from "./net.ts";
 
 /**
@@ -132,7 +133,7 @@ export function renderKubeletConfig(config: NodeConfig, paths: NodePaths): strin
     clusterDomain: "cluster.local",
     clusterDNS: [clusterDnsIp(config)],
     containerRuntimeEndpoint: `unix://${paths.containerdSocket}`,
-    cgroupDriver: "systemd",
+    cgroupDriver: CGROUP_DRIVER,
     failSwapOn: true,
     staticPodPath: paths.manifests,
     ...cpuSettings(config),
@@ -188,66 +189,10 @@ export function prepareConfigFiles(config: NodeConfig, paths: NodePaths): Desire
   ];
 }
 
-/** "registry.example.com:5000" or a URL to an endpoint URL. */
-function registryEndpoint(value: string): string {
-  return /^https?:\/\//.test(value) ? value.replace(/\/+$/, "") : `https://${value.replace(/\/+$/, "")}`;
-}
-
-function tomlString(value: string): string {
-  return JSON.stringify(value);
-}
-
-/** containerd's config.toml: its paths, the CRI settings, and a mirror per private registry. */
-export function renderContainerdConfig(config: NodeConfig, paths: NodePaths): string {
-  const c = config.cluster;
-  const mirrors: [string, string | undefined][] = [
-    ["docker.io", c.dockerPrivateRegistry],
-    ["quay.io", c.quayPrivateRegistry],
-    ["gcr.io", c.gcrPrivateRegistry],
-    ["registry.k8s.io", c.k8sPrivateRegistry],
-    ["k8s.gcr.io", c.k8sPrivateRegistry],
-  ];
-  const pauseRegistry = c.k8sPrivateRegistry
-    ? registryEndpoint(c.k8sPrivateRegistry).replace(/^https?:\/\//, "")
-    : "registry.k8s.io";
-  const lines = [
-    `# ${HEADER}`,
-    "version = 2",
-    `root = ${tomlString(paths.containerdRoot)}`,
-    `state = ${tomlString(paths.containerdState)}`,
-    "",
-    "[grpc]",
-    `  address = ${tomlString(paths.containerdSocket)}`,
-    "",
-    '[plugins."io.containerd.grpc.v1.cri"]',
-    `  sandbox_image = ${tomlString(`${pauseRegistry}/pause:3.9`)}`,
-    "  enable_unprivileged_ports = false",
-    '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]',
-    '  runtime_type = "io.containerd.runc.v2"',
-    '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]',
-    "  SystemdCgroup = true",
-  ];
-  if (c.dockerLiveRestoreEnabled !== undefined) {
-    // containerd has no live-restore switch: its shims keep containers running while it
-    // restarts, which is what live restore means for docker. Recorded so the intent is visible.
-    lines.push(
-      `# live restore requested: ${c.dockerLiveRestoreEnabled} (containerd keeps containers running across restarts)`,
-    );
-  }
-  for (const [registry, mirror] of mirrors) {
-    if (!mirror) continue;
-    lines.push(
-      `[plugins."io.containerd.grpc.v1.cri".registry.mirrors.${tomlString(registry)}]`,
-      `  endpoint = [${tomlString(registryEndpoint(mirror))}]`,
-    );
-  }
-  return `${lines.join("\n")}\n`;
-}
-
 export function renderDockerDaemonJson(config: NodeConfig): string {
   const c = config.cluster;
   return json({
-    "exec-opts": ["native.cgroupdriver=systemd"],
+    "exec-opts": [`native.cgroupdriver=${CGROUP_DRIVER}`],
     "live-restore": c.dockerLiveRestoreEnabled ?? false,
     ...(c.dockerPrivateRegistry ? { "registry-mirrors": [registryEndpoint(c.dockerPrivateRegistry)] } : {}),
   });

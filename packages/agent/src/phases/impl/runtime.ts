@@ -2,15 +2,46 @@ import { readdirSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { readTextOrUndefined, writeFileAtomic } from "../../services/atomic-file.ts";
 import type { ServiceSpec } from "../../services/types.ts";
-import { type PhaseContext, PhaseError } from "../types.ts";
-import { configuredServiceEnv, definePhase, expectFiles, serviceEnv, servicePhase, writeFiles } from "./common.ts";
+import { type Phase, type PhaseContext, PhaseError } from "../types.ts";
+import {
+  configuredServiceEnv,
+  definePhase,
+  expectFiles,
+  expectServiceRunning,
+  serviceEnv,
+  servicePhase,
+  writeFiles,
+} from "./common.ts";
 import { runtimeFiles } from "./render.ts";
+import { probedPid, probeRuntime } from "./runtime-probe.ts";
+
+/**
+ * containerd accepts the file or says why (`config dump` parses it as the daemon will, and fails
+ * on a file it cannot read), checked on a copy before the real file is replaced.
+ */
+export async function validateContainerdConfig(ctx: PhaseContext, content: string): Promise<void> {
+  const candidate = `${ctx.paths.containerdConfig}.keelson-check`;
+  writeFileAtomic(candidate, content);
+  try {
+    const result = await ctx.run(ctx.binary("containerd"), ["--config", candidate, "config", "dump"], {
+      allowFailure: true,
+      timeoutMs: 30_000,
+    });
+    if (result.exitCode !== 0) {
+      throw new PhaseError(`containerd refuses the configuration it was given: ${result.stderr.trim()}`);
+    }
+  } finally {
+    rmSync(candidate, { force: true });
+  }
+}
 
 /** Configure container runtime: containerd's config.toml (mirrors), docker's daemon.json, package repos. */
 export const configureRuntime = definePhase({
   id: "configure-runtime",
   async start(ctx) {
     const { present, absent } = runtimeFiles(ctx.config, ctx.paths);
+    const toml = present.find((f) => f.path === ctx.paths.containerdConfig);
+    if (toml) await validateContainerdConfig(ctx, toml.content);
     const written = writeFiles(present);
     for (const path of absent) rmSync(path, { force: true });
     return {
@@ -58,15 +89,39 @@ function containerdSpec(ctx: PhaseContext): ServiceSpec {
       env: serviceEnv(),
     },
     stopTimeoutMs: ctx.config.timeouts.serviceStopMs,
+    // A runtime restart keeps the containers: their shims outlive containerd (systemd:
+    // KillMode=process, Delegate=yes; the direct supervisor signals containerd's pid alone).
+    keepChildrenOnStop: true,
   };
 }
 
-export const startRuntime = servicePhase({
+const containerdPhase = servicePhase({
   id: "start-runtime",
   service: "containerd",
   spec: containerdSpec,
   started: (_ctx, status) => `containerd running (pid ${status.pid})`,
 });
+
+/**
+ * Start runtime: containerd supervised and healthy, and then able to run a container (the
+ * probe, runtime-probe.ts). Status probes again only when containerd's pid changed: probing on
+ * every poll would start a container per poll.
+ */
+export const startRuntime: Phase = {
+  ...containerdPhase,
+  async start(ctx) {
+    const started = await containerdPhase.start(ctx);
+    const status = await expectServiceRunning(ctx, "containerd");
+    await probeRuntime(ctx, status.pid);
+    return { message: `${started?.message}; a probe container ran and was removed` };
+  },
+  async status(ctx) {
+    await containerdPhase.status(ctx);
+    const status = await expectServiceRunning(ctx, "containerd");
+    if (probedPid(ctx) !== status.pid) await probeRuntime(ctx, status.pid);
+    return undefined;
+  },
+};
 
 interface ImportRecord {
   [file: string]: { size: number; mtimeMs: number; refs: string[] };
