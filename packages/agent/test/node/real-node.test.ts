@@ -132,7 +132,16 @@ describe("a master through the node controller, real phases", () => {
     expect(last.report.phases.filter((p) => p.state === "running")).toHaveLength(20);
     // Every profile was signed over the link, with the SANs the phase put in its CSR.
     expect(new Set(link.signed.map((r) => r.profile))).toEqual(
-      new Set(["kubelet", "kube-proxy", "apiserver", "bouncer", "etcd-server", "etcd-peer", "etcd-client"]),
+      new Set([
+        "kubelet",
+        "kube-proxy",
+        "apiserver",
+        "bouncer",
+        "etcd-server",
+        "etcd-peer",
+        "etcd-client",
+        "apiserver-kubelet-client",
+      ]),
     );
     const apiserver = link.signed.find((r) => r.profile === "apiserver")!;
     expect(apiserver.ipAddresses).toEqual(expect.arrayContaining([IP, "127.0.0.1", "10.21.0.1"]));

@@ -80,6 +80,7 @@ export async function createTestCa(dir: string): Promise<{ caPem: string; signCs
       "etcd-server": "serverAuth,clientAuth",
       "etcd-peer": "serverAuth,clientAuth",
       "etcd-client": "clientAuth",
+      "apiserver-kubelet-client": "clientAuth",
     }[profile];
     writeFileSync(
       extFile,

@@ -81,6 +81,13 @@ export function certRequests(config: NodeConfig): CertRequest[] {
       dns: [],
       ips: [],
     },
+    {
+      profile: "apiserver-kubelet-client",
+      commonName: "kube-apiserver-kubelet-client",
+      organization: "system:masters",
+      dns: [],
+      ips: [],
+    },
   );
   return requests;
 }
