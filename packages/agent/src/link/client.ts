@@ -119,6 +119,7 @@ export interface CertificateRequest {
 export interface SignedCertificatePem {
   certPem: string;
   caCertPem: string;
+  serviceAccountKeyPem?: string;
 }
 
 /** The answer frames a request waits for, by the request's frame type. */
@@ -271,7 +272,11 @@ export class LinkClient extends EventEmitter<LinkClientEvents> {
       options.signal,
     )) as Extract<AnswerFrame, { type: "cert.signed" }>;
     if (!frame.ok) throw new CertificateRefusedError(frame.error.code, frame.error.message);
-    return { certPem: frame.certPem, caCertPem: frame.caCertPem };
+    return {
+      certPem: frame.certPem,
+      caCertPem: frame.caCertPem,
+      ...(frame.serviceAccountKeyPem ? { serviceAccountKeyPem: frame.serviceAccountKeyPem } : {}),
+    };
   }
 
   /** Sends a request frame with a fresh id and waits for the answer of `answer` type with that id. */

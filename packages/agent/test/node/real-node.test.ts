@@ -37,7 +37,11 @@ beforeAll(async () => {
   link = new FakeLink();
   link.sign = async (request) => {
     const signed = await ca.signCsr(request.csrPem, request.profile, new AbortController().signal);
-    return { certPem: signed.certPem, caCertPem: signed.caPem };
+    return {
+      certPem: signed.certPem,
+      caCertPem: signed.caPem,
+      ...(signed.serviceAccountKeyPem ? { serviceAccountKeyPem: signed.serviceAccountKeyPem } : {}),
+    };
   };
   // The agent's local API, reduced to the bouncer's verify endpoint.
   const stateDir = new StateDir(join(root, "state")).ensure();

@@ -1,7 +1,6 @@
-import { generateKeyPairSync } from "node:crypto";
-import { existsSync, mkdirSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
-import { readTextOrUndefined, writeFileAtomic } from "../../services/atomic-file.ts";
+import { readTextOrUndefined } from "../../services/atomic-file.ts";
 import type { ServiceSpec } from "../../services/types.ts";
 import { type PhaseContext, PhaseError } from "../types.ts";
 import { definePhase, ensureService, expectServiceRunning, hashOf, serviceEnv } from "./common.ts";
@@ -38,21 +37,6 @@ export function kubeletTakesConfigDir(minor: number): boolean {
   return minor >= 30;
 }
 
-/**
- * The service-account token signing key pair, made on this master when missing.
- * DEFECT (known): it should be one pair per cluster, made by the control plane and delivered to
- * every master over the link; with a pair per master, a token signed by one master is refused
- * by another.
- */
-function ensureServiceAccountKey(ctx: PhaseContext): void {
-  const { paths } = ctx;
-  if (existsSync(paths.serviceAccountKey) && existsSync(paths.serviceAccountPub)) return;
-  mkdirSync(paths.pki, { recursive: true, mode: 0o700 });
-  const { privateKey, publicKey } = generateKeyPairSync("rsa", { modulusLength: 2048 });
-  writeFileAtomic(paths.serviceAccountPub, publicKey.export({ type: "spki", format: "pem" }).toString(), 0o644);
-  writeFileAtomic(paths.serviceAccountKey, privateKey.export({ type: "pkcs8", format: "pem" }).toString(), 0o600);
-}
-
 function apiserverSpec(ctx: PhaseContext): ServiceSpec {
   const { config, paths } = ctx;
   return {
@@ -72,7 +56,8 @@ function apiserverSpec(ctx: PhaseContext): ServiceSpec {
       `--etcd-keyfile=${paths.key("etcd-client")}`,
       `--authentication-token-webhook-config-file=${paths.apiserverWebhookConfig}`,
       `--service-cluster-ip-range=${config.cluster.servicesCidr}`,
-      // Required since Kubernetes 1.20: without them the real kube-apiserver exits.
+      // Required since Kubernetes 1.20: without them the real kube-apiserver exits. The key pair
+      // is the cluster's one, delivered with the apiserver certificate (certs phase).
       "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
       `--service-account-signing-key-file=${paths.serviceAccountKey}`,
       `--service-account-key-file=${paths.serviceAccountPub}`,
@@ -141,7 +126,6 @@ export const kubelet = definePhase({
   async start(ctx) {
     const notes: string[] = [];
     if (ctx.config.role === "master") {
-      ensureServiceAccountKey(ctx);
       const api = await ensureService(ctx, apiserverSpec(ctx), [ctx.config.ports.apiServer]);
       notes.push(`kube-apiserver pid ${api.pid}`);
     }
