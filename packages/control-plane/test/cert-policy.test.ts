@@ -40,6 +40,23 @@ describe("cert policy: names that belong to another node", () => {
     expect(kubelet(impostor, "system:node:worker-a")).toMatchObject({ ok: true });
   });
 
+  it("signs the apiserver's kubelet-client identity for masters only, as system:masters", () => {
+    const master = { hostId: "m", name: "master-b", primaryIp: "10.0.0.6", isMaster: true };
+    const proposal = {
+      profile: "apiserver-kubelet-client" as const,
+      commonName: "kube-apiserver-kubelet-client",
+      dnsNames: [],
+      ipAddresses: [],
+    };
+    expect(decideCertificate(master, cluster, proposal)).toMatchObject({
+      ok: true,
+      subject: { commonName: "kube-apiserver-kubelet-client", organization: ["system:masters"] },
+      usages: ["client"],
+    });
+    expect(decideCertificate(worker, cluster, proposal)).toMatchObject({ ok: false, reason: /masters only/ });
+    expect(decideCertificate(master, cluster, { ...proposal, commonName: "admin" })).toMatchObject({ ok: false });
+  });
+
   it("refuses a host registered under another node's host name", () => {
     const twin = { ...worker, name: "MASTER-A" };
     expect(kubelet(twin, "system:node:MASTER-A")).toMatchObject({ ok: false });

@@ -1,4 +1,4 @@
-import { X509Certificate } from "node:crypto";
+import { createPrivateKey, X509Certificate } from "node:crypto";
 import type { AddressInfo } from "node:net";
 import { clusters, firstRow, nodes } from "@keelson/db";
 import {
@@ -309,6 +309,16 @@ describe("cert.sign", () => {
     }
     const eku = new x509.X509Certificate(answer.certPem).getExtension(x509.ExtendedKeyUsageExtension);
     expect(eku?.usages).toEqual([x509.ExtendedKeyUsage.serverAuth]);
+    // The cluster's service-account signing key comes with it, the same at every asking.
+    expect(createPrivateKey(answer.serviceAccountKeyPem ?? "").asymmetricKeyType).toBe("ec");
+    const again = await sign(master, "apiserver", await csr("kube-apiserver"));
+    expect(again.ok && again.serviceAccountKeyPem).toBe(answer.serviceAccountKeyPem);
+  });
+
+  it("sends the service-account key with the apiserver certificate only", async () => {
+    const answer = await sign(worker, "kube-proxy", await csr("system:kube-proxy"));
+    expect(answer.ok, JSON.stringify(answer)).toBe(true);
+    expect(answer.ok && answer.serviceAccountKeyPem).toBeUndefined();
   });
 
   it("refuses what is not the node's: other names, other subjects, master profiles on workers, no cluster", async () => {

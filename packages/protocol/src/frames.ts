@@ -208,6 +208,8 @@ export const CertSignedFrame = Type.Union([
       ok: Type.Literal(true),
       certPem: Type.String({ maxLength: 16_384 }),
       caCertPem: Type.String({ maxLength: 16_384 }),
+      /** With a master's apiserver certificate: the cluster's service-account signing key (PKCS#8). */
+      serviceAccountKeyPem: Type.Optional(Type.String({ maxLength: 16_384 })),
     },
     strict,
   ),

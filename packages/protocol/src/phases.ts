@@ -125,6 +125,8 @@ export const CERT_PROFILES = {
   "etcd-server": { usages: ["server", "client"] },
   "etcd-peer": { usages: ["server", "client"] },
   "etcd-client": { usages: ["client"] },
+  /** The apiserver's client identity towards the kubelets (--kubelet-client-certificate). */
+  "apiserver-kubelet-client": { usages: ["client"] },
 } as const satisfies Record<string, { usages: readonly ("client" | "server")[] }>;
 export type CertProfile = keyof typeof CERT_PROFILES;
 export const CERT_PROFILE_NAMES = Object.keys(CERT_PROFILES) as CertProfile[];

@@ -122,6 +122,7 @@ export interface CertificateRequest {
 export interface SignedCertificatePem {
   certPem: string;
   caCertPem: string;
+  serviceAccountKeyPem?: string;
 }
 
 /** The answer frames a request waits for, by the request's frame type. */
@@ -274,7 +275,11 @@ export class LinkClient extends EventEmitter<LinkClientEvents> {
       options.signal,
     );
     if (!frame.ok) throw new CertificateRefusedError(frame.error.code, frame.error.message);
-    return { certPem: frame.certPem, caCertPem: frame.caCertPem };
+    return {
+      certPem: frame.certPem,
+      caCertPem: frame.caCertPem,
+      ...(frame.serviceAccountKeyPem ? { serviceAccountKeyPem: frame.serviceAccountKeyPem } : {}),
+    };
   }
 
   /** Sends a request frame with a fresh id and waits for the answer of `answer` type with that id. */

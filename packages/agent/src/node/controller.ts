@@ -497,7 +497,11 @@ export class NodeController {
         { profile, csrPem, dnsNames: request?.dns ?? [], ipAddresses: request?.ips ?? [] },
         { signal },
       );
-      return { certPem: signed.certPem, caPem: signed.caCertPem };
+      return {
+        certPem: signed.certPem,
+        caPem: signed.caCertPem,
+        ...(signed.serviceAccountKeyPem ? { serviceAccountKeyPem: signed.serviceAccountKeyPem } : {}),
+      };
     };
   }
 

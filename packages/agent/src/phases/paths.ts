@@ -17,13 +17,17 @@ export function nodePaths(hostRoot: string) {
     bouncerTokens: at("etc", "keelson", "bouncer-tokens.json"),
     pki,
     caCert: join(pki, "ca.crt"),
+    /** The service-account token signing key pair (kube-apiserver --service-account-*). */
+    serviceAccountKey: join(pki, "service-account.key"),
+    serviceAccountPub: join(pki, "service-account.pub"),
     cert: (profile: CertProfile) => join(pki, `${profile}.crt`),
     key: (profile: CertProfile) => join(pki, `${profile}.key`),
     csr: (profile: CertProfile) => join(pki, `${profile}.csr`),
     kube,
     kubeletConfig: join(kube, "kubelet-config.json"),
     kubeletKubeconfig: join(kube, "kubelet.kubeconfig"),
-    kubeletDynamicDir: join(kube, "kubelet-dynamic"),
+    /** The kubelet's --config-dir drop-ins (Kubernetes 1.30+), merged over kubeletConfig in name order. */
+    kubeletConfigDir: join(kube, "kubelet.conf.d"),
     kubeProxyConfig: join(kube, "kube-proxy-config.json"),
     kubeProxyKubeconfig: join(kube, "kube-proxy.kubeconfig"),
     apiserverWebhookConfig: join(kube, "authn-webhook.kubeconfig"),

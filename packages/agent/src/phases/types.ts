@@ -16,6 +16,8 @@ export interface SignedCertificate {
   certPem: string;
   /** The cluster CA that signed it (written as ca.crt, trusted by every service). */
   caPem: string;
+  /** With the apiserver certificate: the cluster's service-account signing key (one per cluster). */
+  serviceAccountKeyPem?: string;
 }
 
 /** Signs a CSR with the cluster CA. The control plane does it over the link; tests use a test CA. */

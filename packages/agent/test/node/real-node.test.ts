@@ -37,7 +37,11 @@ beforeAll(async () => {
   link = new FakeLink();
   link.sign = async (request) => {
     const signed = await ca.signCsr(request.csrPem, request.profile, new AbortController().signal);
-    return { certPem: signed.certPem, caCertPem: signed.caPem };
+    return {
+      certPem: signed.certPem,
+      caCertPem: signed.caPem,
+      ...(signed.serviceAccountKeyPem ? { serviceAccountKeyPem: signed.serviceAccountKeyPem } : {}),
+    };
   };
   // The agent's local API, reduced to the bouncer's verify endpoint.
   const stateDir = new StateDir(join(root, "state")).ensure();
@@ -132,7 +136,16 @@ describe("a master through the node controller, real phases", () => {
     expect(last.report.phases.filter((p) => p.state === "running")).toHaveLength(20);
     // Every profile was signed over the link, with the SANs the phase put in its CSR.
     expect(new Set(link.signed.map((r) => r.profile))).toEqual(
-      new Set(["kubelet", "kube-proxy", "apiserver", "bouncer", "etcd-server", "etcd-peer", "etcd-client"]),
+      new Set([
+        "kubelet",
+        "kube-proxy",
+        "apiserver",
+        "bouncer",
+        "etcd-server",
+        "etcd-peer",
+        "etcd-client",
+        "apiserver-kubelet-client",
+      ]),
     );
     const apiserver = link.signed.find((r) => r.profile === "apiserver")!;
     expect(apiserver.ipAddresses).toEqual(expect.arrayContaining([IP, "127.0.0.1", "10.21.0.1"]));

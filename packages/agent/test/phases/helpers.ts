@@ -1,4 +1,4 @@
-import { randomBytes } from "node:crypto";
+import { generateKeyPairSync, randomBytes } from "node:crypto";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
@@ -66,6 +66,10 @@ export async function createTestCa(dir: string): Promise<{ caPem: string; signCs
     "keyUsage=critical,keyCertSign,cRLSign",
   ]);
   const caPem = readFileSync(caCrt, "utf8");
+  // The cluster's one service-account key, sent with every apiserver certificate as the control plane does.
+  const serviceAccountKeyPem = generateKeyPairSync("ec", { namedCurve: "P-256" })
+    .privateKey.export({ type: "pkcs8", format: "pem" })
+    .toString();
   const signed: CertProfile[] = [];
   const signCsr: SignCsr = async (csrPem, profile) => {
     const id = randomBytes(6).toString("hex");
@@ -80,6 +84,7 @@ export async function createTestCa(dir: string): Promise<{ caPem: string; signCs
       "etcd-server": "serverAuth,clientAuth",
       "etcd-peer": "serverAuth,clientAuth",
       "etcd-client": "clientAuth",
+      "apiserver-kubelet-client": "clientAuth",
     }[profile];
     writeFileSync(
       extFile,
@@ -106,7 +111,7 @@ export async function createTestCa(dir: string): Promise<{ caPem: string; signCs
     rmSync(csrFile);
     rmSync(extFile);
     signed.push(profile);
-    return { certPem: stdout, caPem };
+    return { certPem: stdout, caPem, ...(profile === "apiserver" ? { serviceAccountKeyPem } : {}) };
   };
   return { caPem, signCsr, signed };
 }

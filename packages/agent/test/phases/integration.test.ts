@@ -118,7 +118,16 @@ describe("all phases on one master", () => {
     expect(list.find((p) => p.id === "keepalived")?.message).toMatch(/not set: keepalived is not needed/);
     expect(list.find((p) => p.id === "load-user-images")?.message).toMatch(/no user images/);
     expect(new Set(signed)).toEqual(
-      new Set(["kubelet", "kube-proxy", "apiserver", "bouncer", "etcd-server", "etcd-peer", "etcd-client"]),
+      new Set([
+        "kubelet",
+        "kube-proxy",
+        "apiserver",
+        "bouncer",
+        "etcd-server",
+        "etcd-peer",
+        "etcd-client",
+        "apiserver-kubelet-client",
+      ]),
     );
     expect(Object.keys(services.livePids()).sort()).toEqual(
       ["containerd", "coredns", "etcd", "kube-apiserver", "kube-proxy", "kubelet", "node-bouncer"].sort(),

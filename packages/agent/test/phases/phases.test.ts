@@ -210,6 +210,7 @@ describe("certificates", () => {
       "etcd-server",
       "etcd-peer",
       "etcd-client",
+      "apiserver-kubelet-client",
     ]);
     const worker = setup({ role: "worker" }).config;
     expect(certRequests(worker).map((r) => r.profile)).toEqual(["kubelet", "kube-proxy"]);

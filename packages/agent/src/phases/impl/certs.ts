@@ -1,5 +1,5 @@
-import { createPrivateKey, X509Certificate } from "node:crypto";
-import { mkdirSync, readFileSync } from "node:fs";
+import { createPrivateKey, createPublicKey, X509Certificate } from "node:crypto";
+import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import type { CertProfile } from "@keelson/protocol";
 import { nthAddress, parseIpv4 } from "@keelson/protocol";
 import { writeFileAtomic } from "../../services/atomic-file.ts";
@@ -81,6 +81,13 @@ export function certRequests(config: NodeConfig): CertRequest[] {
       dns: [],
       ips: [],
     },
+    {
+      profile: "apiserver-kubelet-client",
+      commonName: "kube-apiserver-kubelet-client",
+      organization: "system:masters",
+      dns: [],
+      ips: [],
+    },
   );
   return requests;
 }
@@ -88,6 +95,10 @@ export function certRequests(config: NodeConfig): CertRequest[] {
 /** Why a certificate cannot be reused, or undefined when it can. */
 export function certificateProblem(ctx: PhaseContext, request: CertRequest): string | undefined {
   const { paths } = ctx;
+  // The cluster's service-account key comes with the apiserver certificate: without it, ask again.
+  if (request.profile === "apiserver" && !existsSync(paths.serviceAccountKey)) {
+    return "apiserver: the cluster's service-account key has not been delivered";
+  }
   let cert: X509Certificate;
   let ca: X509Certificate;
   try {
@@ -137,6 +148,17 @@ async function issue(ctx: PhaseContext, request: CertRequest): Promise<void> {
   // someone else's certificate fails here, naming the problem.
   writeFileAtomic(paths.cert(request.profile), ensureNewline(signed.certPem), 0o644);
   writeFileAtomic(paths.caCert, ensureNewline(signed.caPem), 0o644);
+  if (request.profile === "apiserver") {
+    if (!signed.serviceAccountKeyPem) {
+      throw new PhaseError(
+        "the control plane sent the apiserver certificate without the cluster's service-account key",
+      );
+    }
+    const key = createPrivateKey(signed.serviceAccountKeyPem);
+    const pub = createPublicKey(key).export({ type: "spki", format: "pem" }).toString();
+    writeFileAtomic(paths.serviceAccountPub, pub, 0o644);
+    writeFileAtomic(paths.serviceAccountKey, ensureNewline(signed.serviceAccountKeyPem), 0o600);
+  }
   const problem = certificateProblem(ctx, request);
   if (problem) throw new PhaseError(`the signed certificate is not usable: ${problem}`);
 }

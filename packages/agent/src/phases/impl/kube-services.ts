@@ -15,6 +15,25 @@ import { cniFiles } from "./network.ts";
  * since the kubelet registers the node with it.
  */
 
+/**
+ * The Kubernetes minor of the node package's kubelet (30 for v1.30.x), from `kubelet --version`
+ * as the real binary answers it ("Kubernetes v1.30.4"): what the kubelet may be given depends on it.
+ */
+export async function kubeletMinor(ctx: PhaseContext): Promise<number> {
+  const answer = await ctx.run(ctx.binary("kubelet"), ["--version"], { timeoutMs: 10_000 });
+  const minor = /\bv?1\.(\d+)\./.exec(answer.stdout)?.[1];
+  if (!minor)
+    throw new PhaseError(
+      `kubelet --version answered ${JSON.stringify(answer.stdout.trim())}, not a Kubernetes version`,
+    );
+  return Number(minor);
+}
+
+/** The kubelet's drop-in directory (--config-dir): beta and on by default from Kubernetes 1.30. */
+export function kubeletTakesConfigDir(minor: number): boolean {
+  return minor >= 30;
+}
+
 function apiserverSpec(ctx: PhaseContext): ServiceSpec {
   const { config, paths } = ctx;
   return {
@@ -34,6 +53,16 @@ function apiserverSpec(ctx: PhaseContext): ServiceSpec {
       `--etcd-keyfile=${paths.key("etcd-client")}`,
       `--authentication-token-webhook-config-file=${paths.apiserverWebhookConfig}`,
       `--service-cluster-ip-range=${config.cluster.servicesCidr}`,
+      // Required since Kubernetes 1.20: without them the real kube-apiserver exits. The key pair
+      // is the cluster's one, delivered with the apiserver certificate (certs phase).
+      "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+      `--service-account-signing-key-file=${paths.serviceAccountKey}`,
+      `--service-account-key-file=${paths.serviceAccountPub}`,
+      "--authorization-mode=Node,RBAC",
+      "--enable-admission-plugins=NodeRestriction",
+      `--allow-privileged=${config.cluster.privileged === true}`,
+      `--kubelet-client-certificate=${paths.cert("apiserver-kubelet-client")}`,
+      `--kubelet-client-key=${paths.key("apiserver-kubelet-client")}`,
       ...(config.cluster.runtimeConfig ? [`--runtime-config=${config.cluster.runtimeConfig}`] : []),
     ],
     env: configuredServiceEnv(paths.apiserverWebhookConfig),
@@ -46,7 +75,7 @@ function apiserverSpec(ctx: PhaseContext): ServiceSpec {
   };
 }
 
-function kubeletSpec(ctx: PhaseContext): ServiceSpec {
+function kubeletSpec(ctx: PhaseContext, minor: number): ServiceSpec {
   const { config, paths } = ctx;
   return {
     name: "kubelet",
@@ -57,7 +86,8 @@ function kubeletSpec(ctx: PhaseContext): ServiceSpec {
       `--kubeconfig=${paths.kubeletKubeconfig}`,
       `--hostname-override=${config.nodeName}`,
       `--node-ip=${config.primaryIp}`,
-      `--dynamic-config-dir=${paths.kubeletDynamicDir}`,
+      // --dynamic-config-dir went in Kubernetes 1.24; the drop-in directory replaces it from 1.30.
+      ...(kubeletTakesConfigDir(minor) ? [`--config-dir=${paths.kubeletConfigDir}`] : []),
     ],
     env: configuredServiceEnv(paths.kubeletConfig, paths.kubeletKubeconfig),
     health: { kind: "http", url: `http://${urlHost(config.primaryIp)}:${config.ports.kubeletHealthz}/healthz` },
@@ -86,7 +116,7 @@ export const kubelet = definePhase({
       const api = await ensureService(ctx, apiserverSpec(ctx), [ctx.config.ports.apiServer]);
       notes.push(`kube-apiserver pid ${api.pid}`);
     }
-    const status = await ensureService(ctx, kubeletSpec(ctx), [
+    const status = await ensureService(ctx, kubeletSpec(ctx, await kubeletMinor(ctx)), [
       ctx.config.ports.kubelet,
       ctx.config.ports.kubeletHealthz,
     ]);

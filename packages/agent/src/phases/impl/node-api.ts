@@ -8,7 +8,8 @@ import { allowsWorkloadsOnMaster } from "../config.ts";
 import type { KubeNode, Taint } from "../kube-api.ts";
 import { type PhaseContext, PhaseError } from "../types.ts";
 import { type DesiredFile, definePhase, expectFiles, writeFiles } from "./common.ts";
-import { cpuSettings } from "./render.ts";
+import { kubeletMinor, kubeletTakesConfigDir } from "./kube-services.ts";
+import { cpuSettings, renderKubeletConfig } from "./render.ts";
 
 /**
  * The phases that talk to the cluster's Kubernetes API about this node: taints and labels,
@@ -89,11 +90,25 @@ export const nodeTaints = definePhase({
   },
 });
 
-/** The cluster's kubelet settings that may change while the node runs. */
-function dynamicFile(ctx: PhaseContext): DesiredFile {
+/**
+ * The cluster's kubelet settings that may change while the node runs, written the way the
+ * package's kubelet takes them: from Kubernetes 1.30 a drop-in of its --config-dir (a whole
+ * KubeletConfiguration object; only *.conf files count, merged in name order over --config);
+ * before that the --config file itself, rewritten. Either way the kubelet reads it at start
+ * only, so a change means a restart (dynamic kubelet configuration was removed in 1.24).
+ */
+function dynamicFile(ctx: PhaseContext, minor: number): DesiredFile {
+  if (!kubeletTakesConfigDir(minor)) {
+    return { path: ctx.paths.kubeletConfig, content: renderKubeletConfig(ctx.config, ctx.paths) };
+  }
+  const dropIn = {
+    apiVersion: "kubelet.config.k8s.io/v1beta1",
+    kind: "KubeletConfiguration",
+    ...cpuSettings(ctx.config),
+  };
   return {
-    path: join(ctx.paths.kubeletDynamicDir, "kubelet.json"),
-    content: `${JSON.stringify(cpuSettings(ctx.config), null, 2)}\n`,
+    path: join(ctx.paths.kubeletConfigDir, "50-keelson-dynamic.conf"),
+    content: `${JSON.stringify(dropIn, null, 2)}\n`,
   };
 }
 
@@ -129,7 +144,7 @@ async function kubeletDisagrees(ctx: PhaseContext): Promise<string | undefined> 
 export const dynamicKubeletConfig = definePhase({
   id: "dynamic-kubelet-config",
   async start(ctx) {
-    writeFiles([dynamicFile(ctx)]);
+    writeFiles([dynamicFile(ctx, await kubeletMinor(ctx))]);
     const before = await kubeletDisagrees(ctx);
     if (!before) return { message: "kubelet runs with the cluster's settings" };
     ctx.log.info({ reason: before }, "restarting kubelet to apply its dynamic configuration");
@@ -143,7 +158,7 @@ export const dynamicKubeletConfig = definePhase({
     return undefined;
   },
   async status(ctx) {
-    expectFiles([dynamicFile(ctx)]);
+    expectFiles([dynamicFile(ctx, await kubeletMinor(ctx))]);
     const problem = await kubeletDisagrees(ctx);
     if (problem) throw new PhaseError(problem);
     return undefined;

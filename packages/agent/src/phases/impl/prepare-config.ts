@@ -12,7 +12,7 @@ export const prepareConfig = definePhase({
   async start(ctx) {
     const files = prepareConfigFiles(ctx.config, ctx.paths);
     mkdirSync(ctx.paths.manifests, { recursive: true });
-    mkdirSync(ctx.paths.kubeletDynamicDir, { recursive: true });
+    mkdirSync(ctx.paths.kubeletConfigDir, { recursive: true });
     const written = writeFiles(files);
     return { message: written.length > 0 ? `wrote ${written.length} file(s)` : "configuration up to date" };
   },

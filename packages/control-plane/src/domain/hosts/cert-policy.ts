@@ -22,6 +22,7 @@ const MASTER_ONLY: ReadonlySet<CertProfile> = new Set([
   "etcd-server",
   "etcd-peer",
   "etcd-client",
+  "apiserver-kubelet-client",
 ]);
 
 const API_SERVICE_NAMES = [
@@ -134,6 +135,9 @@ function subjectRule(
       return { names: nodeNames };
     case "etcd-client":
       return { names: ["kube-apiserver-etcd-client"], organization: ["system:masters"] };
+    case "apiserver-kubelet-client":
+      // kubeadm's identity for the same purpose: the kubelets' webhook authorizer lets it in.
+      return { names: ["kube-apiserver-kubelet-client"], organization: ["system:masters"] };
   }
 }
 

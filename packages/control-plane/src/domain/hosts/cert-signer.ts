@@ -2,6 +2,7 @@ import { clusters, type Db, firstRow, nodes } from "@keelson/db";
 import type { CertSignedFrame, CertSignFrame } from "@keelson/protocol";
 import * as x509 from "@peculiar/x509";
 import { and, eq, ne } from "drizzle-orm";
+import { serviceAccountKeyPem } from "../../pki/service-account-key.ts";
 import { CertificateRequestError, signCertificate } from "../../pki/sign.ts";
 import type { SecretCipher } from "../../secrets/cipher.ts";
 import { decideCertificate } from "./cert-policy.ts";
@@ -96,8 +97,9 @@ export class NodeCertificateSigner {
         },
       );
       if (!decision.ok) return refuse(decision.reason);
+      const caKeyPem = this.cipher.decrypt(row.caKeyEnc);
       const { certPem } = await signCertificate(
-        { certPem: row.caCertPem, keyPem: this.cipher.decrypt(row.caKeyEnc) },
+        { certPem: row.caCertPem, keyPem: caKeyPem },
         {
           csrPem: frame.csrPem,
           subject: decision.subject,
@@ -114,7 +116,17 @@ export class NodeCertificateSigner {
       );
       if (now?.clusterId !== row.clusterId)
         return refuse(`host ${hostId} left the cluster while its certificate was signed`);
-      return { type: "cert.signed", id: frame.id, ok: true, certPem, caCertPem: row.caCertPem };
+      return {
+        type: "cert.signed",
+        id: frame.id,
+        ok: true,
+        certPem,
+        caCertPem: row.caCertPem,
+        // The masters' one service-account key travels with the apiserver certificate.
+        ...(frame.profile === "apiserver"
+          ? { serviceAccountKeyPem: serviceAccountKeyPem(caKeyPem, row.clusterId) }
+          : {}),
+      };
     } catch (err) {
       if (err instanceof CertificateRequestError) return refuse(err.message);
       throw err;

@@ -1,0 +1,176 @@
+import { spawnSync } from "node:child_process";
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
+import { afterAll, describe, expect, it } from "vitest";
+
+/**
+ * The test node package's stand-ins refuse what the real Kubernetes binaries refuse, in their
+ * words (test/fixtures/node-package/lib/flags.mjs holds the flag names and their sources).
+ * Each minor is played by a copy of the package whose manifest names that version.
+ */
+const FIXTURE = join(import.meta.dirname, "..", "fixtures", "node-package");
+const scratch = mkdtempSync(join(tmpdir(), "keelson-strict-"));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+const packages = new Map<number, string>();
+function packageFor(minor: number): string {
+  let dir = packages.get(minor);
+  if (dir) return dir;
+  dir = join(scratch, `1.${minor}`);
+  cpSync(FIXTURE, dir, { recursive: true });
+  const manifestPath = join(dir, "manifest.json");
+  const manifest = JSON.parse(readFileSync(manifestPath, "utf8"));
+  manifest.kubernetesVersion = `v1.${minor}.2-keelson-standin`;
+  writeFileSync(manifestPath, JSON.stringify(manifest));
+  packages.set(minor, dir);
+  return dir;
+}
+
+function run(minor: number, binary: string, args: string[], env: Record<string, string> = {}) {
+  const result = spawnSync(join(packageFor(minor), "bin", binary), args, {
+    encoding: "utf8",
+    timeout: 20_000,
+    env: { PATH: process.env.PATH ?? "", KEELSON_NODE_BIN: process.execPath, ...env },
+  });
+  return { code: result.status, stdout: result.stdout, stderr: result.stderr };
+}
+
+const MINORS = [29, 30, 31];
+
+describe("strict stand-ins: command lines", () => {
+  for (const minor of MINORS) {
+    it(`kubelet 1.${minor} exits 1 on --dynamic-config-dir (removed in 1.24) with the real kubelet's words`, () => {
+      const r = run(minor, "kubelet", ["--config=/nonexistent", "--dynamic-config-dir=/var/lib/kubelet/dynamic"]);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toMatch(
+        /^E\d{4} [\d:.]+ +\d+ run\.go:74\] "command failed" err="failed to parse kubelet flag: unknown flag: --dynamic-config-dir"\n$/,
+      );
+    });
+  }
+
+  it("kube-apiserver and kube-proxy exit 1 on an unknown flag as cobra says it", () => {
+    for (const binary of ["kube-apiserver", "kube-proxy"]) {
+      const r = run(30, binary, ["--no-such-flag=1"]);
+      expect(r.code, binary).toBe(1);
+      expect(r.stderr.split("\n")[0], binary).toBe("Error: unknown flag: --no-such-flag");
+    }
+  });
+
+  it("flags removed in a minor are refused from that minor on, kept before it", () => {
+    // --azure-container-registry-config left kube-apiserver in 1.30.
+    const args = ["--azure-container-registry-config=/x", "--bind-address=127.0.0.1"];
+    expect(run(30, "kube-apiserver", args).stderr).toMatch(/^Error: unknown flag: --azure-container-registry-config/);
+    expect(run(29, "kube-apiserver", args).stderr).not.toMatch(/unknown flag/);
+  });
+
+  it("kube-apiserver exits 1 without the service-account flags required since 1.20, in the real words", () => {
+    const r = run(31, "kube-apiserver", ["--bind-address=127.0.0.1", "--tls-private-key-file=/x.key"]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain(
+      '"command failed" err="[service-account-issuer is a required flag, --service-account-signing-key-file and --service-account-issuer are required flags]"',
+    );
+  });
+
+  it("kube-apiserver refuses an authorization mode it does not know", () => {
+    const r = run(29, "kube-apiserver", [
+      "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+      "--service-account-signing-key-file=/dev/null",
+      "--service-account-key-file=/dev/null",
+      "--authorization-mode=Node,Everything",
+    ]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain('authorization-mode \\"Everything\\" is not a valid mode');
+  });
+
+  it("--version answers the package's Kubernetes version, as the real binaries do", () => {
+    expect(run(31, "kubelet", ["--version"])).toMatchObject({
+      code: 0,
+      stdout: "Kubernetes v1.31.2-keelson-standin\n",
+    });
+    expect(run(29, "kube-proxy", ["--version"]).stdout).toBe("Kubernetes v1.29.2-keelson-standin\n");
+  });
+
+  it("coredns refuses an unknown flag as Go's flag package does (exit 2)", () => {
+    const r = run(29, "coredns", ["-conf", "/x", "-dns-port=53"]);
+    expect(r.code).toBe(2);
+    expect(r.stderr.split("\n")[0]).toBe("flag provided but not defined: -dns-port");
+  });
+
+  it("the kubelet takes --config-dir from 1.30; 1.29 refuses it unless its alpha switch is set", () => {
+    const args = ["--config=/nonexistent.json", "--config-dir=/nonexistent.d", "--kubeconfig=/x"];
+    const r29 = run(29, "kubelet", args);
+    expect(r29.code).toBe(1);
+    expect(r29.stderr).toContain("KUBELET_CONFIG_DROPIN_DIR_ALPHA");
+    // 1.30 gets past the flags and fails on the missing config file instead.
+    const r30 = run(30, "kubelet", args);
+    expect(r30.code).toBe(1);
+    expect(r30.stderr).not.toContain("KUBELET_CONFIG_DROPIN_DIR_ALPHA");
+    expect(r30.stderr).toContain("failed to load kubelet config file, path: /nonexistent.json");
+  });
+});
+
+interface KubeletConfigModule {
+  decodeKubeletConfig(path: string, minor: number): { config: Record<string, unknown>; warnings: string[] };
+  loadKubeletConfig(
+    path: string,
+    dir: string | undefined,
+    minor: number,
+  ): { config: Record<string, unknown>; warnings: string[] };
+}
+
+describe("strict stand-ins: the kubelet's configuration files", async () => {
+  const mod = (await import(pathToFileURL(join(FIXTURE, "lib", "kubelet-config.mjs")).href)) as KubeletConfigModule;
+  const dir = join(scratch, "kubelet-config");
+  mkdirSync(join(dir, "conf.d"), { recursive: true });
+  const head = { apiVersion: "kubelet.config.k8s.io/v1beta1", kind: "KubeletConfiguration" };
+  const write = (name: string, body: unknown) => {
+    writeFileSync(join(dir, name), JSON.stringify(body));
+    return join(dir, name);
+  };
+
+  it("refuses a file of another kind or version, and one that does not parse", () => {
+    expect(() =>
+      mod.decodeKubeletConfig(write("v1.json", { ...head, apiVersion: "kubelet.config.k8s.io/v1" }), 30),
+    ).toThrow(/no kind "KubeletConfiguration" is registered for version "kubelet.config.k8s.io\/v1"/);
+    writeFileSync(join(dir, "broken.json"), "{");
+    expect(() => mod.decodeKubeletConfig(join(dir, "broken.json"), 30)).toThrow(/failed to decode/);
+  });
+
+  it("reports an unknown field as the strict decoder does (v1beta1 then decodes leniently, as the real kubelet)", () => {
+    const { config, warnings } = mod.decodeKubeletConfig(
+      write("unknown.json", { ...head, maxPods: 50, dynamicConfigDir: "/x" }),
+      29,
+    );
+    expect(warnings).toEqual(['strict decoding error: unknown field "dynamicConfigDir"']);
+    expect(config).toEqual({ ...head, maxPods: 50 });
+    // failCgroupV1 arrived in 1.31: unknown to 1.30, known to 1.31.
+    const path = write("cgroupv1.json", { ...head, failCgroupV1: true });
+    expect(mod.decodeKubeletConfig(path, 30).warnings).toEqual(['strict decoding error: unknown field "failCgroupV1"']);
+    expect(mod.decodeKubeletConfig(path, 31).warnings).toEqual([]);
+  });
+
+  it("merges the --config-dir drop-ins over --config: *.conf only, in name order", () => {
+    const base = write("base.json", {
+      ...head,
+      maxPods: 110,
+      cpuManagerPolicy: "none",
+      authentication: { anonymous: { enabled: false } },
+    });
+    write("conf.d/20-late.conf", { ...head, cpuManagerPolicy: "static" });
+    write("conf.d/10-early.conf", {
+      ...head,
+      cpuManagerPolicy: "none",
+      maxPods: 20,
+      authentication: { webhook: { enabled: true } },
+    });
+    write("conf.d/99-ignored.json", { ...head, maxPods: 1 });
+    const { config } = mod.loadKubeletConfig(base, join(dir, "conf.d"), 30);
+    expect(config).toMatchObject({
+      maxPods: 20,
+      cpuManagerPolicy: "static",
+      authentication: { anonymous: { enabled: false }, webhook: { enabled: true } },
+    });
+  });
+});
