@@ -4,9 +4,9 @@ import { eq } from "drizzle-orm";
 import { afterAll, describe, expect, it } from "vitest";
 import { loadSecretCipher } from "../../packages/control-plane/src/secrets/cipher.ts";
 import { clusters } from "../../packages/db/src/schema.ts";
-import { openStore, parseDatabaseUrl } from "../../packages/db/src/store/index.ts";
 import {
   api,
+  openServerStore,
   type Proc,
   type ServerProc,
   serverDialect,
@@ -56,21 +56,7 @@ async function snapshot(server: ServerProc, projectId: string, clusterId: string
  * restore that left the old key (or made a new one) could not sign a node's certificate.
  */
 async function unsealedCaKey(dataDir: string, clusterId: string): Promise<string> {
-  const url = (await storeEnv(dataDir)).KEELSON_DATABASE_URL;
-  const store = await openStore(
-    url
-      ? {
-          dialect: "postgres",
-          target: parseDatabaseUrl(url),
-          poolSize: 1,
-          statementTimeoutMs: 10_000,
-          connectTimeoutMs: 5_000,
-          startTimeoutMs: 0,
-          applicationName: "keelson-e2e",
-          binaryVersion: "0.1.0",
-        }
-      : { dialect: "sqlite", file: join(dataDir, "keelson.sqlite"), binaryVersion: "0.1.0" },
-  );
+  const store = await openServerStore(dataDir);
   try {
     const [row] = await store.db.select({ key: clusters.caKeyEnc }).from(clusters).where(eq(clusters.id, clusterId));
     return loadSecretCipher(dataDir).decrypt(row?.key as string);

@@ -2,9 +2,16 @@ import { existsSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { keelsonSchema } from "../../packages/db/src/schema.ts";
-import { openStore, parseDatabaseUrl } from "../../packages/db/src/store/index.ts";
 import { databaseFor } from "../support/postgres-database.ts";
-import { api, type ServerProc, serverDialect, start, startServer, waitUntil } from "./support/processes.ts";
+import {
+  api,
+  openServerStore,
+  type ServerProc,
+  serverDialect,
+  start,
+  startServer,
+  waitUntil,
+} from "./support/processes.ts";
 
 describe("keelson-server as a process", () => {
   const servers: ServerProc[] = [];
@@ -57,20 +64,7 @@ describe("keelson-server as a process", () => {
     expect(await server.stop("SIGTERM")).toBe(0);
     // What a newer server's migration would have written.
     const url = serverDialect() === "postgres" ? await databaseFor(server.dataDir) : undefined;
-    const store = await openStore(
-      url
-        ? {
-            dialect: "postgres",
-            target: parseDatabaseUrl(url),
-            poolSize: 1,
-            statementTimeoutMs: 10_000,
-            connectTimeoutMs: 5_000,
-            startTimeoutMs: 0,
-            applicationName: "keelson-e2e",
-            binaryVersion: "0.1.0",
-          }
-        : { dialect: "sqlite", file: join(server.dataDir, "keelson.sqlite"), binaryVersion: "0.1.0" },
-    );
+    const store = await openServerStore(server.dataDir);
     await store.db.update(keelsonSchema).set({ minBinaryVersion: "99.0.0" });
     await store.close();
     const old = start("npx", ["--no-install", "keelson-server"], {

@@ -4,6 +4,7 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { ControlPlaneTrust } from "../../../packages/agent/src/link/trust.ts";
+import { openStore, parseDatabaseUrl, type Store } from "../../../packages/db/src/store/index.ts";
 
 export const REPO_ROOT = resolve(import.meta.dirname, "..", "..", "..");
 
@@ -176,6 +177,25 @@ export function serverDialect(): "sqlite" | "postgres" {
 /** The store settings a server or a keelson-server command on `dataDir` runs with in this run. */
 export async function storeEnv(dataDir: string): Promise<Record<string, string>> {
   return { KEELSON_DATA_DIR: dataDir, ...(databaseOf ? { KEELSON_DATABASE_URL: await databaseOf(dataDir) } : {}) };
+}
+
+/** The store a stopped server on `dataDir` used, opened directly (to read or doctor its rows). */
+export async function openServerStore(dataDir: string): Promise<Store> {
+  const url = (await storeEnv(dataDir)).KEELSON_DATABASE_URL;
+  return openStore(
+    url
+      ? {
+          dialect: "postgres",
+          target: parseDatabaseUrl(url),
+          poolSize: 1,
+          statementTimeoutMs: 10_000,
+          connectTimeoutMs: 5_000,
+          startTimeoutMs: 0,
+          applicationName: "keelson-e2e",
+          binaryVersion: "0.1.0",
+        }
+      : { dialect: "sqlite", file: join(dataDir, "keelson.sqlite"), binaryVersion: "0.1.0" },
+  );
 }
 
 /** `npx keelson-server` from the repository root, as the README starts it. */
