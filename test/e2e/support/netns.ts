@@ -1,5 +1,6 @@
 import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
+import { readFileSync } from "node:fs";
 
 /**
  * Test hosts in network namespaces: a switch namespace holding a bridge, one namespace per
@@ -21,7 +22,10 @@ export interface TestNetwork {
   /** The root namespace's address on the test subnet (where the control plane listens). */
   gatewayIp: string;
   hosts: NetnsHost[];
-  /** `ip netns exec <netns> ...argv`, for spawning a process inside a host. */
+  /**
+   * `ip netns exec <netns> ...argv`, for spawning a process inside a host, with this machine's
+   * cgroup hierarchies mounted again (see hostCgroupMounts).
+   */
   exec(host: NetnsHost, argv: string[]): string[];
   destroy(): void;
 }
@@ -123,9 +127,37 @@ export function createTestNetwork(hostNames: string[]): TestNetwork {
     subnet,
     gatewayIp,
     hosts,
-    exec: (host, argv) => ["netns", "exec", host.netns, ...argv],
+    exec: (host, argv) => ["netns", "exec", host.netns, "sh", "-c", `${hostCgroupMounts()} exec "$@"`, "sh", ...argv],
     destroy,
   };
+}
+
+/**
+ * Shell commands that mount this machine's cgroup hierarchies (v1 controllers or the v2 tree,
+ * as /proc/self/mountinfo lists them) again under /sys/fs/cgroup. `ip netns exec` mounts a
+ * fresh /sys in a private mount namespace, which hides them, and runc then refuses every
+ * container ("no cgroup mount found in mountinfo"); a real host has them where they are here.
+ */
+function hostCgroupMounts(): string {
+  const commands: string[] = [];
+  for (const line of readFileSync("/proc/self/mountinfo", "utf8").split("\n")) {
+    const [left, right] = line.split(" - ");
+    const mountPoint = left?.split(" ")[4];
+    const [type, , superOptions = ""] = right?.split(" ") ?? [];
+    if (!mountPoint?.startsWith("/sys/fs/cgroup")) continue;
+    if (type === "tmpfs" && mountPoint === "/sys/fs/cgroup") {
+      commands.push("mount -t tmpfs -o mode=755 tmpfs /sys/fs/cgroup");
+    } else if (type === "cgroup2") {
+      commands.push(`mkdir -p ${mountPoint} && mount -t cgroup2 cgroup2 ${mountPoint}`);
+    } else if (type === "cgroup") {
+      const options = superOptions.split(",").filter((o) => o !== "rw" && o !== "ro");
+      const named = options.every((o) => o.startsWith("name="));
+      commands.push(
+        `mkdir -p ${mountPoint} && mount -t cgroup -o ${named ? "none," : ""}${options.join(",")} cgroup ${mountPoint}`,
+      );
+    }
+  }
+  return commands.map((c) => `${c};`).join(" ");
 }
 
 /** Namespaces left by this module's tests (a run killed with SIGKILL cannot clean up after itself). */
