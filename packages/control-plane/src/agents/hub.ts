@@ -50,6 +50,8 @@ export interface AgentHubOptions {
  * upgrade, validates every frame, keeps one session per host, pings, relays commands and
  * records presence in the nodes table. Node reports are stored and announced on `nodeEvents`
  * (operations wait on them); certificate and cluster-token requests are answered here.
+ * Over 400 lines on purpose: the upgrade, the session table and the frame dispatch share each
+ * session's lifecycle; what a frame is answered with lives in node-frames.ts.
  */
 export class AgentHub {
   readonly heartbeatMs: number;
