@@ -131,19 +131,17 @@ export async function rollNode(
   let began = resumed;
   // A restart run whole while the link was cut reports `ok` after the reconnect, its
   // `converging` lost: the phases' start times, changed since the command was accepted, still
-  // show it ran. The baseline is the stored row plus every report that arrives until the agent
-  // accepts, and only reports after that decide: a link's frames are handled in the order sent
-  // (hub.ts), so a report that was on its way when the command left (an earlier
-  // re-convergence's `converging`, then its `ok`) describes the node before the command; taking
-  // it as the restart's let a node pass as back before it restarted. The agent's own
-  // `converging`, sent before it answers, joins the baseline; the restart's phases then start
-  // anew, and every later report shows it.
+  // show it ran. The baseline is the stored row plus every `ok` report that arrives until the
+  // agent accepts: a link's frames are handled in the order sent (hub.ts), so a report that
+  // was on its way when the row was read describes the node before the command, never its
+  // restart; counting it as "ran since" let a node pass as back before it restarted.
   let accepted = resumed;
   const startsBefore = new Map<unknown, unknown>();
   const stopWatching = hub.nodeEvents.on(node.id, (event: NodeEvent) => {
     if (event.type !== "node-report") return;
-    if (!accepted) foldPhaseStarts(startsBefore, event.report.phases);
-    else if (event.report.status !== "ok" || phasesRanSince(startsBefore, event.report.phases)) began = true;
+    if (event.report.status !== "ok") began = true;
+    else if (!accepted) foldPhaseStarts(startsBefore, event.report.phases);
+    else if (phasesRanSince(startsBefore, event.report.phases)) began = true;
   });
   // Subscribed first, so no report falls between the read and the subscription; a report
   // already folded in is newer than the row and keeps its place.
