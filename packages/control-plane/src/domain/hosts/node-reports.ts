@@ -1,6 +1,6 @@
 import { type Db, firstRow, nodes } from "@keelson/db";
 import type { NodeReportFrame } from "@keelson/protocol";
-import { and, eq, isNull } from "drizzle-orm";
+import { eq } from "drizzle-orm";
 import type { ReportOutcome } from "../../agents/link-domain.ts";
 
 /**
@@ -26,12 +26,13 @@ export class NodeReportWriter {
   }
 
   async apply(hostId: string, frame: NodeReportFrame, now = new Date()): Promise<ReportOutcome> {
-    // One statement on the hot path: the write happens only while the node is in the cluster
-    // the report names; the read that says why not runs only when it did not (rare).
+    const row = await this.row(hostId);
+    if (!row) return { stored: false, expected: null };
+    if (row.clusterId !== frame.clusterId) return { stored: false, expected: row.clusterId };
     // A report proves the link is up: agent_connected follows at once instead of waiting for
     // the batched presence write, so health derived right after a report sees the node as
     // connected.
-    const stored = await this.db
+    await this.db
       .update(nodes)
       .set({
         status: frame.report.status,
@@ -40,15 +41,7 @@ export class NodeReportWriter {
         agentConnected: 1,
         lastSeen: now.toISOString(),
       })
-      .where(
-        and(
-          eq(nodes.id, hostId),
-          frame.clusterId === null ? isNull(nodes.clusterId) : eq(nodes.clusterId, frame.clusterId),
-        ),
-      )
-      .returning({ id: nodes.id });
-    if (stored.length > 0) return { stored: true };
-    const row = await this.row(hostId);
-    return { stored: false, expected: row ? row.clusterId : null };
+      .where(eq(nodes.id, hostId));
+    return { stored: true };
   }
 }
