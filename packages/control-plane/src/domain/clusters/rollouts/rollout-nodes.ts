@@ -86,13 +86,7 @@ export function whereIs(node: ObservedNode | undefined): string {
 
 /** Each phase's last start (or stop) time as the node reported it. */
 function phaseStarts(node: ObservedNode | undefined): Map<unknown, unknown> {
-  return foldPhaseStarts(new Map(), node?.phases ?? []);
-}
-
-/** Takes a newer report's phase start times into `starts`. */
-function foldPhaseStarts(starts: Map<unknown, unknown>, phases: unknown[]): Map<unknown, unknown> {
-  for (const p of phases as PhaseLike[]) starts.set(p?.id, p?.startedAt);
-  return starts;
+  return new Map(((node?.phases ?? []) as PhaseLike[]).map((p) => [p?.id, p?.startedAt]));
 }
 
 /**
@@ -130,23 +124,12 @@ export async function rollNode(
   // so the node's `ok` from before it cannot be mistaken for its end.
   let began = resumed;
   // A restart run whole while the link was cut reports `ok` after the reconnect, its
-  // `converging` lost: the phases' start times, changed since the command was accepted, still
-  // show it ran. The baseline is the stored row plus every `ok` report that arrives until the
-  // agent accepts: a link's frames are handled in the order sent (hub.ts), so a report that
-  // was on its way when the row was read describes the node before the command, never its
-  // restart; counting it as "ran since" let a node pass as back before it restarted.
-  let accepted = resumed;
-  const startsBefore = new Map<unknown, unknown>();
+  // `converging` lost: the phases' start times, changed since now, still show it ran.
+  const startsBefore = phaseStarts(await observe(ctx.db, node.id));
   const stopWatching = hub.nodeEvents.on(node.id, (event: NodeEvent) => {
     if (event.type !== "node-report") return;
-    if (event.report.status !== "ok") began = true;
-    else if (!accepted) foldPhaseStarts(startsBefore, event.report.phases);
-    else if (phasesRanSince(startsBefore, event.report.phases)) began = true;
+    if (event.report.status !== "ok" || phasesRanSince(startsBefore, event.report.phases)) began = true;
   });
-  // Subscribed first, so no report falls between the read and the subscription; a report
-  // already folded in is newer than the row and keeps its place.
-  const stored = phaseStarts(await observe(ctx.db, node.id));
-  for (const [id, at] of stored) if (!startsBefore.has(id)) startsBefore.set(id, at);
   try {
     if (action.name === "node.upgrade" && action.payload.nodePackage) {
       const refused = nodePackageRefusal(hub, node.id, label(node));
@@ -176,7 +159,6 @@ export async function rollNode(
       ctx.log.warn({ nodeId: node.id, command: action.name }, "agent restarted during the command; sending it again");
       await send(`${commandId}:after-interrupt`);
     }
-    accepted = true;
     ctx.log.debug({ nodeId: node.id, command: action.name, resumed }, "node accepted");
     await waitForNode(
       hub,
