@@ -26,6 +26,7 @@ import { OperationRunner } from "./runner/runner.ts";
 import type { SecretCipher } from "./secrets/cipher.ts";
 import { defaultServerSettings, type ServerSettings } from "./settings.ts";
 import { StorageCondition } from "./storage/condition.ts";
+import { logWriteFailure } from "./storage/log-failure.ts";
 import type { ServerTls } from "./tls/server-tls.ts";
 import { SERVER_VERSION } from "./version.ts";
 
@@ -151,7 +152,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   // Audit records past their retention go hourly (and at start); a failed prune tries again next hour.
   const prune = () =>
     pruneAuditRecords(keelson.db, settings.auditRetentionDays).catch((err) =>
-      app.log.warn({ err }, "pruning the audit trail failed"),
+      logWriteFailure(app.log, err, {}, "pruning the audit trail failed"),
     );
   let pruning: NodeJS.Timeout | undefined;
   app.addHook("onReady", async () => {

@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { Db } from "@keelson/db";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { projectParam } from "../http/auth.ts";
+import { logWriteFailure } from "../storage/log-failure.ts";
 import { type AuditBase, type AuditContext, auditStorage } from "./context.ts";
 import { auditRow, insertAuditRecord, upsertAuditRecord } from "./records.ts";
 
@@ -182,7 +183,7 @@ export function installAudit(app: FastifyInstance, db: Db): void {
     try {
       await upsertAuditRecord(db, row);
     } catch (err) {
-      request.log.error({ err, audit: row.id }, "the audit record of this request could not be written");
+      logWriteFailure(request.log, err, { audit: row.id }, "the audit record of this request could not be written");
     }
   });
 }
