@@ -1,17 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { linkSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
-import { writingDataDir } from "../storage/data-dir-files.ts";
-
-/** The file's content, or undefined when there is no such file. */
-function readIfThere(file: string): string | undefined {
-  try {
-    return readFileSync(file, "utf8");
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
-    throw error;
-  }
-}
+import { readIfExists, writingDataDir } from "../storage/data-dir-files.ts";
 
 /**
  * Reads a secret file of the data dir, creating it (mode 0600) with `create()`'s content the
@@ -22,7 +12,7 @@ function readIfThere(file: string): string | undefined {
  * temporary file gone.
  */
 export function readOrCreateSecretFile(file: string, create: () => string): string {
-  const existing = readIfThere(file);
+  const existing = readIfExists(file);
   if (existing !== undefined) return existing;
   const temp = join(dirname(file), `.${randomBytes(6).toString("hex")}.tmp`);
   writingDataDir(file, () => {

@@ -1,3 +1,6 @@
+import { randomBytes } from "node:crypto";
+import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, writeSync } from "node:fs";
+import { dirname, join } from "node:path";
 import { DataDirFullError, isNoSpace } from "@keelson/db";
 
 /**
@@ -20,6 +23,40 @@ export async function writingDataDirAsync<T>(path: string, write: () => Promise<
     return await write();
   } catch (err) {
     if (isNoSpace(err)) throw new DataDirFullError(path, err);
+    throw err;
+  }
+}
+
+/**
+ * Replaces a data-dir file whole: a temporary file beside it, synced, then renamed over it, so a
+ * reader or a crash sees the old content or the new, never half (certificates, keys, the admin
+ * token). No space is DataDirFullError, with the temporary file gone.
+ */
+export function writeFileAtomic(file: string, content: string, mode: number): void {
+  writingDataDir(file, () => {
+    mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
+    const temp = join(dirname(file), `.${randomBytes(6).toString("hex")}.tmp`);
+    try {
+      const fd = openSync(temp, "wx", mode);
+      try {
+        writeSync(fd, content);
+        fsyncSync(fd);
+      } finally {
+        closeSync(fd);
+      }
+      renameSync(temp, file);
+    } finally {
+      rmSync(temp, { force: true });
+    }
+  });
+}
+
+/** A data-dir file's text, or undefined when there is no such file. */
+export function readIfExists(file: string): string | undefined {
+  try {
+    return readFileSync(file, "utf8");
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") return undefined;
     throw err;
   }
 }

@@ -9,7 +9,7 @@ import { type ClusterCa, createSelfSignedCa } from "../pki/cluster-ca.ts";
 import { generateKeyPair, privateKeyToPem } from "../pki/keys.ts";
 import { signCertificate } from "../pki/sign.ts";
 import type { ServerSettings } from "../settings.ts";
-import { readIfExists, writeFileAtomic } from "./files.ts";
+import { readIfExists, writeFileAtomic } from "../storage/data-dir-files.ts";
 import { type ServerNames, serverNames } from "./names.ts";
 
 /** The server's side of TLS, for https.createServer and for `setSecureContext` on a renewal. */

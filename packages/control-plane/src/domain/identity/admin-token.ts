@@ -1,8 +1,7 @@
-import { randomBytes } from "node:crypto";
-import { closeSync, fsyncSync, openSync, renameSync, rmSync, writeSync } from "node:fs";
-import { dirname, join } from "node:path";
+import { join } from "node:path";
 import { conflict } from "../../http/errors.ts";
 import { readOrCreateSecretFile } from "../../secrets/secret-file.ts";
+import { writeFileAtomic } from "../../storage/data-dir-files.ts";
 import { generateSecret } from "./token-hash.ts";
 
 export interface AdminTokenSource {
@@ -34,18 +33,6 @@ export function rotateAdminTokenFile(file: string | null): string {
     );
   }
   const token = generateSecret("kadm");
-  const temp = join(dirname(file), `.admin-token.${randomBytes(6).toString("hex")}.tmp`);
-  try {
-    const fd = openSync(temp, "wx", 0o600);
-    try {
-      writeSync(fd, `${token}\n`);
-      fsyncSync(fd);
-    } finally {
-      closeSync(fd);
-    }
-    renameSync(temp, file);
-  } finally {
-    rmSync(temp, { force: true });
-  }
+  writeFileAtomic(file, `${token}\n`, 0o600);
   return token;
 }
