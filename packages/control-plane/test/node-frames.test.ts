@@ -4,6 +4,7 @@ import { clusters, firstRow, nodes } from "@keelson/db";
 import {
   AGENT_LINK_PATH,
   type AgentFrame,
+  type CertProfile,
   type CertSignedFrame,
   type ControlFrame,
   type NodePhaseReport,
@@ -257,7 +258,7 @@ describe("cert.sign", () => {
 
   async function sign(
     peer: Peer,
-    profile: "kubelet" | "kube-proxy" | "apiserver" | "etcd-client",
+    profile: CertProfile,
     csrPem: string,
     names: { dnsNames?: string[]; ipAddresses?: string[] } = {},
   ): Promise<CertSignedFrame> {
@@ -313,6 +314,34 @@ describe("cert.sign", () => {
     expect(createPrivateKey(answer.serviceAccountKeyPem ?? "").asymmetricKeyType).toBe("ec");
     const again = await sign(master, "apiserver", await csr("kube-apiserver"));
     expect(again.ok && again.serviceAccountKeyPem).toBe(answer.serviceAccountKeyPem);
+  });
+
+  it("signs the controllers' identities, and sends the certificates API's signing CA with the controller-manager's", async () => {
+    const answer = await sign(master, "kube-controller-manager", await csr("system:kube-controller-manager"), {
+      dnsNames: ["localhost"],
+      ipAddresses: ["10.8.0.1", "127.0.0.1"],
+    });
+    expect(answer.ok, JSON.stringify(answer)).toBe(true);
+    if (!answer.ok) return;
+    expect(new X509Certificate(answer.certPem).subject).toBe("CN=system:kube-controller-manager");
+    const signing = answer.clusterSigning;
+    if (!signing) throw new Error("no clusterSigning in the answer");
+    const intermediate = new X509Certificate(signing.certPem);
+    // An intermediate of the cluster CA that can sign leaves but no further CA; its key is not the CA's.
+    expect(intermediate.ca).toBe(true);
+    expect(intermediate.verify(new X509Certificate(caPem).publicKey)).toBe(true);
+    expect(intermediate.checkPrivateKey(createPrivateKey(signing.keyPem))).toBe(true);
+    const basic = new x509.X509Certificate(signing.certPem).getExtension(x509.BasicConstraintsExtension);
+    expect(basic?.pathLength).toBe(0);
+    expect(new X509Certificate(caPem).checkPrivateKey(createPrivateKey(signing.keyPem))).toBe(false);
+    // Every master gets the same signing key.
+    const again = await sign(master, "kube-controller-manager", await csr("system:kube-controller-manager"));
+    expect(again.ok && again.clusterSigning?.keyPem).toBe(signing.keyPem);
+    // The scheduler's answer carries neither key; a worker may have neither identity.
+    const scheduler = await sign(master, "kube-scheduler", await csr("system:kube-scheduler"));
+    expect(scheduler.ok && scheduler.clusterSigning).toBeUndefined();
+    expect(scheduler.ok && scheduler.serviceAccountKeyPem).toBeUndefined();
+    expect((await sign(worker, "kube-scheduler", await csr("system:kube-scheduler"))).ok).toBe(false);
   });
 
   it("sends the service-account key with the apiserver certificate only", async () => {

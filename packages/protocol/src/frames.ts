@@ -210,6 +210,16 @@ export const CertSignedFrame = Type.Union([
       caCertPem: Type.String({ maxLength: 16_384 }),
       /** With a master's apiserver certificate: the cluster's service-account signing key (PKCS#8). */
       serviceAccountKeyPem: Type.Optional(Type.String({ maxLength: 16_384 })),
+      /**
+       * With a master's kube-controller-manager certificate: the cluster's signing CA for the
+       * certificates API (--cluster-signing-cert-file/-key-file), an intermediate of the cluster CA.
+       */
+      clusterSigning: Type.Optional(
+        Type.Object(
+          { certPem: Type.String({ maxLength: 16_384 }), keyPem: Type.String({ maxLength: 16_384 }) },
+          strict,
+        ),
+      ),
     },
     strict,
   ),

@@ -127,6 +127,13 @@ export const CERT_PROFILES = {
   "etcd-client": { usages: ["client"] },
   /** The apiserver's client identity towards the kubelets (--kubelet-client-certificate). */
   "apiserver-kubelet-client": { usages: ["client"] },
+  /**
+   * The controllers' identities towards the API server (CN system:kube-controller-manager /
+   * system:kube-scheduler), also serving their health port, as kubeadm's self-signed serving
+   * certificates would otherwise do.
+   */
+  "kube-controller-manager": { usages: ["client", "server"] },
+  "kube-scheduler": { usages: ["client", "server"] },
 } as const satisfies Record<string, { usages: readonly ("client" | "server")[] }>;
 export type CertProfile = keyof typeof CERT_PROFILES;
 export const CERT_PROFILE_NAMES = Object.keys(CERT_PROFILES) as CertProfile[];

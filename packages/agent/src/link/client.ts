@@ -123,6 +123,7 @@ export interface SignedCertificatePem {
   certPem: string;
   caCertPem: string;
   serviceAccountKeyPem?: string;
+  clusterSigning?: { certPem: string; keyPem: string };
 }
 
 /** The answer frames a request waits for, by the request's frame type. */
@@ -279,6 +280,7 @@ export class LinkClient extends EventEmitter<LinkClientEvents> {
       certPem: frame.certPem,
       caCertPem: frame.caCertPem,
       ...(frame.serviceAccountKeyPem ? { serviceAccountKeyPem: frame.serviceAccountKeyPem } : {}),
+      ...(frame.clusterSigning ? { clusterSigning: frame.clusterSigning } : {}),
     };
   }
 

@@ -501,6 +501,7 @@ export class NodeController {
         certPem: signed.certPem,
         caPem: signed.caCertPem,
         ...(signed.serviceAccountKeyPem ? { serviceAccountKeyPem: signed.serviceAccountKeyPem } : {}),
+        ...(signed.clusterSigning ? { clusterSigning: signed.clusterSigning } : {}),
       };
     };
   }

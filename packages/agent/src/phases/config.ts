@@ -52,6 +52,9 @@ export interface ServicePorts {
   bouncer: number;
   corednsHealth: number;
   corednsReady: number;
+  /** kube-controller-manager's and kube-scheduler's secure ports (/healthz, /metrics). */
+  controllerManager: number;
+  scheduler: number;
 }
 
 export const DEFAULT_PORTS: Omit<ServicePorts, "apiServer"> = {
@@ -64,6 +67,8 @@ export const DEFAULT_PORTS: Omit<ServicePorts, "apiServer"> = {
   bouncer: 5443,
   corednsHealth: 8080,
   corednsReady: 8181,
+  controllerManager: 10257,
+  scheduler: 10259,
 };
 
 export interface BouncerToken {

@@ -20,6 +20,9 @@ export function nodePaths(hostRoot: string) {
     /** The service-account token signing key pair (kube-apiserver --service-account-*). */
     serviceAccountKey: join(pki, "service-account.key"),
     serviceAccountPub: join(pki, "service-account.pub"),
+    /** The certificates API's signing CA (kube-controller-manager --cluster-signing-*-file). */
+    clusterSigningCert: join(pki, "cluster-signing.crt"),
+    clusterSigningKey: join(pki, "cluster-signing.key"),
     cert: (profile: CertProfile) => join(pki, `${profile}.crt`),
     key: (profile: CertProfile) => join(pki, `${profile}.key`),
     csr: (profile: CertProfile) => join(pki, `${profile}.csr`),
@@ -31,6 +34,9 @@ export function nodePaths(hostRoot: string) {
     kubeProxyConfig: join(kube, "kube-proxy-config.json"),
     kubeProxyKubeconfig: join(kube, "kube-proxy.kubeconfig"),
     apiserverWebhookConfig: join(kube, "authn-webhook.kubeconfig"),
+    controllerManagerKubeconfig: join(kube, "controller-manager.kubeconfig"),
+    schedulerKubeconfig: join(kube, "scheduler.kubeconfig"),
+    schedulerConfig: join(kube, "kube-scheduler-config.json"),
     manifests: join(kube, "manifests"),
     containerdConfig: at("etc", "containerd", "config.toml"),
     containerdRoot: at("var", "lib", "containerd"),

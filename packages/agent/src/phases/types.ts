@@ -18,6 +18,8 @@ export interface SignedCertificate {
   caPem: string;
   /** With the apiserver certificate: the cluster's service-account signing key (one per cluster). */
   serviceAccountKeyPem?: string;
+  /** With the kube-controller-manager certificate: the certificates API's signing CA (cert and key). */
+  clusterSigning?: { certPem: string; keyPem: string };
 }
 
 /** Signs a CSR with the cluster CA. The control plane does it over the link; tests use a test CA. */

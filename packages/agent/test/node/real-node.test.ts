@@ -41,6 +41,7 @@ beforeAll(async () => {
       certPem: signed.certPem,
       caCertPem: signed.caPem,
       ...(signed.serviceAccountKeyPem ? { serviceAccountKeyPem: signed.serviceAccountKeyPem } : {}),
+      ...(signed.clusterSigning ? { clusterSigning: signed.clusterSigning } : {}),
     };
   };
   // The agent's local API, reduced to the bouncer's verify endpoint.

@@ -85,6 +85,8 @@ export async function createTestCa(dir: string): Promise<{ caPem: string; signCs
       "etcd-peer": "serverAuth,clientAuth",
       "etcd-client": "clientAuth",
       "apiserver-kubelet-client": "clientAuth",
+      "kube-controller-manager": "serverAuth,clientAuth",
+      "kube-scheduler": "serverAuth,clientAuth",
     }[profile];
     writeFileSync(
       extFile,
@@ -111,7 +113,15 @@ export async function createTestCa(dir: string): Promise<{ caPem: string; signCs
     rmSync(csrFile);
     rmSync(extFile);
     signed.push(profile);
-    return { certPem: stdout, caPem, ...(profile === "apiserver" ? { serviceAccountKeyPem } : {}) };
+    return {
+      certPem: stdout,
+      caPem,
+      ...(profile === "apiserver" ? { serviceAccountKeyPem } : {}),
+      // The test CA itself plays the certificates API's signing CA (the control plane sends an intermediate).
+      ...(profile === "kube-controller-manager"
+        ? { clusterSigning: { certPem: caPem, keyPem: readFileSync(caKey, "utf8") } }
+        : {}),
+    };
   };
   return { caPem, signCsr, signed };
 }
@@ -157,6 +167,8 @@ export async function freePorts(ip: string): Promise<NonNullable<NodeConfigInput
     "bouncer",
     "corednsHealth",
     "corednsReady",
+    "controllerManager",
+    "scheduler",
   ] as const;
   const ports: Record<string, number> = {};
   const taken = new Set<number>();

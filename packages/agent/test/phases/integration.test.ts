@@ -127,10 +127,22 @@ describe("all phases on one master", () => {
         "etcd-peer",
         "etcd-client",
         "apiserver-kubelet-client",
+        "kube-controller-manager",
+        "kube-scheduler",
       ]),
     );
     expect(Object.keys(services.livePids()).sort()).toEqual(
-      ["containerd", "coredns", "etcd", "kube-apiserver", "kube-proxy", "kubelet", "node-bouncer"].sort(),
+      [
+        "containerd",
+        "coredns",
+        "etcd",
+        "kube-apiserver",
+        "kube-controller-manager",
+        "kube-scheduler",
+        "kube-proxy",
+        "kubelet",
+        "node-bouncer",
+      ].sort(),
     );
   }, 60_000);
 
@@ -163,6 +175,32 @@ describe("all phases on one master", () => {
     expect((await apiGet("/api/v1/nodes", { token: TOKEN })).status).toBe(200);
     expect((await apiGet("/api/v1/nodes", { token: "forged" })).status).toBe(401);
     expect((await apiGet("/api/v1/nodes", {})).status).toBe(401);
+  });
+
+  it("runs kube-controller-manager and kube-scheduler, each holding its Lease in etcd through the API", async () => {
+    const leases = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases";
+    for (const name of ["kube-controller-manager", "kube-scheduler"]) {
+      let lease: { status: number; body: string } = { status: 0, body: "" };
+      const deadline = Date.now() + 15_000;
+      while (Date.now() < deadline) {
+        lease = await apiGet(`${leases}/${name}`, { cert: true });
+        if (lease.status === 200 && JSON.parse(lease.body).spec?.holderIdentity) break;
+        await new Promise((r) => setTimeout(r, 200));
+      }
+      expect(lease.status, name).toBe(200);
+      const spec = JSON.parse(lease.body).spec;
+      expect(spec.holderIdentity, name).toMatch(/_[0-9a-f-]{36}$/);
+      expect(spec.leaseDurationSeconds, name).toBe(15);
+    }
+    const args = (name: string) =>
+      readFileSync(`/proc/${services.livePids()[name]}/cmdline`, "utf8").split("\0").filter(Boolean);
+    const cm = args("kube-controller-manager");
+    expect(cm).toContain("--leader-elect=true");
+    expect(cm).toContain("--allocate-node-cidrs=true");
+    expect(cm).toContain("--cluster-cidr=10.20.0.0/16");
+    expect(cm).toContain("--service-cluster-ip-range=10.21.0.0/16");
+    expect(cm).toContain("--use-service-account-credentials=true");
+    expect(args("kube-scheduler")).toContain("--leader-elect=true");
   });
 
   it("runs a worker's 15 phases against the master's API, and detaches it again", async () => {
@@ -282,12 +320,12 @@ describe("all phases on one master", () => {
     expect(signed).toHaveLength(signedBefore);
     expect(engine.allRunning()).toBe(true);
     expect(engine.list().find((p) => p.id === "misc-checks")?.lastError).toBeNull();
-    expect(Object.keys(services.livePids())).toHaveLength(7);
+    expect(Object.keys(services.livePids())).toHaveLength(9);
   }, 60_000);
 
   it("stops everything (draining first), leaves no process behind, and cleans the node", async () => {
     const pids = Object.values(services.livePids());
-    expect(pids.length).toBe(7);
+    expect(pids.length).toBe(9);
     const result = await engine.stop({ intent: "detach" });
     expect(result).toEqual({ ok: true });
     expect(engine.list().every((p) => p.state === "stopped")).toBe(true);

@@ -211,7 +211,13 @@ describe("certificates", () => {
       "etcd-peer",
       "etcd-client",
       "apiserver-kubelet-client",
+      "kube-controller-manager",
+      "kube-scheduler",
     ]);
+    expect(certRequests(config).find((r) => r.profile === "kube-scheduler")).toMatchObject({
+      commonName: "system:kube-scheduler",
+      ips: ["127.0.0.11", "127.0.0.1"],
+    });
     const worker = setup({ role: "worker" }).config;
     expect(certRequests(worker).map((r) => r.profile)).toEqual(["kubelet", "kube-proxy"]);
     expect(certRequests(worker)[0]).toMatchObject({ commonName: "system:node:host-11", organization: "system:nodes" });

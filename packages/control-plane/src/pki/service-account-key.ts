@@ -12,8 +12,16 @@ const P256_ORDER = BigInt("0xffffffff00000000ffffffffffffffffbce6faada7179e84f3b
  * (never through the API).
  */
 export function serviceAccountKeyPem(caKeyPem: string, clusterId: string): string {
+  return derivedP256KeyPem(caKeyPem, `service-account-signing-key:${clusterId}`);
+}
+
+/**
+ * A P-256 private key (PKCS#8 PEM) derived from the cluster CA's key for one purpose (`info`,
+ * which names the purpose and the cluster): the same every time, a different key per purpose.
+ */
+export function derivedP256KeyPem(caKeyPem: string, info: string): string {
   const ikm = createPrivateKey(caKeyPem).export({ type: "pkcs8", format: "der" });
-  const okm = Buffer.from(hkdfSync("sha256", ikm, "keelson", `service-account-signing-key:${clusterId}`, 48));
+  const okm = Buffer.from(hkdfSync("sha256", ikm, "keelson", info, 48));
   // 48 bytes reduced mod n: the bias is below 2^-128.
   const scalar = (BigInt(`0x${okm.toString("hex")}`) % (P256_ORDER - 1n)) + 1n;
   const d = Buffer.from(scalar.toString(16).padStart(64, "0"), "hex");

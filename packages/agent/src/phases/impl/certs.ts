@@ -88,6 +88,13 @@ export function certRequests(config: NodeConfig): CertRequest[] {
       dns: [],
       ips: [],
     },
+    // Client towards the API server and serving cert of the secure port (/healthz) in one.
+    ...(["kube-controller-manager", "kube-scheduler"] as const).map((profile) => ({
+      profile,
+      commonName: `system:${profile}`,
+      dns: ["localhost"],
+      ips: unique([primaryIp, "127.0.0.1"]),
+    })),
   );
   return requests;
 }
@@ -98,6 +105,10 @@ export function certificateProblem(ctx: PhaseContext, request: CertRequest): str
   // The cluster's service-account key comes with the apiserver certificate: without it, ask again.
   if (request.profile === "apiserver" && !existsSync(paths.serviceAccountKey)) {
     return "apiserver: the cluster's service-account key has not been delivered";
+  }
+  // The certificates API's signing CA comes with the controller-manager's certificate.
+  if (request.profile === "kube-controller-manager" && !existsSync(paths.clusterSigningKey)) {
+    return "kube-controller-manager: the cluster's signing CA has not been delivered";
   }
   let cert: X509Certificate;
   let ca: X509Certificate;
@@ -158,6 +169,15 @@ async function issue(ctx: PhaseContext, request: CertRequest): Promise<void> {
     const pub = createPublicKey(key).export({ type: "spki", format: "pem" }).toString();
     writeFileAtomic(paths.serviceAccountPub, pub, 0o644);
     writeFileAtomic(paths.serviceAccountKey, ensureNewline(signed.serviceAccountKeyPem), 0o600);
+  }
+  if (request.profile === "kube-controller-manager") {
+    if (!signed.clusterSigning) {
+      throw new PhaseError(
+        "the control plane sent the kube-controller-manager certificate without the cluster's signing CA",
+      );
+    }
+    writeFileAtomic(paths.clusterSigningCert, ensureNewline(signed.clusterSigning.certPem), 0o644);
+    writeFileAtomic(paths.clusterSigningKey, ensureNewline(signed.clusterSigning.keyPem), 0o600);
   }
   const problem = certificateProblem(ctx, request);
   if (problem) throw new PhaseError(`the signed certificate is not usable: ${problem}`);

@@ -5,14 +5,16 @@ import { readTextOrUndefined } from "../../services/atomic-file.ts";
 import type { ServiceSpec } from "../../services/types.ts";
 import { type PhaseContext, PhaseError } from "../types.ts";
 import { configuredServiceEnv, definePhase, ensureService, expectServiceRunning, servicePhase } from "./common.ts";
+import { CONTROLLER_SERVICES, CONTROLLERS } from "./controllers.ts";
 import { etcdUrls } from "./etcd.ts";
 import { cniFiles } from "./network.ts";
 
 /**
- * kubelet, kube-proxy (and, on masters, the kube-apiserver) from the node package as
- * supervised services bound to the primary IP. The kube-apiserver runs as a service where a
- * real kubelet would run it as a static pod; it starts in the kubelet phase, before the kubelet,
- * since the kubelet registers the node with it.
+ * kubelet, kube-proxy (and, on masters, the kube-apiserver, kube-controller-manager and
+ * kube-scheduler) from the node package as supervised services bound to the primary IP. The
+ * masters' services run as services where a real kubelet would run them as static pods; they
+ * start in the kubelet phase, before the kubelet, since the kubelet registers the node with the
+ * API server.
  */
 
 /**
@@ -115,6 +117,11 @@ export const kubelet = definePhase({
     if (ctx.config.role === "master") {
       const api = await ensureService(ctx, apiserverSpec(ctx), [ctx.config.ports.apiServer]);
       notes.push(`kube-apiserver pid ${api.pid}`);
+      for (const controller of CONTROLLERS) {
+        const spec = controller.spec(ctx);
+        const status = await ensureService(ctx, spec, [controller.port(ctx)]);
+        notes.push(`${spec.name} pid ${status.pid}`);
+      }
     }
     const status = await ensureService(ctx, kubeletSpec(ctx, await kubeletMinor(ctx)), [
       ctx.config.ports.kubelet,
@@ -135,11 +142,16 @@ export const kubelet = definePhase({
         message = `could not remove node ${ctx.config.nodeName} from the cluster: ${(err as Error).message}`;
       }
     }
-    if (ctx.config.role === "master") await ctx.services.stop("kube-apiserver");
+    if (ctx.config.role === "master") {
+      for (const name of [...CONTROLLER_SERVICES].reverse()) await ctx.services.stop(name);
+      await ctx.services.stop("kube-apiserver");
+    }
     return message ? { message } : undefined;
   },
   async status(ctx) {
-    if (ctx.config.role === "master") await expectServiceRunning(ctx, "kube-apiserver");
+    if (ctx.config.role === "master") {
+      for (const name of ["kube-apiserver", ...CONTROLLER_SERVICES]) await expectServiceRunning(ctx, name);
+    }
     await expectServiceRunning(ctx, "kubelet");
     return undefined;
   },
@@ -156,7 +168,7 @@ export const kubeProxy = servicePhase({
 /** What must hold before the node is of use; the first unmet condition, or undefined. */
 async function unmet(ctx: PhaseContext): Promise<string | undefined> {
   const services = ["containerd", "kubelet", "kube-proxy"];
-  if (ctx.config.role === "master") services.push("etcd", "node-bouncer", "kube-apiserver");
+  if (ctx.config.role === "master") services.push("etcd", "node-bouncer", "kube-apiserver", ...CONTROLLER_SERVICES);
   for (const name of services) {
     const status = await ctx.services.status(name);
     if (status.state !== "running") return `service ${name}: ${status.detail}`;

@@ -1,5 +1,5 @@
 import { cpus } from "node:os";
-import { nthAddress } from "@keelson/protocol";
+import { type CertProfile, nthAddress, urlHost } from "@keelson/protocol";
 import { renderEnvFile } from "../../services/env-file.ts";
 import { allowsWorkloadsOnMaster, type NodeConfig } from "../config.ts";
 import type { NodePaths } from "../paths.ts";
@@ -140,16 +140,18 @@ export function renderKubeletConfig(config: NodeConfig, paths: NodePaths): strin
   });
 }
 
+/** A kubeconfig with the client certificate of `profile`, for the cluster's API (or `server`). */
 export function renderKubeconfig(
   config: NodeConfig,
   paths: NodePaths,
   user: string,
-  profile: "kubelet" | "kube-proxy",
+  profile: CertProfile,
+  server = config.apiServerUrl,
 ): string {
   return json({
     apiVersion: "v1",
     kind: "Config",
-    clusters: [{ name: "keelson", cluster: { server: config.apiServerUrl, "certificate-authority": paths.caCert } }],
+    clusters: [{ name: "keelson", cluster: { server, "certificate-authority": paths.caCert } }],
     users: [{ name: user, user: { "client-certificate": paths.cert(profile), "client-key": paths.key(profile) } }],
     contexts: [{ name: "default", context: { cluster: "keelson", user } }],
     "current-context": "default",
@@ -171,6 +173,41 @@ export function renderKubeProxyConfig(config: NodeConfig, paths: NodePaths): str
   });
 }
 
+/**
+ * KubeSchedulerConfiguration v1 (kubescheduler.config.k8s.io/v1, the only version 1.29-1.31
+ * serve; the scheduler decodes it strictly, so only fields of that type).
+ */
+export function renderSchedulerConfig(paths: NodePaths): string {
+  return json({
+    apiVersion: "kubescheduler.config.k8s.io/v1",
+    kind: "KubeSchedulerConfiguration",
+    clientConnection: { kubeconfig: paths.schedulerKubeconfig },
+    leaderElection: { leaderElect: true },
+  });
+}
+
+/**
+ * A master's controller-manager and scheduler files: their kubeconfigs name this master's own
+ * API server (as kubeadm's do), so they work while the VIP or other masters are away.
+ */
+function controllerFiles(config: NodeConfig, paths: NodePaths): DesiredFile[] {
+  if (config.role !== "master") return [];
+  const local = `https://${urlHost(config.primaryIp)}:${config.ports.apiServer}`;
+  return [
+    {
+      path: paths.controllerManagerKubeconfig,
+      content: renderKubeconfig(config, paths, "system:kube-controller-manager", "kube-controller-manager", local),
+      mode: 0o600,
+    },
+    {
+      path: paths.schedulerKubeconfig,
+      content: renderKubeconfig(config, paths, "system:kube-scheduler", "kube-scheduler", local),
+      mode: 0o600,
+    },
+    { path: paths.schedulerConfig, content: renderSchedulerConfig(paths) },
+  ];
+}
+
 export function prepareConfigFiles(config: NodeConfig, paths: NodePaths): DesiredFile[] {
   return [
     { path: paths.nodeEnv, content: renderNodeEnv(config) },
@@ -186,6 +223,7 @@ export function prepareConfigFiles(config: NodeConfig, paths: NodePaths): Desire
       content: renderKubeconfig(config, paths, "system:kube-proxy", "kube-proxy"),
       mode: 0o600,
     },
+    ...controllerFiles(config, paths),
   ];
 }
 

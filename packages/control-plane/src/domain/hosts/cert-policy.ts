@@ -23,6 +23,8 @@ const MASTER_ONLY: ReadonlySet<CertProfile> = new Set([
   "etcd-peer",
   "etcd-client",
   "apiserver-kubelet-client",
+  "kube-controller-manager",
+  "kube-scheduler",
 ]);
 
 const API_SERVICE_NAMES = [
@@ -138,6 +140,10 @@ function subjectRule(
     case "apiserver-kubelet-client":
       // kubeadm's identity for the same purpose: the kubelets' webhook authorizer lets it in.
       return { names: ["kube-apiserver-kubelet-client"], organization: ["system:masters"] };
+    case "kube-controller-manager":
+    case "kube-scheduler":
+      // The user names the default RBAC policy binds to their ClusterRoles (no group).
+      return { names: [`system:${profile}`] };
   }
 }
 

@@ -2,6 +2,7 @@ import { clusters, type Db, firstRow, nodes } from "@keelson/db";
 import type { CertSignedFrame, CertSignFrame } from "@keelson/protocol";
 import * as x509 from "@peculiar/x509";
 import { and, eq, ne } from "drizzle-orm";
+import { clusterSigningCa } from "../../pki/cluster-signing-ca.ts";
 import { serviceAccountKeyPem } from "../../pki/service-account-key.ts";
 import { CertificateRequestError, signCertificate } from "../../pki/sign.ts";
 import type { SecretCipher } from "../../secrets/cipher.ts";
@@ -125,6 +126,10 @@ export class NodeCertificateSigner {
         // The masters' one service-account key travels with the apiserver certificate.
         ...(frame.profile === "apiserver"
           ? { serviceAccountKeyPem: serviceAccountKeyPem(caKeyPem, row.clusterId) }
+          : {}),
+        // The certificates API's signing CA travels with the controller-manager's certificate.
+        ...(frame.profile === "kube-controller-manager"
+          ? { clusterSigning: await clusterSigningCa({ certPem: row.caCertPem, keyPem: caKeyPem }, row.clusterId) }
           : {}),
       };
     } catch (err) {
