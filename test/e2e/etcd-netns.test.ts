@@ -1,5 +1,6 @@
 import { execFile, execFileSync } from "node:child_process";
 import { copyFileSync, existsSync, mkdirSync, readFileSync, rmSync } from "node:fs";
+import { request } from "node:https";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestNetwork, netnsUnavailable, type TestNetwork } from "./support/netns.ts";
@@ -103,6 +104,58 @@ describe("etcd across three masters in network namespaces", () => {
       ],
       { encoding: "utf8", env: { ...process.env, ETCDCTL_API: "3" }, stdio: ["ignore", "pipe", "pipe"] },
     ).trim();
+  };
+  /**
+   * The masters whose kube-controller-manager or kube-scheduler leads, by the
+   * leader_election_master_status gauge each serves on its secure port (the client certificate
+   * is that master's own controller identity; an unreachable one counts as not leading).
+   */
+  const leaders = async (controller: "kube-controller-manager" | "kube-scheduler") => {
+    const port = controller === "kube-scheduler" ? 10259 : 10257;
+    const gauge = (name: string) =>
+      new Promise<number>((resolve) => {
+        const pki = join((dirs[name] as NodeHostDirs).hostRoot, "etc", "keelson", "pki");
+        const req = request(
+          `https://${ipOf(name)}:${port}/metrics`,
+          {
+            ca: readFileSync(join(pki, "ca.crt")),
+            cert: readFileSync(join(pki, `${controller}.crt`)),
+            key: readFileSync(join(pki, `${controller}.key`)),
+            timeout: 2000,
+          },
+          (res) => {
+            let body = "";
+            res.on("data", (c) => {
+              body += c;
+            });
+            res.on("end", () => resolve(Number(/^leader_election_master_status\{[^}]*\} (\d)$/m.exec(body)?.[1] ?? 0)));
+          },
+        );
+        req.on("timeout", () => req.destroy(new Error("timeout")));
+        req.on("error", () => resolve(0));
+        req.end();
+      });
+    const values = await Promise.all(names.map(gauge));
+    return names.filter((_, i) => values[i] === 1);
+  };
+  const oneLeaderEach = async (what: string) => {
+    for (const controller of ["kube-controller-manager", "kube-scheduler"] as const) {
+      let last: string[] = [];
+      await waitUntil(
+        `${what}: one ${controller} leader`,
+        async () => {
+          last = await leaders(controller);
+          return last.length === 1;
+        },
+        40_000,
+        250,
+      ).catch((err) => {
+        throw new Error(`${(err as Error).message}; leading: [${last.join(", ")}]`);
+      });
+      // Still exactly one a little later: the others see the lease held and stay standing by.
+      await new Promise((r) => setTimeout(r, 2500));
+      expect(await leaders(controller), `${what}: ${controller} leaders`).toEqual(last);
+    }
   };
   const members = (through: string[], certsOf = "m1") =>
     etcdctl(through, ["member", "list", "-w", "simple"], certsOf)
@@ -221,6 +274,14 @@ describe("etcd across three masters in network namespaces", () => {
     expect(env("m2")).toContain('ETCD_INITIAL_CLUSTER_STATE="existing"');
     expect(env("m3")).toContain('ETCD_INITIAL_CLUSTER_STATE="existing"');
   }, 400_000);
+
+  it("runs kube-controller-manager and kube-scheduler on every master, exactly one of each leading", async () => {
+    for (const name of names) {
+      const pids = liveServicePids(dirs[name] as NodeHostDirs);
+      expect(Object.keys(pids), name).toEqual(expect.arrayContaining(["kube-controller-manager", "kube-scheduler"]));
+    }
+    await oneLeaderEach("three masters");
+  }, 120_000);
 
   it("reads through one member what was written through another", () => {
     expect(etcdctl(["m1"], ["put", "/keelson-e2e/greeting", "written-through-m1"])).toBe("OK");
@@ -345,6 +406,8 @@ describe("etcd across three masters in network namespaces", () => {
     expect(keys.sort()).toEqual(results.map((r) => r.key).sort());
     for (const name of names) expect((await node(name)).status, name).toBe("ok");
     expect(members(["m1", "m2", "m3"]).every((m) => m.status === "started")).toBe(true);
+    // The rolling restart kept, or re-elected, one leader per controller.
+    await oneLeaderEach("after restartMasters");
   }, 360_000);
 
   it("detaching one master removes its member; the other two still take writes", async () => {

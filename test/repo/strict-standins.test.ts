@@ -174,3 +174,101 @@ describe("strict stand-ins: the kubelet's configuration files", async () => {
     });
   });
 });
+
+describe("strict stand-ins: kube-controller-manager and kube-scheduler", () => {
+  for (const minor of MINORS) {
+    it(`1.${minor}: each exits 1 on a removed flag as cobra says it`, () => {
+      // --pod-eviction-timeout left the controller-manager in 1.27; --port (insecure serving) the scheduler in 1.24.
+      const cm = run(minor, "kube-controller-manager", ["--leader-elect=true", "--pod-eviction-timeout=5m"]);
+      expect(cm.code).toBe(1);
+      expect(cm.stderr.split("\n")[0]).toBe("Error: unknown flag: --pod-eviction-timeout");
+      const scheduler = run(minor, "kube-scheduler", ["--port=10251"]);
+      expect(scheduler.code).toBe(1);
+      expect(scheduler.stderr.split("\n")[0]).toBe("Error: unknown flag: --port");
+    });
+  }
+
+  it("--azure-container-registry-config is taken by 1.29 and refused from 1.30", () => {
+    for (const binary of ["kube-controller-manager", "kube-scheduler"]) {
+      const flag = ["--azure-container-registry-config=/x", "--leader-elect-lease-duration=bogus"];
+      expect(run(30, binary, flag).stderr, binary).toMatch(/^Error: unknown flag: --azure-container-registry-config/);
+      // 1.29 gets past the flags and fails on the next thing it checks.
+      expect(run(29, binary, flag).stderr, binary).toContain('invalid leader election leaseDuration \\"bogus\\"');
+    }
+  });
+
+  it("kube-controller-manager refuses unreadable key files and a cluster CIDR smaller than a node's", () => {
+    const r = run(31, "kube-controller-manager", [
+      "--service-account-private-key-file=/nonexistent/sa.key",
+      "--root-ca-file=/nonexistent/ca.crt",
+      "--allocate-node-cidrs=true",
+      "--cluster-cidr=10.20.0.0/25",
+    ]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain(
+      "error reading key for service account token controller: open /nonexistent/sa.key: no such file or directory",
+    );
+    expect(r.stderr).toContain("error reading root-ca-file at /nonexistent/ca.crt");
+    expect(r.stderr).toContain(
+      "Controller: Invalid --cluster-cidr, mask size of cluster CIDR must be less than or equal to --node-cidr-mask-size configured for CIDR family",
+    );
+  });
+
+  it("kube-scheduler decodes --config strictly: unknown fields and removed versions are refused", () => {
+    const dir = join(scratch, "scheduler");
+    mkdirSync(dir, { recursive: true });
+    const path = join(dir, "config.json");
+    const head = { apiVersion: "kubescheduler.config.k8s.io/v1", kind: "KubeSchedulerConfiguration" };
+    writeFileSync(path, JSON.stringify({ ...head, leaderElection: { leaderElect: true, leaseDurationn: "15s" } }));
+    const r = run(30, "kube-scheduler", [`--config=${path}`]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain(
+      '"command failed" err="strict decoding error: unknown field \\"leaderElection.leaseDurationn\\""',
+    );
+    // v1beta3 was removed in 1.29.
+    writeFileSync(path, JSON.stringify({ ...head, apiVersion: "kubescheduler.config.k8s.io/v1beta3" }));
+    expect(run(29, "kube-scheduler", [`--config=${path}`]).stderr).toContain(
+      'no kind \\"KubeSchedulerConfiguration\\" is registered for version \\"kubescheduler.config.k8s.io/v1beta3\\"',
+    );
+  });
+});
+
+describe("strict stand-ins: kube-proxy's and coredns's configuration files", () => {
+  const dir = join(scratch, "configs");
+  mkdirSync(dir, { recursive: true });
+
+  it("kube-proxy refuses another kind and logs an unknown field as v1alpha1's lenient fallback does", () => {
+    const path = join(dir, "proxy.json");
+    writeFileSync(
+      path,
+      JSON.stringify({ apiVersion: "kubeproxy.config.k8s.io/v1alpha1", kind: "KubeletConfiguration" }),
+    );
+    const refused = run(30, "kube-proxy", [`--config=${path}`]);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain('failed to decode: no kind \\"KubeletConfiguration\\" is registered');
+    const kubeconfig = join(dir, "none.kubeconfig");
+    writeFileSync(
+      path,
+      JSON.stringify({
+        apiVersion: "kubeproxy.config.k8s.io/v1alpha1",
+        kind: "KubeProxyConfiguration",
+        udpIdleTimeout: "250ms",
+        clientConnection: { kubeconfig },
+      }),
+    );
+    // Past the decoder (only a warning) it stops at the missing kubeconfig.
+    const lenient = run(30, "kube-proxy", [`--config=${path}`]);
+    expect(lenient.stderr).toMatch(
+      /^I\d{4} .*"Using lenient decoding as strict decoding failed" err="strict decoding error: unknown field \\"udpIdleTimeout\\""/m,
+    );
+    expect(lenient.stderr).toContain(`kubeconfig ${kubeconfig} is missing`);
+  });
+
+  it("coredns refuses an unknown directive with Caddy's words and exit 1", () => {
+    const path = join(dir, "Corefile");
+    writeFileSync(path, ".:53 {\n    errors\n    health 127.0.0.1:18080\n    proxy . /etc/resolv.conf\n}\n");
+    const r = run(29, "coredns", ["-conf", path]);
+    expect(r.code).toBe(1);
+    expect(r.stdout).toBe(`${path}:4 - Error during parsing: Unknown directive 'proxy'\n`);
+  });
+});

@@ -146,6 +146,8 @@ describe("a master through the node controller, real phases", () => {
         "etcd-peer",
         "etcd-client",
         "apiserver-kubelet-client",
+        "kube-controller-manager",
+        "kube-scheduler",
       ]),
     );
     const apiserver = link.signed.find((r) => r.profile === "apiserver")!;
@@ -153,7 +155,7 @@ describe("a master through the node controller, real phases", () => {
     expect(apiserver.dnsNames).toContain("kubernetes.default.svc.cluster.local");
     expect(link.signed.find((r) => r.profile === "kubelet")?.ipAddresses).toEqual([IP]);
     pids = Object.values(services.livePids());
-    expect(pids).toHaveLength(7);
+    expect(pids).toHaveLength(9);
     expect(node.snapshot()).toMatchObject({ clusterId: "cluster-1", role: "master", nodeStatus: "ok" });
   }, 90_000);
 

@@ -40,7 +40,7 @@ function bouncerUrl(ctx: PhaseContext): string {
   return `https://${ip}:${ctx.config.ports.bouncer}`;
 }
 
-function bouncerFiles(ctx: PhaseContext): DesiredFile[] {
+export function bouncerFiles(ctx: PhaseContext): DesiredFile[] {
   const { config, paths } = ctx;
   for (const token of config.bouncer.tokens) {
     if (!/^[0-9a-f]{64}$/.test(token.sha256)) {

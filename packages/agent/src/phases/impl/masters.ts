@@ -2,6 +2,8 @@ import { rmSync } from "node:fs";
 import { join } from "node:path";
 import { parseIpv4, parseVrouterId, urlHost, VROUTER_ID_MAX, VROUTER_ID_MIN, vrrpRouterId } from "@keelson/protocol";
 import type { ServiceSpec } from "../../services/types.ts";
+import type { NodeConfig } from "../config.ts";
+import type { NodePaths } from "../paths.ts";
 import { type PhaseContext, PhaseError } from "../types.ts";
 import {
   configuredServiceEnv,
@@ -155,8 +157,8 @@ export const keepalived = definePhase({
   },
 });
 
-function corefile(ctx: PhaseContext): DesiredFile {
-  const { config, paths } = ctx;
+/** The masters' Corefile: only directives and properties CoreDNS 1.11 knows (it refuses others). */
+export function renderCorefile(config: NodeConfig, paths: NodePaths): DesiredFile {
   const ip = config.primaryIp;
   const host = urlHost(ip);
   return {
@@ -187,7 +189,7 @@ function corefile(ctx: PhaseContext): DesiredFile {
 export const coredns = servicePhase({
   id: "coredns",
   service: "coredns",
-  files: (ctx) => [corefile(ctx)],
+  files: (ctx) => [renderCorefile(ctx.config, ctx.paths)],
   spec: (ctx) => ({
     name: "coredns",
     description: "CoreDNS",
