@@ -9,6 +9,8 @@ export const NODE_SERVICES = [
   "keepalived",
   "kube-proxy",
   "kubelet",
+  "kube-scheduler",
+  "kube-controller-manager",
   "kube-apiserver",
   "node-bouncer",
   "etcd",
