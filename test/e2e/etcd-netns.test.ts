@@ -413,7 +413,7 @@ describe("etcd across three masters in network namespaces", () => {
   it("detaching one master removes its member; the other two still take writes", async () => {
     const d3 = dirs.m3 as NodeHostDirs;
     const pids = Object.values(liveServicePids(d3));
-    expect(pids.length).toBe(7);
+    expect(pids.length).toBe(9);
     const res = await api(`${server.url}/v4/${projectId}/clusters/${clusterId}/detach`, ADMIN, {
       method: "POST",
       body: [{ uuid: ids.m3, isMaster: true }],

@@ -211,7 +211,17 @@ describe("node phases end to end: one master, two workers", () => {
     expect(local).toMatchObject({ clusterUuid: clusterId, nodeStatus: "ok", role_status: "ok" });
     expect(local.phases).toHaveLength(21);
     expect(Object.keys(liveServicePids(dirs["master-11"] as NodeHostDirs)).sort()).toEqual(
-      ["containerd", "coredns", "etcd", "kube-apiserver", "kube-proxy", "kubelet", "node-bouncer"].sort(),
+      [
+        "containerd",
+        "coredns",
+        "etcd",
+        "kube-apiserver",
+        "kube-controller-manager",
+        "kube-scheduler",
+        "kube-proxy",
+        "kubelet",
+        "node-bouncer",
+      ].sort(),
     );
   }, 120_000);
 

@@ -44,6 +44,8 @@ function packageOf(dirs: NodeHostDirs, service: string): string | undefined {
   return /node-packages\/(\d+\.\d+\.\d+-kls\.\d+)-[0-9a-f]+\//.exec(cmdline)?.[1];
 }
 
+/** The Kubernetes services a master runs from its node package. */
+const MASTER_SERVICES = ["kubelet", "kube-proxy", "kube-apiserver", "kube-controller-manager", "kube-scheduler"];
 const restartsIn = (agent: AgentProc) => agent.output().split('"msg":"restarting node phases"').length - 1;
 const upgradesIn = (agent: AgentProc) => agent.output().split('"msg":"upgrading node"').length - 1;
 
@@ -136,7 +138,7 @@ describe("rolling restart of real agents across a SIGKILL of the control plane",
       180_000,
     );
     for (const h of HOSTS) {
-      const services = h.isMaster ? ["kubelet", "kube-proxy", "kube-apiserver"] : ["kubelet", "kube-proxy"];
+      const services = h.isMaster ? MASTER_SERVICES : ["kubelet", "kube-proxy"];
       for (const service of services) {
         expect(packageOf(dirs[h.name] as NodeHostDirs, service), `${h.name} ${service}`).toBe(FROM);
       }
@@ -229,7 +231,7 @@ describe("rolling restart of real agents across a SIGKILL of the control plane",
     }
     // Every node now runs the binaries of the target's package, not the ones it joined with.
     for (const h of HOSTS) {
-      const services = h.isMaster ? ["kubelet", "kube-proxy", "kube-apiserver"] : ["kubelet", "kube-proxy"];
+      const services = h.isMaster ? MASTER_SERVICES : ["kubelet", "kube-proxy"];
       for (const service of services) {
         expect(packageOf(dirs[h.name] as NodeHostDirs, service), `${h.name} ${service}`).toBe(PATCH);
       }
