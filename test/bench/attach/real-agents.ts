@@ -2,8 +2,15 @@ import { rmSync } from "node:fs";
 import { join } from "node:path";
 import { PHASES } from "../../../packages/protocol/src/phases.ts";
 import { type AgentProc, startAgent, waitForAgents } from "../../e2e/support/agents.ts";
-import { killNodeServices, type NodeHostDirs, nodeHostDirs, nodeHostEnv } from "../../e2e/support/node-hosts.ts";
+import {
+  killNodeServices,
+  liveServicePids,
+  type NodeHostDirs,
+  nodeHostDirs,
+  nodeHostEnv,
+} from "../../e2e/support/node-hosts.ts";
 import { api, startServer, tempDir, waitUntil } from "../../e2e/support/processes.ts";
+import { sampleWindow } from "../agents/proc-stats.ts";
 
 /**
  * The second half of the attach benchmark: three real keelson-agent processes (own primary IP
@@ -32,6 +39,8 @@ export interface RealAgentsResult {
   detachAllMs: number;
   /** Phase id -> duration per host name. */
   phases: Map<string, Record<string, number | null>>;
+  /** The master's services once attached: steady RSS and CPU over a 5 s window, per service. */
+  masterServices: { service: string; rssMiB: number; cpuPercent: number }[];
   errors: string[];
 }
 
@@ -108,6 +117,15 @@ export async function benchRealAgents(log: (line: string) => void): Promise<Real
       "attach",
     );
     log(`2 real workers attached in ${workersAttachMs.toFixed(0)} ms`);
+    // Every service of the master sampled side by side in one window: the controllers' cost
+    // beside the API server's and the kubelet's, on the same machine at the same time.
+    const pids = liveServicePids(dirs[0] as NodeHostDirs);
+    const masterServices = await Promise.all(
+      Object.entries(pids).map(async ([service, pid]) => {
+        const sample = await sampleWindow(pid, 5);
+        return { service, rssMiB: sample.rssMiB, cpuPercent: sample.cpuPercent };
+      }),
+    );
 
     const phases = new Map<string, Record<string, number | null>>(PHASES.map((p) => [p.id, {}]));
     for (const h of HOSTS) {
@@ -125,13 +143,32 @@ export async function benchRealAgents(log: (line: string) => void): Promise<Real
       "detach",
     );
     log(`3 real nodes detached in ${detachAllMs.toFixed(0)} ms`);
-    return { masterAttachMs, workersAttachMs, detachAllMs, phases, errors };
+    return { masterAttachMs, workersAttachMs, detachAllMs, phases, masterServices, errors };
   } finally {
     await Promise.all(agents.map((a) => a.stop("SIGTERM", 10_000)));
     await server.stop();
     for (const d of dirs) killNodeServices(d);
     rmSync(scratch, { recursive: true, force: true });
   }
+}
+
+/** The master's services, heaviest first (the two controllers are new in issue 10). */
+export function masterServiceTable(result: RealAgentsResult): string {
+  const rows = [...result.masterServices]
+    .sort((a, b) => b.rssMiB - a.rssMiB)
+    .map((s) => `| ${s.service} | ${s.rssMiB.toFixed(1)} | ${s.cpuPercent.toFixed(1)} |`);
+  const total = result.masterServices.reduce((sum, s) => sum + s.rssMiB, 0);
+  const controllers = result.masterServices
+    .filter((s) => s.service === "kube-controller-manager" || s.service === "kube-scheduler")
+    .reduce((sum, s) => sum + s.rssMiB, 0);
+  return [
+    "| master service | RSS MiB | CPU % of a core |",
+    "|---|---|---|",
+    ...rows,
+    `| all | ${total.toFixed(1)} | |`,
+    "",
+    `kube-controller-manager + kube-scheduler: ${controllers.toFixed(1)} MiB of ${total.toFixed(1)} MiB on the master (stand-ins: Node.js processes, not the real binaries)`,
+  ].join("\n");
 }
 
 export function phaseTable(result: RealAgentsResult): string {

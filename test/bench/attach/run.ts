@@ -2,7 +2,7 @@ import { ask } from "../agents/children.ts";
 import { cpuSeconds, memoryMiB } from "../agents/proc-stats.ts";
 import { apiAs } from "../support/admin-api.ts";
 import { startBenchFleet } from "../support/bench-fleet.ts";
-import { benchRealAgents, phaseTable } from "./real-agents.ts";
+import { benchRealAgents, masterServiceTable, phaseTable } from "./real-agents.ts";
 
 const NODES = Number(process.env.BENCH_NODES ?? 1000);
 const ADMIN_TOKEN = "bench-admin-token";
@@ -164,6 +164,10 @@ if (process.env.BENCH_REAL !== "0") {
     "Wall time of each phase's last start as the agent reports it (durationMs; – = not a phase of that role, drain-pods is stop-only):",
     "",
     phaseTable(real),
+    "",
+    "The master's services after the workers attached, sampled together over 5 s (same run):",
+    "",
+    masterServiceTable(real),
   ];
   process.stdout.write(`${lines.join("\n")}\n`);
 }
