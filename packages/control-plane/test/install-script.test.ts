@@ -63,6 +63,22 @@ describe("GET /v1/install/agent.sh", () => {
       expect(res.body).not.toContain(ADMIN_TOKEN);
       shellcheck(res.body, "agent.sh");
 
+      // Refusals that need no network: plain HTTP beyond loopback, HTTPS without a pin.
+      const script = join(dir, "served.sh");
+      writeFileSync(script, res.body);
+      const run = (...args: string[]) =>
+        spawnSync("sh", [script, "--root", join(dir, "root"), ...args], {
+          encoding: "utf8",
+          env: { PATH: process.env.PATH },
+        });
+      const plain = run("--control-plane", "http://192.0.2.1:8080");
+      expect(plain.status).toBe(1);
+      expect(plain.stderr).toContain("refusing plain HTTP to 192.0.2.1: only a control plane on loopback");
+      const unpinned = run("--control-plane", "https://192.0.2.1:8443");
+      expect(unpinned.status).toBe(1);
+      expect(unpinned.stderr).toContain("--ca-hash sha256:<hex> is required");
+      expect(run("--bogus").status).toBe(2);
+
       const older = await t.request({ method: "GET", url: "/v1/install/agent.sh?version=1.0.0", token: null });
       expect(older.body).toContain(`AGENT_SHA256='${sha256(first)}'\n`);
       const missing = await t.request({ method: "GET", url: "/v1/install/agent.sh?version=9.9.9", token: null });
