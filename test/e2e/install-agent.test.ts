@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createSelfSignedCa } from "../../packages/control-plane/src/pki/cluster-ca.ts";
 import { caCertHash } from "../../packages/protocol/src/ca-hash.ts";
 import { packAgent } from "../../scripts/pack-agent.ts";
+import { issueJoinToken, type JoinTokenAnswer, joinTokenUsedAt } from "./support/join-tokens.ts";
 import { api, freePort, type ServerProc, startServer, tempDir, trustedFetch, waitUntil } from "./support/processes.ts";
 
 /**
@@ -18,12 +19,8 @@ import { api, freePort, type ServerProc, startServer, tempDir, trustedFetch, wai
 const ADMIN = "e2e-admin-token";
 const VERSION = "0.9.0-install";
 
-interface JoinTokenAnswer {
-  id: string;
-  token: string;
-  caCertHash: string;
-  installCommand: string;
-}
+/** Over TLS both are set. */
+type Issued = JoinTokenAnswer & { caCertHash: string; installCommand: string };
 
 /** Runs `command` with sh, as a person pasting it would, with the environment given on top. */
 function runSh(command: string, env: Record<string, string>): Promise<{ code: number | null; out: string }> {
@@ -53,23 +50,8 @@ describe("the agent install command under a temporary root", () => {
   const pidFile = join(root, "run", "keelson-agent.pid");
   let agentEnv: Record<string, string>;
 
-  const joinToken = async () => {
-    const res = await api<JoinTokenAnswer>(`${server.url}/v1/projects/${projectId}/joinTokens`, ADMIN, {
-      method: "POST",
-      body: {},
-      fetch: doFetch,
-    });
-    expect(res.status).toBe(201);
-    return res.body;
-  };
-  const usedAt = async (id: string) => {
-    const listed = await api<{ joinTokens: { id: string; usedAt: string | null }[] }>(
-      `${server.url}/v1/projects/${projectId}/joinTokens`,
-      ADMIN,
-      { fetch: doFetch },
-    );
-    return listed.body.joinTokens.find((t) => t.id === id)?.usedAt;
-  };
+  const joinToken = async () => (await issueJoinToken(server, projectId, doFetch)) as Issued;
+  const usedAt = (id: string) => joinTokenUsedAt(server, projectId, id, doFetch);
   const nodesNamed = async (name: string) => {
     const res = await api<{ name: string; uuid: string; agentConnected: boolean }[]>(
       `${server.url}/v4/${projectId}/nodes`,

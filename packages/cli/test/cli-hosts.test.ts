@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { fakeAgentPackage } from "../../control-plane/test/agent-package-fixtures.ts";
 import { ADMIN_TOKEN } from "../../control-plane/test/helpers.ts";
 import { type Fleet, startFleet } from "../../control-plane/test/membership-harness.ts";
+import type { HostStatus } from "../src/commands/host-status.ts";
 import { keelson } from "./run-cli.ts";
 
 /**
@@ -20,15 +21,6 @@ let dir: string;
 let env: Record<string, string>;
 const names: string[] = [];
 
-interface Status {
-  name: string;
-  ip: string;
-  uuid: string;
-  hostAgentVersion: string;
-  kubeVersion: string;
-  status: string;
-}
-
 beforeAll(async () => {
   f = await startFleet(3, { namePrefix: "hst" });
   for (let i = 0; i < 3; i++) names.push(f.agent(i).hostname);
@@ -41,10 +33,10 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-const statuses = async (): Promise<Status[]> => {
+const statuses = async (): Promise<HostStatus[]> => {
   const res = await keelson(["host-status", "-o", "json"], { env });
   expect(res.code, res.stderr).toBe(0);
-  return JSON.parse(res.stdout) as Status[];
+  return JSON.parse(res.stdout) as HostStatus[];
 };
 
 describe("the hosts' side of the CLI", () => {
