@@ -11,7 +11,7 @@
  * packages only (development keeps running the sources) and stack traces that point into the
  * bundle (it is not minified, so they stay readable).
  */
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -24,6 +24,13 @@ const agentDir = join(repoRoot, "packages", "agent");
 const ENTRY = "agent.mjs";
 /** The node bouncer runs as its own supervised process; a packed agent has no tsx to run its sources. */
 const BOUNCER = "node-bouncer.mjs";
+/**
+ * A host installed by `GET /v1/install/agent.sh` runs the package itself: the launcher (the same
+ * supervisor as bin/keelson-agent.mjs, running the agent beside it) and the systemd unit that
+ * starts it, so the unit always matches the package's layout.
+ */
+const LAUNCHER = "launcher.mjs";
+const UNIT = "keelson-agent.service";
 
 export interface PackResult {
   file: string;
@@ -43,6 +50,9 @@ export async function packAgent(options: { version?: string; out?: string } = {}
   try {
     await bundle(join(agentDir, "src", "main.ts"), join(staging, ENTRY), version);
     await bundle(join(agentDir, "src", "phases", "bouncer", "server.ts"), join(staging, BOUNCER), version);
+    await bundle(join(agentDir, "src", "upgrade", "packed-launcher.ts"), join(staging, LAUNCHER), version);
+    copyFileSync(join(repoRoot, "scripts", UNIT), join(staging, UNIT));
+    const files = [ENTRY, BOUNCER, LAUNCHER, UNIT];
     const manifest = {
       format: 1,
       name: "keelson-agent",
@@ -50,11 +60,11 @@ export async function packAgent(options: { version?: string; out?: string } = {}
       entry: ENTRY,
       nodeMajor: 20,
       createdAt: new Date().toISOString(),
-      files: Object.fromEntries([ENTRY, BOUNCER].map((f) => [f, sha256(readFileSync(join(staging, f)))])),
+      files: Object.fromEntries(files.map((f) => [f, sha256(readFileSync(join(staging, f)))])),
     };
     writeFileSync(join(staging, "manifest.json"), `${JSON.stringify(manifest, null, 2)}\n`);
     const file = join(out, `keelson-agent-${version}.tar.gz`);
-    const digest = writePackageTarball(staging, ["manifest.json", BOUNCER, ENTRY], file);
+    const digest = writePackageTarball(staging, ["manifest.json", ...files], file);
     return { file, sha256: digest, version };
   } finally {
     rmSync(staging, { recursive: true, force: true });

@@ -9,6 +9,7 @@ import { generateKeyPair, privateKeyToPem } from "../../packages/control-plane/s
 import { signCertificate } from "../../packages/control-plane/src/pki/sign.ts";
 import { caCertHash } from "../../packages/protocol/src/ca-hash.ts";
 import { type AgentProc, startAgent } from "./support/agents.ts";
+import { issueJoinToken, joinTokenUsedAt } from "./support/join-tokens.ts";
 import {
   api,
   freePort,
@@ -30,12 +31,6 @@ import {
  */
 
 const ADMIN = "e2e-admin-token";
-
-interface JoinTokenAnswer {
-  id: string;
-  token: string;
-  caCertHash: string | null;
-}
 
 /** The peer certificate a TLS client sees at `port`, checked against `ca`. */
 function handshake(port: number, options: ConnectionOptions): Promise<TLSSocket> {
@@ -121,15 +116,7 @@ describe("TLS by default, with pinned trust", () => {
   const procs: Proc[] = [];
   const cleanups: (() => Promise<void>)[] = [];
 
-  const joinToken = async () => {
-    const res = await api<JoinTokenAnswer>(`${server.url}/v1/projects/${projectId}/joinTokens`, ADMIN, {
-      method: "POST",
-      body: {},
-      fetch: doFetch,
-    });
-    expect(res.status).toBe(201);
-    return res.body;
-  };
+  const joinToken = () => issueJoinToken(server, projectId, doFetch);
   const nodeOf = async (name: string) => {
     const res = await api<{ name: string; agentConnected: boolean }[]>(`${server.url}/v4/${projectId}/nodes`, ADMIN, {
       fetch: doFetch,
@@ -210,12 +197,7 @@ describe("TLS by default, with pinned trust", () => {
     expect(await wrong.exited).toBe(78);
     const fatal = logRecords(wrong).find((r) => r.level === 60);
     expect(String(fatal?.msg)).toContain(`not KEELSON_CA_HASH ${wrongHash}`);
-    const listed = await api<{ joinTokens: { id: string; usedAt: string | null }[] }>(
-      `${server.url}/v1/projects/${projectId}/joinTokens`,
-      ADMIN,
-      { fetch: doFetch },
-    );
-    expect(listed.body.joinTokens.find((t) => t.id === issued.id)?.usedAt).toBeNull();
+    expect(await joinTokenUsedAt(server, projectId, issued.id, doFetch)).toBeNull();
 
     // The same token, now with the hash of the answer: registers, links, and keeps the CA.
     const right = await startAgent({

@@ -22,8 +22,17 @@ describe("pnpm pack:agent", () => {
     await unpackTarball(result.file, dir);
     const manifest = await verifyPackageDir(dir, "9.8.7-test");
     expect(manifest).toMatchObject({ name: "keelson-agent", version: "9.8.7-test", entry: "agent.mjs", nodeMajor: 20 });
-    // The node bouncer is a separate program the phases supervise; it ships beside the agent.
-    expect(Object.keys(manifest.files).sort()).toEqual(["agent.mjs", "node-bouncer.mjs"]);
+    // The node bouncer is a separate program the phases supervise; it ships beside the agent, and
+    // so do the launcher and the unit a host installed from the package runs (install script).
+    expect(Object.keys(manifest.files).sort()).toEqual([
+      "agent.mjs",
+      "keelson-agent.service",
+      "launcher.mjs",
+      "node-bouncer.mjs",
+    ]);
+    expect(readFileSync(join(dir, "keelson-agent.service"), "utf8")).toContain(
+      "ExecStart=/usr/bin/env node /opt/keelson/agent/current/launcher.mjs",
+    );
 
     // The bundle carries every dependency: it runs from a directory without node_modules.
     const entry = join(dir, manifest.entry);
@@ -35,6 +44,15 @@ describe("pnpm pack:agent", () => {
     });
     expect(unconfigured.status).toBe(78);
     expect(unconfigured.stdout).toContain("KEELSON_CONTROL_PLANE is required");
+
+    // The packed launcher runs the agent beside it (no workspace, no tsx) and exits with its code.
+    const launched = spawnSync(process.execPath, [join(dir, "launcher.mjs")], {
+      cwd: dir,
+      encoding: "utf8",
+      env: { PATH: process.env.PATH, KEELSON_STATE_DIR: join(root, "launcher-state") },
+    });
+    expect(launched.status).toBe(78);
+    expect(launched.stdout).toContain("KEELSON_CONTROL_PLANE is required");
   }, 60_000);
 
   it("refuses a version that cannot be a directory name", async () => {

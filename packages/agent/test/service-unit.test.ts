@@ -44,7 +44,8 @@ describe("systemd unit scripts/keelson-agent.service", () => {
     expect(service.Environment).toEqual(["NODE_ENV=production"]);
     // Refusals and bad configuration (upgrade/ipc.ts AUTH_EXIT_CODE, CONFIG_EXIT_CODE) are not retried.
     expect(service.RestartPreventExitStatus?.[0]?.split(/\s+/).sort()).toEqual(["77", "78"]);
-    expect(service.ExecStart?.[0]).toMatch(/packages\/agent\/bin\/keelson-agent\.mjs$/);
+    // The install script's layout (GET /v1/install/agent.sh): the packed launcher of the current version.
+    expect(service.ExecStart?.[0]).toBe("/usr/bin/env node /opt/keelson/agent/current/launcher.mjs");
     expect(unit.Install?.WantedBy).toEqual(["multi-user.target"]);
     expect(unit.Unit?.After).toContain("network-online.target");
   });

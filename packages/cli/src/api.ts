@@ -96,7 +96,9 @@ export class Api {
     }
     const headers: Record<string, string> = { accept: "application/json", ...options.headers };
     if (this.options.token) headers["x-auth-token"] = this.options.token;
-    if (options.body !== undefined) headers["content-type"] = "application/json";
+    // Bytes go as they are (a package upload); anything else as JSON.
+    const raw = Buffer.isBuffer(options.body);
+    if (options.body !== undefined) headers["content-type"] = raw ? "application/octet-stream" : "application/json";
     // The timeout covers the whole exchange of an ordinary request, and only the wait for the
     // headers of a stream (whose body goes on as long as the operation it follows).
     const timeout = new AbortController();
@@ -116,7 +118,7 @@ export class Api {
       const answer = await request(target, {
         method: method as "GET",
         headers,
-        ...(options.body !== undefined ? { body: JSON.stringify(options.body) } : {}),
+        ...(options.body !== undefined ? { body: raw ? (options.body as Buffer) : JSON.stringify(options.body) } : {}),
         dispatcher: this.dispatcher,
         signal: options.signal ? AbortSignal.any([options.signal, timeout.signal]) : timeout.signal,
       });

@@ -1,4 +1,4 @@
-import { CliError, EXIT } from "./errors.ts";
+import { ApiRefusal, CliError, EXIT } from "./errors.ts";
 import { type EventStream, openEvents } from "./events.ts";
 import { elapsed } from "./output.ts";
 import { type Operation, OperationProgress } from "./progress.ts";
@@ -17,8 +17,21 @@ const POLL_MS = 2000;
 export const listOperations = (s: Session, query: { target?: string; state?: string; limit?: number } = {}) =>
   s.api.get<Operation[]>(`/v4/${s.projectId}/operations`, { limit: 100, ...query });
 
-/** One operation by uuid or unique uuid prefix (the API lists them; there is no single read). */
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** One operation by uuid or unique uuid prefix. */
 export async function findOperation(s: Session, ref: string, target?: string): Promise<Operation> {
+  // A whole uuid is read by itself (GET /v1/operations/{uuid}), however old; a prefix is looked
+  // up among the newest operations.
+  if (UUID.test(ref)) {
+    try {
+      const op = await s.api.get<Operation>(`/v1/operations/${ref}`);
+      if (op.projectId === s.projectId && (!target || op.targetUuid === target)) return op;
+    } catch (error) {
+      if (!(error instanceof ApiRefusal && error.status === 404)) throw error;
+    }
+    throw new CliError(`no operation "${ref}" in this project`);
+  }
   const ops = await listOperations(s, { limit: 1000, ...(target ? { target } : {}) });
   const exact = ops.find((op) => op.uuid === ref);
   if (exact) return exact;
@@ -88,6 +101,20 @@ export async function startOperation(cli: Cli, s: Session, options: StartOptions
 }
 
 /** `operations watch`: follows an operation that is already there. */
+/**
+ * Subscribes, then sends a request whose answer names the operation it started (`start`
+ * returns its id), and follows it: the stream is open before the request, so no event is lost.
+ */
+export async function startAndFollow(cli: Cli, s: Session, start: () => Promise<string>): Promise<void> {
+  const stream = await openEvents(s);
+  try {
+    const id = await start();
+    await follow(cli, s, await findOperation(s, id), stream);
+  } finally {
+    stream.close();
+  }
+}
+
 export async function watchOperation(cli: Cli, s: Session, ref: string): Promise<void> {
   const stream = await openEvents(s);
   try {

@@ -1,14 +1,18 @@
 import { Command, CommanderError } from "commander";
 import { clusterActionCommands } from "./commands/cluster-actions.ts";
 import { clusterCommands } from "./commands/clusters.ts";
+import { ownsConfig } from "./commands/common.ts";
 import { completionCommand } from "./commands/completion.ts";
 import { configCommands } from "./commands/config.ts";
+import { hostStatusCommand } from "./commands/host-status.ts";
+import { hostUpgradeCommands } from "./commands/host-upgrades.ts";
 import { hostCommands } from "./commands/hosts.ts";
 import { operationCommands } from "./commands/operations.ts";
 import { CliError, EXIT } from "./errors.ts";
 import { colours } from "./output.ts";
 import { Cli, type Io } from "./session.ts";
 import { readCliSettings, type SettingFlags } from "./settings.ts";
+import { CLI_VERSION } from "./version.ts";
 
 /**
  * The command tree. Global options are the settings (settings.ts); each command declares its
@@ -34,6 +38,7 @@ export type Wrap = (action: Action) => (...args: unknown[]) => Promise<void>;
 export function buildProgram(wrap: Wrap): Command {
   const program = new Command("keelson")
     .description("Drive a Keelson control plane: clusters, nodes, hosts, rollouts and operations.")
+    .version(CLI_VERSION, "-V, --version", "print the version of keelson and exit")
     .option("--url <url>", "control plane URL (env KEELSON_URL)")
     .option("--token <token>", "X-Auth-Token to send (env KEELSON_TOKEN)")
     .option("--project <name-or-id>", "project to act in (env KEELSON_PROJECT)")
@@ -63,6 +68,8 @@ Examples:
   hostCommands(program, wrap);
   clusterActionCommands(program, wrap);
   operationCommands(program, wrap);
+  hostStatusCommand(program, wrap);
+  hostUpgradeCommands(program, wrap);
   completionCommand(program, wrap);
   return program;
 }
@@ -88,11 +95,17 @@ export async function run(argv: readonly string[], term: Terminal): Promise<numb
   const program: Command = buildProgram((action) => async (...args) => {
     try {
       const opts = program.opts() as Record<string, string | boolean | undefined>;
+      // The program takes `--config` wherever it stands, so a command whose own `--config` is
+      // spec'd (spec §4.9: `upgrade-hosts --config <file>`) gets the value, and the CLI's
+      // settings file comes from KEELSON_CONFIG or its default place.
+      const command = args.at(-1) as Command | undefined;
+      const ownConfig = command instanceof Command && ownsConfig(command);
+      if (ownConfig) (args.at(-2) as Record<string, unknown>).config = opts.config;
       const flags: SettingFlags = {
         url: opts.url,
         token: opts.token,
         project: opts.project,
-        config: opts.config,
+        config: ownConfig ? undefined : opts.config,
         context: opts.context,
         caFile: opts.caFile,
         requestTimeoutMs: opts.requestTimeoutMs,

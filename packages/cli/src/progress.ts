@@ -10,6 +10,7 @@ import { type Colours, elapsed } from "./output.ts";
 
 export interface Operation {
   uuid: string;
+  projectId: string;
   kind: string;
   targetUuid: string;
   state: "pending" | "running" | "succeeded" | "failed";
@@ -26,7 +27,7 @@ type NodeState = "waiting" | "rolling" | "done" | "failed";
 interface NodeView {
   id: string;
   name: string;
-  role: "master" | "worker";
+  role: "master" | "worker" | "host";
   state: NodeState;
   phase: string;
   startedAt?: number;
@@ -50,6 +51,7 @@ interface PhaseLike {
 export const batchSize = (workers: number, percent: number) => Math.max(1, Math.floor((workers * percent) / 100));
 
 const ROLLOUT_KINDS = new Set(["cluster.restart", "cluster.upgrade"]);
+const HOST_UPGRADE = "hosts.upgrade";
 
 export class OperationProgress {
   readonly batches: Batch[] = [];
@@ -62,7 +64,7 @@ export class OperationProgress {
   ) {
     const p = op.params;
     const list = (...keys: string[]) => keys.flatMap((key) => (Array.isArray(p[key]) ? (p[key] as unknown[]) : []));
-    const view = (entry: unknown, role: "master" | "worker"): NodeView => {
+    const view = (entry: unknown, role: NodeView["role"]): NodeView => {
       const id = typeof entry === "string" ? entry : String((entry as { id?: unknown }).id ?? "");
       const name = (entry as { name?: unknown }).name;
       return {
@@ -83,10 +85,13 @@ export class OperationProgress {
     for (let i = 0; i < workers.length; i += Math.max(1, size)) {
       groups.push({ kind: "workers", nodes: workers.slice(i, i + size) });
     }
+    // A host-agent rollout (hosts.upgrade) names its batches itself.
+    const hostBatches = op.kind === HOST_UPGRADE ? list("batches").filter(Array.isArray) : [];
+    for (const batch of hostBatches) groups.push({ kind: "hosts", nodes: batch.map((id) => view(id, "host")) });
     groups.forEach((g, i) => {
       this.batches.push({ label: `batch ${i + 1}/${groups.length} (${g.kind})`, nodes: g.nodes });
     });
-    for (const node of [...masters, ...chosen, ...workers]) this.byId.set(node.id, node);
+    for (const node of groups.flatMap((g) => g.nodes)) this.byId.set(node.id, node);
   }
 
   /**
@@ -121,8 +126,10 @@ export class OperationProgress {
         node.finishedAt = now;
       }
       node.phase = currentPhase(d.phases);
+    } else if (event.name === "node.agent" && node.role === "host") {
+      this.applyAgent(node, d, now);
     } else if (event.name === "node.disconnected" && node.state === "rolling") {
-      node.phase = "agent disconnected";
+      node.phase = node.role === "host" ? "agent restarting" : "agent disconnected";
     }
     const after = `${node.state} ${node.phase}`;
     if (after === before) return [];
@@ -130,6 +137,25 @@ export class OperationProgress {
     return [
       `${batch ? `${batch.label}  ` : ""}${node.name} (${node.role}): ${node.state}${node.phase ? `, ${node.phase}` : ""}`,
     ];
+  }
+
+  /** What a host's agent says of itself during a host-agent rollout: updating, back at the version, or failed. */
+  private applyAgent(node: NodeView, d: Record<string, unknown>, now: number): void {
+    const target = String(this.op.params.version ?? "");
+    if (typeof d.agentError === "string" && d.agentError !== "" && node.state === "rolling") {
+      node.state = "failed";
+      node.finishedAt = now;
+      node.phase = d.agentError;
+    } else if (d.agentStatus === "updating" && node.state !== "rolling") {
+      node.state = "rolling";
+      node.startedAt = now;
+      node.phase = `updating to ${target}`;
+    } else if (d.agentStatus === "running" && d.agentVersion === target && node.state !== "done") {
+      node.state = "done";
+      node.startedAt ??= now;
+      node.finishedAt = now;
+      node.phase = `running ${target}`;
+    }
   }
 
   /**

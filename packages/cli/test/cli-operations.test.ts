@@ -210,6 +210,8 @@ describe("join tokens", () => {
     const plain = await keelson(["join-token", "create"], { env });
     expect(plain.code, plain.stderr).toBe(0);
     expect(plain.stdout.trim()).toMatch(/^\S{20,}$/);
+    // The line to paste on a new host goes to stderr, beside the token on stdout.
+    expect(plain.stderr).toContain(`KEELSON_JOIN_TOKEN='${plain.stdout.trim()}' sh`);
     const json = await keelson(["join-token", "create", "--expires-in-minutes", "5", "-o", "json"], { env });
     const issued = JSON.parse(json.stdout) as { token: string; expiresAt: string; projectId: string };
     expect(issued.projectId).toBe(f.t.projectId);

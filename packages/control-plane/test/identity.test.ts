@@ -402,6 +402,8 @@ describe("identity endpoints", () => {
         createdAt: expect.any(String),
         // Plain HTTP: no CA to pin (tls.test.ts covers the hash).
         caCertHash: null,
+        // Plain HTTP on loopback (light-my-request's localhost): the command fetches the script unpinned.
+        installCommand: expect.stringContaining(`KEELSON_JOIN_TOKEN='${body.token}' sh`),
       });
       expect(Date.parse(body.expiresAt)).toBeGreaterThanOrEqual(before + HOUR);
       expect(Date.parse(body.expiresAt)).toBeLessThanOrEqual(Date.now() + HOUR);

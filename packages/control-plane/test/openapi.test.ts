@@ -51,6 +51,7 @@ describe("OpenAPI document", () => {
         "GET /healthz",
         "GET /readyz",
         "GET /v1/ca",
+        "GET /v1/install/agent.sh",
         "POST /keystone/v3/auth/tokens",
         "POST /v1/agents/register",
         "GET /v1/agentPackages/{version}/package.tar.gz",

@@ -7,6 +7,19 @@ import type { Cli } from "../session.ts";
 
 /** Options and helpers several commands share. */
 
+/** Commands whose `--config <file>` is their own input, not the CLI's settings file (see program.ts, run). */
+const OWN_CONFIG = new Set<string>();
+
+/** Declares `--config <file>` as `command`'s own (its help shows it; run hands the value over). */
+export function ownConfigOption(command: Command, description: string): Command {
+  OWN_CONFIG.add(command.name());
+  return command.option("--config <file>", description);
+}
+
+export function ownsConfig(command: Command): boolean {
+  return OWN_CONFIG.has(command.name());
+}
+
 export function outputOption(command: Command): Command {
   return command.addOption(new Option("-o, --output <format>", "output format").choices([...FORMATS]).default("table"));
 }

@@ -108,7 +108,7 @@ export function hostCommands(program: Command, wrap: Wrap): void {
       const o = options as { output: string; expiresInMinutes?: number };
       const s = await cli.session();
       const body = o.expiresInMinutes === undefined ? {} : { expiresInMinutes: o.expiresInMinutes };
-      const issued = await s.api.json<{ token: string; expiresAt: string }>(
+      const issued = await s.api.json<{ token: string; expiresAt: string; installCommand?: string | null }>(
         "POST",
         `/v1/projects/${s.projectId}/joinTokens`,
         { body },
@@ -117,6 +117,8 @@ export function hostCommands(program: Command, wrap: Wrap): void {
       if (format !== "table") return render(cli.out, format, issued, []);
       cli.out.print(issued.token);
       cli.out.note(`expires at ${issued.expiresAt}; start the agent with KEELSON_JOIN_TOKEN set to it`);
+      if (issued.installCommand)
+        cli.out.note(`or install it: paste this on the new host, as root:\n${issued.installCommand}`);
     }),
   );
 }

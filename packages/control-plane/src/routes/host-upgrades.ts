@@ -2,6 +2,7 @@ import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { AGENT_VERSION_PATTERN } from "@keelson/protocol";
 import { Type } from "typebox";
 import { requestHostAgentUpgrade, requirePackage } from "../domain/hosts/agent-upgrade-request.ts";
+import { baseUrlOf } from "../http/base-url.ts";
 import { ErrorBody, MEMBER } from "./common-schemas.ts";
 
 const Body = Type.Object(
@@ -25,15 +26,6 @@ const Body = Type.Object(
   },
   { additionalProperties: false },
 );
-
-/**
- * Agents download from the URL they are given, so it must name this control plane as the
- * hosts reach it: KEELSON_PUBLIC_URL when set (a proxy in front), else the address this
- * request came to.
- */
-function baseUrlOf(publicUrl: string | undefined, request: { protocol: string; host: string }): string {
-  return publicUrl?.replace(/\/+$/, "") || `${request.protocol}://${request.host}`;
-}
 
 /** Host-agent upgrades as an operation (extension). */
 export const hostUpgradeRoutes: FastifyPluginAsyncTypebox = async (app) => {

@@ -13,6 +13,7 @@ import { externalClusterRoutes } from "./external-clusters.ts";
 import { healthRoutes } from "./health.ts";
 import { hostUpgradeRoutes } from "./host-upgrades.ts";
 import { hostRoutes } from "./hosts.ts";
+import { installRoutes } from "./install.ts";
 import { joinTokenRoutes } from "./join-tokens.ts";
 import { keystoneRoutes } from "./keystone.ts";
 import { kubeconfigRoutes } from "./kubeconfig.ts";
@@ -49,5 +50,6 @@ export const registerRoutes: FastifyPluginAsyncTypebox = async (app) => {
   await app.register(agentPackageRoutes);
   await app.register(nodePackageRoutes);
   await app.register(hostUpgradeRoutes);
+  await app.register(installRoutes);
   await app.register(eventRoutes);
 };

@@ -7,6 +7,8 @@ import {
   listJoinTokens,
   revokeJoinToken,
 } from "../domain/identity/join-tokens.ts";
+import { agentInstallCommand } from "../domain/install/agent-install.ts";
+import { baseUrlOf } from "../http/base-url.ts";
 import { PROJECT_ADMIN, Timestamp } from "./common-schemas.ts";
 import { projectCollectionRoutes } from "./project-collection.ts";
 
@@ -21,6 +23,10 @@ const IssuedJoinToken = Type.Object({
   caCertHash: Type.Union([Type.String({ pattern: "^sha256:[0-9a-f]{64}$" }), Type.Null()], {
     description:
       "KEELSON_CA_HASH for the agent: sha256 of the DER SubjectPublicKeyInfo of the CA that signs the server certificate (kubeadm's form). null when the server speaks plain HTTP or names no CA.",
+  }),
+  installCommand: Type.Union([Type.String(), Type.Null()], {
+    description:
+      "The line to paste, as root, on a new host: it fetches the CA bundle, keeps the certificate with `caCertHash` (refusing if none has it), fetches GET /v1/install/agent.sh verified against it alone, and runs it with this token. Over plain HTTP only for a loopback control plane; null otherwise (plain HTTP elsewhere, or no CA). The URL is KEELSON_PUBLIC_URL, else the address this request came to.",
   }),
 });
 const JoinTokenInfo = Type.Object({
@@ -63,10 +69,12 @@ export const joinTokenRoutes: FastifyPluginAsyncTypebox = async (app) => {
       issues: "join token",
       created: IssuedJoinToken,
       errorCodes: [400, 403, 404],
-      run: async (projectId, body) => ({
-        ...(await createJoinToken(db, projectId, body)),
-        caCertHash: app.keelson.tls?.caCertHash ?? null,
-      }),
+      run: async (projectId, body, request) => {
+        const issued = await createJoinToken(db, projectId, body);
+        const caCertHash = app.keelson.tls?.caCertHash ?? null;
+        const url = baseUrlOf(app.keelson.settings.publicUrl, request);
+        return { ...issued, caCertHash, installCommand: agentInstallCommand(url, caCertHash, issued.token) };
+      },
     },
   });
 };

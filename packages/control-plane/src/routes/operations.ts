@@ -1,6 +1,8 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
-import { listOperations } from "../runner/store.ts";
+import { callerOf, canSeeProject } from "../http/auth.ts";
+import { notFound } from "../http/errors.ts";
+import { listOperations, operationById } from "../runner/store.ts";
 import type { OperationRow } from "../runner/types.ts";
 import { ErrorBody, READER } from "./common-schemas.ts";
 
@@ -76,6 +78,26 @@ export const operationRoutes: FastifyPluginAsyncTypebox = async (app) => {
           limit,
         })
       ).map(present);
+    },
+  );
+
+  app.get(
+    "/v1/operations/:uuid",
+    {
+      config: READER,
+      schema: {
+        tags: ["operations (extension)"],
+        summary: "One operation",
+        description:
+          "The operation with this uuid, from any project the caller may see; one of another project is a 404 like a missing one.",
+        params: Type.Object({ uuid: Type.String({ minLength: 1, maxLength: 64 }) }),
+        response: { 200: Operation, 403: ErrorBody, 404: ErrorBody },
+      },
+    },
+    async (request) => {
+      const op = await operationById(app.keelson.db, request.params.uuid);
+      if (!op || !canSeeProject(callerOf(request), op.projectId)) throw notFound("operation", request.params.uuid);
+      return present(op);
     },
   );
 };

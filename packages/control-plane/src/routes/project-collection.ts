@@ -23,7 +23,8 @@ export interface CollectionCreate<Body extends TObject, Created extends TSchema>
   errorCodes: number[];
   /** The credential a create issues, for the audit trail (`project token`, `join token`). */
   issues?: string;
-  run: (projectId: string, body: Static<Body>) => Promise<Static<Created>>;
+  /** `request` for what depends on how the caller reached this control plane (its URL). */
+  run: (projectId: string, body: Static<Body>, request: { protocol: string; host: string }) => Promise<Static<Created>>;
 }
 
 /** One of a project's identity collections (tokens, users, join tokens) as its routes see it. */
@@ -71,7 +72,7 @@ export function projectCollectionRoutes<Item extends TSchema, Body extends TObje
       },
     },
     async (request, reply) =>
-      reply.status(201).send(await create.run(request.params.projectId, request.body as Static<Body>)),
+      reply.status(201).send(await create.run(request.params.projectId, request.body as Static<Body>, request)),
   );
   app.get(
     base,

@@ -95,3 +95,8 @@ export async function listOperations(
     .orderBy(desc(operations.createdAt))
     .limit(filter.limit);
 }
+
+/** One operation by id, whatever its project (the caller checks who may see it). */
+export async function operationById(db: Db, id: string): Promise<OperationRow | undefined> {
+  return firstRow(await db.select().from(operations).where(eq(operations.id, id)));
+}
