@@ -76,7 +76,11 @@ export function signatureMatches(request: SignedRequest, credential: Credential,
   const [path = "/", query = ""] = request.url.split("?", 2) as [string, string?];
   // Every service but S3 encodes the (already encoded) path once more.
   const canonicalUri = path.split("/").map(uriEncode).join("/");
-  const payloadHash = (request.headers["x-amz-content-sha256"] as string | undefined) ?? sha256(request.body);
+  // The body as it arrived is what is signed: a signed x-amz-content-sha256 header that does not
+  // hash to it is refused too (AWS checks the payload, not the client's word for it).
+  const payloadHash = sha256(request.body);
+  const claimed = request.headers["x-amz-content-sha256"];
+  if (claimed !== undefined && claimed !== payloadHash) return false;
   const canonicalRequest = [
     request.method,
     canonicalUri,

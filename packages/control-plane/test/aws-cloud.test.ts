@@ -2,6 +2,7 @@ import { cloudProviders, firstRow, nodePools } from "@keelson/db";
 import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type AwsStandin, STANDIN_KEYS, startAwsStandin } from "../../../test/aws-standin/server.ts";
+import { readServerSettings } from "../src/settings.ts";
 import { createTestApp, mintProjectToken, type TestApp } from "./helpers.ts";
 import { SSH_KEYS } from "./ssh-key-fixtures.ts";
 
@@ -152,6 +153,46 @@ describe("AWS accounts on the AWS SDK", () => {
         t.settings.cloudCallTimeoutMs = 15_000;
       }
       expect(await counts()).toEqual(before);
+    });
+  });
+
+  describe("endpoint settings (the SDK's own variable names)", () => {
+    it("AWS_ENDPOINT_URL_<SERVICE> wins over AWS_ENDPOINT_URL for its service only", async () => {
+      const closed = await closedEndpoint();
+      t.settings.awsEndpointUrl = closed;
+      t.settings.awsEndpointUrlSts = standin.url;
+      try {
+        const validate = await t.request({
+          method: "POST",
+          url: `/v4/${p()}/cloudProviders/validate`,
+          payload: { name: "split", type: "aws", ...STANDIN_KEYS },
+        });
+        expect(validate.statusCode, validate.body).toBe(200);
+        const regions = await t.request({ method: "GET", url: `/v4/${p()}/cloudProviders/${aws}` });
+        expect(regions.statusCode).toBe(503);
+        t.settings.awsEndpointUrlEc2 = standin.url;
+        const again = await t.request({ method: "GET", url: `/v4/${p()}/cloudProviders/${aws}` });
+        expect(again.statusCode, again.body).toBe(200);
+      } finally {
+        t.settings.awsEndpointUrl = standin.url;
+        t.settings.awsEndpointUrlSts = undefined;
+        t.settings.awsEndpointUrlEc2 = undefined;
+      }
+    });
+
+    it("are parsed once with the server's settings; a bad one stops the start naming it", () => {
+      const parsed = readServerSettings({
+        AWS_ENDPOINT_URL: "http://127.0.0.1:4566",
+        AWS_ENDPOINT_URL_ROUTE_53: "https://r53.internal",
+      });
+      expect(parsed).toMatchObject({
+        awsEndpointUrl: "http://127.0.0.1:4566",
+        awsEndpointUrlRoute53: "https://r53.internal",
+      });
+      expect(() => readServerSettings({ AWS_ENDPOINT_URL_EC2: "ec2.internal" })).toThrow(/AWS_ENDPOINT_URL_EC2/);
+      expect(() => readServerSettings({ KEELSON_CLOUD_CALL_TIMEOUT_MS: "10" })).toThrow(
+        /KEELSON_CLOUD_CALL_TIMEOUT_MS/,
+      );
     });
   });
 
