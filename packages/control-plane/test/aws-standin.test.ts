@@ -1,6 +1,7 @@
 import { GetCallerIdentityCommand, STSClient } from "@aws-sdk/client-sts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type AwsStandin, STANDIN_KEYS, startAwsStandin } from "../../../test/aws-standin/server.ts";
+import { AwsClientCache } from "../src/domain/cloud-providers/aws/client-cache.ts";
 
 /**
  * The AWS stand-in is strict where AWS is: it is only worth testing against if a request AWS
@@ -75,5 +76,42 @@ describe("AWS stand-in", () => {
     expect(res.status).toBe(403);
     expect(xml).toContain("<Response><Errors><Error><Code>MissingAuthenticationToken</Code>");
     expect(xml).toMatch(/<RequestID>[0-9a-f-]{36}<\/RequestID><\/Response>$/);
+  });
+});
+
+describe("AWS client cache", () => {
+  const fake = () => ({
+    destroyed: false,
+    destroy() {
+      this.destroyed = true;
+    },
+  });
+
+  it("reuses a client per key, makes a new one for new credentials, and destroys all on close", () => {
+    const cache = new AwsClientCache();
+    const key = (secret: string) => AwsClientCache.keyOf({ service: "sts", region: "us-east-1", key: "AKIA1", secret });
+    const first = cache.get(key("a"), fake);
+    expect(cache.get(key("a"), fake)).toBe(first);
+    const rekeyed = cache.get(key("b"), fake);
+    expect(rekeyed).not.toBe(first);
+    expect(key("a")).not.toContain("a|");
+    cache.destroy();
+    expect([first.destroyed, rekeyed.destroyed]).toEqual([true, true]);
+    expect(cache.size).toBe(0);
+  });
+
+  it("drops the least recently used client beyond its limit and destroys it after the grace", async () => {
+    const cache = new AwsClientCache(2, 10);
+    const a = cache.get("a", fake);
+    const b = cache.get("b", fake);
+    cache.get("a", fake); // a is now the most recent
+    cache.get("c", fake);
+    expect(cache.size).toBe(2);
+    expect(cache.get("a", fake)).toBe(a);
+    expect(b.destroyed).toBe(false); // calls it carries may still finish
+    await new Promise((r) => setTimeout(r, 30));
+    expect(b.destroyed).toBe(true);
+    expect(a.destroyed).toBe(false);
+    cache.destroy();
   });
 });

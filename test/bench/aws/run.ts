@@ -2,12 +2,14 @@
 // (test/aws-standin), through a real keelson-server started with AWS_ENDPOINT_URL: `validate`
 // (STS GetCallerIdentity) and region detail (DescribeRegions, then the region's calls at once),
 // beside baselines measured in the same run: the same SDK calls made directly from this process,
-// with no HTTP API, database or auth in front. Also counts the SDK calls one region detail makes.
+// with no HTTP API, database or auth in front, with a new client per call and with kept clients
+// (the server keeps them, client-cache.ts). Also counts the SDK calls one region detail makes.
 // Requests go one at a time (latency, not throughput). Prints figures; never fails on a time.
 import {
   checkAwsCredentials,
   listAwsRegions,
 } from "../../../packages/control-plane/src/domain/cloud-providers/aws/account.ts";
+import { AwsClientCache } from "../../../packages/control-plane/src/domain/cloud-providers/aws/client-cache.ts";
 import type { AwsAccount } from "../../../packages/control-plane/src/domain/cloud-providers/aws/clients.ts";
 import { awsRegionDetail } from "../../../packages/control-plane/src/domain/cloud-providers/aws/region-detail.ts";
 import { STANDIN_KEYS, startAwsStandin } from "../../aws-standin/server.ts";
@@ -65,10 +67,17 @@ try {
     settings: { awsEndpointUrl: standin.url, cloudCallTimeoutMs: 15_000 },
     credentials: STANDIN_KEYS,
   } as AwsAccount;
+  const clients = new AwsClientCache();
+  const kept: AwsAccount = { ...account, clients };
   const rows: Row[] = [];
   rows.push(
-    await timed("baseline: GetCallerIdentity, SDK direct (client per call)", calls, async () => {
+    await timed("baseline: GetCallerIdentity, SDK direct, a new client per call", calls, async () => {
       await checkAwsCredentials(account);
+    }),
+  );
+  rows.push(
+    await timed("baseline: GetCallerIdentity, SDK direct, kept client", calls, async () => {
+      await checkAwsCredentials(kept);
     }),
   );
   rows.push(
@@ -81,9 +90,9 @@ try {
     }),
   );
   rows.push(
-    await timed("baseline: region detail's calls, SDK direct", calls, async () => {
-      await listAwsRegions(account);
-      await awsRegionDetail(account, REGION);
+    await timed("baseline: region detail's calls, SDK direct, kept clients", calls, async () => {
+      await listAwsRegions(kept);
+      await awsRegionDetail(kept, REGION);
     }),
   );
   rows.push(
@@ -92,6 +101,7 @@ try {
       if (res.status !== 200) throw new Error(`region detail: ${res.status}`);
     }),
   );
+  clients.destroy();
   process.stdout.write(`AWS stand-in on loopback, ${ROUNDS} sequential requests per case\n`);
   print(rows);
 } finally {

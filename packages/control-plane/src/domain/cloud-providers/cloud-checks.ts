@@ -1,7 +1,7 @@
 import type { Keelson } from "../../context.ts";
 import { badRequest } from "../../http/errors.ts";
 import { checkAwsCredentials, importAwsKeyPair, listAwsRegions, requireAwsRegion } from "./aws/account.ts";
-import type { AwsAccount, AwsSettings } from "./aws/clients.ts";
+import type { AwsAccount } from "./aws/clients.ts";
 import { awsRegionDetail, type RegionDetail } from "./aws/region-detail.ts";
 import { getProvider, storedCredentials } from "./cloud-providers.ts";
 import type { Credentials } from "./credentials.ts";
@@ -18,11 +18,20 @@ import { parseSshPublicKey } from "./ssh-public-key.ts";
 type CloudType = Exclude<ProviderType, "local">;
 
 /** Whether the cloud accepts the credentials: 400 when it refuses them, 503 when it cannot be asked. */
-export async function verifyWithCloud(settings: AwsSettings, type: CloudType, credentials: Credentials): Promise<void> {
-  if (type === "aws") await checkAwsCredentials({ settings, credentials });
+export async function verifyWithCloud(
+  keelson: Pick<Keelson, "settings" | "awsClients">,
+  type: CloudType,
+  credentials: Credentials,
+): Promise<void> {
+  if (type === "aws")
+    await checkAwsCredentials({ settings: keelson.settings, credentials, clients: keelson.awsClients });
 }
 
-type CloudKeelson = Pick<Keelson, "db" | "cipher" | "settings">;
+type CloudKeelson = Pick<Keelson, "db" | "cipher" | "settings" | "awsClients">;
+
+async function storedAccount(keelson: CloudKeelson, id: string): Promise<AwsAccount> {
+  return { settings: keelson.settings, credentials: await storedCredentials(keelson, id), clients: keelson.awsClients };
+}
 
 /** The account as the AWS calls need it; 400 for any other type (`what` names the request). */
 async function awsAccountOf(keelson: CloudKeelson, projectId: string, id: string, what: string): Promise<AwsAccount> {
@@ -32,13 +41,13 @@ async function awsAccountOf(keelson: CloudKeelson, projectId: string, id: string
       provider.type === "local" ? "the local provider has no cloud" : `not for ${provider.type} accounts yet`;
     throw badRequest("uuid", `${what} is served for aws accounts only: ${reason}`, "unsupported_provider");
   }
-  return { settings: keelson.settings, credentials: await storedCredentials(keelson, id) };
+  return storedAccount(keelson, id);
 }
 
 export async function providerRegions(keelson: CloudKeelson, projectId: string, id: string): Promise<Region[]> {
   const provider = await getProvider(keelson.db, projectId, id);
   if (provider.type !== "aws") return regionsOf(provider.type);
-  return listAwsRegions({ settings: keelson.settings, credentials: await storedCredentials(keelson, id) });
+  return listAwsRegions(await storedAccount(keelson, id));
 }
 
 export async function providerRegionDetail(

@@ -105,7 +105,7 @@ export function checkProviderInput(version: ApiVersion, input: ProviderInput): E
  * rather than the conflict create answers.
  */
 export async function validateProviderInput(
-  keelson: Pick<Keelson, "settings">,
+  keelson: Pick<Keelson, "settings" | "awsClients">,
   version: ApiVersion,
   input: ProviderInput,
 ): Promise<void> {
@@ -113,7 +113,7 @@ export async function validateProviderInput(
     throw badRequest("type", "the local provider takes no credentials to validate");
   }
   const type = checkProviderInput(version, input);
-  await verifyWithCloud(keelson.settings, type, input);
+  await verifyWithCloud(keelson, type, input);
 }
 
 /** The decrypted credentials of an account, for the cloud calls; never for a response. */
@@ -145,7 +145,7 @@ async function requireUniqueName(tx: Tx, projectId: string, name: string, except
 
 /** Creates the account and its node pool in one transaction. */
 export async function createProvider(
-  keelson: Pick<Keelson, "db" | "cipher" | "settings">,
+  keelson: Pick<Keelson, "db" | "cipher" | "settings" | "awsClients">,
   projectId: string,
   version: ApiVersion,
   input: ProviderInput,
@@ -153,7 +153,7 @@ export async function createProvider(
   const type = checkProviderInput(version, input);
   // A duplicate name is answered before the cloud is asked, and checked again when writing.
   await requireUniqueName(keelson.db, projectId, input.name);
-  await verifyWithCloud(keelson.settings, type, input);
+  await verifyWithCloud(keelson, type, input);
   return keelson.db.transaction(async (tx) => {
     await requireUniqueName(tx, projectId, input.name);
     const id = randomUUID();
@@ -217,7 +217,7 @@ export async function deleteProvider(db: Db, projectId: string, id: string): Pro
  * with the stored other half, as the account will use them.
  */
 async function verifyNewCredentials(
-  keelson: Pick<Keelson, "db" | "cipher" | "settings">,
+  keelson: Pick<Keelson, "db" | "cipher" | "settings" | "awsClients">,
   projectId: string,
   id: string,
   patch: ProviderPatch,
@@ -228,7 +228,7 @@ async function verifyNewCredentials(
   const type = provider.type as Exclude<ProviderType, "local">;
   checkCredentials(type, { key: patch.key, secret: patch.secret });
   const stored = await storedCredentials(keelson, id);
-  await verifyWithCloud(keelson.settings, type, {
+  await verifyWithCloud(keelson, type, {
     key: patch.key ?? stored.key,
     secret: patch.secret ?? stored.secret,
   });
@@ -236,7 +236,7 @@ async function verifyNewCredentials(
 
 /** Rename and/or re-key. Only the fields present change; the node pool follows a rename. */
 export async function updateProvider(
-  keelson: Pick<Keelson, "db" | "cipher" | "settings">,
+  keelson: Pick<Keelson, "db" | "cipher" | "settings" | "awsClients">,
   projectId: string,
   id: string,
   patch: ProviderPatch,

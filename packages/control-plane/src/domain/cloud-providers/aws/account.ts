@@ -9,17 +9,17 @@ import { awsErrorCode } from "./errors.ts";
  * The account-level AWS calls: whether AWS accepts the credentials (STS GetCallerIdentity, which
  * needs no permission at all, so a working key never fails it), the account's regions (EC2
  * DescribeRegions: only those enabled for it) and importing an SSH key into a region.
- * Each call builds its client and destroys it after, so no socket outlives the request.
+ * Clients come from the server's cache when the account carries one (client-cache.ts).
  */
 export async function checkAwsCredentials(account: AwsAccount): Promise<{ accountId: string }> {
   const sts = stsClient(account);
   try {
     const identity = await awsCall(account.settings, "the credential check (STS GetCallerIdentity)", (abortSignal) =>
-      sts.send(new GetCallerIdentityCommand({}), { abortSignal }),
+      sts.client.send(new GetCallerIdentityCommand({}), { abortSignal }),
     );
     return { accountId: identity.Account ?? "" };
   } finally {
-    sts.destroy();
+    sts.release();
   }
 }
 
@@ -27,14 +27,14 @@ export async function listAwsRegions(account: AwsAccount): Promise<Region[]> {
   const ec2 = ec2Client(account, GLOBAL_REGION);
   try {
     const answer = await awsCall(account.settings, "the region list (EC2 DescribeRegions)", (abortSignal) =>
-      ec2.send(new DescribeRegionsCommand({}), { abortSignal }),
+      ec2.client.send(new DescribeRegionsCommand({}), { abortSignal }),
     );
     return (answer.Regions ?? [])
       .map((r) => ({ RegionName: r.RegionName ?? "", Endpoint: r.Endpoint ?? "" }))
       .filter((r) => r.RegionName !== "")
       .sort((a, b) => a.RegionName.localeCompare(b.RegionName));
   } finally {
-    ec2.destroy();
+    ec2.release();
   }
 }
 
@@ -50,7 +50,7 @@ export async function importAwsKeyPair(account: AwsAccount, region: string, name
   const ec2 = ec2Client(account, region);
   try {
     await awsCall(account.settings, `the key import (EC2 ImportKeyPair in ${region})`, (abortSignal) =>
-      ec2
+      ec2.client
         .send(new ImportKeyPairCommand({ KeyName: name, PublicKeyMaterial: Buffer.from(key) }), { abortSignal })
         .catch((err: unknown) => {
           if (awsErrorCode(err) === "InvalidKeyPair.Duplicate") {
@@ -60,6 +60,6 @@ export async function importAwsKeyPair(account: AwsAccount, region: string, name
         }),
     );
   } finally {
-    ec2.destroy();
+    ec2.release();
   }
 }

@@ -3,6 +3,7 @@ import { Route53Client } from "@aws-sdk/client-route-53";
 import { STSClient } from "@aws-sdk/client-sts";
 import type { ServerSettings } from "../../../settings.ts";
 import type { Credentials } from "../credentials.ts";
+import { AwsClientCache } from "./client-cache.ts";
 import { apiErrorOf } from "./errors.ts";
 
 /**
@@ -22,25 +23,66 @@ export const GLOBAL_REGION = "us-east-1";
 export interface AwsAccount {
   settings: AwsSettings;
   credentials: Credentials;
+  /** The server's kept clients (client-cache.ts); without it each call gets a client of its own. */
+  clients?: AwsClientCache;
 }
 
-function config(account: AwsAccount, region: string, endpoint: string | undefined) {
-  return {
+/** A client for one request; `release` destroys it unless the cache keeps it. */
+export interface Lease<C> {
+  client: C;
+  release(): void;
+}
+
+type Service = "sts" | "ec2" | "route53";
+
+function lease<C extends { destroy(): void }>(
+  account: AwsAccount,
+  service: Service,
+  region: string,
+  endpoint: string | undefined,
+  make: (config: {
+    region: string;
+    endpoint?: string;
+    credentials: { accessKeyId: string; secretAccessKey: string };
+  }) => C,
+): Lease<C> {
+  const { key, secret } = account.credentials;
+  const build = () =>
+    make({ region, credentials: { accessKeyId: key, secretAccessKey: secret }, ...(endpoint ? { endpoint } : {}) });
+  const cache = account.clients;
+  if (!cache) {
+    const client = build();
+    return { client, release: () => client.destroy() };
+  }
+  const client = cache.get(AwsClientCache.keyOf({ service, endpoint, region, key, secret }), build);
+  return { client, release: () => {} };
+}
+
+export const stsClient = (account: AwsAccount): Lease<STSClient> =>
+  lease(
+    account,
+    "sts",
+    GLOBAL_REGION,
+    account.settings.awsEndpointUrlSts ?? account.settings.awsEndpointUrl,
+    (c) => new STSClient(c),
+  );
+
+export const ec2Client = (account: AwsAccount, region: string): Lease<EC2Client> =>
+  lease(
+    account,
+    "ec2",
     region,
-    credentials: { accessKeyId: account.credentials.key, secretAccessKey: account.credentials.secret },
-    ...(endpoint ? { endpoint } : {}),
-  };
-}
+    account.settings.awsEndpointUrlEc2 ?? account.settings.awsEndpointUrl,
+    (c) => new EC2Client(c),
+  );
 
-export const stsClient = (account: AwsAccount) =>
-  new STSClient(config(account, GLOBAL_REGION, account.settings.awsEndpointUrlSts ?? account.settings.awsEndpointUrl));
-
-export const ec2Client = (account: AwsAccount, region: string) =>
-  new EC2Client(config(account, region, account.settings.awsEndpointUrlEc2 ?? account.settings.awsEndpointUrl));
-
-export const route53Client = (account: AwsAccount) =>
-  new Route53Client(
-    config(account, GLOBAL_REGION, account.settings.awsEndpointUrlRoute53 ?? account.settings.awsEndpointUrl),
+export const route53Client = (account: AwsAccount): Lease<Route53Client> =>
+  lease(
+    account,
+    "route53",
+    GLOBAL_REGION,
+    account.settings.awsEndpointUrlRoute53 ?? account.settings.awsEndpointUrl,
+    (c) => new Route53Client(c),
   );
 
 /**

@@ -140,8 +140,10 @@ async function vpcsOf(account: AwsAccount, ec2: EC2Client, region: string): Prom
 }
 
 export async function awsRegionDetail(account: AwsAccount, region: string): Promise<RegionDetail> {
-  const ec2 = ec2Client(account, region);
-  const route53 = route53Client(account);
+  const ec2Lease = ec2Client(account, region);
+  const route53Lease = route53Client(account);
+  const ec2 = ec2Lease.client;
+  const route53 = route53Lease.client;
   try {
     const [zones, domains, flavors, keyPairs, operatingSystems, vpcs] = await Promise.all([
       awsCall(account.settings, `the availability zones (EC2 DescribeAvailabilityZones in ${region})`, (abortSignal) =>
@@ -172,7 +174,7 @@ export async function awsRegionDetail(account: AwsAccount, region: string): Prom
       vpcs,
     };
   } finally {
-    ec2.destroy();
-    route53.destroy();
+    ec2Lease.release();
+    route53Lease.release();
   }
 }
