@@ -46,6 +46,8 @@ export interface AwsStandin {
   url: string;
   /** Every request answered, in order (refused ones too). */
   calls: StandinCall[];
+  /** TCP connections accepted so far (a client that keeps its connection opens one). */
+  connections: number;
   /** A delay before every answer, in milliseconds (a slow cloud). */
   latencyMs: number;
   /** The access keys of the account and their secrets (an IAM user may have two); tests add more. */
@@ -192,6 +194,7 @@ export async function startAwsStandin(options: { latencyMs?: number } = {}): Pro
   });
   server.on("connection", (socket) => {
     sockets.add(socket);
+    standin.connections++;
     socket.on("close", () => sockets.delete(socket));
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
@@ -199,6 +202,7 @@ export async function startAwsStandin(options: { latencyMs?: number } = {}): Pro
   const standin: AwsStandin = {
     url: `http://127.0.0.1:${port}`,
     calls,
+    connections: 0,
     latencyMs: options.latencyMs ?? 0,
     keys: new Map([[STANDIN_ACCOUNT.accessKeyId, STANDIN_ACCOUNT.secretAccessKey]]),
     ec2,

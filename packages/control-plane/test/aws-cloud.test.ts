@@ -63,6 +63,19 @@ describe("AWS accounts on the AWS SDK", () => {
       ]);
     });
 
+    it("keeps the account's SDK client between requests: one connection for several calls", async () => {
+      const validate = () =>
+        t.request({
+          method: "POST",
+          url: `/v4/${p()}/cloudProviders/validate`,
+          payload: { name: "again", type: "aws", ...STANDIN_KEYS },
+        });
+      await validate();
+      const connections = standin.connections;
+      for (let i = 0; i < 5; i++) expect((await validate()).statusCode).toBe(200);
+      expect(standin.connections).toBe(connections);
+    });
+
     for (const [label, keys, awsCode] of [
       ["a key AWS does not know", WRONG_KEY, "InvalidClientTokenId"],
       ["a wrong secret", WRONG_SECRET, "SignatureDoesNotMatch"],

@@ -81,6 +81,12 @@ try {
     }),
   );
   rows.push(
+    await timed("baseline: keelson GET /v4/{p}/cloudProvider/types (no AWS call)", calls, async () => {
+      const res = await api(`${server.url}/v4/${projectId}/cloudProvider/types`, admin);
+      if (res.status !== 200) throw new Error(`types: ${res.status}`);
+    }),
+  );
+  rows.push(
     await timed("keelson: POST /v4/{p}/cloudProviders/validate", calls, async () => {
       const res = await api(`${server.url}/v4/${projectId}/cloudProviders/validate`, admin, {
         method: "POST",
