@@ -35,18 +35,27 @@ export interface Lease<C> {
 
 type Service = "sts" | "ec2" | "route53";
 
+/** Each service's own endpoint setting; AWS_ENDPOINT_URL stands for any that is unset. */
+const SERVICE_ENDPOINT = {
+  sts: "awsEndpointUrlSts",
+  ec2: "awsEndpointUrlEc2",
+  route53: "awsEndpointUrlRoute53",
+} as const satisfies Record<Service, keyof AwsSettings>;
+
+type ClientConfig = {
+  region: string;
+  endpoint?: string;
+  credentials: { accessKeyId: string; secretAccessKey: string };
+};
+
 function lease<C extends { destroy(): void }>(
   account: AwsAccount,
   service: Service,
   region: string,
-  endpoint: string | undefined,
-  make: (config: {
-    region: string;
-    endpoint?: string;
-    credentials: { accessKeyId: string; secretAccessKey: string };
-  }) => C,
+  make: (config: ClientConfig) => C,
 ): Lease<C> {
   const { key, secret } = account.credentials;
+  const endpoint = account.settings[SERVICE_ENDPOINT[service]] ?? account.settings.awsEndpointUrl;
   const build = () =>
     make({ region, credentials: { accessKeyId: key, secretAccessKey: secret }, ...(endpoint ? { endpoint } : {}) });
   const cache = account.clients;
@@ -58,32 +67,11 @@ function lease<C extends { destroy(): void }>(
   return { client, release: () => {} };
 }
 
-export const stsClient = (account: AwsAccount): Lease<STSClient> =>
-  lease(
-    account,
-    "sts",
-    GLOBAL_REGION,
-    account.settings.awsEndpointUrlSts ?? account.settings.awsEndpointUrl,
-    (c) => new STSClient(c),
-  );
-
-export const ec2Client = (account: AwsAccount, region: string): Lease<EC2Client> =>
-  lease(
-    account,
-    "ec2",
-    region,
-    account.settings.awsEndpointUrlEc2 ?? account.settings.awsEndpointUrl,
-    (c) => new EC2Client(c),
-  );
-
-export const route53Client = (account: AwsAccount): Lease<Route53Client> =>
-  lease(
-    account,
-    "route53",
-    GLOBAL_REGION,
-    account.settings.awsEndpointUrlRoute53 ?? account.settings.awsEndpointUrl,
-    (c) => new Route53Client(c),
-  );
+export const stsClient = (account: AwsAccount) => lease(account, "sts", GLOBAL_REGION, (c) => new STSClient(c));
+export const ec2Client = (account: AwsAccount, region: string) =>
+  lease(account, "ec2", region, (c) => new EC2Client(c));
+export const route53Client = (account: AwsAccount) =>
+  lease(account, "route53", GLOBAL_REGION, (c) => new Route53Client(c));
 
 /**
  * One AWS call under the time limit: the signal aborts the SDK's request (and its retries), and
