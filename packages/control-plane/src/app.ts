@@ -10,6 +10,7 @@ import { installAudit } from "./audit/http.ts";
 import { pruneAuditRecords } from "./audit/records.ts";
 import type { Keelson } from "./context.ts";
 import { loadCatalogue } from "./domain/catalogue/catalogue.ts";
+import { AwsClientCache } from "./domain/cloud-providers/aws/client-cache.ts";
 import { followClusterHealth } from "./domain/clusters/health/health-follower.ts";
 import { hostLinkDomain } from "./domain/hosts/link-domain.ts";
 import type { PresenceOptions } from "./domain/hosts/presence.ts";
@@ -112,8 +113,10 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     agents,
     storage,
     tls,
+    awsClients: new AwsClientCache(),
   };
   app.decorate("keelson", keelson);
+  app.addHook("onClose", async () => keelson.awsClients.destroy());
   await ensureDefaultProject(keelson);
   registerOperationKinds(keelson);
   const stopFollowingHealth = followClusterHealth(keelson);

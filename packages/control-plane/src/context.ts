@@ -2,6 +2,7 @@ import type { Db, Store } from "@keelson/db";
 import type { FastifyBaseLogger } from "fastify";
 import type { AgentHub } from "./agents/hub.ts";
 import type { Catalogue } from "./domain/catalogue/catalogue.ts";
+import type { AwsClientCache } from "./domain/cloud-providers/aws/client-cache.ts";
 import type { IdentityResolver } from "./domain/identity/resolver.ts";
 import type { OperationRunner } from "./runner/runner.ts";
 import type { SecretCipher } from "./secrets/cipher.ts";
@@ -28,6 +29,8 @@ export interface Keelson {
   readonly storage: StorageCondition;
   /** The agent link: sessions, commands to hosts, presence. */
   readonly agents: AgentHub;
+  /** The AWS SDK clients kept between requests (destroyed when the server closes). */
+  readonly awsClients: AwsClientCache;
   /** HTTPS and its CA (KEELSON_TLS=auto or files); undefined when the server speaks plain HTTP. */
   readonly tls: ServerTls | undefined;
 }

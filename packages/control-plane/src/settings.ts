@@ -218,6 +218,41 @@ export const ServerSettingsSchema = Type.Object({
     unit: "milliseconds",
     description: "How long a host may take to come back at a new agent version.",
   }),
+  // The AWS SDK's own endpoint variables (its "service-specific endpoints" configuration), read
+  // here once like every setting and handed to the SDK clients: tests, private regions and
+  // proxies point Keelson at another endpoint with no code change.
+  awsEndpointUrl: Type.Optional(
+    Setting.httpUrl("AWS_ENDPOINT_URL", "AWS: one endpoint for every AWS service Keelson calls (STS, EC2, Route 53).", {
+      defaultText: "each service's public AWS endpoint",
+    }),
+  ),
+  awsEndpointUrlSts: Type.Optional(
+    Setting.httpUrl("AWS_ENDPOINT_URL_STS", "AWS: the STS endpoint (credential checks); wins over AWS_ENDPOINT_URL.", {
+      defaultText: "AWS_ENDPOINT_URL",
+    }),
+  ),
+  awsEndpointUrlEc2: Type.Optional(
+    Setting.httpUrl(
+      "AWS_ENDPOINT_URL_EC2",
+      "AWS: the EC2 endpoint (regions, zones, instance types, key pairs, images, VPCs); wins over AWS_ENDPOINT_URL.",
+      { defaultText: "AWS_ENDPOINT_URL" },
+    ),
+  ),
+  awsEndpointUrlRoute53: Type.Optional(
+    Setting.httpUrl(
+      "AWS_ENDPOINT_URL_ROUTE_53",
+      "AWS: the Route 53 endpoint (hosted zones); wins over AWS_ENDPOINT_URL.",
+      { defaultText: "AWS_ENDPOINT_URL" },
+    ),
+  ),
+  cloudCallTimeoutMs: Type.Integer({
+    env: "KEELSON_CLOUD_CALL_TIMEOUT_MS",
+    default: 15_000,
+    minimum: 100,
+    maximum: 600_000,
+    unit: "milliseconds",
+    description: "Longest a request waits for one cloud API call (retries included); past it the request answers 503.",
+  }),
   nodeEnv: Setting.nodeEnv(),
   printSummary: Type.Boolean({
     env: "KEELSON_PRINT_SUMMARY",

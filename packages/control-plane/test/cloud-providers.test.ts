@@ -5,11 +5,14 @@ import { cloudProviders, clusters, type Db, firstRow, nodePools } from "@keelson
 import { and, eq } from "drizzle-orm";
 import type { InjectOptions } from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type AwsStandin, STANDIN_KEYS, startAwsStandin } from "../../../test/aws-standin/server.ts";
 import { parseSshPublicKey } from "../src/domain/cloud-providers/ssh-public-key.ts";
 import { ADMIN_TOKEN, createTestApp, type TestApp } from "./helpers.ts";
 import { storedSpec } from "./node-fixtures.ts";
+import { SSH_KEYS } from "./ssh-key-fixtures.ts";
 
-const AWS = { key: "AKIAIOSFODNN7EXAMPLE", secret: "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY" };
+/** The AWS stand-in's account: every aws account here is checked with it. */
+const AWS = STANDIN_KEYS;
 const AZURE = { key: "0f8fad5b-d9cb-469f-a165-70867728950e", secret: "azure~client.secret-value" };
 const GCP_SECRET = JSON.stringify({
   type: "service_account",
@@ -18,15 +21,6 @@ const GCP_SECRET = JSON.stringify({
   private_key: "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----\n",
 });
 const GCP = { key: "keelson-test-1", secret: GCP_SECRET };
-
-/** Real keys made with ssh-keygen (public halves only). */
-const SSH_KEYS = {
-  rsa: "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQC6TBftX/3d0+hvoD8dmohiWLyZlhmZPTa5dwpkYrKcRe/xX0KpEpegXA4MKmmqIFAGFJyD5BkNSWeb3neEtTweYcvyBiZfaX76m4Tevjb7ZHtN7uhx7+OJN28NTTCDZqt7GrklqTyrW5GgHDL6LM4dCPAcemnc9b23j67jKy6V7LRrMyOlJZID4WsFY/YLLYnGuK0P6J6TkYDMMDyOidvXWQ162HrUvQpW+0ZNQgLqX3MaNbLTEZLF+l6gYP+R9iIHc01NZDLudS2v/Mcdwir2pmFr1SqcOTROFV6hBancjaPB0OBDU3mPy9Evd/hOGwWN49redXbbsdh2Cj9RNG5/ test@keelson",
-  ed25519: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJ4n4874fio+90153sQ4KQs1g2ggoUSbsLqyIwFPBEac test@keelson",
-  p256: "ecdsa-sha2-nistp256 AAAAE2VjZHNhLXNoYTItbmlzdHAyNTYAAAAIbmlzdHAyNTYAAABBBAtN4E8M3IYCD4yfO5dx2LtmosqMVTej2Tv5KjFNzCUC2XEC44JFsGNyDqn0oGmLkSQV5msLxC3w41+8/eqRCis= test@keelson",
-  p384: "ecdsa-sha2-nistp384 AAAAE2VjZHNhLXNoYTItbmlzdHAzODQAAAAIbmlzdHAzODQAAABhBG+vvatu4Ynte5sRiGp2ueyZGbvpsCiIRBZSwEKLccZCuNvAiGVrXSWDD8/ij6vBzfl3ukDNX14bJ/TWlXtXHSEFbQpFsSmUpu8BD9eK7+9I9Ya53LH4nh5FVb6b07tXkA== test@keelson",
-  p521: "ecdsa-sha2-nistp521 AAAAE2VjZHNhLXNoYTItbmlzdHA1MjEAAAAIbmlzdHA1MjEAAACFBAFUQRsndmwsBQbJGSTQMb+Tbbbznlbdken12NSRyf7H2jq+OYBo7QAb7YNIrwKEY0oNXueB7Pl02Jo7jebXhTXdswHts2iVBgR8gN6nunGCN//yoa3uBcRVFvLmnidjfc+lk0elEnFs5fdd7H4unybz2LAWiYGh3vtoGZPcshqGi1ukNQ== test@keelson",
-};
 
 const V4_KEYS = ["name", "nodePoolUuid", "type", "uuid"];
 const V3_KEYS = ["name", "nodePoolName", "nodePoolUuid", "projectID", "type", "uuid"];
@@ -82,10 +76,15 @@ describe("cloud providers", () => {
     return res.json().uuid as string;
   }
 
+  let standin: AwsStandin;
   beforeAll(async () => {
-    t = await createTestApp();
+    standin = await startAwsStandin();
+    t = await createTestApp({ settings: { awsEndpointUrl: standin.url } });
   });
-  afterAll(async () => t.close());
+  afterAll(async () => {
+    await t.close();
+    await standin.close();
+  });
 
   describe("list", () => {
     it("shows the built-in local provider with the v4 key set", async () => {
@@ -276,6 +275,7 @@ describe("cloud providers", () => {
     let uuid: string;
 
     beforeAll(async () => {
+      standin.keys.set(SECRET_AWS.key, SECRET_AWS.secret);
       uuid = await createOk("v4", { name: "secret-check", type: "aws", ...SECRET_AWS });
     });
 
@@ -339,15 +339,22 @@ describe("cloud providers", () => {
       aws = await createOk("v4", { name: "regions", type: "aws", ...AWS });
     });
 
-    it("lists the regions of a public cloud, v4 and v3", async () => {
+    it("lists the account's regions from EC2 DescribeRegions, v4 and v3", async () => {
       for (const version of ["v4", "v3"]) {
+        const calls = standin.calls.length;
         const res = await t.request({ method: "GET", url: `/${version}/${p()}/cloudProviders/${aws}` });
-        expect(res.statusCode).toBe(200);
+        expect(res.statusCode, res.body).toBe(200);
         const body = res.json();
         expect(Object.keys(body)).toEqual(["Regions"]);
-        expect(body.Regions.length).toBeGreaterThan(5);
-        for (const region of body.Regions) expect(Object.keys(region).sort()).toEqual(["Endpoint", "RegionName"]);
-        expect(body.Regions).toContainEqual({ RegionName: "us-east-1", Endpoint: "ec2.us-east-1.amazonaws.com" });
+        // The stand-in's account has three regions enabled, and only those are listed.
+        expect(body.Regions).toEqual([
+          { RegionName: "eu-central-1", Endpoint: "ec2.eu-central-1.amazonaws.com" },
+          { RegionName: "us-east-1", Endpoint: "ec2.us-east-1.amazonaws.com" },
+          { RegionName: "us-west-2", Endpoint: "ec2.us-west-2.amazonaws.com" },
+        ]);
+        expect(standin.calls.slice(calls)).toEqual([
+          { service: "ec2", action: "DescribeRegions", region: "us-east-1", accessKeyId: AWS.key },
+        ]);
       }
     });
 
@@ -481,6 +488,8 @@ describe("cloud providers", () => {
     it("re-keys with fresh ciphertext, leaving the other credential alone", async () => {
       const before = firstRow(await t.db.select().from(cloudProviders).where(eq(cloudProviders.id, uuid)));
       const key = "ASIAABCDEFGHIJKLMNOP";
+      // The new key is the account's second access key, with the secret the account has.
+      standin.keys.set(key, AWS.secret);
       const res = await t.request({ method: "PUT", url: `/v1/cloudProviders/${uuid}`, payload: { key } });
       expect(res.statusCode).toBe(200);
       const after = firstRow(await t.db.select().from(cloudProviders).where(eq(cloudProviders.id, uuid)));
@@ -560,25 +569,7 @@ describe("cloud providers", () => {
     });
   });
 
-  describe("region detail and sshKey", () => {
-    it("are not served: they need the clouds' APIs, which this server does not call", async () => {
-      const aws = await createOk("v4", { name: "ssh", type: "aws", ...AWS });
-      for (const version of ["v4", "v3"]) {
-        const detail = await t.request({
-          method: "GET",
-          url: `/${version}/${p()}/cloudProviders/${aws}/region/us-east-1`,
-        });
-        expect(detail.statusCode).toBe(404);
-        expect(detail.json().code).toBe("route_not_found");
-        const ssh = await t.request({
-          method: "POST",
-          url: `/${version}/${p()}/cloudProviders/${aws}/region/us-west-2/sshKey`,
-          payload: { name: "ops", key: SSH_KEYS.ed25519 },
-        });
-        expect(ssh.json().code).toBe("route_not_found");
-      }
-    });
-
+  describe("ssh keys", () => {
     it("parses the type and comment of a key", () => {
       expect(parseSshPublicKey(`  ${SSH_KEYS.p521}  `)).toEqual({
         type: "ecdsa-sha2-nistp521",

@@ -3,9 +3,10 @@ import { cloudProviders, type Db, externalClusters, firstRow } from "@keelson/db
 import { and, eq } from "drizzle-orm";
 import type { InjectOptions } from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type AwsStandin, STANDIN_KEYS, startAwsStandin } from "../../../test/aws-standin/server.ts";
 import { ADMIN_TOKEN, createTestApp, type TestApp } from "./helpers.ts";
 
-const AWS = { key: "AKIAIOSFODNN7EXAMPLE", secret: "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY" };
+const AWS = STANDIN_KEYS;
 const AZURE = { key: "0f8fad5b-d9cb-469f-a165-70867728950e", secret: "azure-secret" };
 
 async function _localProviderId(db: Db, projectId: string): Promise<string> {
@@ -20,6 +21,7 @@ async function _localProviderId(db: Db, projectId: string): Promise<string> {
 
 describe("external clusters", () => {
   let t: TestApp;
+  let standin: AwsStandin;
   let aws: string;
   let _azure: string;
   let registeredId: string;
@@ -30,7 +32,8 @@ describe("external clusters", () => {
     t.request({ method: "POST", url: `${base()}/register`, payload, token });
 
   beforeAll(async () => {
-    t = await createTestApp();
+    standin = await startAwsStandin();
+    t = await createTestApp({ settings: { awsEndpointUrl: standin.url } });
     aws = (
       await t.request({
         method: "POST",
@@ -56,7 +59,10 @@ describe("external clusters", () => {
       providerDetails: { region: "us-east-1" },
     });
   });
-  afterAll(async () => t.close());
+  afterAll(async () => {
+    await t.close();
+    await standin.close();
+  });
 
   const count = async () => (await t.db.select().from(externalClusters)).length;
 

@@ -81,6 +81,12 @@ async function removeTestData(dataDir: string): Promise<void> {
 }
 
 /**
+ * Where test apps send AWS calls unless a test points them at the AWS stand-in
+ * (test/aws-standin): a closed loopback port, so no test ever reaches AWS itself.
+ */
+export const NO_CLOUD = "http://127.0.0.1:9";
+
+/**
  * A control plane in a temporary data dir, on the run's dialect: a SQLite file there (a file,
  * not :memory:, so a test can restart the server on the same data) or a PostgreSQL database of
  * its own, kept for the same data dir.
@@ -97,7 +103,7 @@ export async function createTestApp(
     tls?: AppOptions["tls"];
   } = {},
 ): Promise<TestApp> {
-  const settings: MutableSettings = { ...defaultServerSettings(), ...options.settings };
+  const settings: MutableSettings = { ...defaultServerSettings(), awsEndpointUrl: NO_CLOUD, ...options.settings };
   const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), "keelson-test-"));
   const store = await openTestStore(dataDir);
   const db = store.db;

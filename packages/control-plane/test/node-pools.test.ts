@@ -1,16 +1,22 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type AwsStandin, STANDIN_KEYS, startAwsStandin } from "../../../test/aws-standin/server.ts";
 import { ADMIN_TOKEN, createTestApp, type TestApp } from "./helpers.ts";
 
 const POOL_KEYS = ["cloudProviderName", "cloudProviderUuid", "name", "uuid"];
-const AWS = { key: "AKIAIOSFODNN7EXAMPLE", secret: "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY" };
+const AWS = STANDIN_KEYS;
 
 describe("node pools", () => {
   let t: TestApp;
+  let standin: AwsStandin;
   beforeAll(async () => {
-    t = await createTestApp();
+    standin = await startAwsStandin();
+    t = await createTestApp({ settings: { awsEndpointUrl: standin.url } });
   });
-  afterAll(async () => t.close());
+  afterAll(async () => {
+    await t.close();
+    await standin.close();
+  });
 
   it("every project starts with the local provider's defaultPool, same record in v4 and v3", async () => {
     const v4 = await t.request({ method: "GET", url: `/v4/${t.projectId}/nodePools` });

@@ -1,10 +1,10 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
+import { providerRegions } from "../domain/cloud-providers/cloud-checks.ts";
 import {
   createProvider,
   deleteProvider,
   findProviderAnywhere,
-  getProvider,
   listProviders,
   updateProvider,
   validateProviderInput,
@@ -12,7 +12,6 @@ import {
 import { CREDENTIAL_RULES } from "../domain/cloud-providers/credentials.ts";
 import { presentV3, presentV4 } from "../domain/cloud-providers/present.ts";
 import { type ApiVersion, providerTypes } from "../domain/cloud-providers/provider-types.ts";
-import { regionsOf } from "../domain/cloud-providers/regions.ts";
 import { getProject } from "../domain/projects/projects.ts";
 import { callerOf, canSeeProject } from "../http/auth.ts";
 import { forbidden, notFound } from "../http/errors.ts";
@@ -107,10 +106,11 @@ export const cloudProviderRoutes: FastifyPluginAsyncTypebox = async (app) => {
           summary: `Create a cloud provider account and its node pool (${version})`,
           description:
             "Answers 200 with the new account's uuid. 400 names the malformed field; 409 for a duplicate name " +
-            "or for type local (the built-in local provider exists in every project).",
+            "or for type local (the built-in local provider exists in every project). aws credentials are checked " +
+            "with AWS first, as validate does (400 cloud_refused_credentials, 503 unreachable); nothing is stored on failure.",
           params: ProjectUuidParams,
           body: ProviderBody(version),
-          response: { 200: Type.Object({ uuid: Type.String() }), ...errors(400, 403, 404, 409) },
+          response: { 200: Type.Object({ uuid: Type.String() }), ...errors(400, 403, 404, 409, 503) },
         },
       },
       async (request) => {
@@ -145,16 +145,17 @@ export const cloudProviderRoutes: FastifyPluginAsyncTypebox = async (app) => {
           tags: TAGS,
           summary: `Check a provider body before creating the account (${version})`,
           description:
-            "Checks the name, the type and the shape of the credentials; 400 names the field that is wrong. " +
-            "Whether the cloud accepts the credentials is not checked: this server has no cloud drivers.",
+            "Checks the name, the type and the shape of the credentials (400 names the field that is wrong), then " +
+            "asks AWS whether it accepts aws credentials (STS GetCallerIdentity): 400 cloud_refused_credentials when " +
+            "it refuses them, 503 when it cannot be reached or does not answer in time. Nothing is stored.",
           params: ProjectUuidParams,
           body: ProviderBody(version),
-          response: { 200: NoBody, ...errors(400, 403, 404, 409) },
+          response: { 200: NoBody, ...errors(400, 403, 404, 409, 503) },
         },
       },
       async (request, reply) => {
         await getProject(keelson.db, request.params.project_uuid);
-        validateProviderInput(version, request.body);
+        await validateProviderInput(keelson, version, request.body);
         return sendNoBody(reply);
       },
     );
@@ -166,15 +167,16 @@ export const cloudProviderRoutes: FastifyPluginAsyncTypebox = async (app) => {
         schema: {
           tags: TAGS,
           summary: `Regions of a public-cloud account (${version})`,
-          description: "Public clouds only: the local provider has no regions (400).",
+          description:
+            "aws: the regions enabled for the account, from EC2 DescribeRegions (400 when AWS refuses the stored " +
+            "credentials, 503 when it cannot be reached). The local provider has no regions (400).",
           params: ProviderParams,
-          response: { 200: Regions, ...errors(400, 403, 404) },
+          response: { 200: Regions, ...errors(400, 403, 404, 503) },
         },
       },
-      async (request) => {
-        const provider = await getProvider(keelson.db, request.params.project_uuid, request.params.uuid);
-        return { Regions: regionsOf(provider.type) };
-      },
+      async (request) => ({
+        Regions: await providerRegions(keelson, request.params.project_uuid, request.params.uuid),
+      }),
     );
 
     app.delete(
@@ -208,11 +210,12 @@ export const cloudProviderRoutes: FastifyPluginAsyncTypebox = async (app) => {
           tags: TAGS,
           summary: `Rename or re-key a cloud provider account (${version})`,
           description:
-            "Only the fields given change; key and secret are checked against the account's type. " +
-            "409 for a duplicate name and for the built-in local provider.",
+            "Only the fields given change; key and secret are checked against the account's type, and a new aws " +
+            "key or secret with AWS (together with the stored other half) before anything changes: 400 " +
+            "cloud_refused_credentials, 503 unreachable. 409 for a duplicate name and for the built-in local provider.",
           params: Type.Object({ uuid: Type.String({ description: "Cloud provider account UUID" }) }),
           body: UpdateBody,
-          response: { 200: NoBody, ...errors(400, 403, 404, 409) },
+          response: { 200: NoBody, ...errors(400, 403, 404, 409, 503) },
         },
       },
       async (request, reply) => {

@@ -6,6 +6,7 @@ import { auditRoutes } from "./audit.ts";
 import { caRoutes } from "./ca.ts";
 import { catalogueRoutes } from "./catalogue.ts";
 import { cloudProviderRoutes } from "./cloud-providers.ts";
+import { cloudRegionRoutes } from "./cloud-regions.ts";
 import { clusterActionRoutes } from "./cluster-actions.ts";
 import { clusterRoutes } from "./clusters.ts";
 import { eventRoutes } from "./events.ts";
@@ -41,6 +42,7 @@ export const registerRoutes: FastifyPluginAsyncTypebox = async (app) => {
   await app.register(kubeconfigRoutes);
   await app.register(catalogueRoutes);
   await app.register(cloudProviderRoutes);
+  await app.register(cloudRegionRoutes);
   await app.register(nodePoolRoutes);
   await app.register(nodeRoutes);
   await app.register(externalClusterRoutes);

@@ -3,13 +3,16 @@ import { cloudProviders, clusters, type Db, externalClusters, firstRow, nodePool
 import { and, asc, eq, ne, or } from "drizzle-orm";
 import type { Keelson } from "../../context.ts";
 import { badRequest, conflict, notFound } from "../../http/errors.ts";
+import { verifyWithCloud } from "./cloud-checks.ts";
 import { type Credentials, checkCredentials } from "./credentials.ts";
 import { type ApiVersion, LOCAL_TYPE, type ProviderType, requireCreatableType } from "./provider-types.ts";
 
 /**
  * Cloud provider accounts (spec §2.3) and the node pool each one owns (§2.4). Credentials are
- * sealed with the data dir's key before they reach the database and no read here selects them:
- * the only way back to plaintext is the cipher, for the cloud drivers.
+ * sealed with the data dir's key before they reach the database and no read here but
+ * `storedCredentials` selects them, for the cloud calls. The cloud is asked whether it accepts
+ * credentials before they are stored (cloud-checks.ts), outside any transaction: a slow cloud
+ * must not hold the store's write lock.
  */
 export interface ProviderRecord {
   id: string;
@@ -97,14 +100,32 @@ export function checkProviderInput(version: ApiVersion, input: ProviderInput): E
 }
 
 /**
- * `validate` checks a body before it is used to create an account. The local provider takes no
- * credentials, so validating one is a malformed request rather than the conflict create answers.
+ * `validate` checks a body before it is used to create an account, the credentials with the
+ * cloud too. The local provider takes no credentials, so validating one is a malformed request
+ * rather than the conflict create answers.
  */
-export function validateProviderInput(version: ApiVersion, input: ProviderInput): void {
+export async function validateProviderInput(
+  keelson: Pick<Keelson, "settings" | "awsClients">,
+  version: ApiVersion,
+  input: ProviderInput,
+): Promise<void> {
   if (input.type === LOCAL_TYPE) {
     throw badRequest("type", "the local provider takes no credentials to validate");
   }
-  checkProviderInput(version, input);
+  const type = checkProviderInput(version, input);
+  await verifyWithCloud(keelson, type, input);
+}
+
+/** The decrypted credentials of an account, for the cloud calls; never for a response. */
+export async function storedCredentials(keelson: Pick<Keelson, "db" | "cipher">, id: string): Promise<Credentials> {
+  const row = firstRow(
+    await keelson.db
+      .select({ keyEnc: cloudProviders.keyEnc, secretEnc: cloudProviders.secretEnc })
+      .from(cloudProviders)
+      .where(eq(cloudProviders.id, id)),
+  );
+  if (!row?.keyEnc || !row.secretEnc) throw notFound("cloud provider credentials of", id);
+  return { key: keelson.cipher.decrypt(row.keyEnc), secret: keelson.cipher.decrypt(row.secretEnc) };
 }
 
 async function requireUniqueName(tx: Tx, projectId: string, name: string, exceptId?: string): Promise<void> {
@@ -124,12 +145,15 @@ async function requireUniqueName(tx: Tx, projectId: string, name: string, except
 
 /** Creates the account and its node pool in one transaction. */
 export async function createProvider(
-  keelson: Pick<Keelson, "db" | "cipher">,
+  keelson: Pick<Keelson, "db" | "cipher" | "settings" | "awsClients">,
   projectId: string,
   version: ApiVersion,
   input: ProviderInput,
 ): Promise<ProviderRecord> {
   const type = checkProviderInput(version, input);
+  // A duplicate name is answered before the cloud is asked, and checked again when writing.
+  await requireUniqueName(keelson.db, projectId, input.name);
+  await verifyWithCloud(keelson, type, input);
   return keelson.db.transaction(async (tx) => {
     await requireUniqueName(tx, projectId, input.name);
     const id = randomUUID();
@@ -188,9 +212,31 @@ export async function deleteProvider(db: Db, projectId: string, id: string): Pro
   });
 }
 
+/**
+ * A re-key is checked with the cloud before anything changes: the new key or secret together
+ * with the stored other half, as the account will use them.
+ */
+async function verifyNewCredentials(
+  keelson: Pick<Keelson, "db" | "cipher" | "settings" | "awsClients">,
+  projectId: string,
+  id: string,
+  patch: ProviderPatch,
+): Promise<void> {
+  if (patch.key === undefined && patch.secret === undefined) return;
+  const provider = await getProvider(keelson.db, projectId, id);
+  if (provider.type === LOCAL_TYPE) return; // refused below, with the reason
+  const type = provider.type as Exclude<ProviderType, "local">;
+  checkCredentials(type, { key: patch.key, secret: patch.secret });
+  const stored = await storedCredentials(keelson, id);
+  await verifyWithCloud(keelson, type, {
+    key: patch.key ?? stored.key,
+    secret: patch.secret ?? stored.secret,
+  });
+}
+
 /** Rename and/or re-key. Only the fields present change; the node pool follows a rename. */
 export async function updateProvider(
-  keelson: Pick<Keelson, "db" | "cipher">,
+  keelson: Pick<Keelson, "db" | "cipher" | "settings" | "awsClients">,
   projectId: string,
   id: string,
   patch: ProviderPatch,
@@ -199,6 +245,7 @@ export async function updateProvider(
     throw badRequest("body", "give at least one of name, key, secret");
   }
   if (patch.name !== undefined) checkName(patch.name);
+  await verifyNewCredentials(keelson, projectId, id, patch);
   await keelson.db.transaction(async (tx) => {
     const provider = await getProvider(tx, projectId, id);
     if (provider.type === LOCAL_TYPE) {

@@ -1,0 +1,102 @@
+import { EC2Client } from "@aws-sdk/client-ec2";
+import { Route53Client } from "@aws-sdk/client-route-53";
+import { STSClient } from "@aws-sdk/client-sts";
+import type { ServerSettings } from "../../../settings.ts";
+import type { Credentials } from "../credentials.ts";
+import { AwsClientCache } from "./client-cache.ts";
+import { apiErrorOf } from "./errors.ts";
+
+/**
+ * The AWS SDK clients of one account, built from the server's settings: the endpoint override
+ * (AWS_ENDPOINT_URL and the per-service AWS_ENDPOINT_URL_<SERVICE>, the SDK's own names, parsed
+ * once in settings.ts), the account's credentials (never the machine's own AWS profile) and a
+ * time limit on every call (KEELSON_CLOUD_CALL_TIMEOUT_MS).
+ */
+export type AwsSettings = Pick<
+  ServerSettings,
+  "awsEndpointUrl" | "awsEndpointUrlSts" | "awsEndpointUrlEc2" | "awsEndpointUrlRoute53" | "cloudCallTimeoutMs"
+>;
+
+/** STS, Route 53 and the region list are global: AWS serves them from (and signs them for) us-east-1. */
+export const GLOBAL_REGION = "us-east-1";
+
+export interface AwsAccount {
+  settings: AwsSettings;
+  credentials: Credentials;
+  /** The server's kept clients (client-cache.ts); without it each call gets a client of its own. */
+  clients?: AwsClientCache;
+}
+
+/** A client for one request; `release` destroys it unless the cache keeps it. */
+export interface Lease<C> {
+  client: C;
+  release(): void;
+}
+
+type Service = "sts" | "ec2" | "route53";
+
+/** Each service's own endpoint setting; AWS_ENDPOINT_URL stands for any that is unset. */
+const SERVICE_ENDPOINT = {
+  sts: "awsEndpointUrlSts",
+  ec2: "awsEndpointUrlEc2",
+  route53: "awsEndpointUrlRoute53",
+} as const satisfies Record<Service, keyof AwsSettings>;
+
+type ClientConfig = {
+  region: string;
+  endpoint?: string;
+  credentials: { accessKeyId: string; secretAccessKey: string };
+};
+
+function lease<C extends { destroy(): void }>(
+  account: AwsAccount,
+  service: Service,
+  region: string,
+  make: (config: ClientConfig) => C,
+): Lease<C> {
+  const { key, secret } = account.credentials;
+  const endpoint = account.settings[SERVICE_ENDPOINT[service]] ?? account.settings.awsEndpointUrl;
+  const build = () =>
+    make({ region, credentials: { accessKeyId: key, secretAccessKey: secret }, ...(endpoint ? { endpoint } : {}) });
+  const cache = account.clients;
+  if (!cache) {
+    const client = build();
+    return { client, release: () => client.destroy() };
+  }
+  const client = cache.get(AwsClientCache.keyOf({ service, endpoint, region, key, secret }), build);
+  return { client, release: () => {} };
+}
+
+export const stsClient = (account: AwsAccount) => lease(account, "sts", GLOBAL_REGION, (c) => new STSClient(c));
+export const ec2Client = (account: AwsAccount, region: string) =>
+  lease(account, "ec2", region, (c) => new EC2Client(c));
+export const route53Client = (account: AwsAccount) =>
+  lease(account, "route53", GLOBAL_REGION, (c) => new Route53Client(c));
+
+/**
+ * One AWS call under the time limit: the signal aborts the SDK's request (and its retries), and
+ * the race answers even if something inside the SDK does not listen to it. A failure becomes the
+ * API error the caller should see (errors.ts); `what` names the call in that message.
+ */
+export async function awsCall<T>(
+  settings: AwsSettings,
+  what: string,
+  call: (abortSignal: AbortSignal) => Promise<T>,
+): Promise<T> {
+  const controller = new AbortController();
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      const timeout = Object.assign(new Error("deadline"), { name: "TimeoutError" });
+      controller.abort(timeout);
+      reject(timeout);
+    }, settings.cloudCallTimeoutMs);
+  });
+  try {
+    return await Promise.race([call(controller.signal), deadline]);
+  } catch (err) {
+    throw apiErrorOf(err, what, settings.cloudCallTimeoutMs);
+  } finally {
+    clearTimeout(timer);
+  }
+}

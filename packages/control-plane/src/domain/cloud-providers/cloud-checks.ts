@@ -1,0 +1,81 @@
+import type { Keelson } from "../../context.ts";
+import { badRequest } from "../../http/errors.ts";
+import { checkAwsCredentials, importAwsKeyPair, listAwsRegions, requireAwsRegion } from "./aws/account.ts";
+import type { AwsAccount } from "./aws/clients.ts";
+import { awsRegionDetail, type RegionDetail } from "./aws/region-detail.ts";
+import { getProvider, storedCredentials } from "./cloud-providers.ts";
+import type { Credentials } from "./credentials.ts";
+import type { ProviderType } from "./provider-types.ts";
+import { type Region, regionsOf } from "./regions.ts";
+import { parseSshPublicKey } from "./ssh-public-key.ts";
+
+/**
+ * The calls into a provider's cloud, by provider type. AWS goes through the AWS SDK. Azure and
+ * GCP accounts are checked for the shape of their credentials only and list static regions
+ * until their SDKs are wired in (issue 12's later slice); their region detail and key upload
+ * are refused with a 400 that names the type that has them.
+ */
+type CloudType = Exclude<ProviderType, "local">;
+
+/** Whether the cloud accepts the credentials: 400 when it refuses them, 503 when it cannot be asked. */
+export async function verifyWithCloud(
+  keelson: Pick<Keelson, "settings" | "awsClients">,
+  type: CloudType,
+  credentials: Credentials,
+): Promise<void> {
+  if (type === "aws")
+    await checkAwsCredentials({ settings: keelson.settings, credentials, clients: keelson.awsClients });
+}
+
+type CloudKeelson = Pick<Keelson, "db" | "cipher" | "settings" | "awsClients">;
+
+async function storedAccount(keelson: CloudKeelson, id: string): Promise<AwsAccount> {
+  return { settings: keelson.settings, credentials: await storedCredentials(keelson, id), clients: keelson.awsClients };
+}
+
+/** The account as the AWS calls need it; 400 for any other type (`what` names the request). */
+async function awsAccountOf(keelson: CloudKeelson, projectId: string, id: string, what: string): Promise<AwsAccount> {
+  const provider = await getProvider(keelson.db, projectId, id);
+  if (provider.type !== "aws") {
+    const reason =
+      provider.type === "local" ? "the local provider has no cloud" : `not for ${provider.type} accounts yet`;
+    throw badRequest("uuid", `${what} is served for aws accounts only: ${reason}`, "unsupported_provider");
+  }
+  return storedAccount(keelson, id);
+}
+
+export async function providerRegions(keelson: CloudKeelson, projectId: string, id: string): Promise<Region[]> {
+  const provider = await getProvider(keelson.db, projectId, id);
+  if (provider.type !== "aws") return regionsOf(provider.type);
+  return listAwsRegions(await storedAccount(keelson, id));
+}
+
+export async function providerRegionDetail(
+  keelson: CloudKeelson,
+  projectId: string,
+  id: string,
+  regionId: string,
+): Promise<RegionDetail> {
+  const account = await awsAccountOf(keelson, projectId, id, "region detail");
+  await requireAwsRegion(account, regionId);
+  return awsRegionDetail(account, regionId);
+}
+
+/** Key pair names EC2 accepts: up to 255 ASCII characters. */
+const KEY_NAME = /^[\x20-\x7e]{1,255}$/;
+
+export async function uploadSshKey(
+  keelson: CloudKeelson,
+  projectId: string,
+  id: string,
+  regionId: string,
+  body: { name: string; key: string },
+): Promise<void> {
+  parseSshPublicKey(body.key);
+  if (!KEY_NAME.test(body.name) || body.name.trim() === "") {
+    throw badRequest("name", "name must be 1-255 printable ASCII characters (EC2's rule for key pair names)");
+  }
+  const account = await awsAccountOf(keelson, projectId, id, "SSH key upload");
+  await requireAwsRegion(account, regionId);
+  await importAwsKeyPair(account, regionId, body.name, body.key.trim());
+}

@@ -1,0 +1,8 @@
+/** Real keys made with ssh-keygen (public halves only). */
+export const SSH_KEYS = {
+  rsa: "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQC6TBftX/3d0+hvoD8dmohiWLyZlhmZPTa5dwpkYrKcRe/xX0KpEpegXA4MKmmqIFAGFJyD5BkNSWeb3neEtTweYcvyBiZfaX76m4Tevjb7ZHtN7uhx7+OJN28NTTCDZqt7GrklqTyrW5GgHDL6LM4dCPAcemnc9b23j67jKy6V7LRrMyOlJZID4WsFY/YLLYnGuK0P6J6TkYDMMDyOidvXWQ162HrUvQpW+0ZNQgLqX3MaNbLTEZLF+l6gYP+R9iIHc01NZDLudS2v/Mcdwir2pmFr1SqcOTROFV6hBancjaPB0OBDU3mPy9Evd/hOGwWN49redXbbsdh2Cj9RNG5/ test@keelson",
+  ed25519: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJ4n4874fio+90153sQ4KQs1g2ggoUSbsLqyIwFPBEac test@keelson",
+  p256: "ecdsa-sha2-nistp256 AAAAE2VjZHNhLXNoYTItbmlzdHAyNTYAAAAIbmlzdHAyNTYAAABBBAtN4E8M3IYCD4yfO5dx2LtmosqMVTej2Tv5KjFNzCUC2XEC44JFsGNyDqn0oGmLkSQV5msLxC3w41+8/eqRCis= test@keelson",
+  p384: "ecdsa-sha2-nistp384 AAAAE2VjZHNhLXNoYTItbmlzdHAzODQAAAAIbmlzdHAzODQAAABhBG+vvatu4Ynte5sRiGp2ueyZGbvpsCiIRBZSwEKLccZCuNvAiGVrXSWDD8/ij6vBzfl3ukDNX14bJ/TWlXtXHSEFbQpFsSmUpu8BD9eK7+9I9Ya53LH4nh5FVb6b07tXkA== test@keelson",
+  p521: "ecdsa-sha2-nistp521 AAAAE2VjZHNhLXNoYTItbmlzdHA1MjEAAAAIbmlzdHA1MjEAAACFBAFUQRsndmwsBQbJGSTQMb+Tbbbznlbdken12NSRyf7H2jq+OYBo7QAb7YNIrwKEY0oNXueB7Pl02Jo7jebXhTXdswHts2iVBgR8gN6nunGCN//yoa3uBcRVFvLmnidjfc+lk0elEnFs5fdd7H4unybz2LAWiYGh3vtoGZPcshqGi1ukNQ== test@keelson",
+};
