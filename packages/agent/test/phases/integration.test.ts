@@ -75,12 +75,17 @@ afterAll(() => {
   }
 });
 
-function apiGet(path: string, auth: { token?: string; cert?: boolean }): Promise<{ status: number; body: string }> {
+function apiGet(
+  path: string,
+  auth: { token?: string; cert?: boolean },
+  method = "GET",
+): Promise<{ status: number; body: string }> {
   const pki = join(config.hostRoot, "etc", "keelson", "pki");
   return new Promise((resolve, reject) => {
     const req = https.request(
       `https://${IP}:${config.ports.apiServer}${path}`,
       {
+        method,
         ca: readFileSync(join(pki, "ca.crt")),
         ...(auth.cert
           ? { cert: readFileSync(join(pki, "kubelet.crt")), key: readFileSync(join(pki, "kubelet.key")) }
@@ -162,8 +167,50 @@ describe("all phases on one master", () => {
     // A token the control plane issued passes the node bouncer; anything else does not.
     expect((await apiGet("/api/v1/nodes", { token: TOKEN })).status).toBe(200);
     expect((await apiGet("/api/v1/nodes", { token: "forged" })).status).toBe(401);
-    expect((await apiGet("/api/v1/nodes", {})).status).toBe(401);
+    // No credential at all is the anonymous user (--anonymous-auth defaults to true), whom RBAC
+    // refuses: 403, as the real apiserver answers.
+    const anonymous = await apiGet("/api/v1/nodes", {});
+    expect(anonymous.status).toBe(403);
+    expect(JSON.parse(anonymous.body).message).toBe(
+      'nodes is forbidden: User "system:anonymous" cannot list resource "nodes" in API group "" at the cluster scope',
+    );
   });
+
+  it("applies the cluster's bootstrap objects through the API, and re-applies one deleted", async () => {
+    const BINDING = "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/keelson:cluster-admins";
+    const DNS = "/api/v1/namespaces/kube-system/services/kube-dns";
+    const binding = JSON.parse((await apiGet(BINDING, { token: TOKEN })).body);
+    expect(binding.roleRef).toEqual({
+      apiGroup: "rbac.authorization.k8s.io",
+      kind: "ClusterRole",
+      name: "cluster-admin",
+    });
+    expect(binding.subjects).toEqual([
+      { apiGroup: "rbac.authorization.k8s.io", kind: "Group", name: "keelson:cluster-admins" },
+    ]);
+    const dns = JSON.parse((await apiGet(DNS, { token: TOKEN })).body);
+    // The address the kubelets are given as clusterDNS.
+    const kubeletConfig = JSON.parse(
+      readFileSync(join(config.hostRoot, "etc", "kubernetes", "kubelet-config.json"), "utf8"),
+    );
+    expect(dns.spec.clusterIP).toBe("10.21.0.10");
+    expect(kubeletConfig.clusterDNS).toEqual([dns.spec.clusterIP]);
+
+    expect((await apiGet(BINDING, { token: TOKEN }, "DELETE")).status).toBe(200);
+    const status = await engine.status();
+    expect(status).toMatchObject({ ok: false, failed: "wait-for-services" });
+    expect(status.error).toContain("ClusterRoleBinding keelson:cluster-admins is missing");
+    const reconciler = new Reconciler(engine, testLog(), { checkIntervalMs: 50, retryIntervalMs: 10 });
+    reconciler.run();
+    const deadline = Date.now() + 20_000;
+    while ((await apiGet(BINDING, { token: TOKEN })).status !== 200 && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    while (engine.nodeStatus !== "ok" && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    await reconciler.halt();
+    expect((await apiGet(BINDING, { token: TOKEN })).status).toBe(200);
+    expect(engine.nodeStatus).toBe("ok");
+  }, 30_000);
 
   it("runs a worker's 15 phases against the master's API, and detaches it again", async () => {
     const workerIp = "127.0.0.12";
@@ -198,7 +245,12 @@ describe("all phases on one master", () => {
 
       expect(await worker.stop({ intent: "detach" })).toEqual({ ok: true });
       expect(workerServices.livePids()).toEqual({});
-      expect((await apiGet(`/api/v1/nodes/${workerConfig.nodeName}`, { cert: true })).status).toBe(404);
+      // The agent acts as the node's kubelet, and the Node authorizer grants a kubelet no delete
+      // of Node objects (bootstrappolicy.NodeRules): the Node stays and the stop says why.
+      expect((await apiGet(`/api/v1/nodes/${workerConfig.nodeName}`, { cert: true })).status).toBe(200);
+      expect(worker.list().find((p) => p.id === "kubelet")?.message).toMatch(
+        /could not remove node .* 403: nodes ".*" is forbidden: User "system:node:.*" cannot delete resource "nodes"/,
+      );
     } finally {
       workerServices.close();
       killAllFromPidFiles(workerConfig.hostRoot);
