@@ -231,6 +231,10 @@ describe("the stand-in kube-apiserver under the real kubectl", () => {
       items: { metadata: { name: string } }[];
     };
     expect(listed.items.map((n) => n.metadata.name).sort()).toEqual(["n1", "n2"]);
+    // kubectl's plain `get` prints the server's Table: the real node columns.
+    const printed = (await kubectl("alice", admin(), ["get", "nodes"])).stdout.split("\n");
+    expect(printed[0]).toMatch(/^NAME\s+STATUS\s+ROLES\s+AGE\s+VERSION$/);
+    expect(printed[1]).toMatch(/^n1\s+Unknown\s+<none>\s+\d+s\s*$/);
   });
 
   it("service-account tokens from the TokenRequest API authenticate, and RBAC refuses them without a binding", async () => {
@@ -266,5 +270,16 @@ describe("the stand-in kube-apiserver under the real kubectl", () => {
       (await kubectl("alice", admin(), ["get", "svc", "kube-dns", "-n", "kube-system", "-o", "json"])).stdout,
     );
     expect(got.spec.clusterIP).toBe("10.96.0.10");
+  });
+
+  it("a privileged container is refused unless started with --allow-privileged=true (here: not)", async () => {
+    const run = (name: string, extra: string[]) =>
+      kubectl("alice", admin(), ["run", name, "--image=busybox", "--restart=Never", ...extra]);
+    const refused = await run("priv", ["--privileged"]);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain(
+      'The Pod "priv" is invalid: spec.containers[0].securityContext.privileged: Forbidden: disallowed by cluster policy',
+    );
+    expect((await run("plain", [])).stdout).toContain("pod/plain created");
   });
 });
