@@ -5,9 +5,12 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { NodeConfig } from "../../src/phases/config.ts";
 import { PhaseEngine } from "../../src/phases/engine.ts";
+import { applyBootstrapObjects } from "../../src/phases/impl/bootstrap-objects.ts";
 import { ALL_PHASES } from "../../src/phases/impl/index.ts";
 import { cleanNode } from "../../src/phases/index.ts";
+import { nodePaths } from "../../src/phases/paths.ts";
 import { Reconciler } from "../../src/phases/reconciler.ts";
+import type { PhaseContext } from "../../src/phases/types.ts";
 import { DirectSupervisor, killAllFromPidFiles } from "../../src/services/direct.ts";
 import { processStartTime } from "../../src/services/process-info.ts";
 import { createTestCa, fakeHost, freePorts, nodeConfig, tempDir, testLog } from "./helpers.ts";
@@ -210,6 +213,12 @@ describe("all phases on one master", () => {
     await reconciler.halt();
     expect((await apiGet(BINDING, { token: TOKEN })).status).toBe(200);
     expect(engine.nodeStatus).toBe("ok");
+
+    // Two masters applying at once: the one whose create comes second finds it there (409), not a failure.
+    expect((await apiGet(BINDING, { token: TOKEN }, "DELETE")).status).toBe(200);
+    const ctx = { config, paths: nodePaths(config.hostRoot), signal: new AbortController().signal } as PhaseContext;
+    const both = await Promise.all([applyBootstrapObjects(ctx), applyBootstrapObjects(ctx)]);
+    expect(both.flat().filter((c) => c.startsWith("created ClusterRoleBinding"))).toHaveLength(1);
   }, 30_000);
 
   it("runs a worker's 15 phases against the master's API, and detaches it again", async () => {

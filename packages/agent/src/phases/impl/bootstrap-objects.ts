@@ -1,6 +1,6 @@
 import { isDeepStrictEqual } from "node:util";
 import { CLUSTER_ADMINS_GROUP } from "@keelson/protocol";
-import { createKubeObjects, type KubeObjects } from "../kube-api.ts";
+import { createKubeObjects, KubeApiError, type KubeObjects } from "../kube-api.ts";
 import type { PhaseContext } from "../types.ts";
 import { clusterDnsIp } from "./render.ts";
 
@@ -122,6 +122,17 @@ function objectsClient(ctx: PhaseContext): KubeObjects {
 const nameOf = (item: BootstrapObject) =>
   `${item.object.kind} ${item.object.metadata.namespace ? `${item.object.metadata.namespace}/` : ""}${item.object.metadata.name}`;
 
+/** True when this call created it, false when another master just had (409 AlreadyExists). */
+async function createdOrRaced(api: KubeObjects, item: BootstrapObject, signal: AbortSignal): Promise<boolean> {
+  try {
+    await api.create(item.collection, item.object, signal);
+    return true;
+  } catch (err) {
+    if (err instanceof KubeApiError && err.status === 409) return false;
+    throw err;
+  }
+}
+
 /** Creates or corrects each object; returns what it changed ("created ClusterRoleBinding x"). */
 export async function applyBootstrapObjects(ctx: PhaseContext): Promise<string[]> {
   const api = objectsClient(ctx);
@@ -129,8 +140,9 @@ export async function applyBootstrapObjects(ctx: PhaseContext): Promise<string[]
   for (const item of bootstrapObjects(ctx)) {
     const have = await api.get<KubeObject>(item.path, ctx.signal);
     if (!have) {
-      await api.create(item.collection, item.object, ctx.signal);
-      changes.push(`created ${nameOf(item)}`);
+      // Another master may create it between the read and here: then it is there, and the
+      // status check compares it.
+      if (await createdOrRaced(api, item, ctx.signal)) changes.push(`created ${nameOf(item)}`);
       continue;
     }
     const diff = differing(item, have);
