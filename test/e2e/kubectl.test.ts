@@ -131,6 +131,24 @@ describe("kubectl against a Keelson cluster", () => {
     );
     expect(svc.spec.clusterIP).toBe("10.81.0.10");
     expect(workerKubelet.clusterDNS).toEqual([svc.spec.clusterIP]);
+    // Its endpoint is the master's CoreDNS (a host service on the master's address).
+    const slices = JSON.parse(
+      (
+        await kubectl(files.cert, [
+          "get",
+          "endpointslices",
+          "-n",
+          "kube-system",
+          "-l",
+          "kubernetes.io/service-name=kube-dns",
+          "-o",
+          "json",
+        ])
+      ).stdout,
+    );
+    expect(
+      slices.items.flatMap((s: { endpoints: { addresses: string[] }[] }) => s.endpoints.flatMap((e) => e.addresses)),
+    ).toEqual(["127.0.0.81"]);
     const binding = JSON.parse(
       (await kubectl(files.bearer, ["get", "clusterrolebinding", "keelson:cluster-admins", "-o", "json"])).stdout,
     );

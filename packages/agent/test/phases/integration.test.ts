@@ -198,6 +198,20 @@ describe("all phases on one master", () => {
     );
     expect(dns.spec.clusterIP).toBe("10.21.0.10");
     expect(kubeletConfig.clusterDNS).toEqual([dns.spec.clusterIP]);
+    // Backed by this master's CoreDNS: a slice of the selectorless Service with its address.
+    expect(dns.spec.selector).toBeUndefined();
+    const slice = JSON.parse(
+      (
+        await apiGet(
+          `/apis/discovery.k8s.io/v1/namespaces/kube-system/endpointslices/kube-dns-${config.nodeName.toLowerCase()}`,
+          {
+            token: TOKEN,
+          },
+        )
+      ).body,
+    );
+    expect(slice.metadata.labels["kubernetes.io/service-name"]).toBe("kube-dns");
+    expect(slice.endpoints).toEqual([{ addresses: [IP], conditions: { ready: true }, nodeName: config.nodeName }]);
 
     expect((await apiGet(BINDING, { token: TOKEN }, "DELETE")).status).toBe(200);
     const status = await engine.status();

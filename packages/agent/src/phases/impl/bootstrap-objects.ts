@@ -1,3 +1,4 @@
+import { isIP } from "node:net";
 import { isDeepStrictEqual } from "node:util";
 import { CLUSTER_ADMINS_GROUP } from "@keelson/protocol";
 import { createKubeObjects, KubeApiError, type KubeObjects } from "../kube-api.ts";
@@ -12,7 +13,8 @@ import { clusterDnsIp } from "./render.ts";
  *
  * - ClusterRoleBinding `keelson:cluster-admins` → `cluster-admin` for the group every Keelson
  *   kubeconfig carries (certificate O, and the bouncer's token-review answer).
- * - Service `kube-system/kube-dns` at the address the kubelets are given as `clusterDNS`.
+ * - Service `kube-system/kube-dns` at the address the kubelets are given as `clusterDNS`, and
+ *   this master's CoreDNS as one of its endpoints (EndpointSlice `kube-dns-<node>`).
  *
  * The master applies them as `kube-apiserver-kubelet-client` (group system:masters), the one
  * credential on a master that the API lets past RBAC; kubeadm uses its super-admin kubeconfig
@@ -70,22 +72,55 @@ export function bootstrapObjects(ctx: PhaseContext): BootstrapObject[] {
         apiVersion: "v1",
         kind: "Service",
         metadata: { name: "kube-dns", namespace: "kube-system", labels: dnsLabels },
-        spec: {
-          clusterIP: clusterDnsIp(ctx.config),
-          // kubeadm's selector; CoreDNS runs on the masters as a host service for now, so no pod
-          // matches it (the Service's endpoints are not managed yet).
-          selector: { "k8s-app": "kube-dns" },
-          ports: [
-            { name: "dns", port: 53, protocol: "UDP", targetPort: 53 },
-            { name: "dns-tcp", port: 53, protocol: "TCP", targetPort: 53 },
-            { name: "metrics", port: 9153, protocol: "TCP", targetPort: 9153 },
-          ],
-        },
+        // No selector: CoreDNS runs on the masters as a host service, not as pods, so each
+        // master publishes its own address in an EndpointSlice of this Service (below).
+        spec: { clusterIP: clusterDnsIp(ctx.config), ports: DNS_PORTS.map((p) => ({ ...p, targetPort: p.port })) },
       },
-      owned: ["spec.clusterIP", "spec.selector", "spec.ports"],
+      owned: ["spec.clusterIP", "spec.ports"],
       immutable: ["spec.clusterIP"],
     },
+    dnsEndpointSlice(ctx),
   ];
+}
+
+const DNS_PORTS = [
+  { name: "dns", port: 53, protocol: "UDP" },
+  { name: "dns-tcp", port: 53, protocol: "TCP" },
+  { name: "metrics", port: 9153, protocol: "TCP" },
+];
+
+const SLICES = "/apis/discovery.k8s.io/v1/namespaces/kube-system/endpointslices";
+
+/** This master's CoreDNS as an endpoint of kube-dns (a custom EndpointSlice of a selectorless Service). */
+function dnsEndpointSlice(ctx: PhaseContext): BootstrapObject {
+  const { config } = ctx;
+  const name = `kube-dns-${config.nodeName.toLowerCase()}`;
+  return {
+    path: `${SLICES}/${encodeURIComponent(name)}`,
+    collection: SLICES,
+    object: {
+      apiVersion: "discovery.k8s.io/v1",
+      kind: "EndpointSlice",
+      metadata: {
+        name,
+        namespace: "kube-system",
+        labels: {
+          "kubernetes.io/service-name": "kube-dns",
+          "endpointslice.kubernetes.io/managed-by": "keelson.io",
+        },
+      },
+      addressType: isIP(config.primaryIp) === 6 ? "IPv6" : "IPv4",
+      endpoints: [{ addresses: [config.primaryIp], conditions: { ready: true }, nodeName: config.nodeName }],
+      ports: DNS_PORTS,
+    },
+    owned: ["addressType", "endpoints", "ports"],
+    immutable: ["addressType"],
+  };
+}
+
+/** A master leaving the cluster takes its CoreDNS out of kube-dns. */
+export async function removeOwnDnsEndpoint(ctx: PhaseContext): Promise<void> {
+  await objectsClient(ctx).delete(dnsEndpointSlice(ctx).path, ctx.signal);
 }
 
 function field(object: unknown, path: string): unknown {

@@ -4,7 +4,7 @@ import { urlHost } from "@keelson/protocol";
 import { readTextOrUndefined } from "../../services/atomic-file.ts";
 import type { ServiceSpec } from "../../services/types.ts";
 import { type PhaseContext, PhaseError } from "../types.ts";
-import { applyBootstrapObjects, bootstrapDrift } from "./bootstrap-objects.ts";
+import { applyBootstrapObjects, bootstrapDrift, removeOwnDnsEndpoint } from "./bootstrap-objects.ts";
 import { configuredServiceEnv, definePhase, ensureService, expectServiceRunning, servicePhase } from "./common.ts";
 import { etcdUrls } from "./etcd.ts";
 import { cniFiles } from "./network.ts";
@@ -200,8 +200,15 @@ export const waitForServices = definePhase({
       delay = Math.min(delay * 2, 1000);
     }
   },
-  async stop() {
-    return undefined;
+  async stop(ctx) {
+    if (ctx.config.role !== "master" || ctx.intent !== "detach") return undefined;
+    // Leaving for good: this master's CoreDNS no longer serves kube-dns (its API still answers).
+    try {
+      await removeOwnDnsEndpoint(ctx);
+      return { message: "this master's CoreDNS removed from kube-dns" };
+    } catch (err) {
+      return { message: `could not remove this master from kube-dns: ${(err as Error).message}` };
+    }
   },
   async status(ctx) {
     const waitingFor = await unmet(ctx);
