@@ -367,6 +367,10 @@ describe("all phases on one master", () => {
     expect(result).toEqual({ ok: true });
     expect(engine.list().every((p) => p.state === "stopped")).toBe(true);
     expect(engine.list().find((p) => p.id === "drain-pods")?.message).toMatch(/cordoned; evicted 0 pod/);
+    // Detached for good: its CoreDNS left kube-dns while its API still answered.
+    expect(engine.list().find((p) => p.id === "wait-for-services")?.message).toBe(
+      "this master's CoreDNS removed from kube-dns",
+    );
     for (const pid of pids) expect(processStartTime(pid)).toBeUndefined();
     expect(services.livePids()).toEqual({});
     expect(existsSync(join(config.hostRoot, "var", "lib", "etcd"))).toBe(false);
