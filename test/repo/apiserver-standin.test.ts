@@ -224,6 +224,12 @@ describe("the stand-in kube-apiserver under the real kubectl", () => {
     expect((await raw(masters(), "POST", "/api/v1/nodes", node("n2"))).status).toBe(201);
     const patched = await raw(n1, "DELETE", "/api/v1/nodes/n2");
     expect(patched.body.reason).toBe("Forbidden");
+    // The scheduler's default role reads nodes; it grants no RBAC writes.
+    const scheduler = cert("system:kube-scheduler");
+    expect((await raw(scheduler, "GET", "/api/v1/nodes")).status).toBe(200);
+    expect((await raw(scheduler, "POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", {})).status).toBe(
+      403,
+    );
     // A kubelet may read nodes but not RBAC objects.
     expect((await raw(n1, "GET", "/api/v1/nodes/n2")).status).toBe(200);
     expect((await raw(n1, "GET", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings")).status).toBe(403);
