@@ -551,7 +551,8 @@ describe("read values", () => {
       cpuManagerPolicy: "static",
       topologyManagerPolicy: "restricted",
       certExpiryHrs: 72,
-      enableEtcdEncryption: "false",
+      // etcd always runs mutual TLS (the e2e kubectl test checks the started etcd).
+      enableEtcdEncryption: "true",
       nodePoolName: "local-pool",
       cloudProviderUuid: "cp-1",
       cloudProviderName: "local",

@@ -1,4 +1,5 @@
 import { randomBytes, timingSafeEqual } from "node:crypto";
+import { CLUSTER_ADMINS_GROUP } from "@keelson/protocol";
 import type { FastifyInstance } from "fastify";
 import type { StateDir } from "../state-dir.ts";
 
@@ -43,7 +44,8 @@ export function registerBouncerEndpoint(app: FastifyInstance, options: BouncerEn
     }
     try {
       const subject = await options.verify(token);
-      return subject === null ? { valid: false } : { valid: true, username: subject, groups: [] };
+      // Every kubeconfig Keelson issues is a cluster admin's, bearer or certificate alike.
+      return subject === null ? { valid: false } : { valid: true, username: subject, groups: [CLUSTER_ADMINS_GROUP] };
     } catch (err) {
       // The bouncer turns a non-200 into a refusal: without the control plane no token is trusted.
       return reply.status(503).send({ code: "unavailable", message: (err as Error).message });

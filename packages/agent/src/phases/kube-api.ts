@@ -120,6 +120,44 @@ export function createKubeApi(credentials: KubeCredentials, timeoutMs = 5000): K
   };
 }
 
+/**
+ * Whole objects by path, for what the phases keep in the cluster (bootstrap-objects.ts): read
+ * (undefined when absent), create in a collection, replace, delete. Failures are KubeApiError.
+ */
+export interface KubeObjects {
+  get<T>(path: string, signal?: AbortSignal): Promise<T | undefined>;
+  create<T>(collection: string, object: T, signal?: AbortSignal): Promise<T>;
+  replace<T>(path: string, object: T, signal?: AbortSignal): Promise<T>;
+  delete(path: string, signal?: AbortSignal): Promise<void>;
+}
+
+export function createKubeObjects(credentials: KubeCredentials, timeoutMs = 5000): KubeObjects {
+  const request = (method: string, path: string, body?: unknown, signal?: AbortSignal) =>
+    kubeRequest(credentials, method, path, body, { timeoutMs, signal });
+  return {
+    async get<T>(path: string, signal?: AbortSignal) {
+      const answer = await request("GET", path, undefined, signal);
+      if (answer.status === 404) return undefined;
+      expectOk(answer, `GET ${path}`);
+      return answer.json as T;
+    },
+    async create<T>(collection: string, object: T, signal?: AbortSignal) {
+      const answer = await request("POST", collection, object, signal);
+      expectOk(answer, `POST ${collection}`);
+      return answer.json as T;
+    },
+    async replace<T>(path: string, object: T, signal?: AbortSignal) {
+      const answer = await request("PUT", path, object, signal);
+      expectOk(answer, `PUT ${path}`);
+      return answer.json as T;
+    },
+    async delete(path, signal) {
+      const answer = await request("DELETE", path, undefined, signal);
+      if (answer.status !== 404) expectOk(answer, `DELETE ${path}`);
+    },
+  };
+}
+
 function expectOk(answer: { status: number; text: string }, what: string): void {
   if (answer.status >= 200 && answer.status < 300) return;
   let message = answer.text.slice(0, 300);

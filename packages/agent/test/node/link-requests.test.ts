@@ -187,7 +187,8 @@ describe("the bouncer's verify endpoint", () => {
     expect((await post(endpoint.path, { token: "good" })).json()).toEqual({
       valid: true,
       username: "admin@c1",
-      groups: [],
+      // The group the cluster's bootstrap ClusterRoleBinding makes cluster-admin.
+      groups: ["keelson:cluster-admins"],
     });
     expect((await post(endpoint.path, { token: "bad" })).json()).toEqual({ valid: false });
     expect((await post(endpoint.path.replace(/.$/, "x"), { token: "good" })).statusCode).toBe(404);

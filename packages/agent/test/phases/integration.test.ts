@@ -5,9 +5,12 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { NodeConfig } from "../../src/phases/config.ts";
 import { PhaseEngine } from "../../src/phases/engine.ts";
+import { applyBootstrapObjects } from "../../src/phases/impl/bootstrap-objects.ts";
 import { ALL_PHASES } from "../../src/phases/impl/index.ts";
 import { cleanNode } from "../../src/phases/index.ts";
+import { nodePaths } from "../../src/phases/paths.ts";
 import { Reconciler } from "../../src/phases/reconciler.ts";
+import type { PhaseContext } from "../../src/phases/types.ts";
 import { DirectSupervisor, killAllFromPidFiles } from "../../src/services/direct.ts";
 import { processStartTime } from "../../src/services/process-info.ts";
 import { createTestCa, fakeHost, freePorts, nodeConfig, tempDir, testLog } from "./helpers.ts";
@@ -75,12 +78,17 @@ afterAll(() => {
   }
 });
 
-function apiGet(path: string, auth: { token?: string; cert?: boolean }): Promise<{ status: number; body: string }> {
+function apiGet(
+  path: string,
+  auth: { token?: string; cert?: boolean },
+  method = "GET",
+): Promise<{ status: number; body: string }> {
   const pki = join(config.hostRoot, "etc", "keelson", "pki");
   return new Promise((resolve, reject) => {
     const req = https.request(
       `https://${IP}:${config.ports.apiServer}${path}`,
       {
+        method,
         ca: readFileSync(join(pki, "ca.crt")),
         ...(auth.cert
           ? { cert: readFileSync(join(pki, "kubelet.crt")), key: readFileSync(join(pki, "kubelet.key")) }
@@ -174,7 +182,13 @@ describe("all phases on one master", () => {
     // A token the control plane issued passes the node bouncer; anything else does not.
     expect((await apiGet("/api/v1/nodes", { token: TOKEN })).status).toBe(200);
     expect((await apiGet("/api/v1/nodes", { token: "forged" })).status).toBe(401);
-    expect((await apiGet("/api/v1/nodes", {})).status).toBe(401);
+    // No credential at all is the anonymous user (--anonymous-auth defaults to true), whom RBAC
+    // refuses: 403, as the real apiserver answers.
+    const anonymous = await apiGet("/api/v1/nodes", {});
+    expect(anonymous.status).toBe(403);
+    expect(JSON.parse(anonymous.body).message).toBe(
+      'nodes is forbidden: User "system:anonymous" cannot list resource "nodes" in API group "" at the cluster scope',
+    );
   });
 
   it("runs kube-controller-manager and kube-scheduler, each holding its Lease in etcd through the API", async () => {
@@ -202,6 +216,62 @@ describe("all phases on one master", () => {
     expect(cm).toContain("--use-service-account-credentials=true");
     expect(args("kube-scheduler")).toContain("--leader-elect=true");
   });
+
+  it("applies the cluster's bootstrap objects through the API, and re-applies one deleted", async () => {
+    const BINDING = "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/keelson:cluster-admins";
+    const DNS = "/api/v1/namespaces/kube-system/services/kube-dns";
+    const binding = JSON.parse((await apiGet(BINDING, { token: TOKEN })).body);
+    expect(binding.roleRef).toEqual({
+      apiGroup: "rbac.authorization.k8s.io",
+      kind: "ClusterRole",
+      name: "cluster-admin",
+    });
+    expect(binding.subjects).toEqual([
+      { apiGroup: "rbac.authorization.k8s.io", kind: "Group", name: "keelson:cluster-admins" },
+    ]);
+    const dns = JSON.parse((await apiGet(DNS, { token: TOKEN })).body);
+    // The address the kubelets are given as clusterDNS.
+    const kubeletConfig = JSON.parse(
+      readFileSync(join(config.hostRoot, "etc", "kubernetes", "kubelet-config.json"), "utf8"),
+    );
+    expect(dns.spec.clusterIP).toBe("10.21.0.10");
+    expect(kubeletConfig.clusterDNS).toEqual([dns.spec.clusterIP]);
+    // Backed by this master's CoreDNS: a slice of the selectorless Service with its address.
+    expect(dns.spec.selector).toBeUndefined();
+    const slice = JSON.parse(
+      (
+        await apiGet(
+          `/apis/discovery.k8s.io/v1/namespaces/kube-system/endpointslices/kube-dns-${config.nodeName.toLowerCase()}`,
+          {
+            token: TOKEN,
+          },
+        )
+      ).body,
+    );
+    expect(slice.metadata.labels["kubernetes.io/service-name"]).toBe("kube-dns");
+    expect(slice.endpoints).toEqual([{ addresses: [IP], conditions: { ready: true }, nodeName: config.nodeName }]);
+
+    expect((await apiGet(BINDING, { token: TOKEN }, "DELETE")).status).toBe(200);
+    const status = await engine.status();
+    expect(status).toMatchObject({ ok: false, failed: "wait-for-services" });
+    expect(status.error).toContain("ClusterRoleBinding keelson:cluster-admins is missing");
+    const reconciler = new Reconciler(engine, testLog(), { checkIntervalMs: 50, retryIntervalMs: 10 });
+    reconciler.run();
+    const deadline = Date.now() + 20_000;
+    while ((await apiGet(BINDING, { token: TOKEN })).status !== 200 && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    while (engine.nodeStatus !== "ok" && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    await reconciler.halt();
+    expect((await apiGet(BINDING, { token: TOKEN })).status).toBe(200);
+    expect(engine.nodeStatus).toBe("ok");
+
+    // Two masters applying at once: the one whose create comes second finds it there (409), not a failure.
+    expect((await apiGet(BINDING, { token: TOKEN }, "DELETE")).status).toBe(200);
+    const ctx = { config, paths: nodePaths(config.hostRoot), signal: new AbortController().signal } as PhaseContext;
+    const both = await Promise.all([applyBootstrapObjects(ctx), applyBootstrapObjects(ctx)]);
+    expect(both.flat().filter((c) => c.startsWith("created ClusterRoleBinding"))).toHaveLength(1);
+  }, 30_000);
 
   it("runs a worker's 15 phases against the master's API, and detaches it again", async () => {
     const workerIp = "127.0.0.12";
@@ -236,7 +306,12 @@ describe("all phases on one master", () => {
 
       expect(await worker.stop({ intent: "detach" })).toEqual({ ok: true });
       expect(workerServices.livePids()).toEqual({});
-      expect((await apiGet(`/api/v1/nodes/${workerConfig.nodeName}`, { cert: true })).status).toBe(404);
+      // The agent acts as the node's kubelet, and the Node authorizer grants a kubelet no delete
+      // of Node objects (bootstrappolicy.NodeRules): the Node stays and the stop says why.
+      expect((await apiGet(`/api/v1/nodes/${workerConfig.nodeName}`, { cert: true })).status).toBe(200);
+      expect(worker.list().find((p) => p.id === "kubelet")?.message).toMatch(
+        /could not remove node .* 403: nodes ".*" is forbidden: User "system:node:.*" cannot delete resource "nodes"/,
+      );
     } finally {
       workerServices.close();
       killAllFromPidFiles(workerConfig.hostRoot);
@@ -330,6 +405,10 @@ describe("all phases on one master", () => {
     expect(result).toEqual({ ok: true });
     expect(engine.list().every((p) => p.state === "stopped")).toBe(true);
     expect(engine.list().find((p) => p.id === "drain-pods")?.message).toMatch(/cordoned; evicted 0 pod/);
+    // Detached for good: its CoreDNS left kube-dns while its API still answered.
+    expect(engine.list().find((p) => p.id === "wait-for-services")?.message).toBe(
+      "this master's CoreDNS removed from kube-dns",
+    );
     for (const pid of pids) expect(processStartTime(pid)).toBeUndefined();
     expect(services.livePids()).toEqual({});
     expect(existsSync(join(config.hostRoot, "var", "lib", "etcd"))).toBe(false);

@@ -4,6 +4,7 @@ import { urlHost } from "@keelson/protocol";
 import { readTextOrUndefined } from "../../services/atomic-file.ts";
 import type { ServiceSpec } from "../../services/types.ts";
 import { type PhaseContext, PhaseError } from "../types.ts";
+import { applyBootstrapObjects, bootstrapDrift, removeOwnDnsEndpoint } from "./bootstrap-objects.ts";
 import { configuredServiceEnv, definePhase, ensureService, expectServiceRunning, servicePhase } from "./common.ts";
 import { CONTROLLER_SERVICES, CONTROLLERS } from "./controllers.ts";
 import { etcdUrls } from "./etcd.ts";
@@ -190,6 +191,13 @@ async function unmet(ctx: PhaseContext): Promise<string | undefined> {
   return undefined;
 }
 
+/** Once a master's API answers: the cluster's bootstrap objects (bootstrap-objects.ts). */
+async function masterBootstrap(ctx: PhaseContext): Promise<{ message: string } | undefined> {
+  if (ctx.config.role !== "master") return undefined;
+  const changes = await applyBootstrapObjects(ctx);
+  return { message: changes.length > 0 ? changes.join("; ") : "bootstrap objects in place" };
+}
+
 export const waitForServices = definePhase({
   id: "wait-for-services",
   async start(ctx) {
@@ -198,18 +206,27 @@ export const waitForServices = definePhase({
     let delay = 100;
     for (;;) {
       const waitingFor = await unmet(ctx);
-      if (!waitingFor) return undefined;
+      if (!waitingFor) return await masterBootstrap(ctx);
       if (Date.now() >= deadline) throw new PhaseError(`waited ${timeoutMs} ms; still waiting for ${waitingFor}`);
       await sleep(Math.min(delay, Math.max(0, deadline - Date.now())), undefined, { signal: ctx.signal });
       delay = Math.min(delay * 2, 1000);
     }
   },
-  async stop() {
-    return undefined;
+  async stop(ctx) {
+    if (ctx.config.role !== "master" || ctx.intent !== "detach") return undefined;
+    // Leaving for good: this master's CoreDNS no longer serves kube-dns (its API still answers).
+    try {
+      await removeOwnDnsEndpoint(ctx);
+      return { message: "this master's CoreDNS removed from kube-dns" };
+    } catch (err) {
+      return { message: `could not remove this master from kube-dns: ${(err as Error).message}` };
+    }
   },
   async status(ctx) {
     const waitingFor = await unmet(ctx);
     if (waitingFor) throw new PhaseError(`not ready: waiting for ${waitingFor}`);
+    const drift = ctx.config.role === "master" ? await bootstrapDrift(ctx) : undefined;
+    if (drift) throw new PhaseError(`the cluster's bootstrap objects: ${drift}`);
     return undefined;
   },
 });

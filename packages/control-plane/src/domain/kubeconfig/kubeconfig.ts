@@ -1,3 +1,4 @@
+import { CLUSTER_ADMINS_GROUP } from "@keelson/protocol";
 import type { Keelson } from "../../context.ts";
 import { conflict } from "../../http/errors.ts";
 import { generateKeyPair, privateKeyToPem } from "../../pki/keys.ts";
@@ -10,13 +11,8 @@ import { clusterApiServerUrl } from "./endpoint.ts";
 import { type KubeconfigCredential, renderKubeconfig } from "./render.ts";
 import { subjectOf } from "./subject.ts";
 
-/**
- * The group (certificate O) of kubeconfig client certificates. Not `system:masters`, which
- * Kubernetes lets bypass RBAC for good: like kubeadm's `kubeadm:cluster-admins`, this group
- * gets cluster-admin through a ClusterRoleBinding the cluster bootstrap creates, so an operator
- * can revoke it.
- */
-export const CLIENT_CERT_GROUP = "keelson:cluster-admins";
+/** The group (certificate O) of kubeconfig client certificates; the protocol says why this one. */
+export const CLIENT_CERT_GROUP = CLUSTER_ADMINS_GROUP;
 
 export interface KubeconfigRequest {
   projectId: string;

@@ -189,6 +189,8 @@ const READ_ONLY: Record<string, ReadField & { in: "both" | ApiVersion }> = {
     lastOp: text(({ view }) => view.row.lastOp),
     lastOk: text(({ view }) => view.row.lastOk ?? ""),
     keystoneEnabled: fixed(1),
+    // Every master's kube-apiserver runs --authorization-mode=Node,RBAC (the agent's kubelet
+    // phase), whatever the spec: authorization is always on.
     authzEnabled: fixed(1),
     taskStatus: text(({ view }) => view.row.taskStatus),
     taskError: text(({ view }) => view.row.taskError),
@@ -201,7 +203,10 @@ const READ_ONLY: Record<string, ReadField & { in: "both" | ApiVersion }> = {
     canUpgrade: field("boolean", canUpgrade),
   }),
   ...only("v4", {
-    enableEtcdEncryption: fixed("false"),
+    // The spec reads it as "TLS encryption on etcd": every master's etcd serves clients and peers
+    // over mutual TLS with the cluster CA (the agent's etcd phase), so "true". Encryption of
+    // data at rest (--encryption-provider-config) is not configured; the README says which.
+    enableEtcdEncryption: fixed("true"),
     // Compatibility: the backup settings nested, with the backup job's own taskStatus.
     etcdBackup: field("etcdBackup", nestedBackup),
   }),

@@ -1,0 +1,291 @@
+import { type ChildProcess, execFile, execFileSync, spawn } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import https from "node:https";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { issue, kubeconfig, makeCa, type PemPair } from "../support/kube-pki.ts";
+
+/**
+ * The stand-in kube-apiserver (test/fixtures/node-package) against the real kubectl: discovery,
+ * objects, and the authentication, authorization and admission it was started with. Run alone
+ * (objects in memory, no etcd), with a token-review webhook played by this test.
+ */
+
+const FIXTURE = join(import.meta.dirname, "..", "fixtures", "node-package");
+const HOST = "127.0.0.1";
+const dir = mkdtempSync(join(tmpdir(), "keelson-apiserver-"));
+const ca = makeCa(join(dir, "ca"));
+const cert = (cn: string, groups: string[] = [], expired = false) =>
+  issue(join(dir, "certs"), ca, { cn, groups, expired });
+
+const WEBHOOK_USERS: Record<string, { username: string; groups: string[] }> = {
+  "admin-token": { username: "alice", groups: ["keelson:cluster-admins"] },
+  "plain-token": { username: "bob", groups: [] },
+};
+
+let apiserver: ChildProcess | undefined;
+let webhook: https.Server | undefined;
+let server = "";
+let output = "";
+
+/** The real kubectl, asynchronously: the token webhook it ends up asking lives in this process. */
+function kubectl(name: string, user: { token: string } | PemPair, args: string[]) {
+  const file = join(dir, `${name}.kubeconfig`);
+  writeFileSync(file, kubeconfig(server, ca.cert, "token" in user ? user : { cert: user.cert, key: user.key }));
+  return new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
+    execFile(
+      "kubectl",
+      ["--kubeconfig", file, "--cache-dir", join(dir, "cache"), ...args],
+      { encoding: "utf8", timeout: 30_000, env: { PATH: process.env.PATH ?? "", HOME: dir } },
+      (err, stdout, stderr) => resolve({ code: err ? Number(err.code ?? 1) : 0, stdout, stderr }),
+    );
+  });
+}
+
+/** One raw request with a client certificate, for the exact Status body. */
+function raw(user: PemPair, method: string, path: string, body?: unknown) {
+  return new Promise<{ status: number; body: Record<string, unknown> }>((resolve, reject) => {
+    const req = https.request(
+      `${server}${path}`,
+      { method, ca: ca.cert, cert: user.cert, key: user.key, headers: { "content-type": "application/json" } },
+      (res) => {
+        let text = "";
+        res.on("data", (c) => {
+          text += c;
+        });
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(text) }));
+      },
+    );
+    req.on("error", reject);
+    req.end(body === undefined ? undefined : JSON.stringify(body));
+  });
+}
+
+const masters = () => cert("keelson-bootstrap", ["system:masters"]);
+const admin = () => cert("alice", ["keelson:cluster-admins"]);
+
+beforeAll(async () => {
+  const tls = issue(join(dir, "certs"), ca, { cn: "kube-apiserver", ips: [HOST] });
+  const files = (name: string, text: string) => {
+    const path = join(dir, name);
+    writeFileSync(path, text, { mode: 0o600 });
+    return path;
+  };
+  const saKey = execFileSync("openssl", ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256"], {
+    encoding: "utf8",
+  });
+  const saPub = execFileSync("openssl", ["pkey", "-pubout"], { input: saKey, encoding: "utf8" });
+
+  webhook = https.createServer({ cert: tls.cert, key: tls.key }, (req, res) => {
+    let text = "";
+    req.on("data", (c) => {
+      text += c;
+    });
+    req.on("end", () => {
+      const user = WEBHOOK_USERS[(JSON.parse(text) as { spec: { token: string } }).spec.token];
+      res.setHeader("content-type", "application/json");
+      res.end(
+        JSON.stringify({
+          kind: "TokenReview",
+          status: user ? { authenticated: true, user } : { authenticated: false },
+        }),
+      );
+    });
+  });
+  await new Promise<void>((resolve) => webhook?.listen(0, HOST, resolve));
+  const webhookPort = (webhook.address() as AddressInfo).port;
+  const webhookConfig = files(
+    "webhook.kubeconfig",
+    JSON.stringify({
+      apiVersion: "v1",
+      kind: "Config",
+      clusters: [
+        {
+          name: "w",
+          cluster: { server: `https://${HOST}:${webhookPort}/authenticate`, "certificate-authority": ca.certFile },
+        },
+      ],
+      users: [{ name: "apiserver", user: {} }],
+      contexts: [{ name: "w", context: { cluster: "w", user: "apiserver" } }],
+      "current-context": "w",
+    }),
+  );
+  const port = await new Promise<number>((resolve) => {
+    const probe = https.createServer().listen(0, HOST, () => {
+      const p = (probe.address() as AddressInfo).port;
+      probe.close(() => resolve(p));
+    });
+  });
+  server = `https://${HOST}:${port}`;
+  apiserver = spawn(
+    join(FIXTURE, "bin", "kube-apiserver"),
+    [
+      `--bind-address=${HOST}`,
+      `--secure-port=${port}`,
+      `--tls-cert-file=${files("apiserver.crt", tls.cert)}`,
+      `--tls-private-key-file=${files("apiserver.key", tls.key)}`,
+      `--client-ca-file=${ca.certFile}`,
+      `--authentication-token-webhook-config-file=${webhookConfig}`,
+      "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+      `--service-account-signing-key-file=${files("sa.key", saKey)}`,
+      `--service-account-key-file=${files("sa.pub", saPub)}`,
+      "--authorization-mode=Node,RBAC",
+      "--enable-admission-plugins=NodeRestriction",
+      "--service-cluster-ip-range=10.96.0.0/16",
+    ],
+    { env: { PATH: process.env.PATH ?? "", KEELSON_NODE_BIN: process.execPath }, stdio: ["ignore", "pipe", "pipe"] },
+  );
+  apiserver.stderr?.on("data", (c) => {
+    output += c;
+  });
+  for (let i = 0; i < 100; i++) {
+    if ((await kubectl("anonymous-probe", { token: "admin-token" }, ["get", "--raw", "/livez"])).code === 0) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`the stand-in apiserver did not come up:\n${output}`);
+}, 60_000);
+
+afterAll(async () => {
+  apiserver?.kill("SIGTERM");
+  await new Promise<void>((resolve) => webhook?.close(() => resolve()) ?? resolve());
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe("the stand-in kube-apiserver under the real kubectl", () => {
+  it("answers /readyz and discovery to any authenticated user; a subject without a binding gets the real 403", async () => {
+    const bob = cert("bob");
+    expect((await kubectl("bob", bob, ["get", "--raw", "/readyz"])).stdout).toBe("ok");
+    expect((await kubectl("bob", bob, ["api-resources", "--api-group="])).stdout).toMatch(
+      /^nodes\s+no\s+v1\s+false\s+Node$/m,
+    );
+    const listed = await kubectl("bob", bob, ["get", "nodes", "-o", "json"]);
+    expect(listed.code).toBe(1);
+    expect(listed.stderr).toContain(
+      'Error from server (Forbidden): nodes is forbidden: User "bob" cannot list resource "nodes" in API group "" at the cluster scope',
+    );
+    const answer = await raw(bob, "GET", "/api/v1/nodes");
+    expect(answer).toEqual({
+      status: 403,
+      body: {
+        kind: "Status",
+        apiVersion: "v1",
+        metadata: {},
+        status: "Failure",
+        message: 'nodes is forbidden: User "bob" cannot list resource "nodes" in API group "" at the cluster scope',
+        reason: "Forbidden",
+        details: { kind: "nodes" },
+        code: 403,
+      },
+    });
+  });
+
+  it("a ClusterRoleBinding to cluster-admin lets the group in, by certificate and by webhook token", async () => {
+    expect((await kubectl("alice", admin(), ["get", "nodes"])).code).toBe(1);
+    const bound = await kubectl("masters", masters(), [
+      "create",
+      "clusterrolebinding",
+      "keelson-cluster-admins",
+      "--clusterrole=cluster-admin",
+      "--group=keelson:cluster-admins",
+    ]);
+    expect(bound.stderr).toBe("");
+    expect(bound.stdout).toContain("clusterrolebinding.rbac.authorization.k8s.io/keelson-cluster-admins created");
+    expect((await kubectl("alice", admin(), ["get", "nodes", "-o", "json"])).stdout).toContain('"kind": "List"');
+    expect((await kubectl("alice-token", { token: "admin-token" }, ["get", "nodes", "-o", "json"])).code).toBe(0);
+    const bob = await kubectl("bob-token", { token: "plain-token" }, ["get", "nodes"]);
+    expect(bob.stderr).toContain('User "bob" cannot list resource "nodes"');
+  });
+
+  it("a forged token and an expired certificate are 401, even on /readyz", async () => {
+    for (const [name, user] of [
+      ["forged", { token: "kct_forged" }],
+      ["expired", cert("alice", ["keelson:cluster-admins"], true)],
+    ] as const) {
+      for (const args of [
+        ["get", "nodes"],
+        ["get", "--raw", "/readyz"],
+      ]) {
+        const r = await kubectl(name, user, args);
+        expect(r.code, `${name} ${args.join(" ")}`).toBe(1);
+        expect(r.stderr, `${name} ${args.join(" ")}`).toMatch(/Unauthorized/);
+      }
+    }
+  });
+
+  it("Node authorization with NodeRestriction: a kubelet registers and changes its own Node only", async () => {
+    const n1 = cert("system:node:n1", ["system:nodes"]);
+    const node = (name: string) => ({ apiVersion: "v1", kind: "Node", metadata: { name } });
+    expect((await raw(n1, "POST", "/api/v1/nodes", node("n1"))).status).toBe(201);
+    const other = await raw(n1, "POST", "/api/v1/nodes", node("n2"));
+    expect(other.status).toBe(403);
+    expect(other.body.message).toBe('nodes "n2" is forbidden: node "n1" is not allowed to modify node "n2"');
+    expect((await raw(masters(), "POST", "/api/v1/nodes", node("n2"))).status).toBe(201);
+    const patched = await raw(n1, "DELETE", "/api/v1/nodes/n2");
+    expect(patched.body.reason).toBe("Forbidden");
+    // The scheduler's default role reads nodes; it grants no RBAC writes.
+    const scheduler = cert("system:kube-scheduler");
+    expect((await raw(scheduler, "GET", "/api/v1/nodes")).status).toBe(200);
+    expect((await raw(scheduler, "POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", {})).status).toBe(
+      403,
+    );
+    // A kubelet may read nodes but not RBAC objects.
+    expect((await raw(n1, "GET", "/api/v1/nodes/n2")).status).toBe(200);
+    expect((await raw(n1, "GET", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings")).status).toBe(403);
+    const listed = JSON.parse((await kubectl("alice", admin(), ["get", "nodes", "-o", "json"])).stdout) as {
+      items: { metadata: { name: string } }[];
+    };
+    expect(listed.items.map((n) => n.metadata.name).sort()).toEqual(["n1", "n2"]);
+    // kubectl's plain `get` prints the server's Table: the real node columns.
+    const printed = (await kubectl("alice", admin(), ["get", "nodes"])).stdout.split("\n");
+    expect(printed[0]).toMatch(/^NAME\s+STATUS\s+ROLES\s+AGE\s+VERSION$/);
+    expect(printed[1]).toMatch(/^n1\s+Unknown\s+<none>\s+\d+s\s*$/);
+  });
+
+  it("service-account tokens from the TokenRequest API authenticate, and RBAC refuses them without a binding", async () => {
+    expect((await kubectl("alice", admin(), ["create", "serviceaccount", "probe"])).code).toBe(0);
+    const token = (await kubectl("alice", admin(), ["create", "token", "probe"])).stdout.trim();
+    expect(token.split(".")).toHaveLength(3);
+    const r = await kubectl("sa", { token }, ["get", "nodes"]);
+    expect(r.stderr).toContain('User "system:serviceaccount:default:probe" cannot list resource "nodes"');
+    const tampered = `${token.slice(0, -4)}AAAA`;
+    expect((await kubectl("sa-tampered", { token: tampered }, ["get", "nodes"])).stderr).toMatch(/Unauthorized/);
+  });
+
+  it("a Service's clusterIP must be in --service-cluster-ip-range and free, as the real allocator says", async () => {
+    const svc = (name: string, ip: string) =>
+      kubectl("alice", admin(), [
+        "create",
+        "service",
+        "clusterip",
+        name,
+        `--clusterip=${ip}`,
+        "--tcp=53:53",
+        "-n",
+        "kube-system",
+      ]);
+    expect((await svc("kube-dns", "10.96.0.10")).code).toBe(0);
+    expect((await svc("again", "10.96.0.10")).stderr).toContain(
+      "failed to allocate IP 10.96.0.10: provided IP is already allocated",
+    );
+    expect((await svc("outside", "10.20.0.10")).stderr).toContain(
+      "the provided IP (10.20.0.10) is not in the valid range. The range of valid IPs is 10.96.0.0/16",
+    );
+    const got = JSON.parse(
+      (await kubectl("alice", admin(), ["get", "svc", "kube-dns", "-n", "kube-system", "-o", "json"])).stdout,
+    );
+    expect(got.spec.clusterIP).toBe("10.96.0.10");
+  });
+
+  it("a privileged container is refused unless started with --allow-privileged=true (here: not)", async () => {
+    const run = (name: string, extra: string[]) =>
+      kubectl("alice", admin(), ["run", name, "--image=busybox", "--restart=Never", ...extra]);
+    const refused = await run("priv", ["--privileged"]);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain(
+      'The Pod "priv" is invalid: spec.containers[0].securityContext.privileged: Forbidden: disallowed by cluster policy',
+    );
+    expect((await run("plain", [])).stdout).toContain("pod/plain created");
+  });
+});
