@@ -197,7 +197,7 @@ describe("all phases on one master", () => {
       let lease: { status: number; body: string } = { status: 0, body: "" };
       const deadline = Date.now() + 15_000;
       while (Date.now() < deadline) {
-        lease = await apiGet(`${leases}/${name}`, { cert: true });
+        lease = await apiGet(`${leases}/${name}`, { token: TOKEN });
         if (lease.status === 200 && JSON.parse(lease.body).spec?.holderIdentity) break;
         await new Promise((r) => setTimeout(r, 200));
       }
