@@ -68,6 +68,8 @@ export class SimAgent {
   connected = false;
   /** The TLS protocol of the current link (e.g. "TLSv1.3"); undefined on plain HTTP. */
   tlsProtocol: string | undefined;
+  /** Why the last attempt that ended before a welcome failed (a socket error code, or the close code). */
+  lastFailure: string | undefined;
   /** Set when the control plane refused this agent for good. */
   fatal: { code: number; reason: string } | undefined;
   commands = 0;
@@ -284,10 +286,12 @@ export class SimAgent {
       // A certificate the trust refuses ends this agent (the real one logs it and retries): a
       // test or bench sees the refusal at once, never a fleet that quietly fails to link.
       if (isCertificateError(err)) this.fatal = { code: 0, reason: `TLS: ${err.message}` };
+      this.lastFailure = (err as NodeJS.ErrnoException).code ?? err.message;
       // The close event follows and decides what to do.
     });
     ws.on("close", (code, reason) => {
       if (this.ws !== ws) return;
+      if (!this.connected && !this.lastFailure) this.lastFailure = `closed ${code} before the welcome`;
       this.connected = false;
       this.backoff.disconnected();
       if (FATAL_CLOSE_CODES.has(code)) this.fatal = { code, reason: reason.toString() };
@@ -303,6 +307,7 @@ export class SimAgent {
     switch (frame.type) {
       case "welcome":
         this.connected = true;
+        this.lastFailure = undefined;
         this.connects++;
         this.backoff.connected();
         // Like the real agent: after every (re)connect the control plane hears where the node is.

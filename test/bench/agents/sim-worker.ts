@@ -38,8 +38,16 @@ async function storm(fleet: Simulator, timeoutMs: number): Promise<number> {
   for (const agent of fleet.agents) agent.kill();
   while (!relinked()) {
     if (performance.now() - started > timeoutMs) {
-      const back = fleet.agents.filter((a, i) => a.connects > (before[i] as number)).length;
-      throw new Error(`reconnect storm: ${back}/${fleet.agents.length} agents linked again after ${timeoutMs} ms`);
+      const missing = fleet.agents.filter((a, i) => a.connects <= (before[i] as number));
+      const reasons = new Map<string, number>();
+      for (const a of missing) {
+        const reason = a.fatal?.reason ?? a.lastFailure ?? "no attempt ended yet";
+        reasons.set(reason, (reasons.get(reason) ?? 0) + 1);
+      }
+      throw new Error(
+        `reconnect storm: ${fleet.agents.length - missing.length}/${fleet.agents.length} agents linked again after ${timeoutMs} ms; ` +
+          `the others' last failures: ${JSON.stringify(Object.fromEntries(reasons))}`,
+      );
     }
     await new Promise((r) => setTimeout(r, 20));
   }
