@@ -1,7 +1,8 @@
 // `pnpm bench api`: GET /v4/{p}/clusters/{uuid}, the list of 1,000 clusters in one project and
 // cluster create, on SQLite and on PostgreSQL in the same run, against a bare Fastify route
 // (the baseline); every read over plain HTTP and over HTTPS (KEELSON_TLS=auto: the same server
-// restarted on the same data, and the bare route with the same certificate) side by side.
+// restarted on the same data, and the bare route with the same certificate) side by side, in
+// turns (BENCH_ROUNDS, default 2) so a drifting machine load falls on both alike.
 // Prints figures; never fails on a time.
 //
 // The load generator (autocannon) does not verify the server certificate (it hard-codes
@@ -15,6 +16,8 @@ import { type LoadResult, load, printTable } from "../support/measure.ts";
 
 const CLUSTERS = Number(process.env.BENCH_CLUSTERS ?? 1000);
 const DURATION = Number(process.env.BENCH_DURATION_SEC ?? 10);
+/** HTTP and HTTPS alternate this many times per store: on a shared machine the load drifts in minutes. */
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
 
 /** The two reads of one server, over one scheme. */
 interface Reads {
@@ -46,8 +49,8 @@ async function reads(label: string, url: string, projectId: string, uuid: string
 }
 
 /**
- * One keelson-server on the given store: creates the clusters and loads the two reads over
- * plain HTTP, then restarts on the same data with KEELSON_TLS=auto and loads them over HTTPS.
+ * One keelson-server on the given store: creates the clusters, then the server runs on that data
+ * over plain HTTP and with KEELSON_TLS=auto in turn, ROUNDS times, and the two reads are loaded.
  */
 async function measure(dialect: string, env: Record<string, string>): Promise<Figures> {
   const base = { KEELSON_LOG_LEVEL: "error", NODE_ENV: "production", ...env };
@@ -57,7 +60,6 @@ async function measure(dialect: string, env: Record<string, string>): Promise<Fi
   let projectId: string;
   let uuid = "";
   let createPerSec: number;
-  let http: Reads;
   try {
     const projects = await api<{ projects: { id: string; name: string }[] }>(`${plain.url}/v1/projects`, admin);
     projectId = projects.body.projects.find((p) => p.name === "default")?.id as string;
@@ -76,22 +78,57 @@ async function measure(dialect: string, env: Record<string, string>): Promise<Fi
       uuid = res.body.uuid;
     }
     createPerSec = CLUSTERS / ((Date.now() - started) / 1000);
-    http = await reads(`${dialect} http`, plain.url, projectId, uuid, admin);
   } finally {
     await plain.stop();
   }
 
-  const secure = await startServer({ dataDir, adminToken: admin, https: true, env: { ...base, KEELSON_TLS: "auto" } });
-  try {
-    const https = await reads(`${dialect} https`, secure.url, projectId, uuid, admin);
-    // The payload the bare route answers, read through the pinned CA (also: the HTTPS server serves the same data).
-    const payload = (
-      await api(`${secure.url}/v4/${projectId}/clusters/${uuid}`, admin, { fetch: trustedFetch(dataDir) })
-    ).body;
-    return { createPerSec, http, https, payload, dataDir };
-  } finally {
-    await secure.stop();
+  const rounds: { http: Reads; https: Reads }[] = [];
+  let payload: unknown;
+  for (let round = 0; round < ROUNDS; round++) {
+    const http = await withServer(false, async (url) => reads(`${dialect} http`, url, projectId, uuid, admin));
+    const https = await withServer(true, async (url) => {
+      // The payload the bare route answers, read through the pinned CA: the HTTPS server serves the same data.
+      payload = (await api(`${url}/v4/${projectId}/clusters/${uuid}`, admin, { fetch: trustedFetch(dataDir) })).body;
+      return reads(`${dialect} https`, url, projectId, uuid, admin);
+    });
+    rounds.push({ http, https });
   }
+  return {
+    createPerSec,
+    http: { single: mean(rounds.map((r) => r.http.single)), list: mean(rounds.map((r) => r.http.list)) },
+    https: { single: mean(rounds.map((r) => r.https.single)), list: mean(rounds.map((r) => r.https.list)) },
+    payload,
+    dataDir,
+  };
+
+  /** The server on this store's data, plain or with KEELSON_TLS=auto, for the length of `run`. */
+  async function withServer<T>(tls: boolean, run: (url: string) => Promise<T>): Promise<T> {
+    const server = await startServer({
+      dataDir,
+      adminToken: admin,
+      https: tls,
+      env: { ...base, KEELSON_TLS: tls ? "auto" : "off" },
+    });
+    try {
+      return await run(server.url);
+    } finally {
+      await server.stop();
+    }
+  }
+}
+
+/** The rounds of one case as one row: throughput and latencies averaged, errors added up. */
+function mean(results: LoadResult[]): LoadResult {
+  const avg = (pick: (r: LoadResult) => number) => results.reduce((n, r) => n + pick(r), 0) / results.length;
+  const sum = (pick: (r: LoadResult) => number) => results.reduce((n, r) => n + pick(r), 0);
+  return {
+    label: (results[0] as LoadResult).label,
+    requestsPerSec: avg((r) => r.requestsPerSec),
+    p50: avg((r) => r.p50),
+    p99: avg((r) => r.p99),
+    errors: sum((r) => r.errors),
+    non2xx: sum((r) => r.non2xx),
+  };
 }
 
 /** The bare Fastify route with the cluster payload, over HTTP or over HTTPS with `tlsDir`'s certificate. */
@@ -115,12 +152,15 @@ const pg = await startPostgres();
 try {
   const sqlite = await measure("sqlite", {});
   const postgres = await measure("postgres", { KEELSON_DATABASE_URL: await pg.createDatabase() });
-  const baseline = await bareRoute("bare fastify route (same payload) http", sqlite.payload);
-  const baselineTls = await bareRoute(
-    "bare fastify route (same payload) https",
-    sqlite.payload,
-    join(sqlite.dataDir, "tls"),
-  );
+  const bareRounds: { http: LoadResult; https: LoadResult }[] = [];
+  for (let round = 0; round < ROUNDS; round++) {
+    bareRounds.push({
+      http: await bareRoute("bare fastify route (same payload) http", sqlite.payload),
+      https: await bareRoute("bare fastify route (same payload) https", sqlite.payload, join(sqlite.dataDir, "tls")),
+    });
+  }
+  const baseline = mean(bareRounds.map((r) => r.http));
+  const baselineTls = mean(bareRounds.map((r) => r.https));
 
   printTable([
     baseline,
@@ -143,7 +183,7 @@ try {
       `cluster create: sqlite ${sqlite.createPerSec.toFixed(0)}/s, postgres ${postgres.createPerSec.toFixed(0)}/s`,
       `single read (http): sqlite at ${pctOf(sqlite.http.single, baseline)} of the bare route, postgres at ${pctOf(postgres.http.single, baseline)} (targets: >= 40%; postgres within 1.5x of sqlite: sqlite/postgres = ${ratio(sqlite.http.single, postgres.http.single)})`,
       `list of ${CLUSTERS} (http): sqlite/postgres = ${ratio(sqlite.http.list, postgres.http.list)} (target <= 1.5)`,
-      "what TLS costs (KEELSON_TLS=auto, keep-alive connections):",
+      `what TLS costs (KEELSON_TLS=auto, keep-alive connections; each row the mean of ${ROUNDS} rounds, http and https in turn):`,
       tlsLine("bare route", baselineTls, baseline),
       tlsLine("sqlite single read", sqlite.https.single, sqlite.http.single),
       tlsLine("postgres single read", postgres.https.single, postgres.http.single),
