@@ -1,12 +1,15 @@
+import { type ConnectionOptions, type SecureContext, TLSSocket } from "node:tls";
 import {
   AGENT_CAPABILITIES,
   type AgentFrame,
   Backoff,
+  type ClientOptions,
   type CommandFrame,
   type ControlFrame,
   encodeFrame,
   FATAL_CLOSE_CODES,
   type HostFacts,
+  isCertificateError,
   type NodePhaseStatus,
   type PhaseId,
   type PhaseStatusRecord,
@@ -35,6 +38,8 @@ export interface SimAgentInit {
   hostId: string;
   credential: string;
   linkUrl: string;
+  /** A wss link's trust, one context shared by the fleet (sim/trust.ts); undefined: ws's defaults. */
+  secureContext?: SecureContext | undefined;
   behaviour: SimBehaviour;
   /** Every agent of the simulator (this one included): a master's etcd view is the fleet's masters. */
   peers?: () => readonly SimAgent[];
@@ -61,6 +66,10 @@ export class SimAgent {
   readonly credential: string;
   agentVersion = "0.0.0-sim";
   connected = false;
+  /** The TLS protocol of the current link (e.g. "TLSv1.3"); undefined on plain HTTP. */
+  tlsProtocol: string | undefined;
+  /** Why the last attempt that ended before a welcome failed (a socket error code, or the close code). */
+  lastFailure: string | undefined;
   /** Set when the control plane refused this agent for good. */
   fatal: { code: number; reason: string } | undefined;
   commands = 0;
@@ -233,12 +242,18 @@ export class SimAgent {
   }
 
   private open(): void {
-    const ws = new WebSocket(this.init.linkUrl, {
+    const options: ClientOptions & ConnectionOptions = {
       headers: { authorization: `Bearer ${this.credential}`, "x-keelson-host-id": this.hostId },
       perMessageDeflate: false,
       handshakeTimeout: 30_000,
-    });
+      // ws hands this to tls.connect, which then verifies against it (rejectUnauthorized stays on).
+      ...(this.init.secureContext ? { secureContext: this.init.secureContext } : {}),
+    };
+    const ws = new WebSocket(this.init.linkUrl, options);
     this.ws = ws;
+    ws.on("upgrade", (res) => {
+      this.tlsProtocol = res.socket instanceof TLSSocket ? (res.socket.getProtocol() ?? undefined) : undefined;
+    });
     ws.on("open", () => {
       const facts = this.facts();
       ws.send(
@@ -267,11 +282,16 @@ export class SimAgent {
       this.fatal = { code: res.statusCode ?? 0, reason: `upgrade refused with HTTP ${res.statusCode}` };
       ws.terminate();
     });
-    ws.on("error", () => {
+    ws.on("error", (err) => {
+      // A certificate the trust refuses ends this agent (the real one logs it and retries): a
+      // test or bench sees the refusal at once, never a fleet that quietly fails to link.
+      if (isCertificateError(err)) this.fatal = { code: 0, reason: `TLS: ${err.message}` };
+      this.lastFailure = (err as NodeJS.ErrnoException).code ?? err.message;
       // The close event follows and decides what to do.
     });
     ws.on("close", (code, reason) => {
       if (this.ws !== ws) return;
+      if (!this.connected && !this.lastFailure) this.lastFailure = `closed ${code} before the welcome`;
       this.connected = false;
       this.backoff.disconnected();
       if (FATAL_CLOSE_CODES.has(code)) this.fatal = { code, reason: reason.toString() };
@@ -287,6 +307,7 @@ export class SimAgent {
     switch (frame.type) {
       case "welcome":
         this.connected = true;
+        this.lastFailure = undefined;
         this.connects++;
         this.backoff.connected();
         // Like the real agent: after every (re)connect the control plane hears where the node is.

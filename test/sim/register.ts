@@ -12,8 +12,8 @@ export type JoinTokenSource =
   /** The simulator mints one join token per agent with the admin token, like an operator would. */
   | { adminToken: string; projectId: string };
 
-async function post<T>(url: string, body: unknown, token?: string): Promise<T> {
-  const res = await fetch(url, {
+async function post<T>(doFetch: typeof fetch, url: string, body: unknown, token?: string): Promise<T> {
+  const res = await doFetch(url, {
     method: "POST",
     headers: { "content-type": "application/json", ...(token ? { "x-auth-token": token } : {}) },
     body: JSON.stringify(body),
@@ -28,8 +28,14 @@ export async function registerFleet(
   baseUrl: string,
   hostnames: string[],
   source: JoinTokenSource,
-  options: { concurrency?: number; agentVersion?: string } = {},
+  options: {
+    concurrency?: number;
+    agentVersion?: string;
+    /** A fetch that verifies an https control plane against the fleet's trust (sim/trust.ts). */
+    fetch?: typeof fetch;
+  } = {},
 ): Promise<SimIdentity[]> {
+  const doFetch = options.fetch ?? fetch;
   if ("joinTokens" in source && source.joinTokens.length < hostnames.length) {
     throw new Error(`need one join token per agent: ${hostnames.length} agents, ${source.joinTokens.length} tokens`);
   }
@@ -39,12 +45,13 @@ export async function registerFleet(
         ? (source.joinTokens[i] as string)
         : (
             await post<{ token: string }>(
+              doFetch,
               `${baseUrl}/v1/projects/${source.projectId}/joinTokens`,
               { expiresInMinutes: 60 },
               source.adminToken,
             )
           ).token;
-    return post<SimIdentity>(`${baseUrl}/v1/agents/register`, {
+    return post<SimIdentity>(doFetch, `${baseUrl}/v1/agents/register`, {
       joinToken,
       hostname: hostnames[i],
       agentVersion: options.agentVersion ?? "0.0.0-sim",

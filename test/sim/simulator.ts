@@ -2,10 +2,18 @@ import { SimAgent, type SimBehaviour } from "./agent.ts";
 import { AGENT_LINK_PATH, type PhaseId } from "./deps.ts";
 import { runPool } from "./pool.ts";
 import { type JoinTokenSource, registerFleet, type SimIdentity } from "./register.ts";
+import { fleetTrust } from "./trust.ts";
 
 export interface SimulatorOptions {
   /** The control plane's http(s) URL. */
   url: string;
+  /**
+   * An https control plane: the KEELSON_CA_HASH the fleet pins, as real agents do (the CA bundle
+   * is fetched and a CA with another hash refused before any join token is sent).
+   */
+  caHash?: string;
+  /** Or the CA (PEM) the fleet already trusts, as agents that kept it in their state dir. */
+  ca?: string;
   count: number;
   /** One join token: enough for count 1 (join tokens are one-time). */
   joinToken?: string;
@@ -53,6 +61,8 @@ export interface Simulator {
   /** Time from the first connection attempt to the last welcome. */
   connectMs: number;
   connectedCount(): number;
+  /** Agents linked over TLS (their link's protocol, e.g. TLSv1.3, seen on the upgraded socket). */
+  tlsCount(): number;
   /** Commands answered and failures injected, over all agents. */
   stats(): { connected: number; commands: number; failures: number; fatal: number; reports: number };
   stop(): Promise<void>;
@@ -73,10 +83,18 @@ export async function startSimulator(options: SimulatorOptions): Promise<Simulat
   const hostnames = Array.from({ length: options.count }, (_, i) => `${prefix}-${String(i + 1).padStart(5, "0")}`);
   const concurrency = options.concurrency ?? 200;
 
+  // One trust and one TLS context for the whole fleet: N copies of the CA would cost N times the memory.
+  const trust = await fleetTrust(base, {
+    ...(options.caHash ? { caHash: options.caHash } : {}),
+    ...(options.ca ? { ca: options.ca } : {}),
+  });
   const registerStart = performance.now();
   const identities =
     options.identities ??
-    (await registerFleet(base, hostnames, tokenSource(options), { concurrency: Math.min(concurrency, 50) }));
+    (await registerFleet(base, hostnames, tokenSource(options), {
+      concurrency: Math.min(concurrency, 50),
+      fetch: trust.fetch,
+    }));
   const registerMs = options.identities ? 0 : performance.now() - registerStart;
 
   const behaviour: SimBehaviour = {
@@ -96,6 +114,7 @@ export async function startSimulator(options: SimulatorOptions): Promise<Simulat
         hostId: id.hostId,
         credential: id.credential,
         linkUrl,
+        secureContext: trust.secureContext,
         behaviour,
         peers: () => agents,
       }),
@@ -125,6 +144,7 @@ export async function startSimulator(options: SimulatorOptions): Promise<Simulat
     registerMs,
     connectMs,
     connectedCount: () => agents.filter((a) => a.connected).length,
+    tlsCount: () => agents.filter((a) => a.connected && a.tlsProtocol).length,
     stats: () => ({
       connected: agents.filter((a) => a.connected).length,
       commands: agents.reduce((n, a) => n + a.commands, 0),

@@ -1,32 +1,71 @@
 // `pnpm bench api`: GET /v4/{p}/clusters/{uuid}, the list of 1,000 clusters in one project and
 // cluster create, on SQLite and on PostgreSQL in the same run, against a bare Fastify route
-// (the baseline). Prints figures; never fails on a time.
+// (the baseline); every read over plain HTTP and over HTTPS (KEELSON_TLS=auto: the same server
+// restarted on the same data, and the bare route with the same certificate) side by side, in
+// turns (BENCH_ROUNDS, default 2) so a drifting machine load falls on both alike.
+// Prints figures; never fails on a time.
+//
+// The load generator (autocannon) does not verify the server certificate (it hard-codes
+// rejectUnauthorized: false); its connections are kept alive, so a handshake, and the client's
+// verification it skips, happens once per connection and the rows measure TLS per request.
 import { spawn } from "node:child_process";
-import { api, startServer } from "../../e2e/support/processes.ts";
+import { join } from "node:path";
+import { api, startServer, trustedFetch } from "../../e2e/support/processes.ts";
 import { startPostgres } from "../../support/postgres.ts";
 import { type LoadResult, load, printTable } from "../support/measure.ts";
 
 const CLUSTERS = Number(process.env.BENCH_CLUSTERS ?? 1000);
 const DURATION = Number(process.env.BENCH_DURATION_SEC ?? 10);
+/** HTTP and HTTPS alternate this many times per store: on a shared machine the load drifts in minutes. */
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
+
+/** The two reads of one server, over one scheme. */
+interface Reads {
+  single: LoadResult;
+  list: LoadResult;
+}
 
 interface Figures {
   createPerSec: number;
-  single: LoadResult;
-  list: LoadResult;
+  http: Reads;
+  https: Reads;
   payload: unknown;
+  /** The data dir of the server: its tls/ holds the certificate the bare HTTPS route serves too. */
+  dataDir: string;
 }
 
-/** One keelson-server on the given store: creates the clusters, then loads the two reads. */
+async function reads(label: string, url: string, projectId: string, uuid: string, admin: string): Promise<Reads> {
+  const headers = { "x-auth-token": admin };
+  const single = await load(`${label}: GET /v4/{p}/clusters/{uuid}`, `${url}/v4/${projectId}/clusters/${uuid}`, {
+    headers,
+    durationSec: DURATION,
+  });
+  const list = await load(`${label}: GET /v4/{p}/clusters (${CLUSTERS})`, `${url}/v4/${projectId}/clusters`, {
+    headers,
+    durationSec: DURATION,
+    connections: 4,
+  });
+  return { single, list };
+}
+
+/**
+ * One keelson-server on the given store: creates the clusters, then the server runs on that data
+ * over plain HTTP and with KEELSON_TLS=auto in turn, ROUNDS times, and the two reads are loaded.
+ */
 async function measure(dialect: string, env: Record<string, string>): Promise<Figures> {
-  const server = await startServer({ env: { KEELSON_LOG_LEVEL: "error", NODE_ENV: "production", ...env } });
-  const admin = server.adminToken;
+  const base = { KEELSON_LOG_LEVEL: "error", NODE_ENV: "production", ...env };
+  const plain = await startServer({ env: { ...base, KEELSON_TLS: "off" } });
+  const admin = plain.adminToken;
+  const { dataDir } = plain;
+  let projectId: string;
+  let uuid = "";
+  let createPerSec: number;
   try {
-    const projects = await api<{ projects: { id: string; name: string }[] }>(`${server.url}/v1/projects`, admin);
-    const projectId = projects.body.projects.find((p) => p.name === "default")?.id as string;
+    const projects = await api<{ projects: { id: string; name: string }[] }>(`${plain.url}/v1/projects`, admin);
+    projectId = projects.body.projects.find((p) => p.name === "default")?.id as string;
     const started = Date.now();
-    let uuid = "";
     for (let i = 0; i < CLUSTERS; i++) {
-      const res = await api<{ uuid: string }>(`${server.url}/v4/${projectId}/clusters`, admin, {
+      const res = await api<{ uuid: string }>(`${plain.url}/v4/${projectId}/clusters`, admin, {
         method: "POST",
         body: {
           name: `bench-${i}`,
@@ -38,29 +77,74 @@ async function measure(dialect: string, env: Record<string, string>): Promise<Fi
       if (res.status !== 200) throw new Error(`create ${i}: ${res.status} ${JSON.stringify(res.body)}`);
       uuid = res.body.uuid;
     }
-    const createPerSec = CLUSTERS / ((Date.now() - started) / 1000);
-    const headers = { "x-auth-token": admin };
-    const single = await load(
-      `${dialect}: GET /v4/{p}/clusters/{uuid}`,
-      `${server.url}/v4/${projectId}/clusters/${uuid}`,
-      {
-        headers,
-        durationSec: DURATION,
-      },
-    );
-    const list = await load(
-      `${dialect}: GET /v4/{p}/clusters (${CLUSTERS})`,
-      `${server.url}/v4/${projectId}/clusters`,
-      {
-        headers,
-        durationSec: DURATION,
-        connections: 4,
-      },
-    );
-    const payload = (await api(`${server.url}/v4/${projectId}/clusters/${uuid}`, admin)).body;
-    return { createPerSec, single, list, payload };
+    createPerSec = CLUSTERS / ((Date.now() - started) / 1000);
   } finally {
-    await server.stop();
+    await plain.stop();
+  }
+
+  const rounds: { http: Reads; https: Reads }[] = [];
+  let payload: unknown;
+  for (let round = 0; round < ROUNDS; round++) {
+    const http = await withServer(false, async (url) => reads(`${dialect} http`, url, projectId, uuid, admin));
+    const https = await withServer(true, async (url) => {
+      // The payload the bare route answers, read through the pinned CA: the HTTPS server serves the same data.
+      payload = (await api(`${url}/v4/${projectId}/clusters/${uuid}`, admin, { fetch: trustedFetch(dataDir) })).body;
+      return reads(`${dialect} https`, url, projectId, uuid, admin);
+    });
+    rounds.push({ http, https });
+  }
+  return {
+    createPerSec,
+    http: { single: mean(rounds.map((r) => r.http.single)), list: mean(rounds.map((r) => r.http.list)) },
+    https: { single: mean(rounds.map((r) => r.https.single)), list: mean(rounds.map((r) => r.https.list)) },
+    payload,
+    dataDir,
+  };
+
+  /** The server on this store's data, plain or with KEELSON_TLS=auto, for the length of `run`. */
+  async function withServer<T>(tls: boolean, run: (url: string) => Promise<T>): Promise<T> {
+    const server = await startServer({
+      dataDir,
+      adminToken: admin,
+      https: tls,
+      env: { ...base, KEELSON_TLS: tls ? "auto" : "off" },
+    });
+    try {
+      return await run(server.url);
+    } finally {
+      await server.stop();
+    }
+  }
+}
+
+/** The rounds of one case as one row: throughput and latencies averaged, errors added up. */
+function mean(results: LoadResult[]): LoadResult {
+  const avg = (pick: (r: LoadResult) => number) => results.reduce((n, r) => n + pick(r), 0) / results.length;
+  const sum = (pick: (r: LoadResult) => number) => results.reduce((n, r) => n + pick(r), 0);
+  return {
+    label: (results[0] as LoadResult).label,
+    requestsPerSec: avg((r) => r.requestsPerSec),
+    p50: avg((r) => r.p50),
+    p99: avg((r) => r.p99),
+    errors: sum((r) => r.errors),
+    non2xx: sum((r) => r.non2xx),
+  };
+}
+
+/** The bare Fastify route with the cluster payload, over HTTP or over HTTPS with `tlsDir`'s certificate. */
+async function bareRoute(label: string, payload: unknown, tlsDir?: string): Promise<LoadResult> {
+  const bare = spawn(process.execPath, ["--import", "tsx", new URL("./bare-server.ts", import.meta.url).pathname], {
+    env: { ...process.env, BARE_PAYLOAD: JSON.stringify(payload), ...(tlsDir ? { BARE_TLS_DIR: tlsDir } : {}) },
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  try {
+    const url = await new Promise<string>((resolve, reject) => {
+      bare.stdout?.once("data", (d) => resolve(String(d).trim()));
+      bare.once("exit", (code) => reject(new Error(`the bare server exited (${code}) before listening`)));
+    });
+    return await load(label, `${url}/bare`, { durationSec: DURATION });
+  } finally {
+    bare.kill("SIGTERM");
   }
 }
 
@@ -68,27 +152,43 @@ const pg = await startPostgres();
 try {
   const sqlite = await measure("sqlite", {});
   const postgres = await measure("postgres", { KEELSON_DATABASE_URL: await pg.createDatabase() });
-
-  const bare = spawn(process.execPath, ["--import", "tsx", new URL("./bare-server.ts", import.meta.url).pathname], {
-    env: { ...process.env, BARE_PAYLOAD: JSON.stringify(sqlite.payload) },
-    stdio: ["ignore", "pipe", "inherit"],
-  });
-  const bareUrl = await new Promise<string>((resolve) => {
-    bare.stdout?.once("data", (d) => resolve(String(d).trim()));
-  });
-  let baseline: LoadResult;
-  try {
-    baseline = await load("bare fastify route (same payload)", `${bareUrl}/bare`, { durationSec: DURATION });
-  } finally {
-    bare.kill("SIGTERM");
+  const bareRounds: { http: LoadResult; https: LoadResult }[] = [];
+  for (let round = 0; round < ROUNDS; round++) {
+    bareRounds.push({
+      http: await bareRoute("bare fastify route (same payload) http", sqlite.payload),
+      https: await bareRoute("bare fastify route (same payload) https", sqlite.payload, join(sqlite.dataDir, "tls")),
+    });
   }
-  printTable([baseline, sqlite.single, postgres.single, sqlite.list, postgres.list]);
+  const baseline = mean(bareRounds.map((r) => r.http));
+  const baselineTls = mean(bareRounds.map((r) => r.https));
+
+  printTable([
+    baseline,
+    baselineTls,
+    sqlite.http.single,
+    sqlite.https.single,
+    postgres.http.single,
+    postgres.https.single,
+    sqlite.http.list,
+    sqlite.https.list,
+    postgres.http.list,
+    postgres.https.list,
+  ]);
   const ratio = (a: LoadResult, b: LoadResult) => (a.requestsPerSec / b.requestsPerSec).toFixed(2);
+  const pctOf = (a: LoadResult, b: LoadResult) => `${((a.requestsPerSec / b.requestsPerSec) * 100).toFixed(0)}%`;
+  const tlsLine = (name: string, https: LoadResult, http: LoadResult) =>
+    `  ${name}: https at ${pctOf(https, http)} of http (${https.requestsPerSec.toFixed(0)} vs ${http.requestsPerSec.toFixed(0)} req/s), p99 ${https.p99.toFixed(1)} vs ${http.p99.toFixed(1)} ms`;
   process.stdout.write(
     [
       `cluster create: sqlite ${sqlite.createPerSec.toFixed(0)}/s, postgres ${postgres.createPerSec.toFixed(0)}/s`,
-      `single read: sqlite at ${((sqlite.single.requestsPerSec / baseline.requestsPerSec) * 100).toFixed(0)}% of the bare route, postgres at ${((postgres.single.requestsPerSec / baseline.requestsPerSec) * 100).toFixed(0)}% (targets: >= 40%; postgres within 1.5x of sqlite: sqlite/postgres = ${ratio(sqlite.single, postgres.single)})`,
-      `list of ${CLUSTERS}: sqlite/postgres = ${ratio(sqlite.list, postgres.list)} (target <= 1.5)`,
+      `single read (http): sqlite at ${pctOf(sqlite.http.single, baseline)} of the bare route, postgres at ${pctOf(postgres.http.single, baseline)} (targets: >= 40%; postgres within 1.5x of sqlite: sqlite/postgres = ${ratio(sqlite.http.single, postgres.http.single)})`,
+      `list of ${CLUSTERS} (http): sqlite/postgres = ${ratio(sqlite.http.list, postgres.http.list)} (target <= 1.5)`,
+      `what TLS costs (KEELSON_TLS=auto, keep-alive connections; each row the mean of ${ROUNDS} rounds, http and https in turn):`,
+      tlsLine("bare route", baselineTls, baseline),
+      tlsLine("sqlite single read", sqlite.https.single, sqlite.http.single),
+      tlsLine("postgres single read", postgres.https.single, postgres.http.single),
+      tlsLine(`sqlite list of ${CLUSTERS}`, sqlite.https.list, sqlite.http.list),
+      tlsLine(`postgres list of ${CLUSTERS}`, postgres.https.list, postgres.http.list),
       "",
     ].join("\n"),
   );
