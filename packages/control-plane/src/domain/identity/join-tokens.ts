@@ -1,8 +1,8 @@
 import { randomUUID } from "node:crypto";
 import { type Db, firstRow, joinTokens, one, type Tx } from "@keelson/db";
-import { and, asc, eq, isNull } from "drizzle-orm";
+import { and, eq, isNull } from "drizzle-orm";
 import { ApiError } from "../../http/errors.ts";
-import { deleteProjectRow, getProject } from "../projects/projects.ts";
+import { deleteProjectRow, getProject, listProjectRows } from "../projects/projects.ts";
 import { addMinutes, isExpired, requireIntegerInRange } from "./rules.ts";
 import { generateSecret, hashSecret } from "./token-hash.ts";
 
@@ -78,19 +78,14 @@ export async function createJoinToken(
 }
 
 export async function listJoinTokens(db: Db, projectId: string): Promise<JoinTokenInfo[]> {
-  await getProject(db, projectId);
-  return await db
-    .select({
-      id: joinTokens.id,
-      projectId: joinTokens.projectId,
-      expiresAt: joinTokens.expiresAt,
-      usedAt: joinTokens.usedAt,
-      usedByNodeId: joinTokens.usedByNodeId,
-      createdAt: joinTokens.createdAt,
-    })
-    .from(joinTokens)
-    .where(eq(joinTokens.projectId, projectId))
-    .orderBy(asc(joinTokens.createdAt), asc(joinTokens.id));
+  return await listProjectRows(db, joinTokens, projectId, {
+    id: joinTokens.id,
+    projectId: joinTokens.projectId,
+    expiresAt: joinTokens.expiresAt,
+    usedAt: joinTokens.usedAt,
+    usedByNodeId: joinTokens.usedByNodeId,
+    createdAt: joinTokens.createdAt,
+  });
 }
 
 export async function revokeJoinToken(db: Db, projectId: string, joinTokenId: string): Promise<void> {

@@ -1,8 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { type Db, one, tokens } from "@keelson/db";
-import { asc, eq } from "drizzle-orm";
 import { revokeAccessTokensOf } from "../kubeconfig/access-tokens.ts";
-import { deleteProjectRow, getProject } from "../projects/projects.ts";
+import { deleteProjectRow, getProject, listProjectRows } from "../projects/projects.ts";
 import { DEFAULT_ROLE, type ProjectRole } from "./roles.ts";
 import { addMinutes, requireDisplayName, requireIntegerInRange } from "./rules.ts";
 import { generateSecret, hashSecret } from "./token-hash.ts";
@@ -86,21 +85,16 @@ export async function createProjectToken(
 
 /** Project tokens and login sessions of a project, oldest first. */
 export async function listTokens(db: Db, projectId: string): Promise<TokenInfo[]> {
-  await getProject(db, projectId);
-  return await db
-    .select({
-      id: tokens.id,
-      projectId: tokens.projectId,
-      kind: tokens.kind,
-      role: tokens.role,
-      name: tokens.name,
-      userId: tokens.userId,
-      expiresAt: tokens.expiresAt,
-      createdAt: tokens.createdAt,
-    })
-    .from(tokens)
-    .where(eq(tokens.projectId, projectId))
-    .orderBy(asc(tokens.createdAt), asc(tokens.id));
+  return await listProjectRows(db, tokens, projectId, {
+    id: tokens.id,
+    projectId: tokens.projectId,
+    kind: tokens.kind,
+    role: tokens.role,
+    name: tokens.name,
+    userId: tokens.userId,
+    expiresAt: tokens.expiresAt,
+    createdAt: tokens.createdAt,
+  });
 }
 
 /**
