@@ -79,6 +79,21 @@ export async function projectsVisibleTo(db: Db, identity: Identity): Promise<Pro
 /** A table of rows a project owns (tokens, users, join tokens): each has its id and its project's. */
 type ProjectOwned = SQLiteTable & { id: SQLiteColumn; projectId: SQLiteColumn };
 
+/** Inserts one row a project owns, with a new id, once the project is found (404 otherwise); the row stored. */
+export async function insertProjectRow<T extends ProjectOwned>(
+  db: Db,
+  table: T,
+  projectId: string,
+  values: Omit<T["$inferInsert"], "id" | "projectId">,
+): Promise<T["$inferSelect"]> {
+  return db.transaction(async (tx) => {
+    await getProject(tx, projectId);
+    const row = { ...values, id: randomUUID(), projectId } as T["$inferInsert"];
+    // drizzle's insert and row types of `table`; TypeScript cannot resolve them inside a generic function.
+    return one(await tx.insert(table).values(row).returning()) as T["$inferSelect"];
+  });
+}
+
 /** A project's rows of one table (the `columns` of each), oldest first; 404 for an unknown project. */
 export async function listProjectRows<T extends SelectedFields>(
   db: Db,
