@@ -1,11 +1,9 @@
 import { execFileSync, spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { ADMIN_TOKEN } from "../../control-plane/test/helpers.ts";
-import { type Fleet, startFleet } from "../../control-plane/test/membership-harness.ts";
-import { FleetAllocator, readyCluster } from "../../control-plane/test/rollout-harness.ts";
+import { describe, expect, it, vi } from "vitest";
+import type { Fleet } from "../../control-plane/test/membership-harness.ts";
+import { type FleetAllocator, readyCluster } from "../../control-plane/test/rollout-harness.ts";
+import { useCliFleet } from "./cli-fleet.ts";
 import { type CliResult, keelson } from "./run-cli.ts";
 
 /**
@@ -25,23 +23,15 @@ vi.setConfig({ testTimeout: 180_000 });
 
 let f: Fleet;
 let pool: FleetAllocator;
-let dir: string;
 let env: Record<string, string>;
 
-beforeAll(async () => {
-  f = await startFleet(12, {
-    namePrefix: "clo",
-    phaseTimeMs: 300,
-    failPhase: (hostname) => (hostname === FAILING ? "kubelet" : undefined),
-  });
-  pool = new FleetAllocator(f);
-  dir = mkdtempSync(join(tmpdir(), "keelson-cli-ops-"));
-  env = { KEELSON_URL: f.base, KEELSON_TOKEN: ADMIN_TOKEN, KEELSON_CONFIG: join(dir, "config.yaml"), HOME: dir };
-}, 60_000);
-afterAll(async () => {
-  await f?.close();
-  rmSync(dir, { recursive: true, force: true });
-});
+useCliFleet(
+  12,
+  { namePrefix: "clo", phaseTimeMs: 300, failPhase: (hostname) => (hostname === FAILING ? "kubelet" : undefined) },
+  (fleet) => {
+    ({ f, pool, env } = fleet);
+  },
+);
 
 /** Runs keelson on a pseudo-terminal: stdout and stderr are the terminal, as for a person. */
 function onTerminal(args: string[], extraEnv: Record<string, string> = {}): Promise<CliResult> {

@@ -1,13 +1,13 @@
 import { execFileSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { connect, createServer } from "node:net";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createServer as createTlsServer } from "node:tls";
-import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { ADMIN_TOKEN } from "../../control-plane/test/helpers.ts";
-import { type Fleet, startFleet } from "../../control-plane/test/membership-harness.ts";
-import { FleetAllocator, readyCluster } from "../../control-plane/test/rollout-harness.ts";
+import type { Fleet } from "../../control-plane/test/membership-harness.ts";
+import { type FleetAllocator, readyCluster } from "../../control-plane/test/rollout-harness.ts";
+import { useCliFleet } from "./cli-fleet.ts";
 import { keelson } from "./run-cli.ts";
 
 /**
@@ -23,15 +23,8 @@ let pool: FleetAllocator;
 let dir: string;
 let env: Record<string, string>;
 
-beforeAll(async () => {
-  f = await startFleet(6, { namePrefix: "cli", phaseTimeMs: 150 });
-  pool = new FleetAllocator(f);
-  dir = mkdtempSync(join(tmpdir(), "keelson-cli-"));
-  env = { KEELSON_URL: f.base, KEELSON_TOKEN: ADMIN_TOKEN, KEELSON_CONFIG: join(dir, "config.yaml"), HOME: dir };
-}, 60_000);
-afterAll(async () => {
-  await f?.close();
-  rmSync(dir, { recursive: true, force: true });
+useCliFleet(6, { namePrefix: "cli", phaseTimeMs: 150 }, (fleet) => {
+  ({ f, pool, dir, env } = fleet);
 });
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;

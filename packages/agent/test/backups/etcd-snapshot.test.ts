@@ -5,14 +5,13 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { listBackups } from "../../src/backups/files.ts";
 import { type BackupReport, EtcdBackups } from "../../src/backups/index.ts";
 import type { NodeConfig } from "../../src/phases/config.ts";
-import { buildContext } from "../../src/phases/context.ts";
 import { genCerts } from "../../src/phases/impl/certs.ts";
 import { configureEtcd, etcdctl, etcdUrls, startEtcd } from "../../src/phases/impl/etcd.ts";
 import { createKubeApi } from "../../src/phases/kube-api.ts";
 import { nodePaths } from "../../src/phases/paths.ts";
 import type { PhaseContext, PhaseIntent } from "../../src/phases/types.ts";
 import { DirectSupervisor, killAllFromPidFiles } from "../../src/services/direct.ts";
-import { createTestCa, freePorts, nodeConfig, tempDir, testLog } from "../phases/helpers.ts";
+import { createTestCa, freePorts, nodeConfig, phaseContexts, tempDir, testLog } from "../phases/helpers.ts";
 
 /**
  * A real etcd member with client TLS on 127.0.0.41, set up by the etcd phases, backed up by
@@ -37,13 +36,13 @@ beforeAll(async () => {
     cluster: { etcdHeartbeatIntervalMs: 50, etcdElectionTimeoutMs: 500 },
   });
   services = new DirectSupervisor({ hostRoot: config.hostRoot, log: testLog() });
-  const paths = nodePaths(config.hostRoot);
-  const kubeApi = createKubeApi({ url: config.apiServerUrl, caFile: paths.caCert, certFile: "", keyFile: "" });
-  ctx = (intent) =>
-    buildContext(
-      { config, paths, log: testLog(), services, signCsr, kubeApi },
-      { signal: AbortSignal.timeout(30_000), intent, regenerateCerts: false, log: testLog() },
-    );
+  const kubeApi = createKubeApi({
+    url: config.apiServerUrl,
+    caFile: nodePaths(config.hostRoot).caCert,
+    certFile: "",
+    keyFile: "",
+  });
+  ctx = phaseContexts({ config, services, signCsr, kubeApi, timeoutMs: 30_000 });
   for (const phase of [genCerts, configureEtcd, startEtcd]) await phase.start(ctx("start"));
   await etcdctl(ctx("status"), [etcdUrls(ctx("status")).client], ["put", "/keelson/backed-up", "yes"]);
 }, 60_000);

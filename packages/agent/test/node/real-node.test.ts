@@ -9,7 +9,7 @@ import { NodeController } from "../../src/node/controller.ts";
 import { DirectSupervisor, killAllFromPidFiles } from "../../src/services/direct.ts";
 import { processStartTime } from "../../src/services/process-info.ts";
 import { StateDir } from "../../src/state-dir.ts";
-import { createTestCa, FIXTURE_NODE_PACKAGE, fakeHost } from "../phases/helpers.ts";
+import { createTestCa, FIXTURE_NODE_PACKAGE, fakeHost, MASTER_CERT_PROFILES } from "../phases/helpers.ts";
 import { FakeLink, joinPayload, tempDir, testLog, waitFor } from "./helpers.ts";
 
 /**
@@ -136,20 +136,7 @@ describe("a master through the node controller, real phases", () => {
     expect(last.apiResponding).toBe(true);
     expect(last.report.phases.filter((p) => p.state === "running")).toHaveLength(20);
     // Every profile was signed over the link, with the SANs the phase put in its CSR.
-    expect(new Set(link.signed.map((r) => r.profile))).toEqual(
-      new Set([
-        "kubelet",
-        "kube-proxy",
-        "apiserver",
-        "bouncer",
-        "etcd-server",
-        "etcd-peer",
-        "etcd-client",
-        "apiserver-kubelet-client",
-        "kube-controller-manager",
-        "kube-scheduler",
-      ]),
-    );
+    expect(new Set(link.signed.map((r) => r.profile))).toEqual(new Set(MASTER_CERT_PROFILES));
     const apiserver = link.signed.find((r) => r.profile === "apiserver")!;
     expect(apiserver.ipAddresses).toEqual(expect.arrayContaining([IP, "127.0.0.1", "10.21.0.1"]));
     expect(apiserver.dnsNames).toContain("kubernetes.default.svc.cluster.local");

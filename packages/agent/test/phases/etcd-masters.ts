@@ -1,12 +1,11 @@
 import { rmSync } from "node:fs";
 import { join } from "node:path";
 import type { NodeConfig } from "../../src/phases/config.ts";
-import { buildContext } from "../../src/phases/context.ts";
 import { createKubeApi } from "../../src/phases/kube-api.ts";
 import { nodePaths } from "../../src/phases/paths.ts";
 import type { PhaseContext, PhaseIntent, SignCsr } from "../../src/phases/types.ts";
 import { DirectSupervisor, killAllFromPidFiles } from "../../src/services/direct.ts";
-import { createTestCa, freePorts, nodeConfig, tempDir, testLog } from "./helpers.ts";
+import { createTestCa, freePorts, nodeConfig, phaseContexts, tempDir, testLog } from "./helpers.ts";
 
 /**
  * Masters on loopback addresses whose etcd phases run for real (tests of etcd joins and of
@@ -40,16 +39,16 @@ export class EtcdTestMasters {
       cluster: { etcdHeartbeatIntervalMs: 50, etcdElectionTimeoutMs: 500 },
     });
     const services = new DirectSupervisor({ hostRoot: config.hostRoot, log: testLog() });
-    const paths = nodePaths(config.hostRoot);
-    const kubeApi = createKubeApi({ url: config.apiServerUrl, caFile: paths.caCert, certFile: "", keyFile: "" });
+    const kubeApi = createKubeApi({
+      url: config.apiServerUrl,
+      caFile: nodePaths(config.hostRoot).caCert,
+      certFile: "",
+      keyFile: "",
+    });
     const master: EtcdTestMaster = {
       config,
       services,
-      ctx: (intent) =>
-        buildContext(
-          { config, paths, log: testLog(), services, signCsr, kubeApi },
-          { signal: AbortSignal.timeout(30_000), intent, regenerateCerts: false, log: testLog() },
-        ),
+      ctx: phaseContexts({ config, services, signCsr, kubeApi, timeoutMs: 30_000 }),
     };
     this.masters.push(master);
     return master;

@@ -8,7 +8,11 @@ import type { CertProfile } from "@keelson/protocol";
 import { execa } from "execa";
 import pino from "pino";
 import { type NodeConfig, type NodeConfigInput, resolveNodeConfig } from "../../src/phases/config.ts";
-import type { SignCsr } from "../../src/phases/types.ts";
+import { buildContext } from "../../src/phases/context.ts";
+import type { KubeApi } from "../../src/phases/kube-api.ts";
+import { nodePaths } from "../../src/phases/paths.ts";
+import type { PhaseContext, PhaseIntent, SignCsr } from "../../src/phases/types.ts";
+import type { ServiceManager } from "../../src/services/types.ts";
 
 export const REPO_ROOT = resolve(fileURLToPath(new URL("../../../../", import.meta.url)));
 export const FIXTURE_NODE_PACKAGE = join(REPO_ROOT, "test", "fixtures", "node-package");
@@ -124,6 +128,50 @@ export async function createTestCa(dir: string): Promise<{ caPem: string; signCs
     };
   };
   return { caPem, signCsr, signed };
+}
+
+/** The certificates a master asks for, in the order it asks: what the tests expect signed. */
+export const MASTER_CERT_PROFILES: CertProfile[] = [
+  "kubelet",
+  "kube-proxy",
+  "apiserver",
+  "bouncer",
+  "etcd-server",
+  "etcd-peer",
+  "etcd-client",
+  "apiserver-kubelet-client",
+  "kube-controller-manager",
+  "kube-scheduler",
+];
+
+/**
+ * A phase's context per intent, as the engine builds it, for tests that call phases directly.
+ * Without `kubeApi` or `signCsr` the phase under test must not need them: a call fails it.
+ */
+export function phaseContexts(parts: {
+  config: NodeConfig;
+  services: ServiceManager;
+  kubeApi?: KubeApi;
+  signCsr?: SignCsr;
+  timeoutMs?: number;
+}): (intent?: PhaseIntent) => PhaseContext {
+  const paths = nodePaths(parts.config.hostRoot);
+  return (intent = "start") =>
+    buildContext(
+      {
+        config: parts.config,
+        paths,
+        log: testLog(),
+        services: parts.services,
+        kubeApi: parts.kubeApi ?? (undefined as unknown as KubeApi),
+        signCsr:
+          parts.signCsr ??
+          (async () => {
+            throw new Error("unused");
+          }),
+      },
+      { signal: AbortSignal.timeout(parts.timeoutMs ?? 20_000), intent, regenerateCerts: false, log: testLog() },
+    );
 }
 
 /** A /proc and /sys as a healthy node has them: no swap, modules loaded, sysctls set. */

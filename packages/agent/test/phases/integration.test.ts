@@ -13,7 +13,8 @@ import { Reconciler } from "../../src/phases/reconciler.ts";
 import type { PhaseContext } from "../../src/phases/types.ts";
 import { DirectSupervisor, killAllFromPidFiles } from "../../src/services/direct.ts";
 import { processStartTime } from "../../src/services/process-info.ts";
-import { createTestCa, fakeHost, freePorts, nodeConfig, tempDir, testLog } from "./helpers.ts";
+import { createTestCa, fakeHost, freePorts, MASTER_CERT_PROFILES, nodeConfig, tempDir, testLog } from "./helpers.ts";
+import { reconcileUntilOk, wholeNode } from "./whole-node.ts";
 
 /**
  * One master, every phase, real processes: the real etcd from the node package and the
@@ -54,20 +55,7 @@ beforeAll(async () => {
       ],
     },
   });
-  services = new DirectSupervisor({
-    hostRoot: config.hostRoot,
-    log: testLog(),
-    restartBackoff: { initialMs: 200, maxMs: 1000 },
-  });
-  engine = new PhaseEngine({
-    config,
-    phases: ALL_PHASES,
-    stateFile: join(root, "state", "phases.json"),
-    log: testLog(),
-    services,
-    signCsr: ca.signCsr,
-    phaseTimeoutMs: 30_000,
-  });
+  ({ services, engine } = wholeNode(root, config, ca.signCsr));
 }, 30_000);
 
 afterAll(() => {
@@ -110,35 +98,14 @@ function apiGet(
 
 describe("all phases on one master", () => {
   it("starts every phase to running and the node is ok", async () => {
-    const reconciler = new Reconciler(engine, testLog(), { checkIntervalMs: 60_000 });
-    reconciler.run();
-    const deadline = Date.now() + 45_000;
-    while (engine.nodeStatus !== "ok" && Date.now() < deadline) {
-      const failed = engine.list().find((p) => p.state === "failed");
-      if (failed) throw new Error(`${failed.id} failed: ${failed.lastError}`);
-      await new Promise((r) => setTimeout(r, 100));
-    }
-    await reconciler.halt();
+    await reconcileUntilOk(engine);
     const list = engine.list();
     expect(list.filter((p) => p.state !== "running").map((p) => p.id)).toEqual(["drain-pods"]);
     expect(engine.nodeStatus).toBe("ok");
     expect(list.find((p) => p.id === "app-catalog")?.message).toMatch(/deprecated/);
     expect(list.find((p) => p.id === "keepalived")?.message).toMatch(/not set: keepalived is not needed/);
     expect(list.find((p) => p.id === "load-user-images")?.message).toMatch(/no user images/);
-    expect(new Set(signed)).toEqual(
-      new Set([
-        "kubelet",
-        "kube-proxy",
-        "apiserver",
-        "bouncer",
-        "etcd-server",
-        "etcd-peer",
-        "etcd-client",
-        "apiserver-kubelet-client",
-        "kube-controller-manager",
-        "kube-scheduler",
-      ]),
-    );
+    expect(new Set(signed)).toEqual(new Set(MASTER_CERT_PROFILES));
     expect(Object.keys(services.livePids()).sort()).toEqual(
       [
         "containerd",

@@ -3,13 +3,9 @@ import { randomBytes } from "node:crypto";
 import { accessSync, chmodSync, constants, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { buildContext } from "../../src/phases/context.ts";
 import { keepalived } from "../../src/phases/impl/masters.ts";
-import type { KubeApi } from "../../src/phases/kube-api.ts";
-import { nodePaths } from "../../src/phases/paths.ts";
-import type { PhaseIntent } from "../../src/phases/types.ts";
 import { DirectSupervisor } from "../../src/services/direct.ts";
-import { FIXTURE_NODE_PACKAGE, nodeConfig, tempDir, testLog } from "./helpers.ts";
+import { FIXTURE_NODE_PACKAGE, nodeConfig, phaseContexts, tempDir, testLog } from "./helpers.ts";
 
 /**
  * The real keepalived (Debian) started by the keepalived phase, inside a network namespace this
@@ -115,21 +111,8 @@ describe("keepalived phase with the real keepalived", () => {
     });
     services ??= new DirectSupervisor({ hostRoot: config.hostRoot, log: testLog() });
     const supervisor = services;
-    const ctx = (intent: PhaseIntent) =>
-      buildContext(
-        {
-          config,
-          paths: nodePaths(config.hostRoot),
-          log: testLog(),
-          services: supervisor,
-          // The keepalived phase never talks to the Kubernetes API.
-          kubeApi: undefined as unknown as KubeApi,
-          signCsr: async () => {
-            throw new Error("unused");
-          },
-        },
-        { signal: AbortSignal.timeout(15_000), intent, regenerateCerts: false, log: testLog() },
-      );
+    // The keepalived phase never talks to the Kubernetes API.
+    const ctx = phaseContexts({ config, services: supervisor, timeoutMs: 15_000 });
     return { ctx, supervisor };
   };
 

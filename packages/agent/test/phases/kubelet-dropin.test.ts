@@ -1,11 +1,9 @@
 import { cpSync, existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { PhaseEngine } from "../../src/phases/engine.ts";
-import { ALL_PHASES } from "../../src/phases/impl/index.ts";
-import { Reconciler } from "../../src/phases/reconciler.ts";
-import { DirectSupervisor, killAllFromPidFiles } from "../../src/services/direct.ts";
-import { createTestCa, FIXTURE_NODE_PACKAGE, fakeHost, freePorts, nodeConfig, tempDir, testLog } from "./helpers.ts";
+import { type DirectSupervisor, killAllFromPidFiles } from "../../src/services/direct.ts";
+import { createTestCa, FIXTURE_NODE_PACKAGE, fakeHost, freePorts, nodeConfig, tempDir } from "./helpers.ts";
+import { reconcileUntilOk, wholeNode } from "./whole-node.ts";
 
 /**
  * What the kubelet and kube-apiserver phases hand the strict stand-ins of each Kubernetes minor:
@@ -47,30 +45,9 @@ async function masterOn(minor: number, ip: string) {
     cluster: { servicesCidr: "10.21.0.0/16", topologyManagerPolicy: "best-effort", privileged: true },
     host: fakeHost(root),
   });
-  const services = new DirectSupervisor({
-    hostRoot: config.hostRoot,
-    log: testLog(),
-    restartBackoff: { initialMs: 200, maxMs: 1000 },
-  });
+  const { services, engine } = wholeNode(root, config, ca.signCsr);
   supervisors.push(services);
-  const engine = new PhaseEngine({
-    config,
-    phases: ALL_PHASES,
-    stateFile: join(root, "state", "phases.json"),
-    log: testLog(),
-    services,
-    signCsr: ca.signCsr,
-    phaseTimeoutMs: 30_000,
-  });
-  const reconciler = new Reconciler(engine, testLog(), { checkIntervalMs: 60_000 });
-  reconciler.run();
-  const deadline = Date.now() + 45_000;
-  while (engine.nodeStatus !== "ok" && Date.now() < deadline) {
-    const failed = engine.list().find((p) => p.state === "failed");
-    if (failed) throw new Error(`${failed.id} failed: ${failed.lastError}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  await reconciler.halt();
+  await reconcileUntilOk(engine);
   expect(engine.nodeStatus).toBe("ok");
   const pids = services.livePids();
   return { config, pids, kubeDir: join(config.hostRoot, "etc", "kubernetes") };

@@ -4,13 +4,10 @@ import { release } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import type { NodeConfigInput } from "../../src/phases/config.ts";
-import { buildContext } from "../../src/phases/context.ts";
 import { miscChecks } from "../../src/phases/impl/checks.ts";
-import type { KubeApi } from "../../src/phases/kube-api.ts";
 import { nodePaths } from "../../src/phases/paths.ts";
-import type { PhaseIntent } from "../../src/phases/types.ts";
 import { DirectSupervisor } from "../../src/services/direct.ts";
-import { fakeHost, freePort, nodeConfig, tempDir, testLog } from "./helpers.ts";
+import { fakeHost, freePort, nodeConfig, phaseContexts, tempDir, testLog } from "./helpers.ts";
 
 /**
  * The misc-checks phase applies the kernel settings Kubernetes needs (modules-load.d,
@@ -32,20 +29,7 @@ function setup(hostInput: (root: string) => NodeConfigInput["host"], input: Part
   const services = new DirectSupervisor({ hostRoot: config.hostRoot, log: testLog() });
   supervisors.push(services);
   const paths = nodePaths(config.hostRoot);
-  const ctx = (intent: PhaseIntent = "start") =>
-    buildContext(
-      {
-        config,
-        paths,
-        log: testLog(),
-        services,
-        kubeApi: undefined as unknown as KubeApi,
-        signCsr: async () => {
-          throw new Error("unused");
-        },
-      },
-      { signal: AbortSignal.timeout(20_000), intent, regenerateCerts: false, log: testLog() },
-    );
+  const ctx = phaseContexts({ config, services });
   return { root, config, paths, ctx };
 }
 

@@ -2,7 +2,6 @@ import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import type { NodeConfig, NodeConfigInput } from "../../src/phases/config.ts";
-import { buildContext } from "../../src/phases/context.ts";
 import { certRequests } from "../../src/phases/impl/certs.ts";
 import { renderContainerdConfig } from "../../src/phases/impl/containerd-config.ts";
 import { parseMemberList } from "../../src/phases/impl/etcd.ts";
@@ -14,9 +13,8 @@ import { cpuSettings } from "../../src/phases/impl/render.ts";
 import { configureRuntime } from "../../src/phases/impl/runtime.ts";
 import type { KubeApi, KubeNode, PodRef } from "../../src/phases/kube-api.ts";
 import { nodePaths } from "../../src/phases/paths.ts";
-import type { PhaseIntent } from "../../src/phases/types.ts";
 import { DirectSupervisor, killAllFromPidFiles } from "../../src/services/direct.ts";
-import { fakeHost, nodeConfig, tempDir, testLog } from "./helpers.ts";
+import { fakeHost, MASTER_CERT_PROFILES, nodeConfig, phaseContexts, tempDir, testLog } from "./helpers.ts";
 
 /** An in-memory Kubernetes API holding nodes and pods, with the merge-patch semantics of the real one. */
 class FakeKube implements KubeApi {
@@ -66,20 +64,7 @@ function setup(input: Partial<NodeConfigInput> = {}) {
   supervisors.push(services);
   const kube = new FakeKube();
   kube.nodes.set(config.nodeName, { metadata: { name: config.nodeName, labels: {} }, spec: {} });
-  const ctx = (intent: PhaseIntent = "start") =>
-    buildContext(
-      {
-        config,
-        paths: nodePaths(config.hostRoot),
-        log: testLog(),
-        services,
-        kubeApi: kube,
-        signCsr: async () => {
-          throw new Error("unused");
-        },
-      },
-      { signal: AbortSignal.timeout(20_000), intent, regenerateCerts: false, log: testLog() },
-    );
+  const ctx = phaseContexts({ config, services, kubeApi: kube });
   return { root, config, services, kube, ctx, paths: nodePaths(config.hostRoot) };
 }
 
@@ -202,18 +187,7 @@ describe("certificates", () => {
     expect(api.dns).toEqual(
       expect.arrayContaining(["kubernetes.default.svc.cluster.local", "api.example.com", "host-11"]),
     );
-    expect(certRequests(config).map((r) => r.profile)).toEqual([
-      "kubelet",
-      "kube-proxy",
-      "apiserver",
-      "bouncer",
-      "etcd-server",
-      "etcd-peer",
-      "etcd-client",
-      "apiserver-kubelet-client",
-      "kube-controller-manager",
-      "kube-scheduler",
-    ]);
+    expect(certRequests(config).map((r) => r.profile)).toEqual(MASTER_CERT_PROFILES);
     expect(certRequests(config).find((r) => r.profile === "kube-scheduler")).toMatchObject({
       commonName: "system:kube-scheduler",
       ips: ["127.0.0.11", "127.0.0.1"],

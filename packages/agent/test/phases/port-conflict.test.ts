@@ -2,14 +2,10 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { rmSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { buildContext } from "../../src/phases/context.ts";
 import { coredns } from "../../src/phases/impl/masters.ts";
-import type { KubeApi } from "../../src/phases/kube-api.ts";
-import { nodePaths } from "../../src/phases/paths.ts";
-import type { PhaseIntent } from "../../src/phases/types.ts";
 import { DirectSupervisor, killAllFromPidFiles } from "../../src/services/direct.ts";
 import { addressesClash, isWithin, listenersOn, socketHolders } from "../../src/services/port-holder.ts";
-import { freePorts, nodeConfig, tempDir, testLog } from "./helpers.ts";
+import { freePorts, nodeConfig, phaseContexts, tempDir, testLog } from "./helpers.ts";
 
 /**
  * A leftover process on a service's port: the phase fails at once naming the port and the
@@ -46,20 +42,7 @@ async function squat(port: number): Promise<ChildProcess> {
 
 async function context() {
   const config = nodeConfig({ hostRoot: join(root, "host"), primaryIp: IP, ports: await freePorts(IP) });
-  const ctx = (intent: PhaseIntent) =>
-    buildContext(
-      {
-        config,
-        paths: nodePaths(config.hostRoot),
-        log: testLog(),
-        services,
-        kubeApi: undefined as unknown as KubeApi,
-        signCsr: async () => {
-          throw new Error("unused");
-        },
-      },
-      { signal: AbortSignal.timeout(20_000), intent, regenerateCerts: false, log: testLog() },
-    );
+  const ctx = phaseContexts({ config, services });
   return { config, ctx };
 }
 

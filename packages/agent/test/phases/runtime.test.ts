@@ -4,7 +4,6 @@ import { execa } from "execa";
 import { afterAll, describe, expect, it } from "vitest";
 import { writeOciArchive } from "../../../../test/support/oci-image.ts";
 import type { NodeConfigInput } from "../../src/phases/config.ts";
-import { buildContext } from "../../src/phases/context.ts";
 import { renderContainerdConfig } from "../../src/phases/impl/containerd-config.ts";
 import {
   configureRuntime,
@@ -12,11 +11,9 @@ import {
   startRuntime,
   validateContainerdConfig,
 } from "../../src/phases/impl/runtime.ts";
-import type { KubeApi } from "../../src/phases/kube-api.ts";
 import { nodePaths } from "../../src/phases/paths.ts";
-import type { PhaseIntent } from "../../src/phases/types.ts";
 import { DirectSupervisor, killAllFromPidFiles } from "../../src/services/direct.ts";
-import { FIXTURE_NODE_PACKAGE, fakeHost, nodeConfig, tempDir, testLog } from "./helpers.ts";
+import { FIXTURE_NODE_PACKAGE, fakeHost, nodeConfig, phaseContexts, tempDir, testLog } from "./helpers.ts";
 
 /**
  * The runtime phases against Debian's real containerd, ctr and runc (the test node package's
@@ -35,20 +32,7 @@ function setup(input: Partial<NodeConfigInput> = {}) {
   const services = new DirectSupervisor({ hostRoot: config.hostRoot, log: testLog() });
   supervisors.push(services);
   const paths = nodePaths(config.hostRoot);
-  const ctx = (intent: PhaseIntent = "start") =>
-    buildContext(
-      {
-        config,
-        paths,
-        log: testLog(),
-        services,
-        kubeApi: {} as KubeApi,
-        signCsr: async () => {
-          throw new Error("unused");
-        },
-      },
-      { signal: AbortSignal.timeout(60_000), intent, regenerateCerts: false, log: testLog() },
-    );
+  const ctx = phaseContexts({ config, services, timeoutMs: 60_000 });
   const ctr = (...args: string[]) => execa(CTR, ["--address", paths.containerdSocket, ...args]);
   return { root, config, services, ctx, paths, ctr };
 }

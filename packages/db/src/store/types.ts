@@ -7,7 +7,7 @@ export type Dialect = "sqlite" | "postgres";
  * The asynchronous database every query is written against, on either dialect: drizzle's
  * query builders over the tables of schema.ts, awaited. It is typed as drizzle's asynchronous
  * SQLite database; on PostgreSQL the same calls go to drizzle's PostgreSQL database, which
- * builds its SQL from the same table objects (pg-schema.ts is their DDL there). So queries
+ * builds its SQL from the same table objects (pg-schema.ts, built from them, is their DDL there). So queries
  * use only what both have: `await` a builder (never `.get()`/`.all()`/`.run()`, which only the
  * SQLite builders have; `firstRow()` takes a single row), `.returning()` for what a write
  * changed, `onConflictDoUpdate`/`onConflictDoNothing`, and no dialect-specific SQL functions.

@@ -1,8 +1,7 @@
-import { randomUUID } from "node:crypto";
-import { type Db, firstRow, joinTokens, one, type Tx } from "@keelson/db";
-import { and, asc, eq, isNull } from "drizzle-orm";
+import { type Db, firstRow, joinTokens, type Tx } from "@keelson/db";
+import { and, eq, isNull } from "drizzle-orm";
 import { ApiError } from "../../http/errors.ts";
-import { deleteProjectRow, getProject } from "../projects/projects.ts";
+import { deleteProjectRow, insertProjectRow, listProjectRows } from "../projects/projects.ts";
 import { addMinutes, isExpired, requireIntegerInRange } from "./rules.ts";
 import { generateSecret, hashSecret } from "./token-hash.ts";
 
@@ -59,38 +58,23 @@ export async function createJoinToken(
     JOIN_TOKEN_MAX_MINUTES,
   );
   const token = generateSecret("kjt");
-  const row = await db.transaction(async (tx) => {
-    await getProject(tx, projectId);
-    return one(
-      await tx
-        .insert(joinTokens)
-        .values({
-          id: randomUUID(),
-          projectId,
-          tokenHash: hashSecret(token),
-          expiresAt: addMinutes(now, minutes),
-          createdAt: now.toISOString(),
-        })
-        .returning(),
-    );
+  const row = await insertProjectRow(db, joinTokens, projectId, {
+    tokenHash: hashSecret(token),
+    expiresAt: addMinutes(now, minutes),
+    createdAt: now.toISOString(),
   });
   return { id: row.id, token, projectId, expiresAt: row.expiresAt, createdAt: row.createdAt };
 }
 
 export async function listJoinTokens(db: Db, projectId: string): Promise<JoinTokenInfo[]> {
-  await getProject(db, projectId);
-  return await db
-    .select({
-      id: joinTokens.id,
-      projectId: joinTokens.projectId,
-      expiresAt: joinTokens.expiresAt,
-      usedAt: joinTokens.usedAt,
-      usedByNodeId: joinTokens.usedByNodeId,
-      createdAt: joinTokens.createdAt,
-    })
-    .from(joinTokens)
-    .where(eq(joinTokens.projectId, projectId))
-    .orderBy(asc(joinTokens.createdAt), asc(joinTokens.id));
+  return await listProjectRows(db, joinTokens, projectId, {
+    id: joinTokens.id,
+    projectId: joinTokens.projectId,
+    expiresAt: joinTokens.expiresAt,
+    usedAt: joinTokens.usedAt,
+    usedByNodeId: joinTokens.usedByNodeId,
+    createdAt: joinTokens.createdAt,
+  });
 }
 
 export async function revokeJoinToken(db: Db, projectId: string, joinTokenId: string): Promise<void> {

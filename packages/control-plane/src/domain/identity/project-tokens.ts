@@ -1,8 +1,6 @@
-import { randomUUID } from "node:crypto";
-import { type Db, one, tokens } from "@keelson/db";
-import { asc, eq } from "drizzle-orm";
+import { type Db, tokens } from "@keelson/db";
 import { revokeAccessTokensOf } from "../kubeconfig/access-tokens.ts";
-import { deleteProjectRow, getProject } from "../projects/projects.ts";
+import { deleteProjectRow, insertProjectRow, listProjectRows } from "../projects/projects.ts";
 import { DEFAULT_ROLE, type ProjectRole } from "./roles.ts";
 import { addMinutes, requireDisplayName, requireIntegerInRange } from "./rules.ts";
 import { generateSecret, hashSecret } from "./token-hash.ts";
@@ -55,23 +53,13 @@ export async function createProjectToken(
           60 * requireIntegerInRange("expiresInHours", input.expiresInHours, 1, TOKEN_MAX_EXPIRES_IN_HOURS),
         );
   const token = generateSecret("kpt");
-  const row = await db.transaction(async (tx) => {
-    await getProject(tx, projectId);
-    return one(
-      await tx
-        .insert(tokens)
-        .values({
-          id: randomUUID(),
-          projectId,
-          kind: "project",
-          role: input.role ?? DEFAULT_ROLE,
-          name,
-          tokenHash: hashSecret(token),
-          expiresAt,
-          createdAt: now.toISOString(),
-        })
-        .returning(),
-    );
+  const row = await insertProjectRow(db, tokens, projectId, {
+    kind: "project",
+    role: input.role ?? DEFAULT_ROLE,
+    name,
+    tokenHash: hashSecret(token),
+    expiresAt,
+    createdAt: now.toISOString(),
   });
   return {
     id: row.id,
@@ -86,21 +74,16 @@ export async function createProjectToken(
 
 /** Project tokens and login sessions of a project, oldest first. */
 export async function listTokens(db: Db, projectId: string): Promise<TokenInfo[]> {
-  await getProject(db, projectId);
-  return await db
-    .select({
-      id: tokens.id,
-      projectId: tokens.projectId,
-      kind: tokens.kind,
-      role: tokens.role,
-      name: tokens.name,
-      userId: tokens.userId,
-      expiresAt: tokens.expiresAt,
-      createdAt: tokens.createdAt,
-    })
-    .from(tokens)
-    .where(eq(tokens.projectId, projectId))
-    .orderBy(asc(tokens.createdAt), asc(tokens.id));
+  return await listProjectRows(db, tokens, projectId, {
+    id: tokens.id,
+    projectId: tokens.projectId,
+    kind: tokens.kind,
+    role: tokens.role,
+    name: tokens.name,
+    userId: tokens.userId,
+    expiresAt: tokens.expiresAt,
+    createdAt: tokens.createdAt,
+  });
 }
 
 /**

@@ -1,7 +1,8 @@
 import { randomUUID } from "node:crypto";
 import { cloudProviders, type Db, firstRow, nodePools, one, projects, type Tx } from "@keelson/db";
 import { and, asc, eq } from "drizzle-orm";
-import type { SQLiteColumn, SQLiteTable } from "drizzle-orm/sqlite-core";
+import type { SelectResultFields } from "drizzle-orm/query-builders/select.types";
+import type { SelectedFields, SQLiteColumn, SQLiteTable } from "drizzle-orm/sqlite-core";
 import type { Keelson } from "../../context.ts";
 import { badRequest, conflict, notFound } from "../../http/errors.ts";
 import type { Identity } from "../identity/resolver.ts";
@@ -77,6 +78,38 @@ export async function projectsVisibleTo(db: Db, identity: Identity): Promise<Pro
 
 /** A table of rows a project owns (tokens, users, join tokens): each has its id and its project's. */
 type ProjectOwned = SQLiteTable & { id: SQLiteColumn; projectId: SQLiteColumn };
+
+/** Inserts one row a project owns, with a new id, once the project is found (404 otherwise); the row stored. */
+export async function insertProjectRow<T extends ProjectOwned>(
+  db: Db,
+  table: T,
+  projectId: string,
+  values: Omit<T["$inferInsert"], "id" | "projectId">,
+): Promise<T["$inferSelect"]> {
+  return db.transaction(async (tx) => {
+    await getProject(tx, projectId);
+    const row = { ...values, id: randomUUID(), projectId } as T["$inferInsert"];
+    // drizzle's insert and row types of `table`; TypeScript cannot resolve them inside a generic function.
+    return one(await tx.insert(table).values(row).returning()) as T["$inferSelect"];
+  });
+}
+
+/** A project's rows of one table (the `columns` of each), oldest first; 404 for an unknown project. */
+export async function listProjectRows<T extends SelectedFields>(
+  db: Db,
+  table: ProjectOwned & { createdAt: SQLiteColumn },
+  projectId: string,
+  columns: T,
+): Promise<SelectResultFields<T>[]> {
+  await getProject(db, projectId);
+  const rows = await db
+    .select(columns)
+    .from(table)
+    .where(eq(table.projectId, projectId))
+    .orderBy(asc(table.createdAt), asc(table.id));
+  // drizzle's row type for a selection; TypeScript cannot resolve it inside a generic function.
+  return rows as SelectResultFields<T>[];
+}
 
 /**
  * Deletes one row a project owns, reached only through that project: an id of another project
