@@ -2,6 +2,7 @@ import {
   AGENT_CAPABILITIES,
   type AgentFrame,
   Backoff,
+  CONTROL_CAPABILITIES,
   type CommandFrame,
   type ControlFrame,
   encodeFrame,
@@ -108,6 +109,19 @@ export class SimAgent {
   reportsEtcd = true;
   /** The etcd health of the last report sent (undefined: it had none). */
   lastEtcd: SimEtcdHealth | undefined;
+  /**
+   * The node.restart / node.upgrade whose work the node's state shows (the last one taken up,
+   * in this membership), named in reports once the welcome says the control plane takes it.
+   */
+  command: string | undefined;
+  private namesCommands = false;
+  /**
+   * Test hook: runs when a node.restart / node.upgrade arrives, before the agent takes it up
+   * (a report sent here is one that was on its way before the command began).
+   */
+  beforeRoll: (() => void) | undefined;
+  /** How long after answering a node.restart / node.upgrade its phases start (a real agent's drain). */
+  rollStartMs = 0;
   private convergeTimer: NodeJS.Timeout | undefined;
 
   constructor(private readonly init: SimAgentInit) {
@@ -289,6 +303,7 @@ export class SimAgent {
         this.connected = true;
         this.connects++;
         this.backoff.connected();
+        this.namesCommands = frame.capabilities?.includes(CONTROL_CAPABILITIES.reportCommand) ?? false;
         // Like the real agent: after every (re)connect the control plane hears where the node is.
         this.sendReport();
         this.settleWelcome(true);
@@ -357,6 +372,7 @@ export class SimAgent {
           return { result: ok({ accepted: true }), afterAnswer: () => this.sendReport() };
         }
         this.membership = { clusterId, role };
+        this.command = undefined;
         return { result: ok({ accepted: true }), afterAnswer: () => this.converge() };
       }
       case "node.leave": {
@@ -366,6 +382,7 @@ export class SimAgent {
         // Leaving a cluster it is not in (any more) is already done: answer clean again.
         clearTimeout(this.convergeTimer);
         this.membership = undefined;
+        this.command = undefined;
         this.nodeStatus = "ok";
         this.phases = [];
         this.sendReport();
@@ -376,15 +393,25 @@ export class SimAgent {
         if (!this.membership || this.membership.clusterId !== frame.payload.clusterId) {
           return refuse(`this host is not a node of cluster ${frame.payload.clusterId}`);
         }
+        this.beforeRoll?.();
         if (frame.name === "node.upgrade") {
           this.upgrades++;
           this.kubeRoleVersion = frame.payload.kubeRoleVersion;
         } else {
           this.restarts++;
         }
-        // converge() reports `converging` at once (right after the answer), then `ok`: the control
-        // plane waits for that `converging` before it takes an `ok` as the end of the restart.
-        return { result: ok({ accepted: true }), afterAnswer: () => this.converge() };
+        // converge() reports `converging` at once (right after the answer, naming the command),
+        // then `ok`: the control plane takes only reports naming its command as this restart's.
+        const membership = this.membership;
+        const begin = () => {
+          if (this.membership !== membership) return;
+          this.command = frame.id;
+          this.converge();
+        };
+        return {
+          result: ok({ accepted: true }),
+          afterAnswer: () => (this.rollStartMs > 0 ? setTimeout(begin, this.rollStartMs) : begin()),
+        };
       }
       case "node.prefetch": {
         if (!this.membership || this.membership.clusterId !== frame.payload.clusterId) {
@@ -482,7 +509,8 @@ export class SimAgent {
     }
   }
 
-  private sendReport(): void {
+  /** Sends a report of the node as it is now (tests: a report arriving at a chosen moment). */
+  sendReport(): void {
     const report = simReport(this.membership, this.nodeStatus, this.phases);
     const etcd = this.etcdHealth();
     if (
@@ -490,6 +518,7 @@ export class SimAgent {
         type: "node.report",
         ...report,
         ...(etcd ? { etcd: { ...etcd, checkedAt: new Date().toISOString() } } : {}),
+        ...(this.namesCommands && this.command ? { command: this.command } : {}),
       })
     )
       return;

@@ -12,6 +12,7 @@ import {
   NodeDeadlineError,
   type ObservedNode,
   sendWhenOnline,
+  type Verdict,
   waitForNode,
 } from "../membership/node-link.ts";
 
@@ -41,23 +42,12 @@ interface PhaseLike {
 }
 
 /**
- * Hosts that sent a node report since this process started. After a control-plane restart a
- * node's row still shows what it reported to the previous process; only a report to this one
- * (every agent sends one right after reconnecting) says where it is now.
+ * Starts noting each host's latest report to this process (etcd-reports.ts); call once at
+ * startup, before agents connect. After a control-plane restart a node's row still shows what
+ * it reported to the previous process; only a report to this one says where it is now.
  */
-const reportedHosts = new WeakMap<AgentHub, Set<string>>();
-
-/** Starts noting which hosts reported, and their etcd health; call once at startup, before agents connect. */
 export function trackReports(hub: AgentHub): void {
   etcdReports(hub);
-  if (reportedHosts.has(hub)) return;
-  const seen = new Set<string>();
-  reportedHosts.set(hub, seen);
-  hub.nodeEvents.all.on("node-report", (event) => seen.add(event.hostId));
-}
-
-function reportedSinceStart(hub: AgentHub, hostId: string): boolean {
-  return reportedHosts.get(hub)?.has(hostId) ?? false;
 }
 
 function seconds(ms: number): string {
@@ -98,8 +88,28 @@ function phasesRanSince(before: Map<unknown, unknown>, phases: unknown[]): boole
   return (phases as PhaseLike[]).some((p) => typeof p?.startedAt === "string" && p.startedAt !== before.get(p.id));
 }
 
-function isBack(node: ObservedNode, isMaster: boolean): boolean {
+function isBack(node: { status: string; apiResponding: boolean }, isMaster: boolean): boolean {
   return node.status === "ok" && (!isMaster || node.apiResponding);
+}
+
+/**
+ * For an agent that names its command in reports: the node is back once its latest report to
+ * this process names `command` and says ok; failed once it names it and says failed. Reports
+ * naming anything else (an earlier command, or none: from before this one began, still on
+ * their way when it was sent) say nothing about it, whenever they arrive. Undefined: the
+ * latest report is from an agent that does not name commands (legacyVerdict decides).
+ */
+function commandVerdict(
+  latest: EtcdReport | undefined,
+  command: string,
+  node: RolloutNode,
+  fail: () => Error,
+): Verdict<undefined> | "legacy" {
+  if (!latest) return undefined;
+  if (!latest.namesCommands) return "legacy";
+  if (latest.command !== command) return undefined;
+  if (latest.status === "failed") return { failed: fail() };
+  return isBack(latest, node.isMaster) ? { done: undefined } : undefined;
 }
 
 /**
@@ -118,16 +128,23 @@ export async function rollNode(
   resumed: boolean,
 ): Promise<void> {
   const hub = k.agents;
+  const book = etcdReports(hub);
   const clusterId = action.payload.clusterId;
   const what = action.name === "node.restart" ? "restart" : "upgrade";
-  // The agent reports `converging` before it answers: seeing that proves this restart began,
+  const commandId = `${ctx.op.id}:${node.id}:${action.name}`;
+  // Reports naming this id show this node's restart: the command's own, or its repeat after
+  // the agent restarted during it.
+  let awaited = commandId;
+  // Agents that do not name their command (older than `node-report-command`) are judged by
+  // arrival order instead, which a report still on its way when the command left can fool:
+  // the agent reports `converging` before it answers: seeing that proves this restart began,
   // so the node's `ok` from before it cannot be mistaken for its end.
   let began = resumed;
   // A restart run whole while the link was cut reports `ok` after the reconnect, its
   // `converging` lost: the phases' start times, changed since now, still show it ran.
   const startsBefore = phaseStarts(await observe(ctx.db, node.id));
   const stopWatching = hub.nodeEvents.on(node.id, (event: NodeEvent) => {
-    if (event.type !== "node-report") return;
+    if (event.type !== "node-report" || event.namesCommands) return;
     if (event.report.status !== "ok" || phasesRanSince(startsBefore, event.report.phases)) began = true;
   });
   try {
@@ -135,7 +152,6 @@ export async function rollNode(
       const refused = nodePackageRefusal(hub, node.id, label(node));
       if (refused) throw new Error(refused);
     }
-    const commandId = `${ctx.op.id}:${node.id}:${action.name}`;
     const send = async (id: string) => {
       const result = await sendWhenOnline(
         hub,
@@ -157,7 +173,8 @@ export async function rollNode(
       // agent reports `converging` before it answers, so the wait below cannot mistake the
       // node's state from before for the end of this restart.
       ctx.log.warn({ nodeId: node.id, command: action.name }, "agent restarted during the command; sending it again");
-      await send(`${commandId}:after-interrupt`);
+      awaited = `${commandId}:after-interrupt`;
+      await send(awaited);
     }
     ctx.log.debug({ nodeId: node.id, command: action.name, resumed }, "node accepted");
     await waitForNode(
@@ -165,14 +182,16 @@ export async function rollNode(
       node.id,
       () => observe(ctx.db, node.id),
       (seen) => {
+        const latest = book.latestOf(node.id);
         // A resumed node counts only on what it told this process.
-        if (resumed && !reportedSinceStart(hub, node.id)) return undefined;
+        if (resumed && !latest) return undefined;
         if (!seen || seen.clusterId !== clusterId) {
           return { failed: new Error(`${label(node)} left the cluster during its ${what}`) };
         }
-        if (seen.status === "failed") {
-          return { failed: new Error(`${label(node)} failed its ${what}: ${whereIs(seen)}`) };
-        }
+        const failed = () => new Error(`${label(node)} failed its ${what}: ${whereIs(seen)}`);
+        const verdict = commandVerdict(latest, awaited, node, failed);
+        if (verdict !== "legacy") return verdict;
+        if (seen.status === "failed") return { failed: failed() };
         if (seen.status !== "ok" || phasesRanSince(startsBefore, seen.phases)) began = true;
         return began && isBack(seen, node.isMaster) ? { done: undefined } : undefined;
       },
