@@ -17,6 +17,9 @@ import type { NodeReportEvent } from "../../../agents/node-events.ts";
 export interface EtcdReport {
   seq: number;
   receivedAt: Date;
+  /** The cluster the report was stored for (the node's, as the control plane has it). */
+  clusterId: string | null;
+  phases: unknown[];
   status: NodePhaseStatus;
   apiResponding: boolean;
   etcd: EtcdMemberHealth | undefined;
@@ -35,6 +38,8 @@ export class EtcdReports {
     this.latest.set(event.hostId, {
       seq: this.seq,
       receivedAt: now,
+      clusterId: event.clusterId,
+      phases: event.report.phases,
       status: event.report.status,
       apiResponding: event.apiResponding,
       etcd: event.etcd,

@@ -1,4 +1,4 @@
-import { CommandErrorCode, type CommandPayload } from "@keelson/protocol";
+import { AGENT_CAPABILITIES, CommandErrorCode, type CommandPayload } from "@keelson/protocol";
 import type { AgentHub } from "../../../agents/hub.ts";
 import type { NodeEvent } from "../../../agents/node-events.ts";
 import type { Keelson } from "../../../context.ts";
@@ -96,19 +96,20 @@ function isBack(node: { status: string; apiResponding: boolean }, isMaster: bool
  * For an agent that names its command in reports: the node is back once its latest report to
  * this process names `command` and says ok; failed once it names it and says failed. Reports
  * naming anything else (an earlier command, or none: from before this one began, still on
- * their way when it was sent) say nothing about it, whenever they arrive. Undefined: the
- * latest report is from an agent that does not name commands (legacyVerdict decides).
+ * their way when it was sent) say nothing about it, whenever they arrive.
  */
 function commandVerdict(
-  latest: EtcdReport | undefined,
+  latest: EtcdReport,
   command: string,
   node: RolloutNode,
-  fail: () => Error,
-): Verdict<undefined> | "legacy" {
-  if (!latest) return undefined;
-  if (!latest.namesCommands) return "legacy";
+  clusterId: string,
+  what: string,
+): Verdict<undefined> {
+  if (latest.clusterId !== clusterId) {
+    return { failed: new Error(`${label(node)} left the cluster during its ${what}`) };
+  }
   if (latest.command !== command) return undefined;
-  if (latest.status === "failed") return { failed: fail() };
+  if (latest.status === "failed") return { failed: new Error(`${label(node)} failed its ${what}: ${whereIs(latest)}`) };
   return isBack(latest, node.isMaster) ? { done: undefined } : undefined;
 }
 
@@ -140,9 +141,12 @@ export async function rollNode(
   // the agent reports `converging` before it answers: seeing that proves this restart began,
   // so the node's `ok` from before it cannot be mistaken for its end.
   let began = resumed;
+  // Whether the agent, as connected now, names its command: then the row is not read at all
+  // (the verdict comes from its reports to this process), a read less per node.
+  const namesCommands = hub.supports(node.id, AGENT_CAPABILITIES.reportCommand) === true;
   // A restart run whole while the link was cut reports `ok` after the reconnect, its
   // `converging` lost: the phases' start times, changed since now, still show it ran.
-  const startsBefore = phaseStarts(await observe(ctx.db, node.id));
+  const startsBefore = namesCommands ? new Map() : phaseStarts(await observe(ctx.db, node.id));
   const stopWatching = hub.nodeEvents.on(node.id, (event: NodeEvent) => {
     if (event.type !== "node-report" || event.namesCommands) return;
     if (event.report.status !== "ok" || phasesRanSince(startsBefore, event.report.phases)) began = true;
@@ -180,18 +184,19 @@ export async function rollNode(
     await waitForNode(
       hub,
       node.id,
-      () => observe(ctx.db, node.id),
+      // The row, only for an agent judged by arrival order (its reports, read from the book, otherwise).
+      async () =>
+        namesCommands && book.latestOf(node.id)?.namesCommands !== false ? undefined : observe(ctx.db, node.id),
       (seen) => {
         const latest = book.latestOf(node.id);
+        if (latest?.namesCommands) return commandVerdict(latest, awaited, node, clusterId, what);
         // A resumed node counts only on what it told this process.
-        if (resumed && !latest) return undefined;
+        if (!latest && (resumed || namesCommands)) return undefined;
         if (!seen || seen.clusterId !== clusterId) {
           return { failed: new Error(`${label(node)} left the cluster during its ${what}`) };
         }
-        const failed = () => new Error(`${label(node)} failed its ${what}: ${whereIs(seen)}`);
-        const verdict = commandVerdict(latest, awaited, node, failed);
-        if (verdict !== "legacy") return verdict;
-        if (seen.status === "failed") return { failed: failed() };
+        if (seen.status === "failed")
+          return { failed: new Error(`${label(node)} failed its ${what}: ${whereIs(seen)}`) };
         if (seen.status !== "ok" || phasesRanSince(startsBefore, seen.phases)) began = true;
         return began && isBack(seen, node.isMaster) ? { done: undefined } : undefined;
       },
