@@ -332,9 +332,15 @@ describe("rolling restart of real agents across a SIGKILL of the control plane",
       env: nodeHostEnv(dirs[victim] as NodeHostDirs, firstWorker.ip),
     });
     agents[victim] = again;
+    // Connected, too: the row's `ok` may be the old agent's, from before it was killed.
     await waitUntil(
-      `${victim} ok again`,
-      async () => (await api<HostRecord>(`${server.url}/v1/hosts/${ids[victim]}`, ADMIN)).body.nodeStatus === "ok",
+      `${victim} back and ok`,
+      async () => {
+        const host = (
+          await api<HostRecord & { info: { responding: boolean } }>(`${server.url}/v1/hosts/${ids[victim]}`, ADMIN)
+        ).body;
+        return host.info.responding && host.nodeStatus === "ok";
+      },
       60_000,
       250,
     );

@@ -4,6 +4,7 @@ import {
   type AgentFrame,
   Backoff,
   type ClientOptions,
+  CONTROL_CAPABILITIES,
   type CommandFrame,
   type ControlFrame,
   encodeFrame,
@@ -117,6 +118,19 @@ export class SimAgent {
   reportsEtcd = true;
   /** The etcd health of the last report sent (undefined: it had none). */
   lastEtcd: SimEtcdHealth | undefined;
+  /**
+   * The node.restart / node.upgrade whose work the node's state shows (the last one taken up,
+   * in this membership), named in reports once the welcome says the control plane takes it.
+   */
+  command: string | undefined;
+  private namesCommands = false;
+  /**
+   * Test hook: runs when a node.restart / node.upgrade arrives, before the agent takes it up
+   * (a report sent here is one that was on its way before the command began).
+   */
+  beforeRoll: (() => void) | undefined;
+  /** How long after answering a node.restart / node.upgrade its phases start (a real agent's drain). */
+  rollStartMs = 0;
   private convergeTimer: NodeJS.Timeout | undefined;
 
   constructor(private readonly init: SimAgentInit) {
@@ -310,6 +324,7 @@ export class SimAgent {
         this.lastFailure = undefined;
         this.connects++;
         this.backoff.connected();
+        this.namesCommands = frame.capabilities?.includes(CONTROL_CAPABILITIES.reportCommand) ?? false;
         // Like the real agent: after every (re)connect the control plane hears where the node is.
         this.sendReport();
         this.settleWelcome(true);
@@ -378,6 +393,7 @@ export class SimAgent {
           return { result: ok({ accepted: true }), afterAnswer: () => this.sendReport() };
         }
         this.membership = { clusterId, role };
+        this.command = undefined;
         return { result: ok({ accepted: true }), afterAnswer: () => this.converge() };
       }
       case "node.leave": {
@@ -387,6 +403,7 @@ export class SimAgent {
         // Leaving a cluster it is not in (any more) is already done: answer clean again.
         clearTimeout(this.convergeTimer);
         this.membership = undefined;
+        this.command = undefined;
         this.nodeStatus = "ok";
         this.phases = [];
         this.sendReport();
@@ -397,15 +414,25 @@ export class SimAgent {
         if (!this.membership || this.membership.clusterId !== frame.payload.clusterId) {
           return refuse(`this host is not a node of cluster ${frame.payload.clusterId}`);
         }
+        this.beforeRoll?.();
         if (frame.name === "node.upgrade") {
           this.upgrades++;
           this.kubeRoleVersion = frame.payload.kubeRoleVersion;
         } else {
           this.restarts++;
         }
-        // converge() reports `converging` at once (right after the answer), then `ok`: the control
-        // plane waits for that `converging` before it takes an `ok` as the end of the restart.
-        return { result: ok({ accepted: true }), afterAnswer: () => this.converge() };
+        // converge() reports `converging` at once (right after the answer, naming the command),
+        // then `ok`: the control plane takes only reports naming its command as this restart's.
+        const membership = this.membership;
+        const begin = () => {
+          if (this.membership !== membership) return;
+          this.command = frame.id;
+          this.converge();
+        };
+        return {
+          result: ok({ accepted: true }),
+          afterAnswer: () => (this.rollStartMs > 0 ? setTimeout(begin, this.rollStartMs) : begin()),
+        };
       }
       case "node.prefetch": {
         if (!this.membership || this.membership.clusterId !== frame.payload.clusterId) {
@@ -503,7 +530,8 @@ export class SimAgent {
     }
   }
 
-  private sendReport(): void {
+  /** Sends a report of the node as it is now (tests: a report arriving at a chosen moment). */
+  sendReport(): void {
     const report = simReport(this.membership, this.nodeStatus, this.phases);
     const etcd = this.etcdHealth();
     if (
@@ -511,6 +539,7 @@ export class SimAgent {
         type: "node.report",
         ...report,
         ...(etcd ? { etcd: { ...etcd, checkedAt: new Date().toISOString() } } : {}),
+        ...(this.namesCommands && this.command ? { command: this.command } : {}),
       })
     )
       return;

@@ -228,8 +228,8 @@ class Running {
         "node.join": async (payload) => this.node.join(payload),
         "node.leave": async (payload, ctx) => this.node.leave(payload, ctx.signal),
         "node.settings": async (payload) => this.node.settings(payload),
-        "node.restart": async (payload, ctx) => this.node.restart(payload, ctx.signal),
-        "node.upgrade": async (payload, ctx) => this.node.upgrade(payload, ctx.signal),
+        "node.restart": async (payload, ctx) => this.node.restart(payload, ctx.signal, ctx.id),
+        "node.upgrade": async (payload, ctx) => this.node.upgrade(payload, ctx.signal, ctx.id),
         "node.prefetch": async (payload, ctx) => this.node.prefetch(payload, ctx.signal),
       },
     });

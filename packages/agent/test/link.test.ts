@@ -67,6 +67,8 @@ class FakeHub {
   /** When each upgrade request arrived. */
   readonly upgradeAt: number[] = [];
   welcome = true;
+  /** What the welcome announces (CONTROL_CAPABILITIES); undefined: nothing, like an older control plane. */
+  capabilities: string[] | undefined;
   heartbeatMs = 1000;
   pingEveryMs: number | undefined = 50;
 
@@ -125,6 +127,7 @@ class FakeHub {
           hostId: frame.hostId,
           projectId: "p1",
           heartbeatMs: this.heartbeatMs,
+          ...(this.capabilities ? { capabilities: this.capabilities } : {}),
         });
       }
       const w = waiters.find((x) => x.type === frame.type);
@@ -193,7 +196,7 @@ describe("LinkClient", () => {
     expect(await c.next("hello")).toEqual({
       type: "hello",
       protocolVersion: PROTOCOL_VERSION,
-      capabilities: ["node-packages"],
+      capabilities: ["node-packages", "node-report-command"],
       ...helloPayload(),
     });
     expect(await connected).toMatchObject({ type: "welcome", hostId: HOST, projectId: "p1" });
@@ -202,6 +205,28 @@ describe("LinkClient", () => {
     expect(await c.next("status")).toEqual({ type: "status", agentStatus: "updating", agentVersion: "0.2.0" });
     expect(client.sendFacts(facts)).toBe(true);
     expect((await c.next("facts")).facts).toEqual(facts);
+  });
+
+  it("names the command in node reports only to a control plane whose welcome says it takes the field", async () => {
+    const report = { clusterId: "c1", report: { status: "ok" as const, phases: [] }, apiResponding: false };
+    for (const capabilities of [undefined, ["node-report-command"]]) {
+      const hub = new FakeHub();
+      hub.capabilities = capabilities;
+      const { client } = await setup({}, { hub });
+      const conn = hub.nextConnection();
+      const connected = once(client, "connected");
+      client.start();
+      const c = await conn;
+      await connected;
+      expect(client.sendNodeReport({ ...report, command: "op-1:node-1:node.restart" })).toBe(true);
+      // An older control plane (no capability) would refuse the field: it is left out.
+      expect(await c.next("node.report")).toEqual({
+        type: "node.report",
+        ...report,
+        ...(capabilities ? { command: "op-1:node-1:node.restart" } : {}),
+      });
+      await client.stop({ graceMs: 50 });
+    }
   });
 
   it("runs a command once and answers a re-delivered id from its record, also after a restart", async () => {

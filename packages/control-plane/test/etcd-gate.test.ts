@@ -126,6 +126,7 @@ describe("waitForEtcdWhole", () => {
         report: { status: "ok", phases: a.phases } as NodePhaseReport,
         apiResponding: true,
         etcd: { ...etcd, checkedAt: new Date().toISOString() },
+        namesCommands: false,
       });
     let done = false;
     const waiting = wait(2_000).then(() => {
@@ -142,6 +143,7 @@ describe("waitForEtcdWhole", () => {
       report: { status: "converging", phases: a.phases } as NodePhaseReport,
       apiResponding: false,
       etcd: { members: 2, healthy: 2, checkedAt: new Date().toISOString() },
+      namesCommands: false,
     });
     await sleep(50);
     expect(done).toBe(false);

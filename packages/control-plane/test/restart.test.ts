@@ -1,6 +1,9 @@
 import { firstRow, nodes, operations } from "@keelson/db";
+import { AGENT_CAPABILITIES } from "@keelson/protocol";
 import { and, eq, inArray } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { SimAgent } from "../../../test/sim/index.ts";
+import type { NodeReportEvent } from "../src/agents/node-events.ts";
 import { defaultServerSettings } from "../src/settings.ts";
 import { type Fleet, startFleet, waitFor } from "./membership-harness.ts";
 import { batchesOf, FleetAllocator, post, type RollSend, readyCluster, recordRolls } from "./rollout-harness.ts";
@@ -86,6 +89,73 @@ describe("staggered restarts", () => {
     expect(batchesOf(sent, PHASE_MS / 2).map((b) => b.length)).toEqual([1, 1, 1, 1, 1]);
     expect([...masters, ...workers].map((a) => a.restarts)).toEqual([1, 1, 1, 1, 1]);
     expect(await f.cluster(clusterId, "v3")).toMatchObject({ status: "ok", taskStatus: "success" });
+  });
+
+  it("a stale converging then ok, arriving after the command left but before it is accepted, is not the node back", async () => {
+    const masters = byName(pool.take(2));
+    const [first, second] = masters as [SimAgent, SimAgent];
+    const clusterId = await readyCluster(f, "rst-stale", masters, []);
+    // Reports of an earlier re-convergence still on their way when the restart left: they reach
+    // the control plane after the command was sent and before the agent takes it up. The
+    // restart's own work starts a while after the answer (a real agent's drain).
+    first.beforeRoll = () => {
+      first.nodeStatus = "converging";
+      first.sendReport();
+      first.nodeStatus = "ok";
+      first.sendReport();
+    };
+    first.rollStartMs = 3 * PHASE_MS;
+    // What the first master had done when the second one's restart left.
+    let firstWhenSecondSent: { command: string | undefined; status: string } | undefined;
+    second.beforeRoll = () => {
+      firstWhenSecondSent = { command: first.command, status: first.nodeStatus };
+    };
+    try {
+      const res = await post(f, `/v3/{p}/clusters/${clusterId}/restartMasters`);
+      expect(res.statusCode, res.body).toBe(200);
+      await f.idle();
+    } finally {
+      first.beforeRoll = undefined;
+      first.rollStartMs = 0;
+      second.beforeRoll = undefined;
+    }
+    const [operation] = await f.t.db
+      .select({ id: operations.id })
+      .from(operations)
+      .where(and(eq(operations.targetId, clusterId), eq(operations.kind, "cluster.restart")));
+    // The second master went down only once the first had run its restart and was back.
+    expect(firstWhenSecondSent).toEqual({ command: `${operation?.id}:${first.hostId}:node.restart`, status: "ok" });
+    expect(masters.map((a) => a.restarts)).toEqual([1, 1]);
+    expect(await f.cluster(clusterId, "v3")).toMatchObject({ status: "ok", taskStatus: "success" });
+  });
+
+  it("an agent that does not name its command (an older release) is still restarted, judged by its reports' order", async () => {
+    const masters = byName(pool.take(2));
+    const clusterId = await readyCluster(f, "rst-old-agent", masters, []);
+    const old = masters[0] as SimAgent;
+    const hub = f.t.app.keelson.agents;
+    old.capabilities = [AGENT_CAPABILITIES.nodePackages];
+    old.kill();
+    await waitFor("the old agent back", () => hub.supports(old.hostId, AGENT_CAPABILITIES.reportCommand) === false);
+    const reports: NodeReportEvent[] = [];
+    const onReport = (event: NodeReportEvent) => {
+      if (event.hostId === old.hostId) reports.push(event);
+    };
+    hub.nodeEvents.all.on("node-report", onReport);
+    try {
+      expect((await post(f, `/v3/{p}/clusters/${clusterId}/restartMasters`)).statusCode).toBe(200);
+      await f.idle();
+      expect(await f.cluster(clusterId, "v3")).toMatchObject({ status: "ok", taskStatus: "success" });
+    } finally {
+      hub.nodeEvents.all.off("node-report", onReport);
+      old.capabilities = Object.values(AGENT_CAPABILITIES);
+      old.kill();
+      await waitFor("the agent back", () => hub.supports(old.hostId, AGENT_CAPABILITIES.reportCommand) === true);
+    }
+    // Its welcome announced nothing, so its reports named nothing, and the restart still ran once.
+    expect(reports.length).toBeGreaterThan(0);
+    expect(reports.every((r) => !r.namesCommands && r.command === undefined)).toBe(true);
+    expect(masters.map((a) => a.restarts)).toEqual([1, 1]);
   });
 
   it("requests fired at once (two upgrades, a restart, a worker restart): exactly one wins, the others get 409", async () => {

@@ -43,9 +43,18 @@ export const HelloFrame = Type.Object(
 
 /**
  * Capabilities an agent declares in its hello. `node-packages`: `nodePackage` in node.join /
- * node.upgrade, and node.prefetch.
+ * node.upgrade, and node.prefetch. `node-report-command`: this agent names in its node reports
+ * the node.restart / node.upgrade it is carrying out, once the welcome says the control plane
+ * takes the field (CONTROL_CAPABILITIES).
  */
-export const AGENT_CAPABILITIES = { nodePackages: "node-packages" } as const;
+export const AGENT_CAPABILITIES = { nodePackages: "node-packages", reportCommand: "node-report-command" } as const;
+
+/**
+ * What a control plane takes beyond the first release of protocol 1, announced in the welcome
+ * (only to an agent that declared the same capability: an older agent refuses a welcome with a
+ * field it does not know). `node-report-command`: the `command` field of node.report.
+ */
+export const CONTROL_CAPABILITIES = { reportCommand: "node-report-command" } as const;
 
 export const FactsFrame = Type.Object({ type: Type.Literal("facts"), facts: HostFacts }, strict);
 
@@ -106,6 +115,15 @@ export const NodeReportFrame = Type.Object(
      * master reports `healthy == members ==` the cluster's masters.
      */
     etcd: Type.Optional(EtcdMemberHealth),
+    /**
+     * The id of the node.restart / node.upgrade command whose work this report shows: the
+     * last one the agent started in this membership (absent before the first). A rollout takes
+     * a node as begun and back only from reports naming its own command, so a report from
+     * before it (still on its way when the command left) is never mistaken for its end. Sent
+     * only to a control plane whose welcome announced CONTROL_CAPABILITIES.reportCommand; an
+     * older one refuses the field.
+     */
+    command: Type.Optional(Id),
   },
   strict,
 );
@@ -166,6 +184,8 @@ export const WelcomeFrame = Type.Object(
     projectId: Id,
     /** The control plane pings this often; an agent that hears nothing for ~2.5x reconnects. */
     heartbeatMs: Type.Integer({ minimum: 1 }),
+    /** CONTROL_CAPABILITIES the agent declared too; absent for every other agent (see there). */
+    capabilities: Type.Optional(Type.Array(Text(64), { maxItems: 64 })),
   },
   strict,
 );

@@ -9,6 +9,7 @@ import {
   type BackupReportFrame,
   type CertProfile,
   CloseCode,
+  CONTROL_CAPABILITIES,
   CommandErrorCode,
   type CommandFrame,
   type CommandName,
@@ -225,9 +226,14 @@ export class LinkClient extends EventEmitter<LinkClientEvents> {
     return this.send({ type: "facts", facts });
   }
 
-  /** Sends the node's phase report; false when not connected (send it again after the next welcome). */
+  /**
+   * Sends the node's phase report; false when not connected (send it again after the next
+   * welcome). Its `command` goes only to a control plane that announced it takes the field.
+   */
   sendNodeReport(report: Omit<NodeReportFrame, "type">): boolean {
-    return this.send({ type: "node.report", ...report });
+    const { command, ...rest } = report;
+    const named = command !== undefined && this.welcome?.capabilities?.includes(CONTROL_CAPABILITIES.reportCommand);
+    return this.send({ type: "node.report", ...rest, ...(named ? { command } : {}) });
   }
 
   /** A master's etcd backup result; false when there is no link to send it on. */

@@ -202,6 +202,7 @@ export class NodeController {
         hostname: current?.hostname ?? host.hostname,
         primaryIp: current?.primaryIp ?? host.primaryIp,
         joinedAt: current?.joinedAt ?? new Date().toISOString(),
+        ...(current?.command ? { command: current.command } : {}),
       };
       saveDesiredState(this.desiredFile, desired);
       this.desired = desired;
@@ -310,11 +311,15 @@ export class NodeController {
    * asked). `converging` is reported before the answer, so the control plane never takes the
    * node's earlier `ok` for the end of this restart; the phases then report as they start.
    */
-  restart(payload: CommandPayload<"node.restart">, signal?: AbortSignal): Promise<CommandResult<"node.restart">> {
+  restart(
+    payload: CommandPayload<"node.restart">,
+    signal?: AbortSignal,
+    commandId?: string,
+  ): Promise<CommandResult<"node.restart">> {
     return this.serial(async () => {
       const current = this.memberOf(payload.clusterId);
-      this.options.log.info({ clusterId: payload.clusterId }, "restarting node phases");
-      await this.restartPhases(current, payload.regenerateCerts, signal);
+      this.options.log.info({ clusterId: payload.clusterId, command: commandId }, "restarting node phases");
+      await this.restartPhases(current, payload.regenerateCerts, signal, commandId);
       return { accepted: true };
     });
   }
@@ -326,7 +331,11 @@ export class NodeController {
    * agent restart resumes at the new version), and the phases restart as in `restart`, on the
    * new package's binaries.
    */
-  upgrade(payload: CommandPayload<"node.upgrade">, signal?: AbortSignal): Promise<CommandResult<"node.upgrade">> {
+  upgrade(
+    payload: CommandPayload<"node.upgrade">,
+    signal?: AbortSignal,
+    commandId?: string,
+  ): Promise<CommandResult<"node.upgrade">> {
     return this.serial(async () => {
       const current = this.memberOf(payload.clusterId);
       await this.packages.ensure(payload.nodePackage, signal);
@@ -346,7 +355,7 @@ export class NodeController {
         { clusterId: payload.clusterId, from: current.join.kubeRoleVersion, to: payload.kubeRoleVersion },
         "upgrading node",
       );
-      await this.restartPhases(desired, false, signal);
+      await this.restartPhases(desired, false, signal, commandId);
       // The package before stays for a look back; older ones go.
       this.packages.prune([desired.join.nodePackage, current.join.nodePackage]);
       return { accepted: true };
@@ -389,18 +398,32 @@ export class NodeController {
   }
 
   /** Drain and stop every phase (intent stop), then start the reconcile loop again. */
-  private async restartPhases(desired: DesiredState, regenerateCerts: boolean, signal?: AbortSignal): Promise<void> {
-    const running = this.running ?? (await this.startEngine(desired));
+  private async restartPhases(
+    before: DesiredState,
+    regenerateCerts: boolean,
+    signal: AbortSignal | undefined,
+    commandId: string | undefined,
+  ): Promise<void> {
+    const running = this.running ?? (await this.startEngine(before));
     this.running = running;
     const { engine, reconciler } = running;
     engine.abort();
     await reconciler.halt();
+    // The command the node now works for is named in the same tick the node turns
+    // `converging` (no report pairs it with the state from before), and kept for every report
+    // from here on, also after an agent restart. Saved after the report goes out: a crash in
+    // between interrupts the command, which the control plane then sends again under a new id.
     engine.setNodeStatus("converging");
+    const { command: _before, ...rest } = before;
+    const desired: DesiredState = commandId ? { ...rest, command: commandId } : rest;
+    this.desired = desired;
     this.options.link.sendNodeReport({
       clusterId: desired.join.clusterId,
       report: engine.report(),
       apiResponding: false,
+      ...(desired.command ? { command: desired.command } : {}),
     });
+    saveDesiredState(this.desiredFile, desired);
     const onAbort = () => engine.abort();
     signal?.addEventListener("abort", onAbort, { once: true });
     try {
@@ -523,6 +546,7 @@ export class NodeController {
       report,
       apiResponding: desired.join.role === "master" && engine !== undefined && (await this.apiResponding()),
       ...(etcd ? { etcd } : {}),
+      ...(desired.command ? { command: desired.command } : {}),
     });
   }
 

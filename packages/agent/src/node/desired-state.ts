@@ -20,6 +20,12 @@ const DesiredStateSchema = Type.Object({
   hostname: Type.String({ minLength: 1 }),
   primaryIp: Type.String({ minLength: 1 }),
   joinedAt: Type.String(),
+  /**
+   * The node.restart / node.upgrade command the node's phases last restarted for: named in its
+   * reports, so the control plane tells this command's work from anything before it. Kept
+   * across agent restarts (the resumed phases still show that command's work).
+   */
+  command: Type.Optional(Type.String({ minLength: 1 })),
 });
 export type DesiredState = Static<typeof DesiredStateSchema>;
 export type JoinRequest = CommandPayload<"node.join">;

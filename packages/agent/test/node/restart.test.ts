@@ -102,3 +102,46 @@ describe("node.upgrade", () => {
     expect(calls.some((c) => c.action === "start")).toBe(true);
   });
 });
+
+describe("the command named in node reports", () => {
+  it("names the restart or upgrade the node works for, from its converging on, also after an agent restart", async () => {
+    const node = controller();
+    await node.join(joinPayload());
+    await waitFor("ok", ok);
+    // A new membership has carried out no command yet.
+    expect(link.reports.every((r) => r.command === undefined)).toBe(true);
+    link.reports = [];
+    await node.restart({ clusterId: "cluster-1", regenerateCerts: false }, undefined, "op-1:h:node.restart");
+    await waitFor("ok again", ok);
+    // Every report from the restart's converging on names it; none pairs it with the state before.
+    expect(link.reports[0]).toMatchObject({ report: { status: "converging" }, command: "op-1:h:node.restart" });
+    expect(link.reports.every((r) => r.command === "op-1:h:node.restart")).toBe(true);
+    expect(loadDesiredState(join(stateDir, DESIRED_STATE_FILE))?.command).toBe("op-1:h:node.restart");
+
+    // An agent restart: the resumed phases still show that restart's work.
+    await node.close();
+    link.reports = [];
+    const second = controller();
+    await second.resume();
+    await waitFor("ok after resume", ok);
+    expect(link.reports.length).toBeGreaterThan(0);
+    expect(link.reports.every((r) => r.command === "op-1:h:node.restart")).toBe(true);
+
+    link.reports = [];
+    await second.upgrade(
+      { clusterId: "cluster-1", kubeRoleVersion: "9.99.0-kls.1", settings: {} },
+      undefined,
+      "op-2:h:node.upgrade",
+    );
+    await waitFor("ok after upgrade", ok);
+    expect(link.reports[0]).toMatchObject({ report: { status: "converging" }, command: "op-2:h:node.upgrade" });
+    expect(link.reports.every((r) => r.command === "op-2:h:node.upgrade")).toBe(true);
+
+    // Leaving ends the membership and what it carried out: a later join names nothing.
+    await second.leave({ clusterId: "cluster-1", lastNode: true });
+    link.reports = [];
+    await second.join(joinPayload());
+    await waitFor("ok in the new membership", ok);
+    expect(link.reports.every((r) => r.command === undefined)).toBe(true);
+  });
+});

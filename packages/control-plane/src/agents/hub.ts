@@ -1,10 +1,12 @@
 import type { IncomingMessage, Server } from "node:http";
 import type { Duplex } from "node:stream";
 import {
+  AGENT_CAPABILITIES,
   AGENT_LINK_PATH,
   type AgentFrame,
   assertNever,
   CloseCode,
+  CONTROL_CAPABILITIES,
   type CommandName,
   type CommandPayload,
   type CommandResult,
@@ -386,6 +388,10 @@ export class AgentHub {
       hostId: session.hostId,
       projectId: session.projectId,
       heartbeatMs: this.heartbeatMs,
+      // Only to an agent that declared it: an older agent refuses a welcome field it does not know.
+      ...(session.capabilities.has(AGENT_CAPABILITIES.reportCommand)
+        ? { capabilities: [CONTROL_CAPABILITIES.reportCommand] }
+        : {}),
     });
     // Commands sent on a link that dropped before their result: same ids, so the agent
     // answers from its record instead of running them again.

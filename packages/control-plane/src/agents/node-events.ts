@@ -10,6 +10,13 @@ export interface NodeReportEvent {
   apiResponding: boolean;
   /** Masters whose etcd runs: members and healthy members as this one sees them (older agents: absent). */
   etcd?: EtcdMemberHealth;
+  /**
+   * The agent names in its reports the node.restart / node.upgrade it is carrying out (it
+   * declared `node-report-command` and was welcomed with it); false for an older agent.
+   */
+  namesCommands: boolean;
+  /** The command this report shows the work of (namesCommands: absent before the node's first). */
+  command?: string;
 }
 
 /** A host's link came up (after its hello) or went down. */

@@ -1,5 +1,11 @@
 import { databaseUnavailable } from "@keelson/db";
-import type { BackupReportFrame, CertSignFrame, ClusterTokenVerifyFrame, NodeReportFrame } from "@keelson/protocol";
+import {
+  AGENT_CAPABILITIES,
+  type BackupReportFrame,
+  type CertSignFrame,
+  type ClusterTokenVerifyFrame,
+  type NodeReportFrame,
+} from "@keelson/protocol";
 import type { FastifyBaseLogger } from "fastify";
 import type { LinkDomain } from "./link-domain.ts";
 import type { NodeEvents } from "./node-events.ts";
@@ -37,6 +43,8 @@ export class NodeFrameAnswers {
       report: frame.report,
       apiResponding: frame.apiResponding,
       ...(frame.etcd ? { etcd: frame.etcd } : {}),
+      namesCommands: session.capabilities.has(AGENT_CAPABILITIES.reportCommand),
+      ...(frame.command ? { command: frame.command } : {}),
     });
   }
 

@@ -114,12 +114,14 @@ async function migrateOnce(options: PostgresOptions): Promise<void> {
 async function connect(options: PostgresOptions): Promise<PostgresStore> {
   await migrateOnce(options);
   const pool = client(options, options.poolSize);
+  let statements = 0;
   // Typed as the SQLite driver's database on purpose: see Db.
-  const db = drizzle(pool) as unknown as Db;
+  const db = drizzle(pool, { logger: { logQuery: () => void statements++ } }) as unknown as Db;
   markTransactions(db, "postgres");
   return {
     dialect: "postgres",
     db,
+    statements: () => statements,
     client: pool,
     // The set of transactions this database's readers see: xmin:xmax:in-progress xids. Every
     // writing transaction takes an xid (xmax moves) and leaves the in-progress list when it

@@ -49,9 +49,14 @@ export function openSqliteStore(file: string, migrationsFolder: string): Store {
   };
 
   const gate = new StatementGate();
-  const db: Db = drizzle(async (sql, params, method) => gate.statement(() => execute(sql, params, method)), {
-    schema,
-  });
+  let ran = 0;
+  const db: Db = drizzle(
+    async (sql, params, method) => {
+      ran++;
+      return gate.statement(() => execute(sql, params, method));
+    },
+    { schema },
+  );
   // A transaction holds the gate from BEGIN to COMMIT (see StatementGate). Nested calls on
   // `tx` are savepoints and already inside it.
   const transaction = db.transaction.bind(db);
@@ -61,6 +66,7 @@ export function openSqliteStore(file: string, migrationsFolder: string): Store {
   return {
     dialect: "sqlite",
     db,
+    statements: () => ran,
     // This connection's writes (total_changes) and any other connection's commits to the file
     // (data_version: an operator's sqlite3 shell, a second process).
     changeStamp: () =>

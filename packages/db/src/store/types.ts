@@ -26,6 +26,11 @@ export interface Store {
   readonly dialect: Dialect;
   /** `db.transaction(async (tx) => …)` is atomic on both dialects (see StatementGate for SQLite). */
   readonly db: Db;
+  /**
+   * Statements run through `db` since the store opened (on SQLite BEGIN and COMMIT too), for
+   * tests and benchmarks that count what an operation costs per node.
+   */
+  statements(): number;
   /** A cheap round trip to the database (readiness). */
   ping(): Promise<void>;
   /**

@@ -1,6 +1,6 @@
 import { type Db, firstRow, nodes } from "@keelson/db";
 import type { NodeReportFrame } from "@keelson/protocol";
-import { eq } from "drizzle-orm";
+import { and, eq, isNull } from "drizzle-orm";
 import type { ReportOutcome } from "../../agents/link-domain.ts";
 
 /**
@@ -25,14 +25,17 @@ export class NodeReportWriter {
     return firstRow(await this.db.select({ clusterId: nodes.clusterId }).from(nodes).where(eq(nodes.id, hostId)));
   }
 
+  /**
+   * One statement for a report of the node's own cluster (the common case, a few per node of
+   * every rollout): the membership check is the update's own condition, so no write can come
+   * between them. Only a report refused for its cluster costs a read, to say which was expected.
+   */
   async apply(hostId: string, frame: NodeReportFrame, now = new Date()): Promise<ReportOutcome> {
-    const row = await this.row(hostId);
-    if (!row) return { stored: false, expected: null };
-    if (row.clusterId !== frame.clusterId) return { stored: false, expected: row.clusterId };
+    const member = frame.clusterId === null ? isNull(nodes.clusterId) : eq(nodes.clusterId, frame.clusterId);
     // A report proves the link is up: agent_connected follows at once instead of waiting for
     // the batched presence write, so health derived right after a report sees the node as
     // connected.
-    await this.db
+    const stored = await this.db
       .update(nodes)
       .set({
         status: frame.report.status,
@@ -41,7 +44,9 @@ export class NodeReportWriter {
         agentConnected: 1,
         lastSeen: now.toISOString(),
       })
-      .where(eq(nodes.id, hostId));
-    return { stored: true };
+      .where(and(eq(nodes.id, hostId), member))
+      .returning({ id: nodes.id });
+    if (stored.length > 0) return { stored: true };
+    return { stored: false, expected: (await this.row(hostId))?.clusterId ?? null };
   }
 }

@@ -3,10 +3,11 @@ import type { AgentHub } from "../../../agents/hub.ts";
 import type { NodeReportEvent } from "../../../agents/node-events.ts";
 
 /**
- * The latest node report of each host as far as a master's etcd gate needs it: its etcd
- * member health (absent: a worker, etcd not running, or an agent older than the field),
- * status and API server, and when it arrived. In memory only: etcd health is a moment's
- * observation, worth nothing after a control-plane restart (agents report again on reconnect).
+ * The latest node report of each host as far as rollouts need it: its etcd member health
+ * (absent: a worker, etcd not running, or an agent older than the field), status and API
+ * server, the command it names, and when it arrived. In memory only: it says what each host
+ * told this process (after a control-plane restart a node's row still shows what it told the
+ * previous one; every agent reports right after it reconnects).
  *
  * `seq` orders reports as this process received them: a waiter takes `mark()` before it
  * starts a master's restart and counts only reports with a higher `seq`, which a timestamp
@@ -16,9 +17,16 @@ import type { NodeReportEvent } from "../../../agents/node-events.ts";
 export interface EtcdReport {
   seq: number;
   receivedAt: Date;
+  /** The cluster the report was stored for (the node's, as the control plane has it). */
+  clusterId: string | null;
+  phases: unknown[];
   status: NodePhaseStatus;
   apiResponding: boolean;
   etcd: EtcdMemberHealth | undefined;
+  /** The agent names its command in reports (NodeReportEvent.namesCommands). */
+  namesCommands: boolean;
+  /** The node.restart / node.upgrade whose work the report shows. */
+  command: string | undefined;
 }
 
 export class EtcdReports {
@@ -30,9 +38,13 @@ export class EtcdReports {
     this.latest.set(event.hostId, {
       seq: this.seq,
       receivedAt: now,
+      clusterId: event.clusterId,
+      phases: event.report.phases,
       status: event.report.status,
       apiResponding: event.apiResponding,
       etcd: event.etcd,
+      namesCommands: event.namesCommands,
+      command: event.command,
     });
   }
 

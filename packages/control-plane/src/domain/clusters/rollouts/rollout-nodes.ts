@@ -1,4 +1,4 @@
-import { CommandErrorCode, type CommandPayload } from "@keelson/protocol";
+import { AGENT_CAPABILITIES, CommandErrorCode, type CommandPayload } from "@keelson/protocol";
 import type { AgentHub } from "../../../agents/hub.ts";
 import type { NodeEvent } from "../../../agents/node-events.ts";
 import type { Keelson } from "../../../context.ts";
@@ -12,6 +12,7 @@ import {
   NodeDeadlineError,
   type ObservedNode,
   sendWhenOnline,
+  type Verdict,
   waitForNode,
 } from "../membership/node-link.ts";
 
@@ -41,23 +42,12 @@ interface PhaseLike {
 }
 
 /**
- * Hosts that sent a node report since this process started. After a control-plane restart a
- * node's row still shows what it reported to the previous process; only a report to this one
- * (every agent sends one right after reconnecting) says where it is now.
+ * Starts noting each host's latest report to this process (etcd-reports.ts); call once at
+ * startup, before agents connect. After a control-plane restart a node's row still shows what
+ * it reported to the previous process; only a report to this one says where it is now.
  */
-const reportedHosts = new WeakMap<AgentHub, Set<string>>();
-
-/** Starts noting which hosts reported, and their etcd health; call once at startup, before agents connect. */
 export function trackReports(hub: AgentHub): void {
   etcdReports(hub);
-  if (reportedHosts.has(hub)) return;
-  const seen = new Set<string>();
-  reportedHosts.set(hub, seen);
-  hub.nodeEvents.all.on("node-report", (event) => seen.add(event.hostId));
-}
-
-function reportedSinceStart(hub: AgentHub, hostId: string): boolean {
-  return reportedHosts.get(hub)?.has(hostId) ?? false;
 }
 
 function seconds(ms: number): string {
@@ -98,8 +88,29 @@ function phasesRanSince(before: Map<unknown, unknown>, phases: unknown[]): boole
   return (phases as PhaseLike[]).some((p) => typeof p?.startedAt === "string" && p.startedAt !== before.get(p.id));
 }
 
-function isBack(node: ObservedNode, isMaster: boolean): boolean {
+function isBack(node: { status: string; apiResponding: boolean }, isMaster: boolean): boolean {
   return node.status === "ok" && (!isMaster || node.apiResponding);
+}
+
+/**
+ * For an agent that names its command in reports: the node is back once its latest report to
+ * this process names `command` and says ok; failed once it names it and says failed. Reports
+ * naming anything else (an earlier command, or none: from before this one began, still on
+ * their way when it was sent) say nothing about it, whenever they arrive.
+ */
+function commandVerdict(
+  latest: EtcdReport,
+  command: string,
+  node: RolloutNode,
+  clusterId: string,
+  what: string,
+): Verdict<undefined> {
+  if (latest.clusterId !== clusterId) {
+    return { failed: new Error(`${label(node)} left the cluster during its ${what}`) };
+  }
+  if (latest.command !== command) return undefined;
+  if (latest.status === "failed") return { failed: new Error(`${label(node)} failed its ${what}: ${whereIs(latest)}`) };
+  return isBack(latest, node.isMaster) ? { done: undefined } : undefined;
 }
 
 /**
@@ -118,16 +129,26 @@ export async function rollNode(
   resumed: boolean,
 ): Promise<void> {
   const hub = k.agents;
+  const book = etcdReports(hub);
   const clusterId = action.payload.clusterId;
   const what = action.name === "node.restart" ? "restart" : "upgrade";
-  // The agent reports `converging` before it answers: seeing that proves this restart began,
+  const commandId = `${ctx.op.id}:${node.id}:${action.name}`;
+  // Reports naming this id show this node's restart: the command's own, or its repeat after
+  // the agent restarted during it.
+  let awaited = commandId;
+  // Agents that do not name their command (older than `node-report-command`) are judged by
+  // arrival order instead, which a report still on its way when the command left can fool:
+  // the agent reports `converging` before it answers: seeing that proves this restart began,
   // so the node's `ok` from before it cannot be mistaken for its end.
   let began = resumed;
+  // Whether the agent, as connected now, names its command: then the row is not read at all
+  // (the verdict comes from its reports to this process), a read less per node.
+  const namesCommands = hub.supports(node.id, AGENT_CAPABILITIES.reportCommand) === true;
   // A restart run whole while the link was cut reports `ok` after the reconnect, its
   // `converging` lost: the phases' start times, changed since now, still show it ran.
-  const startsBefore = phaseStarts(await observe(ctx.db, node.id));
+  const startsBefore = namesCommands ? new Map() : phaseStarts(await observe(ctx.db, node.id));
   const stopWatching = hub.nodeEvents.on(node.id, (event: NodeEvent) => {
-    if (event.type !== "node-report") return;
+    if (event.type !== "node-report" || event.namesCommands) return;
     if (event.report.status !== "ok" || phasesRanSince(startsBefore, event.report.phases)) began = true;
   });
   try {
@@ -135,7 +156,6 @@ export async function rollNode(
       const refused = nodePackageRefusal(hub, node.id, label(node));
       if (refused) throw new Error(refused);
     }
-    const commandId = `${ctx.op.id}:${node.id}:${action.name}`;
     const send = async (id: string) => {
       const result = await sendWhenOnline(
         hub,
@@ -157,22 +177,26 @@ export async function rollNode(
       // agent reports `converging` before it answers, so the wait below cannot mistake the
       // node's state from before for the end of this restart.
       ctx.log.warn({ nodeId: node.id, command: action.name }, "agent restarted during the command; sending it again");
-      await send(`${commandId}:after-interrupt`);
+      awaited = `${commandId}:after-interrupt`;
+      await send(awaited);
     }
     ctx.log.debug({ nodeId: node.id, command: action.name, resumed }, "node accepted");
     await waitForNode(
       hub,
       node.id,
-      () => observe(ctx.db, node.id),
+      // The row, only for an agent judged by arrival order (its reports, read from the book, otherwise).
+      async () =>
+        namesCommands && book.latestOf(node.id)?.namesCommands !== false ? undefined : observe(ctx.db, node.id),
       (seen) => {
+        const latest = book.latestOf(node.id);
+        if (latest?.namesCommands) return commandVerdict(latest, awaited, node, clusterId, what);
         // A resumed node counts only on what it told this process.
-        if (resumed && !reportedSinceStart(hub, node.id)) return undefined;
+        if (!latest && (resumed || namesCommands)) return undefined;
         if (!seen || seen.clusterId !== clusterId) {
           return { failed: new Error(`${label(node)} left the cluster during its ${what}`) };
         }
-        if (seen.status === "failed") {
+        if (seen.status === "failed")
           return { failed: new Error(`${label(node)} failed its ${what}: ${whereIs(seen)}`) };
-        }
         if (seen.status !== "ok" || phasesRanSince(startsBefore, seen.phases)) began = true;
         return began && isBack(seen, node.isMaster) ? { done: undefined } : undefined;
       },

@@ -19,15 +19,17 @@ export function prefetchStep(
   k: Keelson,
   target: string,
   nodes: () => RolloutNode[],
-  skip: (node: RolloutNode) => Promise<boolean>,
+  /** Of these nodes, the ids already done (at the target). */
+  skip: (nodes: RolloutNode[]) => Promise<Set<string>>,
 ): OperationStep {
   return {
     name: "prefetch-packages",
     run: async (ctx) => {
       const nodePackage = nodePackageRef(k, target);
       if (!nodePackage) return;
-      const todo: RolloutNode[] = [];
-      for (const n of nodes()) if (k.agents.isConnected(n.id) && !(await skip(n))) todo.push(n);
+      const connected = nodes().filter((n) => k.agents.isConnected(n.id));
+      const skipped = await skip(connected);
+      const todo = connected.filter((n) => !skipped.has(n.id));
       const failures: string[] = [];
       let next = 0;
       const worker = async () => {

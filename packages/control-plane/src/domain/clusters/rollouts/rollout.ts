@@ -122,8 +122,11 @@ class NodeProgress {
 interface RolloutPlan {
   /** The command each node gets. */
   action: (clusterId: string) => NodeAction | Promise<NodeAction>;
-  /** Nodes with nothing left to do (an upgrade resumed by a new request skips those at the target). */
-  skip?: (ctx: StepContext, node: RolloutNode) => boolean | Promise<boolean>;
+  /**
+   * Of these nodes, the ids with nothing left to do (an upgrade resumed by a new request skips
+   * those at the target): one query per step, not one per node.
+   */
+  skip?: (nodes: RolloutNode[]) => Promise<Set<string>>;
   /** After a node is back. */
   onNodeDone?: (ctx: StepContext, node: RolloutNode) => void | Promise<void>;
 }
@@ -139,8 +142,9 @@ function mastersStep(k: Keelson, name: string, masters: RolloutNode[], plan: Rol
     run: async (ctx) => {
       const progress = new NodeProgress(ctx);
       const clusterId = ctx.op.targetId;
+      const skipped = (await plan.skip?.(masters)) ?? new Set();
       for (const master of masters) {
-        if (progress.done.has(master.id) || (await plan.skip?.(ctx, master))) continue;
+        if (progress.done.has(master.id) || skipped.has(master.id)) continue;
         const resumed = progress.started.has(master.id);
         if (!resumed) progress.start([master.id]);
         const deadline = deadlineIn(k.settings.nodeRestartTimeoutMs, ctx);
@@ -173,8 +177,8 @@ function workersStep(
     run: async (ctx) => {
       const progress = new NodeProgress(ctx);
       const clusterId = ctx.op.targetId;
-      const todo: RolloutNode[] = [];
-      for (const n of workers) if (!progress.done.has(n.id) && !(await plan.skip?.(ctx, n))) todo.push(n);
+      const skipped = (await plan.skip?.(workers)) ?? new Set();
+      const todo = workers.filter((n) => !progress.done.has(n.id) && !skipped.has(n.id));
       const interrupted = todo.filter((n) => progress.started.has(n.id));
       const fresh = todo.filter((n) => !progress.started.has(n.id));
       const size = Math.max(1, batch(workers.length) || fresh.length);
@@ -267,9 +271,19 @@ export function rolloutOperationKinds(k: Keelson): OperationKind[] {
       steps: (op) => {
         const params = op.params as unknown as UpgradeParams;
         const target = params.target;
-        const atTarget = async (nodeId: string) =>
-          firstRow(await k.db.select({ version: nodes.actualKubeRoleVersion }).from(nodes).where(eq(nodes.id, nodeId)))
-            ?.version === target;
+        const atTarget = async (list: RolloutNode[]) => {
+          if (list.length === 0) return new Set<string>();
+          const rows = await k.db
+            .select({ id: nodes.id, version: nodes.actualKubeRoleVersion })
+            .from(nodes)
+            .where(
+              inArray(
+                nodes.id,
+                list.map((n) => n.id),
+              ),
+            );
+          return new Set(rows.filter((r) => r.version === target).map((r) => r.id));
+        };
         // Looked up when the step runs: a package uploaded after an upgrade failed is used by its resume.
         const nodePackageOf = (version: string) => {
           const nodePackage = nodePackageRef(k, version);
@@ -286,14 +300,14 @@ export function rolloutOperationKinds(k: Keelson): OperationKind[] {
               ...nodePackageOf(target),
             },
           }),
-          skip: (_ctx, node) => atTarget(node.id),
+          skip: atTarget,
           onNodeDone: async (_ctx, node) => {
             await k.db.update(nodes).set({ actualKubeRoleVersion: target }).where(eq(nodes.id, node.id));
           },
         };
         const everyNode = () => [...nodesOf(op, "masters"), ...nodesOf(op, "chosen"), ...nodesOf(op, "workers")];
         return [
-          prefetchStep(k, target, everyNode, (node) => atTarget(node.id)),
+          prefetchStep(k, target, everyNode, atTarget),
           mastersStep(k, "upgrade-masters", nodesOf(op, "masters"), plan),
           workersStep(k, "upgrade-chosen-workers", nodesOf(op, "chosen"), () => 0, plan),
           // Batches are a percent of all the cluster's workers, the chosen ones included.

@@ -1,0 +1,68 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type Fleet, startFleet } from "./membership-harness.ts";
+import { FleetAllocator, post, readyCluster } from "./rollout-harness.ts";
+
+/**
+ * What a rollout costs the database per node, counted in statements (Store.statements), not
+ * in time: two clusters that differ only in their number of workers get the same restart and
+ * the same upgrade (one master, then every worker in one batch, so both take the same steps
+ * and time); the difference in statements over the difference in workers is the cost of one
+ * more node, whatever the machine's speed.
+ */
+
+const PHASE_MS = 120;
+const SMALL = 4;
+const LARGE = 24;
+const FROM = "1.30.6-kls.1";
+
+/**
+ * Statements per worker, at most. Reached on both stores: 2 for a restart (its two node
+ * reports, converging and ok), 3 for an upgrade (and its version write); before, 6 and 8
+ * (a read per report, two row reads per node, a version read per node). The half on top is for
+ * what the timing spreads differently between the two runs (progress saves, the health
+ * follower's coalesced reads), which never comes near a statement per worker.
+ */
+const BOUND = {
+  restart: 2.5,
+  upgrade: 3.5,
+};
+
+let f: Fleet;
+let pool: FleetAllocator;
+beforeAll(async () => {
+  f = await startFleet(2 + SMALL + LARGE, { namePrefix: "stm", phaseTimeMs: PHASE_MS });
+  pool = new FleetAllocator(f);
+}, 60_000);
+afterAll(() => f.close());
+
+/** Statements the store ran from the request until the operation ended. */
+async function statementsOf(url: string, body?: unknown): Promise<number> {
+  await f.idle();
+  const before = f.t.store.statements();
+  const res = await post(f, url, body);
+  expect(res.statusCode, res.body).toBe(200);
+  await f.idle();
+  return f.t.store.statements() - before;
+}
+
+describe("a rollout's statements per node", () => {
+  it("grow by at most the bound per worker, for a restart and an upgrade", async () => {
+    const small = await readyCluster(f, "stm-small", pool.take(1), pool.take(SMALL), { kubeRoleVersion: FROM });
+    const large = await readyCluster(f, "stm-large", pool.take(1), pool.take(LARGE), { kubeRoleVersion: FROM });
+    const perWorker = async (url: (clusterId: string) => string, body?: unknown) => {
+      const a = await statementsOf(url(small), body);
+      const b = await statementsOf(url(large), body);
+      return { small: a, large: b, perWorker: (b - a) / (LARGE - SMALL) };
+    };
+    const restart = await perWorker((id) => `/v3/{p}/clusters/${id}/restartWorkers?batchPercent=100`);
+    const upgrade = await perWorker((id) => `/v4/{p}/clusters/${id}/upgrade?type=patch`, { batchUpgradePercent: 100 });
+    process.stderr.write(
+      `[statements] ${f.t.store.dialect}: restart ${JSON.stringify(restart)}; upgrade ${JSON.stringify(upgrade)}\n`,
+    );
+    for (const clusterId of [small, large]) {
+      expect(await f.cluster(clusterId, "v3")).toMatchObject({ status: "ok", taskStatus: "success" });
+    }
+    expect(restart.perWorker).toBeLessThanOrEqual(BOUND.restart);
+    expect(upgrade.perWorker).toBeLessThanOrEqual(BOUND.upgrade);
+  });
+});
