@@ -19,6 +19,7 @@ import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync
 import { join, relative, resolve, sep } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
+import { RELEASE_MANIFEST, RELEASE_SUMS, type ReleaseManifest } from "../packages/cli/src/release/manifest.ts";
 import { PROTOCOL_VERSION } from "../packages/protocol/src/version.ts";
 import { copyWorkspacePackages } from "./lib/release-closure.ts";
 import { sha256, writePackageTarball } from "./lib/tarball.ts";
@@ -28,22 +29,6 @@ const repoRoot = resolve(import.meta.dirname, "..");
 /** The workspace packages a release carries (the agent goes as its own package). */
 const PACKAGES = ["control-plane", "db", "protocol", "settings", "cli"] as const;
 const VERSION_PATTERN = /^[0-9]+\.[0-9]+\.[0-9]+(?:[-+][0-9A-Za-z.+_-]{1,64})?$/;
-export const RELEASE_MANIFEST = "manifest.json";
-export const RELEASE_SUMS = "SHA256SUMS";
-
-export interface ReleaseManifest {
-  format: 1;
-  name: "keelson";
-  version: string;
-  /** The number of migrations of each dialect: a database is at most this far along. */
-  schemaVersion: { sqlite: number; postgres: number };
-  protocolVersion: number;
-  /** The oldest release a running installation may be upgraded from to this one. */
-  upgradesFrom: { minimum: string };
-  createdAt: string;
-  entries: { server: string; cli: string; agentPackage: string; nodePackages: string };
-}
-
 export interface ReleaseResult {
   dir: string;
   tarball?: string;

@@ -15,6 +15,7 @@ const ALLOWED: Record<string, string> = {
   "packages/agent/src/main.ts": "parses the agent's settings once",
   "packages/cli/src/main.ts": "hands the environment to the CLI's settings parser once",
   "packages/agent/bin/keelson-agent.mjs": "the launcher parses its part and passes the environment on to the agent",
+  "packages/cli/bin/keelson-supervise.mjs": "passes its PATH on to keelson-server, as systemd gives a unit one",
   "packages/settings/src/index.ts": "names process.env in its module comment only",
 };
 

@@ -5,6 +5,7 @@ import { completionCommand } from "./commands/completion.ts";
 import { configCommands } from "./commands/config.ts";
 import { hostCommands } from "./commands/hosts.ts";
 import { operationCommands } from "./commands/operations.ts";
+import { isLocalCommand, runLocal } from "./commands/release.ts";
 import { CliError, EXIT } from "./errors.ts";
 import { colours } from "./output.ts";
 import { Cli, type Io } from "./session.ts";
@@ -56,7 +57,11 @@ Examples:
   $ keelson clusters list
   $ keelson clusters create -f demo.yaml
   $ keelson restart demo --workers --batch-percent 25
-  $ keelson operations watch 3f2c`,
+  $ keelson operations watch 3f2c
+
+On the control plane's host: keelson install control-plane | download | install VERSION |
+upgrade --config FILE [--plan] | stop | rollback --dir DIR | advanced-ddu scale-du up | upgrade-du
+(each with --help).`,
     );
   configCommands(program, wrap);
   clusterCommands(program, wrap);
@@ -68,6 +73,8 @@ Examples:
 }
 
 export async function run(argv: readonly string[], term: Terminal): Promise<number> {
+  // install, download, upgrade --config, stop, rollback, advanced-ddu, upgrade-du: the local installation's.
+  if (isLocalCommand(argv)) return runLocal(argv, term);
   let code: number = EXIT.ok;
   let cli: Cli | undefined;
   const fail = (error: unknown) => {
