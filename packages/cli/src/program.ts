@@ -127,7 +127,24 @@ export async function run(argv: readonly string[], term: Terminal): Promise<numb
       await cli?.close();
     }
   });
-  program.exitOverride();
+  try {
+    const usage = await parseCommandLine(program, argv, term);
+    if (usage !== undefined) return usage;
+  } catch (error) {
+    fail(error);
+  }
+  return code;
+}
+
+/**
+ * Parses and runs a command line on the terminal's streams; returns the exit code when
+ * commander ended it (help: 0, bad usage: 2), undefined when the action ran.
+ */
+export async function parseCommandLine(
+  program: Command,
+  argv: readonly string[],
+  term: Terminal,
+): Promise<number | undefined> {
   program.configureOutput({
     writeOut: (text) => term.write("stdout", text),
     writeErr: (text) => term.write("stderr", text),
@@ -135,14 +152,12 @@ export async function run(argv: readonly string[], term: Terminal): Promise<numb
   for (const command of allCommands(program)) command.exitOverride();
   try {
     await program.parseAsync(argv, { from: "user" });
+    return undefined;
   } catch (error) {
-    if (error instanceof CommanderError) {
-      // Help asked for (`--help`, `help CMD`) is 0; help shown for a missing subcommand is a usage error.
-      return error.exitCode === 0 ? EXIT.ok : EXIT.usage;
-    }
-    fail(error);
+    // Help asked for (`--help`, `help CMD`) is 0; help shown for a missing subcommand is a usage error.
+    if (error instanceof CommanderError) return error.exitCode === 0 ? EXIT.ok : EXIT.usage;
+    throw error;
   }
-  return code;
 }
 
 export function allCommands(command: Command): Command[] {

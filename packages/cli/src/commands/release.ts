@@ -1,13 +1,12 @@
 import { existsSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { Command, CommanderError } from "commander";
+import { Command } from "commander";
 import { CliError, EXIT, usageError } from "../errors.ts";
-import { allCommands, type Terminal } from "../program.ts";
-import { downloadRelease, installControlPlane, readToolConfig, type Say, waitReady } from "../release/install.ts";
+import { parseCommandLine, type Terminal } from "../program.ts";
+import { downloadRelease, installControlPlane, readToolConfig, type Say, startAndWait } from "../release/install.ts";
 import { currentVersion, type Layout, layoutOf, switchCurrent } from "../release/layout.ts";
 import { readReleaseManifest, verifyRelease } from "../release/manifest.ts";
-import { serverApi } from "../release/server.ts";
 import { failureOf, type ServiceManager, serviceManager } from "../release/service.ts";
 import { serverUnit } from "../release/unit.ts";
 import { planUpgrade, rollbackControlPlane, sayPlan, upgradeControlPlane } from "../release/upgrade.ts";
@@ -220,7 +219,7 @@ export function localProgram(env: Env, run: LocalRun): Command {
       say.note(
         `will start keelson-server ${currentVersion(layout) ?? ""} (${service.kind}) and wait until it is ready`,
       );
-      await startAndWait(layout, service, say);
+      await startAndSay(layout, service, say);
     }),
   );
 
@@ -239,23 +238,18 @@ export function localProgram(env: Env, run: LocalRun): Command {
       say.note(`will rewrite ${layout.unitFile} for keelson ${manifest.version} and restart keelson-server`);
       writeFileSync(layout.unitFile, serverUnit(layout, manifest.entries.server));
       await service.stop();
-      await startAndWait(layout, service, say);
+      await startAndSay(layout, service, say);
     }),
   );
   return program;
 }
 
-async function startAndWait(layout: Layout, service: ServiceManager, say: Say): Promise<void> {
-  await service.start();
-  const api = serverApi(layout);
-  try {
-    const ready = await waitReady(api, service, 120_000);
-    if (!ready.ready)
-      throw new CliError(`keelson-server did not become ready: ${failureOf(service.logTail(200))} (${ready.status})`);
-    say.note(`keelson-server ${currentVersion(layout)} is ready at ${api.url} (${ready.agentLinks} agents connected)`);
-  } finally {
-    await api.close();
-  }
+/** `scale-du up` and `upgrade-du`: started, ready, or the failure named. */
+async function startAndSay(layout: Layout, service: ServiceManager, say: Say): Promise<void> {
+  const ready = await startAndWait(layout, service, 120_000);
+  if (!ready.ready)
+    throw new CliError(`keelson-server did not become ready: ${failureOf(service.logTail(200))} (${ready.status})`);
+  say.note(`keelson-server ${currentVersion(layout)} is ready (${ready.agentLinks} agents connected)`);
 }
 
 /** Runs a local command line: exit 0 done, 1 failed or refused (the message says why), 2 usage. */
@@ -276,16 +270,5 @@ export async function runLocal(argv: readonly string[], term: Terminal): Promise
       code = error instanceof CliError ? error.exitCode : EXIT.failed;
     }
   });
-  program.configureOutput({
-    writeOut: (text) => term.write("stdout", text),
-    writeErr: (text) => term.write("stderr", text),
-  });
-  for (const command of allCommands(program)) command.exitOverride();
-  try {
-    await program.parseAsync(argv, { from: "user" });
-  } catch (error) {
-    if (error instanceof CommanderError) return error.exitCode === 0 ? EXIT.ok : EXIT.usage;
-    throw error;
-  }
-  return code;
+  return (await parseCommandLine(program, argv, term)) ?? code;
 }

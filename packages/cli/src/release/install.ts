@@ -6,7 +6,7 @@ import { parse, stringify } from "yaml";
 import { CliError, usageError } from "../errors.ts";
 import { currentVersion, type Layout, releaseDir, switchCurrent } from "./layout.ts";
 import { readReleaseManifest, verifyRelease } from "./manifest.ts";
-import { inventory, readiness, serverApi } from "./server.ts";
+import { type Readiness, readiness, serverApi } from "./server.ts";
 import { failureOf, type ServiceManager } from "./service.ts";
 import { serverUnit } from "./unit.ts";
 
@@ -186,20 +186,26 @@ export async function installControlPlane(
   say.note(`unit: wrote ${layout.unitFile}`);
   if (currentVersion(layout) !== version) switchCurrent(layout, version);
   say.note(`current -> releases/${version}`);
-  await service.start();
+  const ready = await startAndWait(layout, service, 60_000);
+  if (!ready.ready)
+    throw new CliError(`keelson-server did not become ready: ${failureOf(service.logTail(200))} (${ready.status})`);
   const api = serverApi(layout);
-  try {
-    const ready = await waitReady(api, service, 60_000);
-    if (!ready.ready)
-      throw new CliError(`keelson-server did not become ready: ${failureOf(service.logTail(200))} (${ready.status})`);
-    await inventory(api);
-  } finally {
-    await api.close();
-  }
+  await api.close();
   say.note(`keelson-server ${version} runs and is ready at ${api.url}.`);
   say.print(
     `Log in as the admin:\n  KEELSON_TOKEN=$(cat ${join(layout.dataDir, "admin-token")}) keelson --url ${api.url} config set-context admin --use\n  keelson clusters list`,
   );
+}
+
+/** Starts the service and waits for it (waitReady). */
+export async function startAndWait(layout: Layout, service: ServiceManager, timeoutMs: number): Promise<Readiness> {
+  await service.start();
+  const api = serverApi(layout);
+  try {
+    return await waitReady(api, service, timeoutMs);
+  } finally {
+    await api.close();
+  }
 }
 
 /**
@@ -210,10 +216,10 @@ export async function waitReady(
   api: ReturnType<typeof serverApi>,
   service: ServiceManager,
   timeoutMs: number,
-): Promise<{ ready: boolean; status: string; agentLinks: number }> {
+): Promise<Readiness> {
   const first = service.health().starts;
   const until = Date.now() + timeoutMs;
-  let last = { ready: false, status: "not asked yet", agentLinks: 0 };
+  let last: Readiness = { ready: false, status: "not asked yet", agentLinks: 0 };
   while (Date.now() < until) {
     last = await readiness(api);
     if (last.ready) return last;

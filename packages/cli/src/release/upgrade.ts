@@ -1,7 +1,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { CliError } from "../errors.ts";
-import { type Say, waitReady } from "./install.ts";
+import { type Say, startAndWait } from "./install.ts";
 import { currentVersion, type Layout, releaseDir, switchCurrent } from "./layout.ts";
 import { compareReleaseVersions, readReleaseManifest, verifyRelease } from "./manifest.ts";
 import { type Inventory, inventory, readiness, runServerCommand, serverApi } from "./server.ts";
@@ -201,15 +201,9 @@ export async function upgradeControlPlane(
   let unavailableSeconds = 0;
   const failure = await (async (): Promise<string | undefined> => {
     await timed(steps, "switch", say, async () => switchCurrent(layout, to));
-    const started = await timed(steps, "start and migrate", say, async () => {
-      await service.start();
-      const api = serverApi(layout);
-      try {
-        return await waitReady(api, service, config.readyTimeoutSeconds * 1000);
-      } finally {
-        await api.close();
-      }
-    });
+    const started = await timed(steps, "start and migrate", say, () =>
+      startAndWait(layout, service, config.readyTimeoutSeconds * 1000),
+    );
     unavailableSeconds = Math.round(performance.now() - stoppedAt) / 1000;
     if (!started.ready)
       return `keelson-server ${to} did not start: ${failureOf(service.logTail(200))} (${started.status})`;
@@ -248,15 +242,7 @@ async function restoreRelease(
     if (r.code !== 0)
       throw new CliError(`rollback: keelson-server ${version} restore ${backupDir} failed: ${r.stderr.trim()}`);
   });
-  const ready = await timed(steps, "rollback: start", say, async () => {
-    await service.start();
-    const api = serverApi(layout);
-    try {
-      return await waitReady(api, service, 120_000);
-    } finally {
-      await api.close();
-    }
-  });
+  const ready = await timed(steps, "rollback: start", say, () => startAndWait(layout, service, 120_000));
   if (!ready.ready)
     throw new CliError(
       `rollback: keelson-server ${version} did not become ready: ${failureOf(service.logTail(200))} (${ready.status})`,
