@@ -91,20 +91,10 @@ beforeAll(async () => {
 }, 180_000);
 
 describe("the control plane's install, upgrade and rollback (SQLite)", () => {
+  const installA = ["install", "control-plane", "--root", root, "--release", join(location, `keelson-${A}`)];
   it("installs release A under a root: unit verified, data dir 0700, admin token 0600, ready", async () => {
     const port = await freePort();
-    const run = await keelson([
-      "install",
-      "control-plane",
-      "--root",
-      root,
-      "--release",
-      join(location, `keelson-${A}`),
-      "--listen",
-      `127.0.0.1:${port}`,
-      "--release-location",
-      location,
-    ]);
+    const run = await keelson([...installA, "--listen", `127.0.0.1:${port}`, "--release-location", location]);
     expect(run.code, run.stderr).toBe(0);
     expect(run.stdout).toContain("config set-context admin");
     url = `http://127.0.0.1:${port}`;
@@ -123,14 +113,7 @@ describe("the control plane's install, upgrade and rollback (SQLite)", () => {
     );
     expect(verify).toBe("");
     // Again: idempotent, keeps the admin token.
-    const again = await keelson([
-      "install",
-      "control-plane",
-      "--root",
-      root,
-      "--release",
-      join(location, `keelson-${A}`),
-    ]);
+    const again = await keelson(installA);
     expect(again.code, again.stderr).toBe(0);
     expect(again.stderr).toContain("kept as it is");
     expect(readFileSync(join(data, "admin-token"), "utf8").trim()).toBe(admin);

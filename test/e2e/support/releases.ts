@@ -1,6 +1,7 @@
-import { execFileSync, spawn } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { type CommandResult, runNode } from "../../../packages/cli/src/release/server.ts";
 import { writeSums } from "../../../scripts/pack-release.ts";
 import { REPO_ROOT } from "./processes.ts";
 
@@ -47,33 +48,11 @@ export function deriveRelease(
   return dir;
 }
 
-export interface CliRun {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
 /** `keelson <args>` from the workspace, to its end (the commands under test start their own processes). */
-export function keelson(args: string[], timeoutMs = 240_000): Promise<CliRun> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [join(REPO_ROOT, "packages", "cli", "bin", "keelson.mjs"), ...args], {
-      cwd: REPO_ROOT,
-      env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: process.env.HOME ?? "/root" },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (d: Buffer) => {
-      stdout += d.toString();
-    });
-    child.stderr.on("data", (d: Buffer) => {
-      stderr += d.toString();
-    });
-    const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
-    child.once("error", reject);
-    child.once("close", (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
+export function keelson(args: string[], timeoutMs = 240_000): Promise<CommandResult> {
+  return runNode([join(REPO_ROOT, "packages", "cli", "bin", "keelson.mjs"), ...args], {
+    env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: process.env.HOME ?? "/root" },
+    cwd: REPO_ROOT,
+    timeoutMs,
   });
 }

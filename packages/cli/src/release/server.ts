@@ -31,10 +31,18 @@ export function runServerCommand(
 ): Promise<CommandResult> {
   const dir = releaseDir(layout, version);
   const entry = join(dir, readReleaseManifest(dir).entries.server);
+  return runNode([entry, ...args], { env: serverEnv(layout, path), cwd: layout.dataDir });
+}
+
+/** `node <args>` to its end, its output collected; killed after `timeoutMs` when given. */
+export function runNode(
+  args: string[],
+  options: { env: Record<string, string>; cwd: string; timeoutMs?: number },
+): Promise<CommandResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [entry, ...args], {
-      env: serverEnv(layout, path),
-      cwd: layout.dataDir,
+    const child = spawn(process.execPath, args, {
+      env: options.env,
+      cwd: options.cwd,
       stdio: ["ignore", "pipe", "pipe"],
     });
     let stdout = "";
@@ -45,8 +53,12 @@ export function runServerCommand(
     child.stderr.on("data", (d: Buffer) => {
       stderr += d.toString();
     });
+    const timer = options.timeoutMs ? setTimeout(() => child.kill("SIGKILL"), options.timeoutMs) : undefined;
     child.once("error", reject);
-    child.once("close", (code) => resolve({ code, stdout, stderr }));
+    child.once("close", (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
   });
 }
 
