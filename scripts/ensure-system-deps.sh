@@ -14,6 +14,8 @@ command -v runc >/dev/null 2>&1 || need+=(runc)
 [ -x /bin/busybox ] || need+=(busybox-static)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v openssl >/dev/null 2>&1 || need+=(openssl)
+# systemd-analyze verify checks the units Keelson installs (keelson-server.service); nothing runs systemd.
+command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
 # A real PostgreSQL server for the store tests on that dialect (test/support/postgres.ts).
 compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || need+=(postgresql)
 # shellcheck checks the agent install script and command (packages/control-plane/test/install-script.test.ts).

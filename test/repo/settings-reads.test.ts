@@ -16,6 +16,7 @@ const ALLOWED: Record<string, string> = {
   "packages/cli/src/main.ts": "hands the environment to the CLI's settings parser once",
   "packages/agent/bin/keelson-agent.mjs": "the launcher parses its part and passes the environment on to the agent",
   "packages/agent/src/upgrade/packed-launcher.ts": "the packed launcher: the same, for a host installed from a package",
+  "packages/cli/bin/keelson-supervise.mjs": "passes its PATH on to keelson-server, as systemd gives a unit one",
   "packages/settings/src/index.ts": "names process.env in its module comment only",
 };
 

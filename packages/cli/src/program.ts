@@ -8,6 +8,7 @@ import { hostStatusCommand } from "./commands/host-status.ts";
 import { hostUpgradeCommands } from "./commands/host-upgrades.ts";
 import { hostCommands } from "./commands/hosts.ts";
 import { operationCommands } from "./commands/operations.ts";
+import { isLocalCommand, runLocal } from "./commands/release.ts";
 import { CliError, EXIT } from "./errors.ts";
 import { colours } from "./output.ts";
 import { Cli, type Io } from "./session.ts";
@@ -61,7 +62,11 @@ Examples:
   $ keelson clusters list
   $ keelson clusters create -f demo.yaml
   $ keelson restart demo --workers --batch-percent 25
-  $ keelson operations watch 3f2c`,
+  $ keelson operations watch 3f2c
+
+On the control plane's host: keelson install control-plane | download | install VERSION |
+upgrade --config FILE [--plan] | stop | rollback --dir DIR | advanced-ddu scale-du up | upgrade-du
+(each with --help).`,
     );
   configCommands(program, wrap);
   clusterCommands(program, wrap);
@@ -75,6 +80,8 @@ Examples:
 }
 
 export async function run(argv: readonly string[], term: Terminal): Promise<number> {
+  // install, download, upgrade --config, stop, rollback, advanced-ddu, upgrade-du: the local installation's.
+  if (isLocalCommand(argv)) return runLocal(argv, term);
   let code: number = EXIT.ok;
   let cli: Cli | undefined;
   const fail = (error: unknown) => {
@@ -133,7 +140,24 @@ export async function run(argv: readonly string[], term: Terminal): Promise<numb
       await cli?.close();
     }
   });
-  program.exitOverride();
+  try {
+    const usage = await parseCommandLine(program, argv, term);
+    if (usage !== undefined) return usage;
+  } catch (error) {
+    fail(error);
+  }
+  return code;
+}
+
+/**
+ * Parses and runs a command line on the terminal's streams; returns the exit code when
+ * commander ended it (help: 0, bad usage: 2), undefined when the action ran.
+ */
+export async function parseCommandLine(
+  program: Command,
+  argv: readonly string[],
+  term: Terminal,
+): Promise<number | undefined> {
   program.configureOutput({
     writeOut: (text) => term.write("stdout", text),
     writeErr: (text) => term.write("stderr", text),
@@ -141,14 +165,12 @@ export async function run(argv: readonly string[], term: Terminal): Promise<numb
   for (const command of allCommands(program)) command.exitOverride();
   try {
     await program.parseAsync(argv, { from: "user" });
+    return undefined;
   } catch (error) {
-    if (error instanceof CommanderError) {
-      // Help asked for (`--help`, `help CMD`) is 0; help shown for a missing subcommand is a usage error.
-      return error.exitCode === 0 ? EXIT.ok : EXIT.usage;
-    }
-    fail(error);
+    // Help asked for (`--help`, `help CMD`) is 0; help shown for a missing subcommand is a usage error.
+    if (error instanceof CommanderError) return error.exitCode === 0 ? EXIT.ok : EXIT.usage;
+    throw error;
   }
-  return code;
 }
 
 export function allCommands(command: Command): Command[] {

@@ -1,0 +1,134 @@
+import { execFileSync } from "node:child_process";
+import { createHash } from "node:crypto";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { isLocalCommand } from "../src/commands/release.ts";
+import { downloadRelease, type Say } from "../src/release/install.ts";
+import { layoutOf } from "../src/release/layout.ts";
+import { compareReleaseVersions } from "../src/release/manifest.ts";
+import { failureOf } from "../src/release/service.ts";
+import { serverUnit } from "../src/release/unit.ts";
+import { readUpgradeConfig } from "../src/release/upgrade-config.ts";
+
+const work = mkdtempSync(join(tmpdir(), "keelson-release-unit-"));
+afterAll(() => rmSync(work, { recursive: true, force: true }));
+
+const quiet: Say = { note: () => {}, print: () => {} };
+const sha = (text: string) => createHash("sha256").update(text).digest("hex");
+
+/** A small release as pack-release lays one out (manifest, one file, SHA256SUMS), packed as the location serves it. */
+function fakeRelease(location: string, version: string, tamper?: "tarball" | "content"): void {
+  const dir = join(location, `keelson-${version}`);
+  mkdirSync(join(dir, "packages"), { recursive: true });
+  const manifest = JSON.stringify({ format: 1, name: "keelson", version, entries: { server: "packages/server.mjs" } });
+  writeFileSync(join(dir, "manifest.json"), manifest);
+  writeFileSync(join(dir, "packages", "server.mjs"), "export {};\n");
+  writeFileSync(
+    join(dir, "SHA256SUMS"),
+    `${sha(manifest)}  manifest.json\n${sha("export {};\n")}  packages/server.mjs\n`,
+  );
+  if (tamper === "content") writeFileSync(join(dir, "packages", "server.mjs"), "process.exit(1);\n");
+  const tarball = join(location, `keelson-${version}.tar.gz`);
+  execFileSync("tar", ["-czf", tarball, "-C", location, `keelson-${version}`]);
+  const digest = createHash("sha256").update(readFileSync(tarball)).digest("hex");
+  writeFileSync(`${tarball}.sha256`, `${digest}  keelson-${version}.tar.gz\n`);
+  if (tamper === "tarball") writeFileSync(tarball, Buffer.concat([readFileSync(tarball), Buffer.from("x")]));
+  rmSync(dir, { recursive: true });
+}
+
+describe("keelson download", () => {
+  const location = join(work, "location");
+  mkdirSync(location, { recursive: true });
+  const layout = layoutOf(join(work, "root"));
+
+  it("fetches a tarball from a directory, checks it and its SHA256SUMS, and is idempotent", async () => {
+    fakeRelease(location, "1.2.3");
+    expect(await downloadRelease(layout, location, "-", "1.2.3", quiet)).toBe("1.2.3");
+    expect(readFileSync(join(layout.releases, "1.2.3", "packages", "server.mjs"), "utf8")).toBe("export {};\n");
+    const notes: string[] = [];
+    await downloadRelease(layout, location, "-", "1.2.3", { ...quiet, note: (t) => notes.push(t) });
+    expect(notes.join("\n")).toContain("already in");
+  });
+
+  it("refuses a tarball that does not match its .sha256, and unpacks nothing", async () => {
+    fakeRelease(location, "1.2.4", "tarball");
+    await expect(downloadRelease(layout, location, "-", "1.2.4", quiet)).rejects.toThrow(
+      "keelson-1.2.4.tar.gz does not match its .sha256",
+    );
+    expect(() => readFileSync(join(layout.releases, "1.2.4", "manifest.json"))).toThrow();
+  });
+
+  it("refuses a release whose files do not match its SHA256SUMS, naming the file", async () => {
+    fakeRelease(location, "1.2.5", "content");
+    await expect(downloadRelease(layout, location, "-", "1.2.5", quiet)).rejects.toThrow(/packages\/server\.mjs/);
+    expect(() => readFileSync(join(layout.releases, "1.2.5", "manifest.json"))).toThrow();
+  });
+
+  it("refuses a location without the release", async () => {
+    await expect(downloadRelease(layout, location, "-", "9.9.9", quiet)).rejects.toThrow("has no keelson-9.9.9.tar.gz");
+  });
+});
+
+describe("the upgrade's config file", () => {
+  const write = (text: string) => {
+    const file = join(work, `c-${Math.random()}.yaml`);
+    writeFileSync(file, text);
+    return file;
+  };
+  it("takes the spec's host parameters beside its own and fills the defaults", () => {
+    expect(readUpgradeConfig(write("version: 0.3.0\nhostAgentRepo: a.tgz\ndockerRepo: b.tgz\n"))).toEqual({
+      version: "0.3.0",
+      readyTimeoutSeconds: 120,
+      agentsTimeoutSeconds: 300,
+      trialWindowSeconds: 30,
+    });
+  });
+  it("names the field and the rule of what it refuses", () => {
+    expect(() => readUpgradeConfig(write("versoin: 0.3.0\n"))).toThrow("field versoin: unknown");
+    expect(() => readUpgradeConfig(write("root: /\n"))).toThrow("field version: required");
+    expect(() => readUpgradeConfig(write("version: 0.3.0\ntrialWindowSeconds: -1\n"))).toThrow(
+      "field trialWindowSeconds: must be a whole number of seconds",
+    );
+  });
+});
+
+describe("the operator's commands", () => {
+  it("take `upgrade` for the control plane's unless it names a cluster's upgrade type", () => {
+    expect(isLocalCommand(["upgrade", "--config", "u.yaml"])).toBe(true);
+    expect(isLocalCommand(["upgrade", "demo", "--type", "patch"])).toBe(false);
+    expect(isLocalCommand(["rollback", "--dir", "x"])).toBe(true);
+    expect(isLocalCommand(["clusters", "list"])).toBe(false);
+  });
+  it("order versions as semver does", () => {
+    expect(compareReleaseVersions("0.10.0", "0.9.3")).toBe(1);
+    expect(compareReleaseVersions("0.3.0-rc.1", "0.3.0")).toBe(-1);
+    expect(compareReleaseVersions("0.3.0", "0.3.0")).toBe(0);
+  });
+  it("find what a failed start said in the supervisor's log", () => {
+    const log = [
+      "-- keelson-supervise: starting keelson-server 0.3.1",
+      '{"level":30,"msg":"listening"}',
+      '{"level":60,"msg":"this database needs keelson-server 0.4.0 or newer"}',
+      "    at migrate (x.ts:1:1)",
+      "-- keelson-supervise: keelson-server exited (code 1, signal null)",
+      "-- keelson-supervise: starting keelson-server 0.3.1",
+    ].join("\n");
+    expect(failureOf(log)).toBe("this database needs keelson-server 0.4.0 or newer");
+  });
+  it("write a keelson-server.service for / that systemd-analyze verify accepts", () => {
+    const dir = join(work, "unit");
+    mkdirSync(dir, { recursive: true });
+    const file = join(dir, "keelson-server.service");
+    const text = serverUnit(layoutOf("/"), "packages/control-plane/bin/keelson-server.mjs");
+    expect(text).toContain(
+      "ExecStart=/usr/bin/env node /opt/keelson/current/packages/control-plane/bin/keelson-server.mjs",
+    );
+    expect(text).toContain("StateDirectory=keelson");
+    writeFileSync(file, text);
+    expect(
+      execFileSync("systemd-analyze", ["verify", file], { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] }),
+    ).toBe("");
+  });
+});

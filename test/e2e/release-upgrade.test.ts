@@ -1,0 +1,209 @@
+import { execFileSync } from "node:child_process";
+import { existsSync, readFileSync, readlinkSync, rmSync, statSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { openSqliteConnection } from "../../packages/db/src/index.ts";
+import { packRelease } from "../../scripts/pack-release.ts";
+import { type Simulator, startSimulator } from "../sim/index.ts";
+import { api, freePort, tempDir, waitUntil } from "./support/processes.ts";
+import { deriveRelease, keelson } from "./support/releases.ts";
+
+/**
+ * The control plane's life on real processes, as an operator runs it (README "Installing the
+ * control plane", "Upgrading and rolling back"): release A packed from the workspace, installed
+ * under a temporary root with the process supervisor; clusters and three simulated agents;
+ * `keelson upgrade` to B (A plus a migration that changes data and raises keelson_schema), a
+ * cluster created on B, `keelson rollback --dir` to A (A's database again, the cluster made on
+ * B reported), then an upgrade to a release whose migration fails, which rolls back by itself.
+ *
+ * SQLite only (the e2e-postgres project excludes this file): the installed server.env names no
+ * PostgreSQL database.
+ */
+
+const A = "0.2.0";
+const B = "0.3.0";
+const BROKEN = "0.3.1";
+const work = tempDir("keelson-release-");
+const root = join(work, "root");
+const location = join(work, "location");
+const data = join(root, "var", "lib", "keelson");
+let url = "";
+let admin = "";
+let projectId = "";
+let sim: Simulator | undefined;
+
+async function stopEverything(): Promise<void> {
+  await sim?.stop();
+  const stop = await keelson(["stop", "--root", root], 60_000);
+  if (stop.code !== 0) process.stderr.write(`keelson stop: ${stop.code} ${stop.stderr}` + "\n");
+  const state = join(root, "run", "keelson", "supervisor.json");
+  if (existsSync(state)) {
+    const s = JSON.parse(readFileSync(state, "utf8")) as { supervisorPid: number; serverPid: number | null };
+    for (const pid of [s.supervisorPid, s.serverPid]) {
+      try {
+        if (pid) process.kill(pid, "SIGKILL");
+      } catch {
+        // already gone
+      }
+    }
+  }
+}
+
+afterAll(async () => {
+  const t0 = performance.now();
+  await stopEverything();
+  const t1 = performance.now();
+  rmSync(work, { recursive: true, force: true });
+  process.stderr.write(
+    `cleanup: stop ${Math.round(t1 - t0)} ms, remove ${Math.round(performance.now() - t1)} ms` + "\n",
+  );
+}, 180_000);
+
+function readDb<T>(query: string): T[] {
+  const db = openSqliteConnection(join(data, "keelson.sqlite"));
+  try {
+    return db.prepare(query).all() as T[];
+  } finally {
+    db.close();
+  }
+}
+
+const clusterNames = async () =>
+  (await api<{ name: string }[]>(`${url}/v4/${projectId}/clusters`, admin)).body.map((c) => c.name).sort();
+const agentLinks = async () =>
+  (await api<{ agentLinks: { open: number } }>(`${url}/readyz`, admin)).body.agentLinks.open;
+
+beforeAll(async () => {
+  const t0 = performance.now();
+  const packed = await packRelease({ version: A, out: location, tarball: false });
+  deriveRelease(packed.dir, location, B, {
+    tag: "0006_release_b",
+    sql: [
+      "ALTER TABLE `clusters` ADD `release_b_note` text;",
+      "UPDATE `clusters` SET `release_b_note` = 'migrated by 0.3.0: ' || `name`;",
+      "UPDATE `keelson_schema` SET `min_binary_version` = '0.3.0';",
+    ].join("\n--> statement-breakpoint\n"),
+  });
+  deriveRelease(packed.dir, location, BROKEN, { tag: "0006_broken", sql: "CREATE TABLE `half` (;" });
+  process.stderr.write(
+    `releases packed in ${Math.round(performance.now() - t0)} ms (${JSON.stringify(packed.seconds)})` + "\n",
+  );
+}, 180_000);
+
+describe("the control plane's install, upgrade and rollback (SQLite)", () => {
+  const installA = ["install", "control-plane", "--root", root, "--release", join(location, `keelson-${A}`)];
+  it("installs release A under a root: unit verified, data dir 0700, admin token 0600, ready", async () => {
+    const port = await freePort();
+    const run = await keelson([...installA, "--listen", `127.0.0.1:${port}`, "--release-location", location]);
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stdout).toContain("config set-context admin");
+    url = `http://127.0.0.1:${port}`;
+    expect(statSync(data).mode & 0o777).toBe(0o700);
+    expect(statSync(join(data, "admin-token")).mode & 0o777).toBe(0o600);
+    admin = readFileSync(join(data, "admin-token"), "utf8").trim();
+    expect(readlinkSync(join(root, "opt", "keelson", "current"))).toBe(join("releases", A));
+    // systemd's own check of the unit as installed (exit 0, nothing on stderr).
+    const verify = execFileSync(
+      "systemd-analyze",
+      ["verify", join(root, "etc/systemd/system/keelson-server.service")],
+      {
+        encoding: "utf8",
+        stdio: ["ignore", "pipe", "pipe"],
+      },
+    );
+    expect(verify).toBe("");
+    // Again: idempotent, keeps the admin token.
+    const again = await keelson(installA);
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stderr).toContain("kept as it is");
+    expect(readFileSync(join(data, "admin-token"), "utf8").trim()).toBe(admin);
+
+    const projects = await api<{ projects: { id: string; name: string }[] }>(`${url}/v1/projects`, admin);
+    projectId = projects.body.projects.find((p) => p.name === "default")?.id as string;
+    for (const name of ["alpha", "beta"]) {
+      const created = await api(`${url}/v4/${projectId}/clusters`, admin, { method: "POST", body: { name } });
+      expect(created.status).toBe(200);
+    }
+    sim = await startSimulator({ url, count: 3, adminToken: admin, projectId, concurrency: 3 });
+    expect(sim.connectedCount()).toBe(3);
+  }, 180_000);
+
+  let backupDir = "";
+  it("upgrades to B: planned first without a change, then backup, migration, agents back", async () => {
+    const config = join(work, "upgrade-b.yaml");
+    const { writeFileSync } = await import("node:fs");
+    writeFileSync(config, `version: ${B}\nreadyTimeoutSeconds: 60\nagentsTimeoutSeconds: 90\ntrialWindowSeconds: 3\n`);
+    const refused = await keelson(["upgrade", "--config", config, "--root", root, "--plan"]);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain(`release ${B} is not downloaded`);
+    const download = await keelson(["download", "-", B, "--root", root]);
+    expect(download.code, download.stderr).toBe(0);
+    const plan = await keelson(["upgrade", "--config", config, "--root", root, "--plan"]);
+    expect(plan.code, plan.stderr).toBe(0);
+    expect(plan.stderr).toContain("migrations to run at start: 1 (SQLite)");
+    expect(plan.stderr).toContain("nothing was changed");
+    expect(readlinkSync(join(root, "opt", "keelson", "current"))).toBe(join("releases", A));
+
+    const up = await keelson(["upgrade", "--config", config, "--root", root]);
+    expect(up.code, up.stderr).toBe(0);
+    backupDir = up.stdout.trim();
+    expect(existsSync(join(backupDir, "manifest.json"))).toBe(true);
+    expect(up.stderr).toContain(`upgraded keelson-server from ${A} to ${B}`);
+    expect(readlinkSync(join(root, "opt", "keelson", "current"))).toBe(join("releases", B));
+    expect(await clusterNames()).toEqual(["alpha", "beta"]);
+    expect(readDb<{ n: string }>("select release_b_note as n from clusters order by name").map((r) => r.n)).toEqual([
+      "migrated by 0.3.0: alpha",
+      "migrated by 0.3.0: beta",
+    ]);
+    await waitUntil("the three agents back on B", async () => (await agentLinks()) === 3, 60_000);
+    // Idempotent: a second run finds B current.
+    const again = await keelson(["upgrade", "--config", config, "--root", root]);
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stderr).toContain("nothing to do");
+  }, 240_000);
+
+  it("rolls back to A with the backup: A's database again, agents back, the cluster made on B reported", async () => {
+    const made = await api(`${url}/v4/${projectId}/clusters`, admin, { method: "POST", body: { name: "made-on-b" } });
+    expect(made.status).toBe(200);
+    const back = await keelson(["rollback", "--dir", backupDir, "--root", root, "--agents-timeout-seconds", "90"]);
+    expect(back.code, back.stderr).toBe(0);
+    expect(back.stdout).toContain("cluster made-on-b");
+    expect(back.stdout).toContain("destroy");
+    expect(readlinkSync(join(root, "opt", "keelson", "current"))).toBe(join("releases", A));
+    expect(await clusterNames()).toEqual(["alpha", "beta"]);
+    const columns = readDb<{ name: string }>("select name from pragma_table_info('clusters')").map((c) => c.name);
+    expect(columns).not.toContain("release_b_note");
+    expect(readDb<{ v: string }>("select min_binary_version as v from keelson_schema")).toEqual([{ v: "0.1.0" }]);
+    await waitUntil("the three agents back on A", async () => (await agentLinks()) === 3, 60_000);
+  }, 240_000);
+
+  it("an upgrade to a release that fails at start rolls back by itself and names what failed", async () => {
+    const config = join(work, "upgrade-broken.yaml");
+    const { writeFileSync } = await import("node:fs");
+    writeFileSync(
+      config,
+      `version: ${BROKEN}\nreadyTimeoutSeconds: 60\nagentsTimeoutSeconds: 60\ntrialWindowSeconds: 3\n`,
+    );
+    expect((await keelson(["download", "-", BROKEN, "--root", root])).code).toBe(0);
+    const up = await keelson(["upgrade", "--config", config, "--root", root]);
+    expect(up.code).toBe(1);
+    expect(up.stderr).toContain(`upgrade to ${BROKEN} failed and was rolled back to ${A}`);
+    expect(up.stderr).toContain(`keelson-server ${BROKEN} did not start`);
+    // What failed, from the new release's own output: the migration SQLite refused.
+    expect(up.stderr).toMatch(/0\.3\.1 did not start: DrizzleError: Failed to run the query 'CREATE TABLE `half` \(;'/);
+    expect(readlinkSync(join(root, "opt", "keelson", "current"))).toBe(join("releases", A));
+    expect(await clusterNames()).toEqual(["alpha", "beta"]);
+    await waitUntil("the three agents back on A", async () => (await agentLinks()) === 3, 60_000);
+  }, 240_000);
+
+  it("stop and scale-du up: each idempotent", async () => {
+    expect((await keelson(["stop", "--root", root])).code).toBe(0);
+    await expect(fetch(`${url}/healthz`)).rejects.toThrow();
+    const twice = await keelson(["stop", "--root", root]);
+    expect(twice.code).toBe(0);
+    expect(twice.stderr).toContain("nothing to stop");
+    const up = await keelson(["advanced-ddu", "scale-du", "up", "--root", root]);
+    expect(up.code, up.stderr).toBe(0);
+    expect((await api(`${url}/readyz`, admin)).status).toBe(200);
+  }, 120_000);
+});

@@ -1,0 +1,58 @@
+import { execFileSync } from "node:child_process";
+import { readFileSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { type CommandResult, runNode } from "../../../packages/cli/src/release/server.ts";
+import { writeSums } from "../../../scripts/pack-release.ts";
+import { REPO_ROOT } from "./processes.ts";
+
+/**
+ * Releases for the upgrade tests: another release made from a packed one (as a later version
+ * of the workspace would be), with its version changed everywhere a release carries it and,
+ * optionally, one more SQLite migration, then its SHA256SUMS written again.
+ */
+export function deriveRelease(
+  from: string,
+  outDir: string,
+  version: string,
+  migration?: { tag: string; sql: string },
+): string {
+  const dir = join(outDir, `keelson-${version}`);
+  // Hard links: a release is 100 MB and B changes a handful of files, each unlinked before it is
+  // written (writing through a link would change A too).
+  execFileSync("cp", ["-al", from, dir]);
+  const rewrite = (file: string, change: (json: Record<string, unknown>) => void) => {
+    const json = JSON.parse(readFileSync(file, "utf8")) as Record<string, unknown>;
+    change(json);
+    rmSync(file);
+    writeFileSync(file, `${JSON.stringify(json, null, 2)}\n`);
+  };
+  for (const p of ["control-plane", "db", "protocol", "settings", "cli"])
+    rewrite(join(dir, "packages", p, "package.json"), (j) => {
+      j.version = version;
+    });
+  rewrite(join(dir, "manifest.json"), (j) => {
+    j.version = version;
+    if (migration) (j.schemaVersion as { sqlite: number }).sqlite += 1;
+  });
+  if (migration) {
+    const drizzle = join(dir, "packages", "db", "drizzle");
+    writeFileSync(join(drizzle, `${migration.tag}.sql`), migration.sql);
+    rewrite(join(drizzle, "meta", "_journal.json"), (j) => {
+      const entries = j.entries as { idx: number; when: number }[];
+      const last = entries.at(-1) as { idx: number; when: number };
+      entries.push({ ...last, idx: last.idx + 1, when: last.when + 1000, tag: migration.tag } as never);
+    });
+  }
+  rmSync(join(dir, "SHA256SUMS"));
+  writeSums(dir);
+  return dir;
+}
+
+/** `keelson <args>` from the workspace, to its end (the commands under test start their own processes). */
+export function keelson(args: string[], timeoutMs = 240_000): Promise<CommandResult> {
+  return runNode([join(REPO_ROOT, "packages", "cli", "bin", "keelson.mjs"), ...args], {
+    env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: process.env.HOME ?? "/root" },
+    cwd: REPO_ROOT,
+    timeoutMs,
+  });
+}
