@@ -220,7 +220,8 @@ describe("TLS by default, with pinned trust", () => {
     };
     const first = await serialOf();
     await waitUntil("the server certificate renewed", async () => (await serialOf()) !== first, 40_000, 500);
-    expect(logRecords(server).some((r) => r.msg === "server certificate renewed")).toBe(true);
+    // The log line is written just after the new context is set and reaches us through a pipe: wait for it.
+    await waitUntil("the renewal logged", async () => logRecords(server).some((r) => r.msg === "server certificate renewed"), 5_000, 100);
     expect((await nodeOf("tls-right"))?.agentConnected).toBe(true);
     expect(linkLost(right)).toEqual([]);
   });
