@@ -31,6 +31,8 @@ const BOUNCER = "node-bouncer.mjs";
  */
 const LAUNCHER = "launcher.mjs";
 const UNIT = "keelson-agent.service";
+/** The package's own documentation, which the unit's Documentation= names on an installed host. */
+const DOC = "agent-package.md";
 
 export interface PackResult {
   file: string;
@@ -52,7 +54,8 @@ export async function packAgent(options: { version?: string; out?: string } = {}
     await bundle(join(agentDir, "src", "phases", "bouncer", "server.ts"), join(staging, BOUNCER), version);
     await bundle(join(agentDir, "src", "upgrade", "packed-launcher.ts"), join(staging, LAUNCHER), version);
     copyFileSync(join(repoRoot, "scripts", UNIT), join(staging, UNIT));
-    const files = [ENTRY, BOUNCER, LAUNCHER, UNIT];
+    copyFileSync(join(repoRoot, "docs", DOC), join(staging, DOC));
+    const files = [ENTRY, BOUNCER, LAUNCHER, UNIT, DOC];
     const manifest = {
       format: 1,
       name: "keelson-agent",

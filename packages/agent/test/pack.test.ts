@@ -25,14 +25,18 @@ describe("pnpm pack:agent", () => {
     // The node bouncer is a separate program the phases supervise; it ships beside the agent, and
     // so do the launcher and the unit a host installed from the package runs (install script).
     expect(Object.keys(manifest.files).sort()).toEqual([
+      "agent-package.md",
       "agent.mjs",
       "keelson-agent.service",
       "launcher.mjs",
       "node-bouncer.mjs",
     ]);
-    expect(readFileSync(join(dir, "keelson-agent.service"), "utf8")).toContain(
-      "ExecStart=/usr/bin/env node /opt/keelson/agent/current/launcher.mjs",
-    );
+    const unit = readFileSync(join(dir, "keelson-agent.service"), "utf8");
+    expect(unit).toContain("ExecStart=/usr/bin/env node /opt/keelson/agent/current/launcher.mjs");
+    // The unit's Documentation= names a file the installed package holds.
+    const documented = /^Documentation=file:\/\/\/opt\/keelson\/agent\/current\/(.+)$/m.exec(unit)?.[1];
+    expect(documented).toBe("agent-package.md");
+    expect(readFileSync(join(dir, documented as string), "utf8")).toMatch(/^# /);
 
     // The bundle carries every dependency: it runs from a directory without node_modules.
     const entry = join(dir, manifest.entry);
