@@ -64,6 +64,12 @@ function raw(user: PemPair, method: string, path: string, body?: unknown) {
   });
 }
 
+/** The answer a refusal gets: 403 with the real Forbidden Status. */
+function forbidden(message: string, details: Record<string, string>) {
+  const body = { kind: "Status", apiVersion: "v1", metadata: {}, status: "Failure", message, reason: "Forbidden" };
+  return { status: 403, body: { ...body, details, code: 403 } };
+}
+
 const masters = () => cert("keelson-bootstrap", ["system:masters"]);
 const admin = () => cert("alice", ["keelson:cluster-admins"]);
 
@@ -166,20 +172,11 @@ describe("the stand-in kube-apiserver under the real kubectl", () => {
     expect(listed.stderr).toContain(
       'Error from server (Forbidden): nodes is forbidden: User "bob" cannot list resource "nodes" in API group "" at the cluster scope',
     );
-    const answer = await raw(bob, "GET", "/api/v1/nodes");
-    expect(answer).toEqual({
-      status: 403,
-      body: {
-        kind: "Status",
-        apiVersion: "v1",
-        metadata: {},
-        status: "Failure",
-        message: 'nodes is forbidden: User "bob" cannot list resource "nodes" in API group "" at the cluster scope',
-        reason: "Forbidden",
-        details: { kind: "nodes" },
-        code: 403,
-      },
-    });
+    expect(await raw(bob, "GET", "/api/v1/nodes")).toEqual(
+      forbidden('nodes is forbidden: User "bob" cannot list resource "nodes" in API group "" at the cluster scope', {
+        kind: "nodes",
+      }),
+    );
   });
 
   it("a ClusterRoleBinding to cluster-admin lets the group in, by certificate and by webhook token", async () => {
@@ -247,19 +244,7 @@ describe("the stand-in kube-apiserver under the real kubectl", () => {
   it("NodeRestriction: a kubelet sets no node-role label, changes no taint after registering, and may not delete its Node", async () => {
     const n3 = cert("system:node:n3", ["system:nodes"]);
     const path = "/api/v1/nodes/n3";
-    const refused = (message: string) => ({
-      status: 403,
-      body: {
-        kind: "Status",
-        apiVersion: "v1",
-        metadata: {},
-        status: "Failure",
-        message,
-        reason: "Forbidden",
-        details: { name: "n3", kind: "nodes" },
-        code: 403,
-      },
-    });
+    const refused = (message: string) => forbidden(message, { name: "n3", kind: "nodes" });
     const withRole = {
       apiVersion: "v1",
       kind: "Node",
