@@ -5,6 +5,7 @@ import type { NodeConfig, NodeConfigInput } from "../../src/phases/config.ts";
 import { certRequests } from "../../src/phases/impl/certs.ts";
 import { renderContainerdConfig } from "../../src/phases/impl/containerd-config.ts";
 import { parseMemberList } from "../../src/phases/impl/etcd.ts";
+import { kubelet } from "../../src/phases/impl/kube-services.ts";
 import { appCatalog, keepalived } from "../../src/phases/impl/masters.ts";
 import { cniFiles, configureCni, networkConfig } from "../../src/phases/impl/network.ts";
 import { drainPods, nodeTaints, uncordon } from "../../src/phases/impl/node-api.ts";
@@ -56,6 +57,7 @@ class FakeKube implements KubeApi {
   async deleteNode(name: string) {
     if (this.kubeletOf !== undefined)
       throw new KubeApiError(`User "system:node:${this.kubeletOf}" cannot delete resource "nodes"`, 403);
+    this.writes.push(`master delete ${name}`);
     this.nodes.delete(name);
   }
   async listPodsOnNode(nodeName: string) {
@@ -271,6 +273,19 @@ describe("Kubernetes API phases", () => {
     await nodeTaints.status(master.ctx("status"));
     expect(master.kube.nodes.get(name)!.spec?.taints).toEqual([]);
     await expect(nodeTaints.status(worker.ctx("status"))).resolves.toBeUndefined();
+  });
+
+  it("on detach a master deletes its own Node with its control-plane identity; a worker's Node stays, said so", async () => {
+    const master = setup({ primaryIp: "127.0.0.14" });
+    const worker = setup({ role: "worker", primaryIp: "127.0.0.15", sharedKube: master.kube });
+    expect(await kubelet.stop(worker.ctx("detach"))).toEqual({
+      message: `node ${worker.config.nodeName} stays registered: a kubelet may not delete its Node and a worker holds no other credential; remove it with kubectl delete node ${worker.config.nodeName}`,
+    });
+    expect(await kubelet.stop(master.ctx("detach"))).toEqual({
+      message: `node ${master.config.nodeName} removed from the cluster`,
+    });
+    expect(master.kube.writes).toEqual([`master delete ${master.config.nodeName}`]);
+    expect([...master.kube.nodes.keys()]).toEqual([worker.config.nodeName]);
   });
 
   it("a worker without a master to label it fails naming what it waited for", async () => {
