@@ -46,10 +46,11 @@ function kubectl(name: string, user: { token: string } | PemPair, args: string[]
 
 /** One raw request with a client certificate, for the exact Status body. */
 function raw(user: PemPair, method: string, path: string, body?: unknown) {
+  const type = method === "PATCH" ? "application/merge-patch+json" : "application/json";
   return new Promise<{ status: number; body: Record<string, unknown> }>((resolve, reject) => {
     const req = https.request(
       `${server}${path}`,
-      { method, ca: ca.cert, cert: user.cert, key: user.key, headers: { "content-type": "application/json" } },
+      { method, ca: ca.cert, cert: user.cert, key: user.key, headers: { "content-type": type } },
       (res) => {
         let text = "";
         res.on("data", (c) => {
@@ -61,6 +62,12 @@ function raw(user: PemPair, method: string, path: string, body?: unknown) {
     req.on("error", reject);
     req.end(body === undefined ? undefined : JSON.stringify(body));
   });
+}
+
+/** The answer a refusal gets: 403 with the real Forbidden Status. */
+function forbidden(message: string, details: Record<string, string>) {
+  const body = { kind: "Status", apiVersion: "v1", metadata: {}, status: "Failure", message, reason: "Forbidden" };
+  return { status: 403, body: { ...body, details, code: 403 } };
 }
 
 const masters = () => cert("keelson-bootstrap", ["system:masters"]);
@@ -165,20 +172,11 @@ describe("the stand-in kube-apiserver under the real kubectl", () => {
     expect(listed.stderr).toContain(
       'Error from server (Forbidden): nodes is forbidden: User "bob" cannot list resource "nodes" in API group "" at the cluster scope',
     );
-    const answer = await raw(bob, "GET", "/api/v1/nodes");
-    expect(answer).toEqual({
-      status: 403,
-      body: {
-        kind: "Status",
-        apiVersion: "v1",
-        metadata: {},
-        status: "Failure",
-        message: 'nodes is forbidden: User "bob" cannot list resource "nodes" in API group "" at the cluster scope',
-        reason: "Forbidden",
-        details: { kind: "nodes" },
-        code: 403,
-      },
-    });
+    expect(await raw(bob, "GET", "/api/v1/nodes")).toEqual(
+      forbidden('nodes is forbidden: User "bob" cannot list resource "nodes" in API group "" at the cluster scope', {
+        kind: "nodes",
+      }),
+    );
   });
 
   it("a ClusterRoleBinding to cluster-admin lets the group in, by certificate and by webhook token", async () => {
@@ -241,6 +239,64 @@ describe("the stand-in kube-apiserver under the real kubectl", () => {
     const printed = (await kubectl("alice", admin(), ["get", "nodes"])).stdout.split("\n");
     expect(printed[0]).toMatch(/^NAME\s+STATUS\s+ROLES\s+AGE\s+VERSION$/);
     expect(printed[1]).toMatch(/^n1\s+Unknown\s+<none>\s+\d+s\s*$/);
+  });
+
+  it("NodeRestriction: a kubelet sets no node-role label, changes no taint after registering, and may not delete its Node", async () => {
+    const n3 = cert("system:node:n3", ["system:nodes"]);
+    const path = "/api/v1/nodes/n3";
+    const refused = (message: string) => forbidden(message, { name: "n3", kind: "nodes" });
+    const withRole = {
+      apiVersion: "v1",
+      kind: "Node",
+      metadata: { name: "n3", labels: { "node-role.kubernetes.io/worker": "" } },
+    };
+    expect(await raw(n3, "POST", "/api/v1/nodes", withRole)).toEqual(
+      refused(
+        'nodes "n3" is forbidden: node "n3" is not allowed to set the following labels: node-role.kubernetes.io/worker',
+      ),
+    );
+    // What a kubelet may register with: labels outside kubernetes.io (and its own set), and taints.
+    const taint = { key: "node-role.kubernetes.io/control-plane", effect: "NoSchedule" };
+    const registered = await raw(n3, "POST", "/api/v1/nodes", {
+      apiVersion: "v1",
+      kind: "Node",
+      metadata: { name: "n3", labels: { "keelson.io/cluster": "c1", "kubernetes.io/hostname": "n3" } },
+      spec: { taints: [taint] },
+    });
+    expect(registered.status).toBe(201);
+    expect((await raw(n3, "PATCH", path, { metadata: { labels: { "keelson.io/node": "x" } } })).status).toBe(200);
+    expect((await raw(n3, "PATCH", path, { spec: { unschedulable: true } })).status).toBe(200);
+    expect(
+      await raw(n3, "PATCH", path, {
+        metadata: { labels: { "node-role.kubernetes.io/master": "", "node-restriction.kubernetes.io/x": "1" } },
+      }),
+    ).toEqual(
+      refused(
+        'nodes "n3" is forbidden: is not allowed to modify labels: node-restriction.kubernetes.io/x, node-role.kubernetes.io/master',
+      ),
+    );
+    expect(await raw(n3, "PATCH", path, { spec: { taints: [] } })).toEqual(
+      refused('nodes "n3" is forbidden: node "n3" is not allowed to modify taints'),
+    );
+    expect(await raw(n3, "DELETE", path)).toEqual(
+      refused(
+        'nodes "n3" is forbidden: User "system:node:n3" cannot delete resource "nodes" in API group "" at the cluster scope',
+      ),
+    );
+    // Nothing the refusals asked for happened; an identity outside system:nodes may do all three.
+    const kept = (await raw(masters(), "GET", path)).body as {
+      metadata: { labels: Record<string, string> };
+      spec: { taints: unknown[] };
+    };
+    expect(kept.metadata.labels).toEqual({
+      "keelson.io/cluster": "c1",
+      "keelson.io/node": "x",
+      "kubernetes.io/hostname": "n3",
+    });
+    expect(kept.spec.taints).toEqual([taint]);
+    const relabel = { metadata: { labels: { "node-role.kubernetes.io/master": "" } }, spec: { taints: [] } };
+    expect((await raw(masters(), "PATCH", path, relabel)).status).toBe(200);
+    expect((await raw(masters(), "DELETE", path)).status).toBe(200);
   });
 
   it("service-account tokens from the TokenRequest API authenticate, and RBAC refuses them without a binding", async () => {

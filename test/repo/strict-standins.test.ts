@@ -50,6 +50,21 @@ describe("strict stand-ins: command lines", () => {
     });
   }
 
+  it("the kubelet refuses --node-labels in kubernetes.io outside its own set (node-role.kubernetes.io/*), in the real words", () => {
+    const r = run(31, "kubelet", [
+      "--config=/nonexistent",
+      "--node-labels=keelson.io/cluster=c1,node-role.kubernetes.io/worker=,node.kubernetes.io/ok=1",
+    ]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain(
+      "failed to validate kubelet flags: unknown 'kubernetes.io' or 'k8s.io' labels specified with --node-labels: [node-role.kubernetes.io/worker]",
+    );
+    expect(r.stderr).toContain("must begin with an allowed prefix (kubelet.kubernetes.io, node.kubernetes.io)");
+    // Labels outside kubernetes.io pass this check (the missing config file is what stops it then).
+    const allowed = run(31, "kubelet", ["--config=/nonexistent", "--node-labels=keelson.io/cluster=c1"]);
+    expect(allowed.stderr).not.toContain("--node-labels");
+  });
+
   it("kube-apiserver and kube-proxy exit 1 on an unknown flag as cobra says it", () => {
     for (const binary of ["kube-apiserver", "kube-proxy"]) {
       const r = run(30, binary, ["--no-such-flag=1"]);

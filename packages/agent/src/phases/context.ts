@@ -24,6 +24,7 @@ export interface ContextParts {
   services: ServiceManager;
   signCsr: SignCsr;
   kubeApi: KubeApi;
+  masterKubeApi: KubeApi;
 }
 
 export function buildContext(

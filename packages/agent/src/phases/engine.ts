@@ -36,6 +36,8 @@ export interface PhaseEngineOptions {
   signCsr: SignCsr;
   /** Default: the apiserver of the node config with the kubelet's credentials. */
   kubeApi?: KubeApi;
+  /** Default: the same apiserver with a master's control-plane credentials (types.ts). */
+  masterKubeApi?: KubeApi;
   /** Upper bound on one phase call (start, stop or status). */
   phaseTimeoutMs?: number;
   onChange?: (phases: PhaseStatusRecord[]) => void;
@@ -76,6 +78,7 @@ export class PhaseEngine extends EventEmitter<PhaseEngineEvents> {
   private readonly impls = new Map<PhaseId, Phase>();
   private readonly records = new Map<PhaseId, PhaseStatusRecord>();
   private readonly kubeApi: KubeApi;
+  private readonly masterKubeApi: KubeApi;
   private readonly now: () => Date;
   private nodeStatusValue: NodePhaseStatus = "converging";
   private queue: Promise<unknown> = Promise.resolve();
@@ -92,14 +95,16 @@ export class PhaseEngine extends EventEmitter<PhaseEngineEvents> {
     for (const phase of options.phases) this.impls.set(phase.id, phase);
     const missing = this.definitions.filter((d) => !this.impls.has(d.id as PhaseId)).map((d) => d.id);
     if (missing.length > 0) throw new Error(`no implementation for phase(s) ${missing.join(", ")}`);
-    this.kubeApi =
-      options.kubeApi ??
+    const kubeApiAs = (profile: "kubelet" | "apiserver-kubelet-client") =>
       createKubeApi({
         url: options.config.apiServerUrl,
         caFile: this.paths.caCert,
-        certFile: this.paths.cert("kubelet"),
-        keyFile: this.paths.key("kubelet"),
+        certFile: this.paths.cert(profile),
+        keyFile: this.paths.key(profile),
       });
+    this.kubeApi = options.kubeApi ?? kubeApiAs("kubelet");
+    // A test that brings its own API without a master one gets it for both identities.
+    this.masterKubeApi = options.masterKubeApi ?? options.kubeApi ?? kubeApiAs("apiserver-kubelet-client");
     this.restore(loadPhaseState(options.stateFile));
   }
 
@@ -207,6 +212,7 @@ export class PhaseEngine extends EventEmitter<PhaseEngineEvents> {
         services: this.options.services,
         signCsr: this.options.signCsr,
         kubeApi: this.kubeApi,
+        masterKubeApi: this.masterKubeApi,
       },
       { signal, intent, regenerateCerts, log },
     );

@@ -4,9 +4,10 @@ import { readBody } from "../read-body.ts";
 
 /**
  * The few Kubernetes API calls the phases make (node labels, taints, cordon, drain), over
- * https with the cluster CA and the node's kubelet client certificate: the agent acts as the
- * node it manages. Credentials are read per call because they appear (and may be renewed)
- * while the phases run.
+ * https with the cluster CA and a client certificate: the node's kubelet certificate for what a
+ * kubelet may do to its own Node, a master's control-plane certificate for what only the masters
+ * do (node-api.ts says which is which). Credentials are read per call because they appear (and
+ * may be renewed) while the phases run.
  */
 
 export interface KubeNode {
@@ -32,6 +33,8 @@ export interface KubeApi {
   readonly url: string;
   ready(signal?: AbortSignal): Promise<void>;
   getNode(name: string, signal?: AbortSignal): Promise<KubeNode | undefined>;
+  /** Nodes matching an equality-based label selector (`a=b,c=d`). */
+  listNodes(labelSelector: string, signal?: AbortSignal): Promise<KubeNode[]>;
   /** JSON merge patch (lists are replaced whole). */
   patchNode(name: string, patch: unknown, signal?: AbortSignal): Promise<KubeNode>;
   /** Deletes the Node object; one already gone counts as deleted. */
@@ -76,6 +79,12 @@ export function createKubeApi(credentials: KubeCredentials, timeoutMs = 5000): K
       if (answer.status === 404) return undefined;
       expectOk(answer, `GET node ${name}`);
       return answer.json as KubeNode;
+    },
+    async listNodes(labelSelector, signal) {
+      const path = `/api/v1/nodes?labelSelector=${encodeURIComponent(labelSelector)}`;
+      const answer = await request("GET", path, undefined, signal);
+      expectOk(answer, `list nodes ${labelSelector}`);
+      return ((answer.json as { items?: KubeNode[] })?.items ?? []) as KubeNode[];
     },
     async patchNode(name, patch, signal) {
       const answer = await request(

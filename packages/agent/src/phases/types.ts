@@ -46,7 +46,13 @@ export interface PhaseContext {
   signal: AbortSignal;
   services: ServiceManager;
   signCsr: SignCsr;
+  /** The API as this node's kubelet (system:node:<name>): what NodeRestriction lets a kubelet do. */
   kubeApi: KubeApi;
+  /**
+   * The API as the masters' control plane (apiserver-kubelet-client, system:masters), for what a
+   * kubelet may not do (node-api.ts). Only masters hold its certificate; on a worker every call fails.
+   */
+  masterKubeApi: KubeApi;
   intent: PhaseIntent;
   regenerateCerts: boolean;
   /** Runs a command (clean environment plus `env`); throws with its output when it fails. */

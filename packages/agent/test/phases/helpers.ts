@@ -152,6 +152,8 @@ export function phaseContexts(parts: {
   config: NodeConfig;
   services: ServiceManager;
   kubeApi?: KubeApi;
+  /** Default: kubeApi, one fake playing both identities. */
+  masterKubeApi?: KubeApi;
   signCsr?: SignCsr;
   timeoutMs?: number;
 }): (intent?: PhaseIntent) => PhaseContext {
@@ -164,6 +166,7 @@ export function phaseContexts(parts: {
         log: testLog(),
         services: parts.services,
         kubeApi: parts.kubeApi ?? (undefined as unknown as KubeApi),
+        masterKubeApi: parts.masterKubeApi ?? parts.kubeApi ?? (undefined as unknown as KubeApi),
         signCsr:
           parts.signCsr ??
           (async () => {

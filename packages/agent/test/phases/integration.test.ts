@@ -70,6 +70,7 @@ function apiGet(
   path: string,
   auth: { token?: string; cert?: boolean },
   method = "GET",
+  patch?: unknown,
 ): Promise<{ status: number; body: string }> {
   const pki = join(config.hostRoot, "etc", "keelson", "pki");
   return new Promise((resolve, reject) => {
@@ -81,7 +82,10 @@ function apiGet(
         ...(auth.cert
           ? { cert: readFileSync(join(pki, "kubelet.crt")), key: readFileSync(join(pki, "kubelet.key")) }
           : {}),
-        headers: auth.token ? { authorization: `Bearer ${auth.token}` } : {},
+        headers: {
+          ...(auth.token ? { authorization: `Bearer ${auth.token}` } : {}),
+          ...(patch === undefined ? {} : { "content-type": "application/merge-patch+json" }),
+        },
       },
       (res) => {
         let body = "";
@@ -92,7 +96,7 @@ function apiGet(
       },
     );
     req.on("error", reject);
-    req.end();
+    req.end(patch === undefined ? undefined : JSON.stringify(patch));
   });
 }
 
@@ -146,6 +150,25 @@ describe("all phases on one master", () => {
     expect(body.metadata.labels).toMatchObject({ "node-role.kubernetes.io/master": "", "keelson.io/cluster": "c1" });
     expect(body.spec.taints).toContainEqual({ key: "node-role.kubernetes.io/master", effect: "NoSchedule" });
     expect(body.spec.unschedulable).toBeFalsy();
+    // What node-taints did before: as the node's kubelet, the real NodeRestriction refusals.
+    const path = `/api/v1/nodes/${config.nodeName}`;
+    const asKubelet = async (method: string, patch?: unknown) => {
+      const answer = await apiGet(path, { cert: true }, method, patch);
+      return { status: answer.status, message: JSON.parse(answer.body).message };
+    };
+    const label = { metadata: { labels: { "node-role.kubernetes.io/control-plane": null } } };
+    expect(await asKubelet("PATCH", label)).toEqual({
+      status: 403,
+      message: `nodes "${config.nodeName}" is forbidden: is not allowed to modify labels: node-role.kubernetes.io/control-plane`,
+    });
+    expect(await asKubelet("PATCH", { spec: { taints: [] } })).toEqual({
+      status: 403,
+      message: `nodes "${config.nodeName}" is forbidden: node "${config.nodeName}" is not allowed to modify taints`,
+    });
+    expect(await asKubelet("DELETE")).toEqual({
+      status: 403,
+      message: `nodes "${config.nodeName}" is forbidden: User "system:node:${config.nodeName}" cannot delete resource "nodes" in API group "" at the cluster scope`,
+    });
     // A token the control plane issued passes the node bouncer; anything else does not.
     expect((await apiGet("/api/v1/nodes", { token: TOKEN })).status).toBe(200);
     expect((await apiGet("/api/v1/nodes", { token: "forged" })).status).toBe(401);
@@ -262,7 +285,18 @@ describe("all phases on one master", () => {
         signCsr: ca.signCsr,
         phaseTimeoutMs: 30_000,
       });
-      const started = await worker.start();
+      // The worker's role label comes from a master's status pass (node-roles.ts): run them meanwhile.
+      let masterPasses = true;
+      const passes = (async () => {
+        while (masterPasses) {
+          await engine.status();
+          await new Promise((r) => setTimeout(r, 300));
+        }
+      })();
+      const started = await worker.start().finally(() => {
+        masterPasses = false;
+      });
+      await passes;
       expect(started, JSON.stringify(worker.list().find((p) => p.state === "failed"))).toEqual({ ok: true });
       expect(worker.list()).toHaveLength(15);
       expect(worker.allRunning()).toBe(true);
@@ -273,11 +307,11 @@ describe("all phases on one master", () => {
 
       expect(await worker.stop({ intent: "detach" })).toEqual({ ok: true });
       expect(workerServices.livePids()).toEqual({});
-      // The agent acts as the node's kubelet, and the Node authorizer grants a kubelet no delete
-      // of Node objects (bootstrappolicy.NodeRules): the Node stays and the stop says why.
+      // The Node authorizer grants a kubelet no delete of Node objects (bootstrappolicy.NodeRules)
+      // and a worker holds no other credential: the Node stays and the stop says why.
       expect((await apiGet(`/api/v1/nodes/${workerConfig.nodeName}`, { cert: true })).status).toBe(200);
-      expect(worker.list().find((p) => p.id === "kubelet")?.message).toMatch(
-        /could not remove node .* 403: nodes ".*" is forbidden: User "system:node:.*" cannot delete resource "nodes"/,
+      expect(worker.list().find((p) => p.id === "kubelet")?.message).toBe(
+        `node ${workerConfig.nodeName} stays registered: a kubelet may not delete its Node and a worker holds no other credential; remove it with kubectl delete node ${workerConfig.nodeName}`,
       );
     } finally {
       workerServices.close();

@@ -1,17 +1,19 @@
 import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it, vi } from "vitest";
 import type { NodeConfig, NodeConfigInput } from "../../src/phases/config.ts";
 import { certRequests } from "../../src/phases/impl/certs.ts";
 import { renderContainerdConfig } from "../../src/phases/impl/containerd-config.ts";
 import { parseMemberList } from "../../src/phases/impl/etcd.ts";
+import { kubelet } from "../../src/phases/impl/kube-services.ts";
 import { appCatalog, keepalived } from "../../src/phases/impl/masters.ts";
 import { cniFiles, configureCni, networkConfig } from "../../src/phases/impl/network.ts";
 import { drainPods, nodeTaints, uncordon } from "../../src/phases/impl/node-api.ts";
+import { WORKER_LABEL } from "../../src/phases/impl/node-roles.ts";
 import { prepareConfig } from "../../src/phases/impl/prepare-config.ts";
 import { cpuSettings } from "../../src/phases/impl/render.ts";
 import { configureRuntime } from "../../src/phases/impl/runtime.ts";
-import type { KubeApi, KubeNode, PodRef } from "../../src/phases/kube-api.ts";
+import { type KubeApi, KubeApiError, type KubeNode, type PodRef } from "../../src/phases/kube-api.ts";
 import { nodePaths } from "../../src/phases/paths.ts";
 import { DirectSupervisor, killAllFromPidFiles } from "../../src/services/direct.ts";
 import { fakeHost, MASTER_CERT_PROFILES, nodeConfig, phaseContexts, tempDir, testLog } from "./helpers.ts";
@@ -22,21 +24,40 @@ class FakeKube implements KubeApi {
   nodes = new Map<string, KubeNode>();
   pods: (PodRef & { node: string })[] = [];
   evicted: string[] = [];
+  /** Set on the view a kubelet gets (asKubelet): what NodeRestriction refuses it, it refuses. */
+  kubeletOf?: string;
+  /** Every write, as "<identity> <verb> <node>". */
+  writes: string[] = [];
   async ready() {}
   async getNode(name: string) {
     return structuredClone(this.nodes.get(name));
   }
-  async patchNode(
-    name: string,
-    patch: { metadata?: { labels?: Record<string, string> }; spec?: Record<string, unknown> },
-  ) {
+  async listNodes(labelSelector: string) {
+    const terms = labelSelector.split(",").map((t) => t.split("="));
+    return [...this.nodes.values()]
+      .filter((n) => terms.every(([k, v]) => n.metadata.labels?.[k ?? ""] === v))
+      .map((n) => structuredClone(n));
+  }
+  async patchNode(name: string, patch: { metadata?: { labels?: Record<string, string> }; spec?: KubeNode["spec"] }) {
     const node = this.nodes.get(name);
     if (!node) throw new Error("404");
+    if (this.kubeletOf !== undefined) {
+      if (name !== this.kubeletOf)
+        throw new KubeApiError(`node "${this.kubeletOf}" is not allowed to modify node "${name}"`, 403);
+      if (patch.spec?.taints !== undefined)
+        throw new KubeApiError(`node "${name}" is not allowed to modify taints`, 403);
+      const role = Object.keys(patch.metadata?.labels ?? {}).filter((k) => k.includes("kubernetes.io/"));
+      if (role.length > 0) throw new KubeApiError(`is not allowed to modify labels: ${role.join(", ")}`, 403);
+    }
+    this.writes.push(`${this.kubeletOf === undefined ? "master" : "kubelet"} patch ${name}`);
     node.metadata.labels = { ...node.metadata.labels, ...patch.metadata?.labels };
     node.spec = { ...node.spec, ...patch.spec };
     return structuredClone(node);
   }
   async deleteNode(name: string) {
+    if (this.kubeletOf !== undefined)
+      throw new KubeApiError(`User "system:node:${this.kubeletOf}" cannot delete resource "nodes"`, 403);
+    this.writes.push(`master delete ${name}`);
     this.nodes.delete(name);
   }
   async listPodsOnNode(nodeName: string) {
@@ -46,12 +67,18 @@ class FakeKube implements KubeApi {
     this.evicted.push(`${pod.namespace}/${pod.name}`);
     this.pods = this.pods.filter((p) => !(p.namespace === pod.namespace && p.name === pod.name));
   }
+  /** The same objects, as node `name`'s kubelet sees them. */
+  asKubelet(name: string): FakeKube {
+    const view = Object.create(this) as FakeKube;
+    view.kubeletOf = name;
+    return view;
+  }
 }
 
 const roots: string[] = [];
 const supervisors: DirectSupervisor[] = [];
 
-function setup(input: Partial<NodeConfigInput> = {}) {
+function setup({ sharedKube, ...input }: Partial<NodeConfigInput> & { sharedKube?: FakeKube } = {}) {
   const root = tempDir("phase");
   roots.push(root);
   const config: NodeConfig = nodeConfig({
@@ -62,9 +89,9 @@ function setup(input: Partial<NodeConfigInput> = {}) {
   });
   const services = new DirectSupervisor({ hostRoot: config.hostRoot, log: testLog() });
   supervisors.push(services);
-  const kube = new FakeKube();
+  const kube = sharedKube ?? new FakeKube();
   kube.nodes.set(config.nodeName, { metadata: { name: config.nodeName, labels: {} }, spec: {} });
-  const ctx = phaseContexts({ config, services, kubeApi: kube });
+  const ctx = phaseContexts({ config, services, kubeApi: kube.asKubelet(config.nodeName), masterKubeApi: kube });
   return { root, config, services, kube, ctx, paths: nodePaths(config.hostRoot) };
 }
 
@@ -199,7 +226,7 @@ describe("certificates", () => {
 });
 
 describe("Kubernetes API phases", () => {
-  it("labels and taints a master unless workloads are allowed there, keeping other taints", async () => {
+  it("a master labels and taints its Node with its control-plane identity, keeping other taints", async () => {
     const { ctx, kube, config } = setup();
     kube.nodes.get(config.nodeName)!.spec = { taints: [{ key: "user/dedicated", value: "gpu", effect: "NoSchedule" }] };
     await nodeTaints.start(ctx());
@@ -207,28 +234,65 @@ describe("Kubernetes API phases", () => {
     expect(node.metadata.labels).toMatchObject({
       "node-role.kubernetes.io/master": "",
       "node-role.kubernetes.io/control-plane": "",
+      "keelson.io/role": "master",
     });
     expect(node.spec?.taints?.map((t) => t.key)).toEqual([
       "user/dedicated",
       "node-role.kubernetes.io/master",
       "node-role.kubernetes.io/control-plane",
     ]);
+    // Never as its kubelet: NodeRestriction refuses a kubelet role labels and taint changes.
+    expect(kube.writes).toEqual([`master patch ${config.nodeName}`]);
     await expect(nodeTaints.status(ctx("status"))).resolves.toBeUndefined();
 
     const open = setup({ cluster: { allowWorkloadsOnMaster: 1 } });
     await nodeTaints.start(open.ctx());
     expect(open.kube.nodes.get(open.config.nodeName)!.spec?.taints).toEqual([]);
-    const worker = setup({ role: "worker" });
-    await nodeTaints.start(worker.ctx());
-    expect(worker.kube.nodes.get(worker.config.nodeName)!.metadata.labels).toHaveProperty(
-      ["node-role.kubernetes.io/worker"],
-      "",
+  });
+
+  it("a worker's role label comes from a master's pass; its kubelet sets only the keelson.io labels", async () => {
+    const master = setup();
+    await nodeTaints.start(master.ctx());
+    const worker = setup({ role: "worker", primaryIp: "127.0.0.12", sharedKube: master.kube });
+    const name = worker.config.nodeName;
+    const started = nodeTaints.start(worker.ctx());
+    await vi.waitFor(() =>
+      expect(master.kube.nodes.get(name)!.metadata.labels).toHaveProperty(["keelson.io/role"], "worker"),
     );
-    // A taint added by hand to a worker is ours to remove: status says so.
-    worker.kube.nodes.get(worker.config.nodeName)!.spec!.taints = [
-      { key: "node-role.kubernetes.io/master", effect: "NoSchedule" },
-    ];
+    expect(await nodeTaints.status(master.ctx("status"))).toEqual({ message: `labelled worker(s) ${name}` });
+    await expect(started).resolves.toEqual({ message: "labelled worker by a master; no role taint" });
+    expect(master.kube.nodes.get(name)!.metadata.labels).toHaveProperty([WORKER_LABEL], "");
+    expect(master.kube.writes).toEqual([
+      `master patch ${master.config.nodeName}`,
+      `kubelet patch ${name}`,
+      `master patch ${name}`,
+    ]);
+    // A role taint put on a worker by hand: the worker reports it, the next master pass removes it.
+    master.kube.nodes.get(name)!.spec!.taints = [{ key: "node-role.kubernetes.io/master", effect: "NoSchedule" }];
     await expect(nodeTaints.status(worker.ctx("status"))).rejects.toThrow(/should not be there/);
+    await nodeTaints.status(master.ctx("status"));
+    expect(master.kube.nodes.get(name)!.spec?.taints).toEqual([]);
+    await expect(nodeTaints.status(worker.ctx("status"))).resolves.toBeUndefined();
+  });
+
+  it("on detach a master deletes its own Node with its control-plane identity; a worker's Node stays, said so", async () => {
+    const master = setup({ primaryIp: "127.0.0.14" });
+    const worker = setup({ role: "worker", primaryIp: "127.0.0.15", sharedKube: master.kube });
+    expect(await kubelet.stop(worker.ctx("detach"))).toEqual({
+      message: `node ${worker.config.nodeName} stays registered: a kubelet may not delete its Node and a worker holds no other credential; remove it with kubectl delete node ${worker.config.nodeName}`,
+    });
+    expect(await kubelet.stop(master.ctx("detach"))).toEqual({
+      message: `node ${master.config.nodeName} removed from the cluster`,
+    });
+    expect(master.kube.writes).toEqual([`master delete ${master.config.nodeName}`]);
+    expect([...master.kube.nodes.keys()]).toEqual([worker.config.nodeName]);
+  });
+
+  it("a worker without a master to label it fails naming what it waited for", async () => {
+    const worker = setup({ role: "worker", primaryIp: "127.0.0.13", timeouts: { waitForServicesMs: 300 } });
+    await expect(nodeTaints.start(worker.ctx())).rejects.toThrow(
+      `waited 300 ms for a master to label node ${worker.config.nodeName} (a kubelet may not set its own role or taints): label ${WORKER_LABEL}= missing`,
+    );
   });
 
   it("drains by cordoning and evicting (not DaemonSet pods), and uncordons only its own cordon", async () => {

@@ -9,6 +9,7 @@ import { configuredServiceEnv, definePhase, ensureService, expectServiceRunning,
 import { CONTROLLER_SERVICES, CONTROLLERS } from "./controllers.ts";
 import { etcdUrls } from "./etcd.ts";
 import { cniFiles } from "./network.ts";
+import { kubeletNodeLabels, kubeletRegisterTaints } from "./node-roles.ts";
 
 /**
  * kubelet, kube-proxy (and, on masters, the kube-apiserver, kube-controller-manager and
@@ -89,6 +90,13 @@ function kubeletSpec(ctx: PhaseContext, minor: number): ServiceSpec {
       `--kubeconfig=${paths.kubeletKubeconfig}`,
       `--hostname-override=${config.nodeName}`,
       `--node-ip=${config.primaryIp}`,
+      // What a kubelet may put on its Node itself, at registration only (node-roles.ts).
+      `--node-labels=${Object.entries(kubeletNodeLabels(ctx))
+        .map(([k, v]) => `${k}=${v}`)
+        .join(",")}`,
+      ...(kubeletRegisterTaints(ctx).length > 0
+        ? [`--register-with-taints=${kubeletRegisterTaints(ctx).join(",")}`]
+        : []),
       // --dynamic-config-dir went in Kubernetes 1.24; the drop-in directory replaces it from 1.30.
       ...(kubeletTakesConfigDir(minor) ? [`--config-dir=${paths.kubeletConfigDir}`] : []),
     ],
@@ -134,14 +142,17 @@ export const kubelet = definePhase({
   async stop(ctx) {
     await ctx.services.stop("kubelet");
     let message: string | undefined;
-    if (ctx.intent === "detach") {
-      // The node leaves the cluster: its Node object goes too (while this master's API still answers).
+    if (ctx.intent === "detach" && ctx.config.role === "master") {
+      // The master leaves the cluster: its Node object goes too, deleted with the masters'
+      // credential (a kubelet may not delete its Node) while this master's API still answers.
       try {
-        await ctx.kubeApi.deleteNode(ctx.config.nodeName, ctx.signal);
+        await ctx.masterKubeApi.deleteNode(ctx.config.nodeName, ctx.signal);
         message = `node ${ctx.config.nodeName} removed from the cluster`;
       } catch (err) {
         message = `could not remove node ${ctx.config.nodeName} from the cluster: ${(err as Error).message}`;
       }
+    } else if (ctx.intent === "detach") {
+      message = `node ${ctx.config.nodeName} stays registered: a kubelet may not delete its Node and a worker holds no other credential; remove it with kubectl delete node ${ctx.config.nodeName}`;
     }
     if (ctx.config.role === "master") {
       for (const name of [...CONTROLLER_SERVICES].reverse()) await ctx.services.stop(name);

@@ -4,42 +4,27 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { urlHost } from "@keelson/protocol";
 import { readTextOrUndefined, writeFileAtomic } from "../../services/atomic-file.ts";
 import { httpGet } from "../../services/probe.ts";
-import { allowsWorkloadsOnMaster } from "../config.ts";
 import type { KubeNode, Taint } from "../kube-api.ts";
 import { type PhaseContext, PhaseError } from "../types.ts";
 import { type DesiredFile, definePhase, expectFiles, writeFiles } from "./common.ts";
 import { kubeletMinor, kubeletTakesConfigDir } from "./kube-services.ts";
+import { desiredLabels, desiredRoleTaints, kubeletNodeLabels, ROLE_TAINT_KEYS, WORKER_LABEL } from "./node-roles.ts";
 import { cpuSettings, renderKubeletConfig } from "./render.ts";
 
 /**
  * The phases that talk to the cluster's Kubernetes API about this node: taints and labels,
  * dynamic kubelet configuration, uncordon (only a cordon Keelson made: a marker file records
  * it), and the stop-only drain (cordon, then evict every pod that is not a DaemonSet's).
+ * Who may set what on a Node, and so which credential each step uses: node-roles.ts.
  */
-
-const ROLE_TAINT_KEYS = ["node-role.kubernetes.io/master", "node-role.kubernetes.io/control-plane"];
-
-export function desiredLabels(ctx: PhaseContext): Record<string, string> {
-  const labels: Record<string, string> = {
-    [`node-role.kubernetes.io/${ctx.config.role}`]: "",
-    "keelson.io/cluster": ctx.config.clusterId,
-    "keelson.io/node": ctx.config.nodeId,
-  };
-  if (ctx.config.role === "master") labels["node-role.kubernetes.io/control-plane"] = "";
-  return labels;
-}
-
-/** Our role taints: NoSchedule on masters unless the cluster allows workloads there. */
-export function desiredRoleTaints(ctx: PhaseContext): Taint[] {
-  if (ctx.config.role !== "master" || allowsWorkloadsOnMaster(ctx.config.cluster)) return [];
-  return ROLE_TAINT_KEYS.map((key) => ({ key, effect: "NoSchedule" as const }));
-}
 
 async function requireNode(ctx: PhaseContext): Promise<KubeNode> {
   const node = await ctx.kubeApi.getNode(ctx.config.nodeName, ctx.signal);
   if (!node) throw new PhaseError(`node ${ctx.config.nodeName} is not registered with ${ctx.kubeApi.url}`);
   return node;
 }
+
+const sameTaint = (a: Taint, b: Taint) => a.key === b.key && a.effect === b.effect;
 
 function taintProblems(ctx: PhaseContext, node: KubeNode): string[] {
   const problems: string[] = [];
@@ -50,11 +35,10 @@ function taintProblems(ctx: PhaseContext, node: KubeNode): string[] {
   const ours = (node.spec?.taints ?? []).filter((t) => ROLE_TAINT_KEYS.includes(t.key));
   const wanted = desiredRoleTaints(ctx);
   for (const taint of wanted) {
-    if (!ours.some((t) => t.key === taint.key && t.effect === taint.effect))
-      problems.push(`taint ${taint.key}:${taint.effect} missing`);
+    if (!ours.some((t) => sameTaint(t, taint))) problems.push(`taint ${taint.key}:${taint.effect} missing`);
   }
   for (const taint of ours) {
-    if (!wanted.some((t) => t.key === taint.key && t.effect === taint.effect)) {
+    if (!wanted.some((t) => sameTaint(t, taint))) {
       problems.push(
         `taint ${taint.key}:${taint.effect} should not be there${ctx.config.role === "master" ? " (allowWorkloadsOnMaster)" : ""}`,
       );
@@ -63,22 +47,75 @@ function taintProblems(ctx: PhaseContext, node: KubeNode): string[] {
   return problems;
 }
 
+/** Other taints (the user's, the cloud's) stay; only the role taints are ours to set. */
+function withRoleTaints(node: KubeNode, wanted: Taint[]): Taint[] {
+  return [...(node.spec?.taints ?? []).filter((t) => !ROLE_TAINT_KEYS.includes(t.key)), ...wanted];
+}
+
+/**
+ * A master's pass over its cluster's workers: each Node whose kubelet registered it as a worker
+ * of this cluster gets the worker label, and loses a master role taint someone put there. Returns
+ * the names it changed.
+ */
+async function labelWorkers(ctx: PhaseContext): Promise<string[]> {
+  const selector = `keelson.io/cluster=${ctx.config.clusterId},keelson.io/role=worker`;
+  const changed: string[] = [];
+  for (const node of await ctx.masterKubeApi.listNodes(selector, ctx.signal)) {
+    const labelled = node.metadata.labels?.[WORKER_LABEL] === "";
+    const roleTainted = (node.spec?.taints ?? []).some((t) => ROLE_TAINT_KEYS.includes(t.key));
+    if (labelled && !roleTainted) continue;
+    const patch = {
+      metadata: { labels: { [WORKER_LABEL]: "" } },
+      ...(roleTainted ? { spec: { taints: withRoleTaints(node, []) } } : {}),
+    };
+    await ctx.masterKubeApi.patchNode(node.metadata.name, patch, ctx.signal);
+    changed.push(node.metadata.name);
+  }
+  return changed;
+}
+
+const workersNote = (changed: string[]) => (changed.length > 0 ? `; labelled worker(s) ${changed.join(", ")}` : "");
+
+/** A worker waits for a master's pass (labelWorkers): its kubelet may not set its role itself. */
+async function awaitMasterLabels(ctx: PhaseContext): Promise<void> {
+  const timeoutMs = ctx.config.timeouts.waitForServicesMs;
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const problems = taintProblems(ctx, await requireNode(ctx));
+    if (problems.length === 0) return;
+    if (Date.now() >= deadline) {
+      throw new PhaseError(
+        `waited ${timeoutMs} ms for a master to label node ${ctx.config.nodeName} (a kubelet may not set its own role or taints): ${problems.join("; ")}`,
+      );
+    }
+    await sleep(500, undefined, { signal: ctx.signal });
+  }
+}
+
 export const nodeTaints = definePhase({
   id: "node-taints",
   async start(ctx) {
     const node = await requireNode(ctx);
-    // Other taints (the user's, the cloud's) stay; only the role taints are ours to set.
-    const others = (node.spec?.taints ?? []).filter((t) => !ROLE_TAINT_KEYS.includes(t.key));
-    const taints = [...others, ...desiredRoleTaints(ctx)];
-    const patched = await ctx.kubeApi.patchNode(
+    const own = kubeletNodeLabels(ctx);
+    if (ctx.config.role !== "master") {
+      // A Node registered before its kubelet had --node-labels: these labels the kubelet may add.
+      if (Object.entries(own).some(([k, v]) => node.metadata.labels?.[k] !== v)) {
+        await ctx.kubeApi.patchNode(ctx.config.nodeName, { metadata: { labels: own } }, ctx.signal);
+      }
+      await awaitMasterLabels(ctx);
+      return { message: "labelled worker by a master; no role taint" };
+    }
+    const roleTaints = desiredRoleTaints(ctx);
+    const patched = await ctx.masterKubeApi.patchNode(
       ctx.config.nodeName,
-      { metadata: { labels: desiredLabels(ctx) }, spec: { taints } },
+      { metadata: { labels: desiredLabels(ctx) }, spec: { taints: withRoleTaints(node, roleTaints) } },
       ctx.signal,
     );
     const problems = taintProblems(ctx, patched);
     if (problems.length > 0) throw new PhaseError(`after patching: ${problems.join("; ")}`);
-    const roleTaints = desiredRoleTaints(ctx);
-    return { message: roleTaints.length > 0 ? "labelled; master NoSchedule taint set" : "labelled; no role taint" };
+    const workers = await labelWorkers(ctx);
+    const done = roleTaints.length > 0 ? "labelled; master NoSchedule taint set" : "labelled; no role taint";
+    return { message: `${done}${workersNote(workers)}` };
   },
   async stop() {
     return undefined;
@@ -86,7 +123,11 @@ export const nodeTaints = definePhase({
   async status(ctx) {
     const problems = taintProblems(ctx, await requireNode(ctx));
     if (problems.length > 0) throw new PhaseError(problems.join("; "));
-    return undefined;
+    if (ctx.config.role !== "master") return undefined;
+    // Workers that joined since are labelled here, not reported: they are not this master's state,
+    // and a failing master status would roll this master back to converging for another node.
+    const workers = await labelWorkers(ctx);
+    return workers.length > 0 ? { message: `labelled worker(s) ${workers.join(", ")}` } : undefined;
   },
 });
 

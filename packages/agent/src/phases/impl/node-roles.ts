@@ -1,0 +1,62 @@
+import { allowsWorkloadsOnMaster } from "../config.ts";
+import type { Taint } from "../kube-api.ts";
+import type { PhaseContext } from "../types.ts";
+
+/**
+ * The labels and taints that say a node's role, and who sets them.
+ *
+ * Who may do what to a Node, on a real kube-apiserver with --authorization-mode=Node,RBAC and
+ * NodeRestriction (plugin/pkg/admission/noderestriction/admission.go): a kubelet registers its
+ * own Node with labels outside kubernetes.io and with taints; afterwards it may change neither
+ * its taints nor a kubernetes.io label outside the kubelet's set (node-role.kubernetes.io/* is
+ * outside it), and it may not delete its Node at all. So:
+ * - the kubelet registers with what it may set (kubeletNodeLabels, kubeletRegisterTaints:
+ *   --node-labels and --register-with-taints, as kubeadm registers a control-plane node);
+ * - the role labels, taint changes and Node deletion are the masters' work, done with their
+ *   control-plane credential (ctx.masterKubeApi): a master labels and taints its own Node, and
+ *   gives the worker label to the workers of its cluster (the Nodes whose kubelet registered
+ *   keelson.io/role=worker), as kubeadm's mark-control-plane and k3s's servers do; a master
+ *   leaving deletes its own Node; a worker leaving cannot, and no master learns that it left, so
+ *   its Node stays until removed with `kubectl delete node` (the kubelet phase says so);
+ * - a worker holds no credential beyond its kubelet's: it checks and waits.
+ * Why not give every node a narrower credential of its own with an RBAC role on nodes: RBAC
+ * cannot keep it to its own Node's labels, so a compromised worker could untaint itself or take
+ * the master role and steer workloads onto itself, which is what NodeRestriction prevents. A
+ * kubelet that claims keelson.io/role=master only goes without the worker label: the master
+ * labels are set by a master on its own Node alone. The masters use the system:masters client
+ * certificate they already hold (bootstrap-objects.ts does the same): a master keeps
+ * system:masters keys anyway (etcd, the kubelet client), so a narrower certificate there would
+ * not narrow what a compromised master can do.
+ */
+
+export const ROLE_TAINT_KEYS = ["node-role.kubernetes.io/master", "node-role.kubernetes.io/control-plane"];
+export const WORKER_LABEL = "node-role.kubernetes.io/worker";
+
+/** The labels the kubelet registers its Node with (none under kubernetes.io: it may not set those). */
+export function kubeletNodeLabels(ctx: PhaseContext): Record<string, string> {
+  return {
+    "keelson.io/cluster": ctx.config.clusterId,
+    "keelson.io/node": ctx.config.nodeId,
+    "keelson.io/role": ctx.config.role,
+  };
+}
+
+export function desiredLabels(ctx: PhaseContext): Record<string, string> {
+  const labels: Record<string, string> = {
+    ...kubeletNodeLabels(ctx),
+    [`node-role.kubernetes.io/${ctx.config.role}`]: "",
+  };
+  if (ctx.config.role === "master") labels["node-role.kubernetes.io/control-plane"] = "";
+  return labels;
+}
+
+/** Our role taints: NoSchedule on masters unless the cluster allows workloads there. */
+export function desiredRoleTaints(ctx: PhaseContext): Taint[] {
+  if (ctx.config.role !== "master" || allowsWorkloadsOnMaster(ctx.config.cluster)) return [];
+  return ROLE_TAINT_KEYS.map((key) => ({ key, effect: "NoSchedule" as const }));
+}
+
+/** --register-with-taints: a master is tainted from its first moment, before node-taints runs. */
+export function kubeletRegisterTaints(ctx: PhaseContext): string[] {
+  return desiredRoleTaints(ctx).map((t) => `${t.key}:${t.effect}`);
+}
