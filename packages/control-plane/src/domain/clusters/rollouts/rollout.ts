@@ -1,12 +1,12 @@
 import { clusters, type Db, firstRow, nodes, type Tx } from "@keelson/db";
 import { asc, eq, inArray } from "drizzle-orm";
+import { latestReports } from "../../../agents/latest-reports.ts";
 import type { Keelson } from "../../../context.ts";
 import { conflict } from "../../../http/errors.ts";
 import { settleAll } from "../../../runner/settle-all.ts";
 import { activeOperationFor, unfinishedParams } from "../../../runner/store.ts";
 import type { OperationKind, OperationRow, OperationStep, StepContext } from "../../../runner/types.ts";
 import { nodePackageRef } from "../../packages/node-shelf.ts";
-import { etcdReports } from "../health/etcd-reports.ts";
 import { isHealthyNode } from "../health/health.ts";
 import { currentClusterStatus, recordTaskFailure, settleClusterTask } from "../health/settle.ts";
 import { deadlineIn } from "../membership/membership.ts";
@@ -101,7 +101,7 @@ function mastersStep(k: Keelson, name: string, masters: RolloutNode[], plan: Rol
         if (!resumed) progress.start([master.id]);
         const deadline = deadlineIn(k.settings.nodeRestartTimeoutMs, ctx);
         // Only reports after this count for etcd (a resumed master: anything it told this process).
-        const since = resumed ? 0 : etcdReports(k.agents).mark();
+        const since = resumed ? 0 : latestReports(k.agents).mark();
         await rollNode(k, ctx, master, await plan.action(clusterId), deadline, resumed);
         // etcd must have all its members before the next master stops its own.
         await waitForEtcdWhole(k, ctx, master, (await clusterNodes(ctx.db, clusterId)).masters, since, deadline);
