@@ -1,7 +1,7 @@
 import type { NodePhaseReport } from "@keelson/protocol";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { SimAgent } from "../../../test/sim/index.ts";
-import { etcdReports } from "../src/domain/clusters/health/etcd-reports.ts";
+import { latestReports } from "../src/agents/latest-reports.ts";
 import { NodeDeadlineError } from "../src/domain/clusters/membership/node-link.ts";
 import { clusterNodes } from "../src/domain/clusters/rollouts/rollout.ts";
 import { waitForEtcdWhole } from "../src/domain/clusters/rollouts/rollout-nodes.ts";
@@ -97,7 +97,7 @@ describe("waitForEtcdWhole", () => {
     const pair = pool.take(2);
     const clusterId = await readyCluster(f, "etg-since", pair, []);
     const k = f.t.app.keelson;
-    const book = etcdReports(k.agents);
+    const book = latestReports(k.agents);
     // The master that joined second last reported ok, API responding, etcd 2 of 2: before the mark.
     const a = pair.find((x) => book.latestOf(x.hostId)?.etcd?.members === 2) as SimAgent;
     const b = pair.find((x) => x !== a) as SimAgent;

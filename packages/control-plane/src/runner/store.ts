@@ -63,21 +63,31 @@ export async function unfinishedParams(
   return rows.map((r) => r.params);
 }
 
+/**
+ * The oldest unfinished operation on `targetId` (of these kinds): what it is, without its params
+ * and progress. Those name every node of a rollout (about 120 KB at 1,000 nodes), and the
+ * health follower asks this every 200 ms while one runs.
+ */
 export async function activeOperationFor(
   tx: Tx,
   targetId: string,
   kinds?: string[],
-): Promise<OperationRow | undefined> {
+): Promise<Pick<OperationRow, "id" | "kind" | "state"> | undefined> {
   const conditions = [eq(operations.targetId, targetId), isUnfinished()];
   if (kinds) conditions.push(inArray(operations.kind, kinds));
   return firstRow(
     await tx
-      .select()
+      .select({ id: operations.id, kind: operations.kind, state: operations.state })
       .from(operations)
       .where(and(...conditions))
       .orderBy(operations.createdAt)
       .limit(1),
   );
+}
+
+/** The params of one operation (undefined: no such operation). */
+export async function operationParams(tx: Tx, id: string): Promise<OperationRow["params"] | undefined> {
+  return firstRow(await tx.select({ params: operations.params }).from(operations).where(eq(operations.id, id)))?.params;
 }
 
 export async function listOperations(

@@ -4,7 +4,7 @@ import { eq } from "drizzle-orm";
 import type { AgentHub } from "../../agents/hub.ts";
 import type { NodeEvent } from "../../agents/node-events.ts";
 import type { Keelson } from "../../context.ts";
-import { activeOperationFor } from "../../runner/store.ts";
+import { activeOperationFor, operationParams } from "../../runner/store.ts";
 import { OperationInterrupted, type OperationKind, type StepContext } from "../../runner/types.ts";
 
 export const HOST_UPGRADE_KIND = "hosts.upgrade";
@@ -16,7 +16,8 @@ export async function hostsInAgentRollout(
 ): Promise<{ operationId: string; hosts: Set<string> } | undefined> {
   const op = await activeOperationFor(tx, projectId, [HOST_UPGRADE_KIND]);
   if (!op) return undefined;
-  const batches = (op.params as unknown as Partial<HostUpgradeParams>).batches ?? [];
+  const params = (await operationParams(tx, op.id)) as Partial<HostUpgradeParams> | undefined;
+  const batches = params?.batches ?? [];
   return { operationId: op.id, hosts: new Set(batches.flat()) };
 }
 

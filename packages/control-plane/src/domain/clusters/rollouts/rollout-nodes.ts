@@ -1,10 +1,10 @@
 import { AGENT_CAPABILITIES, CommandErrorCode, type CommandPayload } from "@keelson/protocol";
 import type { AgentHub } from "../../../agents/hub.ts";
+import { type LatestReport, latestReports } from "../../../agents/latest-reports.ts";
 import type { NodeEvent } from "../../../agents/node-events.ts";
 import type { Keelson } from "../../../context.ts";
 import type { StepContext } from "../../../runner/types.ts";
 import { nodePackageRefusal } from "../../packages/node-shelf.ts";
-import { type EtcdReport, etcdReports } from "../health/etcd-reports.ts";
 import { observe } from "../membership/membership.ts";
 import {
   type Deadline,
@@ -42,12 +42,12 @@ interface PhaseLike {
 }
 
 /**
- * Starts noting each host's latest report to this process (etcd-reports.ts); call once at
+ * Starts noting each host's latest report to this process (agents/latest-reports.ts); call once at
  * startup, before agents connect. After a control-plane restart a node's row still shows what
  * it reported to the previous process; only a report to this one says where it is now.
  */
 export function trackReports(hub: AgentHub): void {
-  etcdReports(hub);
+  latestReports(hub);
 }
 
 function seconds(ms: number): string {
@@ -99,7 +99,7 @@ function isBack(node: { status: string; apiResponding: boolean }, isMaster: bool
  * their way when it was sent) say nothing about it, whenever they arrive.
  */
 function commandVerdict(
-  latest: EtcdReport,
+  latest: LatestReport,
   command: string,
   node: RolloutNode,
   clusterId: string,
@@ -129,7 +129,7 @@ export async function rollNode(
   resumed: boolean,
 ): Promise<void> {
   const hub = k.agents;
-  const book = etcdReports(hub);
+  const book = latestReports(hub);
   const clusterId = action.payload.clusterId;
   const what = action.name === "node.restart" ? "restart" : "upgrade";
   const commandId = `${ctx.op.id}:${node.id}:${action.name}`;
@@ -245,7 +245,7 @@ async function waitForEtcdPhases(
 }
 
 /** What the master last said about etcd since its restart began, for the timeout's error. */
-function etcdSeen(report: EtcdReport | undefined, since: number, masters: number): string {
+function etcdSeen(report: LatestReport | undefined, since: number, masters: number): string {
   if (!report || report.seq <= since) return "it sent no report since its restart began";
   const status = report.status === "ok" ? "" : `; status ${report.status}`;
   const api = report.apiResponding ? "" : "; API server not responding";
@@ -257,7 +257,7 @@ function etcdSeen(report: EtcdReport | undefined, since: number, masters: number
 /**
  * After a master is back, before the next one goes down ("etcd healthy with all members",
  * issue 5): a report from this master received after its restart began (`since`, a mark of
- * etcdReports taken before the command was sent; 0 for a master resumed after a control-plane
+ * latestReports taken before the command was sent; 0 for a master resumed after a control-plane
  * restart: anything it told this process) says status ok, API server responding, and etcd with
  * as many members as the cluster has masters, every one of them healthy. Agents check etcd
  * again every second while it is not whole and report when that changes, so this wakes on
@@ -272,7 +272,7 @@ export async function waitForEtcdWhole(
   since: number,
   deadline: Deadline,
 ): Promise<void> {
-  const book = etcdReports(k.agents);
+  const book = latestReports(k.agents);
   const clusterId = ctx.op.targetId;
   const started = Date.now();
   const outcome = await waitForNode<"whole" | "no-etcd">(

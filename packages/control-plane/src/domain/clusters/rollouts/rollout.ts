@@ -1,16 +1,17 @@
 import { clusters, type Db, firstRow, nodes, type Tx } from "@keelson/db";
 import { asc, eq, inArray } from "drizzle-orm";
+import { latestReports } from "../../../agents/latest-reports.ts";
 import type { Keelson } from "../../../context.ts";
 import { conflict } from "../../../http/errors.ts";
 import { settleAll } from "../../../runner/settle-all.ts";
 import { activeOperationFor, unfinishedParams } from "../../../runner/store.ts";
 import type { OperationKind, OperationRow, OperationStep, StepContext } from "../../../runner/types.ts";
 import { nodePackageRef } from "../../packages/node-shelf.ts";
-import { etcdReports } from "../health/etcd-reports.ts";
 import { isHealthyNode } from "../health/health.ts";
 import { currentClusterStatus, recordTaskFailure, settleClusterTask } from "../health/settle.ts";
 import { deadlineIn } from "../membership/membership.ts";
 import type { ClusterSpec } from "../spec/fields.ts";
+import { NodeProgress } from "./node-progress.ts";
 import { type NodeAction, type RolloutNode, rollNode, trackReports, waitForEtcdWhole } from "./rollout-nodes.ts";
 import { prefetchStep } from "./rollout-prefetch.ts";
 
@@ -68,55 +69,6 @@ export async function clusterNodes(
   return { masters: all.filter((n) => n.isMaster), workers: all.filter((n) => !n.isMaster) };
 }
 
-// ---- progress ---------------------------------------------------------------------------
-
-function ids(value: unknown): string[] {
-  return Array.isArray(value) ? value.filter((v): v is string => typeof v === "string") : [];
-}
-
-/**
- * `started` is saved at once, before any command of a batch is sent; `done` at most every
- * 250 ms and at the end of each batch. A done node not yet saved is only waited for again
- * after a crash (it is started), so throttling it never makes a node restart twice.
- */
-class NodeProgress {
-  readonly started: Set<string>;
-  readonly done: Set<string>;
-  private last = 0;
-  private dirty = false;
-
-  constructor(private readonly ctx: StepContext) {
-    this.started = new Set(ids(ctx.progress.started));
-    this.done = new Set(ids(ctx.progress.done));
-  }
-
-  start(nodeIds: string[]): void {
-    for (const id of nodeIds) this.started.add(id);
-    this.save();
-  }
-
-  finish(id: string): void {
-    this.done.add(id);
-    this.dirty = true;
-    if (Date.now() - this.last >= 250) this.save();
-  }
-
-  /** Saves what is not saved yet, and waits until every save so far is written. */
-  async flush(): Promise<void> {
-    if (this.dirty) this.save();
-    await this.saving;
-  }
-
-  /** Saves in between run in the background, in order (one connection or one row). */
-  private saving: Promise<void> = Promise.resolve();
-
-  private save(): void {
-    this.dirty = false;
-    this.last = Date.now();
-    this.saving = this.ctx.saveProgress({ started: [...this.started], done: [...this.done] });
-  }
-}
-
 // ---- steps ------------------------------------------------------------------------------
 
 interface RolloutPlan {
@@ -127,8 +79,8 @@ interface RolloutPlan {
    * those at the target): one query per step, not one per node.
    */
   skip?: (nodes: RolloutNode[]) => Promise<Set<string>>;
-  /** After a node is back. */
-  onNodeDone?: (ctx: StepContext, node: RolloutNode) => void | Promise<void>;
+  /** What being back means for these nodes, written before `done` is saved (NodeProgress). */
+  recordDone?: (nodeIds: string[]) => Promise<void>;
 }
 
 function nodesOf(op: OperationRow, key: string): RolloutNode[] {
@@ -140,7 +92,7 @@ function mastersStep(k: Keelson, name: string, masters: RolloutNode[], plan: Rol
   return {
     name,
     run: async (ctx) => {
-      const progress = new NodeProgress(ctx);
+      const progress = new NodeProgress(ctx, plan.recordDone);
       const clusterId = ctx.op.targetId;
       const skipped = (await plan.skip?.(masters)) ?? new Set();
       for (const master of masters) {
@@ -149,11 +101,10 @@ function mastersStep(k: Keelson, name: string, masters: RolloutNode[], plan: Rol
         if (!resumed) progress.start([master.id]);
         const deadline = deadlineIn(k.settings.nodeRestartTimeoutMs, ctx);
         // Only reports after this count for etcd (a resumed master: anything it told this process).
-        const since = resumed ? 0 : etcdReports(k.agents).mark();
+        const since = resumed ? 0 : latestReports(k.agents).mark();
         await rollNode(k, ctx, master, await plan.action(clusterId), deadline, resumed);
         // etcd must have all its members before the next master stops its own.
         await waitForEtcdWhole(k, ctx, master, (await clusterNodes(ctx.db, clusterId)).masters, since, deadline);
-        await plan.onNodeDone?.(ctx, master);
         progress.finish(master.id);
         await progress.flush();
       }
@@ -175,7 +126,7 @@ function workersStep(
   return {
     name,
     run: async (ctx) => {
-      const progress = new NodeProgress(ctx);
+      const progress = new NodeProgress(ctx, plan.recordDone);
       const clusterId = ctx.op.targetId;
       const skipped = (await plan.skip?.(workers)) ?? new Set();
       const todo = workers.filter((n) => !progress.done.has(n.id) && !skipped.has(n.id));
@@ -195,7 +146,6 @@ function workersStep(
             group.length,
             group.map(async (node) => {
               await rollNode(k, ctx, node, action, deadline, resumed);
-              await plan.onNodeDone?.(ctx, node);
               progress.finish(node.id);
             }),
           );
@@ -301,8 +251,8 @@ export function rolloutOperationKinds(k: Keelson): OperationKind[] {
             },
           }),
           skip: atTarget,
-          onNodeDone: async (_ctx, node) => {
-            await k.db.update(nodes).set({ actualKubeRoleVersion: target }).where(eq(nodes.id, node.id));
+          recordDone: async (nodeIds) => {
+            await k.db.update(nodes).set({ actualKubeRoleVersion: target }).where(inArray(nodes.id, nodeIds));
           },
         };
         const everyNode = () => [...nodesOf(op, "masters"), ...nodesOf(op, "chosen"), ...nodesOf(op, "workers")];

@@ -1,11 +1,11 @@
 import type { EtcdMemberHealth, NodePhaseStatus } from "@keelson/protocol";
-import type { AgentHub } from "../../../agents/hub.ts";
-import type { NodeReportEvent } from "../../../agents/node-events.ts";
+import type { AgentHub } from "./hub.ts";
+import type { NodeReportEvent } from "./node-events.ts";
 
 /**
- * The latest node report of each host as far as rollouts need it: its etcd member health
- * (absent: a worker, etcd not running, or an agent older than the field), status and API
- * server, the command it names, and when it arrived. In memory only: it says what each host
+ * The book of each host's latest node report to this process (node-events.ts carries them), as
+ * far as rollouts need it: its etcd member health (absent: a worker, etcd not running, or an
+ * agent older than the field), status and API server, the command it names, and when it arrived. In memory only: it says what each host
  * told this process (after a control-plane restart a node's row still shows what it told the
  * previous one; every agent reports right after it reconnects).
  *
@@ -14,7 +14,7 @@ import type { NodeReportEvent } from "../../../agents/node-events.ts";
  * of the same millisecond could not tell apart.
  */
 
-export interface EtcdReport {
+export interface LatestReport {
   seq: number;
   receivedAt: Date;
   /** The cluster the report was stored for (the node's, as the control plane has it). */
@@ -29,8 +29,8 @@ export interface EtcdReport {
   command: string | undefined;
 }
 
-export class EtcdReports {
-  private readonly latest = new Map<string, EtcdReport>();
+export class LatestReports {
+  private readonly latest = new Map<string, LatestReport>();
   private seq = 0;
 
   record(event: NodeReportEvent, now = new Date()): void {
@@ -53,18 +53,18 @@ export class EtcdReports {
     return this.seq;
   }
 
-  latestOf(hostId: string): EtcdReport | undefined {
+  latestOf(hostId: string): LatestReport | undefined {
     return this.latest.get(hostId);
   }
 }
 
-const books = new WeakMap<AgentHub, EtcdReports>();
+const books = new WeakMap<AgentHub, LatestReports>();
 
 /** The hub's book, following its reports from the first call on (call once at startup). */
-export function etcdReports(hub: AgentHub): EtcdReports {
+export function latestReports(hub: AgentHub): LatestReports {
   let book = books.get(hub);
   if (!book) {
-    const created = new EtcdReports();
+    const created = new LatestReports();
     book = created;
     books.set(hub, created);
     // Listeners on `all` run before the per-host ones, so a waiter woken by a host's report
