@@ -5,6 +5,9 @@ import { parseListen, parseSettings, Setting, SettingsError } from "@keelson/set
 import { type Static, Type } from "typebox";
 import { decideTlsMode, type TlsMode } from "./tls/mode.ts";
 
+const REPLICA_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/;
+const REPLICA_ID_RULE = "1-63 letters, digits, dots, dashes or underscores, starting with a letter or digit";
+
 /**
  * Every setting of keelson-server, in one schema (DESIGN.md "Processes" names the first five).
  * `readServerSettings` parses it once at start; the result travels in the app's context
@@ -257,8 +260,8 @@ export const ServerSettingsSchema = Type.Object({
   replicaId: Type.Optional(
     Type.String({
       env: "KEELSON_REPLICA_ID",
-      pattern: "^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$",
-      rule: "1-63 letters, digits, dots, dashes or underscores, starting with a letter or digit",
+      check: (value: string) => (REPLICA_ID.test(value) ? undefined : REPLICA_ID_RULE),
+      rule: REPLICA_ID_RULE,
       defaultText: "the host name",
       description:
         "This control plane's name among the replicas sharing one PostgreSQL database (GET /v1/replicas); each replica needs its own.",

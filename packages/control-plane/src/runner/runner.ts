@@ -100,7 +100,9 @@ export class OperationRunner {
     if (this.started) return;
     this.started = true;
     this.armDeadline();
-    await this.pickUp();
+    // A first renewal now: the heartbeat written at registration may be a while old by the time
+    // the app is ready, and what is left to resume is taken up at once.
+    await this.renew();
     this.renewing = setInterval(() => void this.renew(), this.lease.renewMs).unref();
   }
 
