@@ -63,6 +63,12 @@ async function until(what: string, check: () => boolean | Promise<boolean>, time
   }
 }
 
+/** replica-a's lease runs out (it was paused, say) and replica-b claims the operation. */
+async function takeOver(sb: Store, id: string) {
+  await sb.db.update(operations).set({ leaseUntil: "2000-01-01T00:00:00.000Z" }).where(eq(operations.id, id));
+  return await claimOperation(sb.db, id, "replica-b", 60_000);
+}
+
 /** Resolves with the step context once the step of a `held` operation runs; it then waits for its signal. */
 function heldKind(onStep: (ctx: StepContext, replica: string) => Promise<void>, replica: string): OperationKind {
   return {
@@ -172,10 +178,7 @@ describe("operations claimed with leases and fences", () => {
     await until("replica-a runs the step", () => ctxA !== undefined);
     expect(await row(sa, op.id)).toMatchObject({ owner: "replica-a", fence: 1, state: "running" });
 
-    // replica-a's lease runs out (it was paused, say) and replica-b claims the operation.
-    await sb.db.update(operations).set({ leaseUntil: "2000-01-01T00:00:00.000Z" }).where(eq(operations.id, op.id));
-    const claimed = await claimOperation(sb.db, op.id, "replica-b", 60_000);
-    expect(claimed).toMatchObject({ owner: "replica-b", fence: 2 });
+    expect(await takeOver(sb, op.id)).toMatchObject({ owner: "replica-b", fence: 2 });
     const before = await row(sb, op.id);
 
     go();
@@ -203,8 +206,7 @@ describe("operations claimed with leases and fences", () => {
     const op = await recordOperation(sa.db, { projectId, kind: "held", targetType: "cluster", targetId: "t" });
     a.enqueue(op);
     await until("replica-a runs the step", () => ctxA !== undefined);
-    await sb.db.update(operations).set({ leaseUntil: "2000-01-01T00:00:00.000Z" }).where(eq(operations.id, op.id));
-    expect(await claimOperation(sb.db, op.id, "replica-b", 60_000)).toBeDefined();
+    expect(await takeOver(sb, op.id)).toBeDefined();
     expect(ctxA?.signal.aborted).toBe(false);
     await a.renew();
     expect(ctxA?.signal.reason).toBeInstanceOf(LeaseLost);
