@@ -22,6 +22,8 @@ import { stripCompatPrefix } from "./http/compat-prefix.ts";
 import { frameworkError, installErrorHandlers } from "./http/error-handler.ts";
 import { installJsonBodyParser } from "./http/json-body.ts";
 import { registerOperationKinds } from "./operation-kinds.ts";
+import { deregisterReplica, heartbeat, registerReplica } from "./replicas/registry.ts";
+import { replicaSelf } from "./replicas/self.ts";
 import { registerRoutes } from "./routes/index.ts";
 import { OperationRunner } from "./runner/runner.ts";
 import type { SecretCipher } from "./secrets/cipher.ts";
@@ -86,7 +88,15 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     },
   });
   storage.lookAtStart();
-  const runner = new OperationRunner(options.store.db, app.log, (full) => storage.full(full));
+  const replica = replicaSelf(settings, Boolean(tls));
+  await registerReplica(options.store.db, replica, settings.operationLeaseMs);
+  const runner = new OperationRunner(options.store.db, app.log, (full) => storage.full(full), {
+    replicaId: settings.replicaId,
+    leaseMs: settings.operationLeaseMs,
+    renewMs: settings.operationLeaseRenewMs,
+    deadlineMs: settings.operationLeaseDeadlineMs,
+    heartbeat: () => heartbeat(options.store.db, replica, agents.links.open),
+  });
   const identity = new IdentityResolver(options.store.db, hashSecret(options.adminToken));
   const { presence, ...hubTuning } = options.agentHub ?? {};
   const openFiles = readOpenFileLimit();
@@ -166,6 +176,9 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   app.addHook("preClose", async () => {
     clearInterval(pruning);
     await runner.stop();
+    await deregisterReplica(options.store.db, replica).catch((err) =>
+      logWriteFailure(app.log, err, {}, "removing this replica's row failed"),
+    );
     stopFollowingHealth();
     // Drain the agent links with going-away before the listener stops.
     await agents.close();

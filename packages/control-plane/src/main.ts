@@ -8,6 +8,7 @@ import { buildApp } from "./app.ts";
 import { databaseLabel, storeOptions } from "./database.ts";
 import { ensureAdminToken } from "./domain/identity/admin-token.ts";
 import { defaultProjectId } from "./domain/projects/projects.ts";
+import { ReplicaRefused } from "./replicas/registry.ts";
 import { loadSecretCipher } from "./secrets/cipher.ts";
 import { readServerSettings, type ServerSettings } from "./settings.ts";
 import { insecureHttpWarning } from "./tls/mode.ts";
@@ -92,6 +93,11 @@ try {
     ...(tls ? { tls } : {}),
   });
 } catch (err) {
+  if (err instanceof ReplicaRefused) {
+    await store.close().catch(() => undefined);
+    process.stderr.write(`keelson-server: ${err.message}\n`);
+    process.exit(SETTINGS_EXIT_CODE);
+  }
   if (!storageFull(err)) throw err;
   await store.close().catch(() => undefined);
   exitStorageFull(err);

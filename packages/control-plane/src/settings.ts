@@ -1,8 +1,12 @@
+import { hostname } from "node:os";
 import { resolve } from "node:path";
 import { checkDatabaseUrl, DATABASE_URL_RULE } from "@keelson/db";
-import { parseListen, parseSettings, Setting } from "@keelson/settings";
+import { parseListen, parseSettings, Setting, SettingsError } from "@keelson/settings";
 import { type Static, Type } from "typebox";
 import { decideTlsMode, type TlsMode } from "./tls/mode.ts";
+
+const REPLICA_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/;
+const REPLICA_ID_RULE = "1-63 letters, digits, dots, dashes or underscores, starting with a letter or digit";
 
 /**
  * Every setting of keelson-server, in one schema (DESIGN.md "Processes" names the first five).
@@ -253,6 +257,43 @@ export const ServerSettingsSchema = Type.Object({
     unit: "milliseconds",
     description: "Longest a request waits for one cloud API call (retries included); past it the request answers 503.",
   }),
+  replicaId: Type.Optional(
+    Type.String({
+      env: "KEELSON_REPLICA_ID",
+      check: (value: string) => (REPLICA_ID.test(value) ? undefined : REPLICA_ID_RULE),
+      rule: REPLICA_ID_RULE,
+      defaultText: "the host name",
+      description:
+        "This control plane's name among the replicas sharing one PostgreSQL database (GET /v1/replicas); each replica needs its own.",
+    }),
+  ),
+  operationLeaseMs: Type.Integer({
+    env: "KEELSON_OPERATION_LEASE_MS",
+    default: 10_000,
+    minimum: 1_000,
+    maximum: 600_000,
+    unit: "milliseconds",
+    description:
+      "How long a replica's claim on an operation holds, by the database's clock, without a renewal; after it another replica takes the operation over.",
+  }),
+  operationLeaseRenewMs: Type.Integer({
+    env: "KEELSON_OPERATION_LEASE_RENEW_MS",
+    default: 2_000,
+    minimum: 100,
+    maximum: 300_000,
+    unit: "milliseconds",
+    description:
+      "How often a replica renews its leases and heartbeat and looks for operations to take over; below the deadline.",
+  }),
+  operationLeaseDeadlineMs: Type.Integer({
+    env: "KEELSON_OPERATION_LEASE_DEADLINE_MS",
+    default: 7_000,
+    minimum: 200,
+    maximum: 600_000,
+    unit: "milliseconds",
+    description:
+      "A replica that has not renewed its leases for this long stops acting on its operations (and /readyz answers 503) until it renews again; below the lease, so it stops before anyone takes over.",
+  }),
   nodeEnv: Setting.nodeEnv(),
   printSummary: Type.Boolean({
     env: "KEELSON_PRINT_SUMMARY",
@@ -268,6 +309,8 @@ export type ServerSettings = Static<typeof ServerSettingsSchema> & {
   readonly port: number;
   /** KEELSON_TLS as decided from the listener and the files configured (tls/mode.ts). */
   readonly tlsMode: TlsMode;
+  /** KEELSON_REPLICA_ID, or the host name's. */
+  readonly replicaId: string;
 };
 
 /** Parses the server's settings from the environment and flags; throws `SettingsError`. */
@@ -278,7 +321,32 @@ export function readServerSettings(
   const parsed = parseSettings(ServerSettingsSchema, { env, argv });
   const { host, port } = parseListen(parsed.listen) as { host: string; port: number };
   const tlsMode = decideTlsMode({ ...parsed, host });
-  return Object.freeze({ ...parsed, dataDir: resolve(parsed.dataDir), host, port, tlsMode });
+  checkLeaseTimes(parsed);
+  const replicaId = parsed.replicaId ?? defaultReplicaId();
+  return Object.freeze({ ...parsed, dataDir: resolve(parsed.dataDir), host, port, tlsMode, replicaId });
+}
+
+/**
+ * Renewals must come well inside the deadline, and the deadline inside the lease: a replica
+ * stops acting on its operations before any other may take them over.
+ */
+function checkLeaseTimes(s: Static<typeof ServerSettingsSchema>): void {
+  if (s.operationLeaseDeadlineMs >= s.operationLeaseMs) {
+    throw new SettingsError(
+      `KEELSON_OPERATION_LEASE_DEADLINE_MS: must be less than KEELSON_OPERATION_LEASE_MS (${s.operationLeaseMs}), got ${s.operationLeaseDeadlineMs}`,
+    );
+  }
+  if (s.operationLeaseRenewMs * 2 > s.operationLeaseDeadlineMs) {
+    throw new SettingsError(
+      `KEELSON_OPERATION_LEASE_RENEW_MS: must be at most half of KEELSON_OPERATION_LEASE_DEADLINE_MS (${s.operationLeaseDeadlineMs}), got ${s.operationLeaseRenewMs}`,
+    );
+  }
+}
+
+/** The host name's first label, cut to what KEELSON_REPLICA_ID allows. */
+export function defaultReplicaId(name = hostname()): string {
+  const label = (name.split(".")[0] ?? "").replace(/[^A-Za-z0-9._-]/g, "-").replace(/^[^A-Za-z0-9]+/, "");
+  return label.slice(0, 63) || "keelson";
 }
 
 /** The defaults, for apps built in tests; `overrides` shorten timeouts and the like. */

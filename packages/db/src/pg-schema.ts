@@ -130,3 +130,4 @@ export const addons = pgTwin(sqlite.addons);
 export const clusterAccessTokens = pgTwin(sqlite.clusterAccessTokens);
 export const auditEvents = pgTwin(sqlite.auditEvents);
 export const keelsonSchema = pgTwin(sqlite.keelsonSchema);
+export const replicas = pgTwin(sqlite.replicas);

@@ -215,9 +215,19 @@ export const operations = sqliteTable(
     createdAt: createdAt(),
     startedAt: text("started_at"),
     finishedAt: text("finished_at"),
+    /** The replica that holds it (DESIGN.md "Replicas"); null while unclaimed or released. */
+    owner: text("owner"),
+    /**
+     * Raised by every claim: the owner's writes carry the value it claimed with and change
+     * nothing once another claim raised it (a former owner that woke up late).
+     */
+    fence: integer("fence").notNull().default(0),
+    /** Until when the owner's lease holds, by the database's clock (ISO-8601 text, like every time). */
+    leaseUntil: text("lease_until"),
   },
   (t) => [
     index("operations_state").on(t.state),
+    index("operations_owner").on(t.owner),
     index("operations_target").on(t.targetId),
     index("operations_project").on(t.projectId),
   ],
@@ -308,6 +318,27 @@ export const auditEvents = sqliteTable(
   },
   (t) => [index("audit_events_at").on(t.at), index("audit_events_project_at").on(t.projectId, t.at)],
 );
+
+/**
+ * The control-plane processes that use this database, one row each (DESIGN.md "Replicas"):
+ * written at start, its heartbeat renewed by the database's clock, deleted at a graceful stop.
+ * A start refuses an id whose row has a fresh heartbeat from another live process (and, on
+ * SQLite, any such row: SQLite serves one replica).
+ */
+export const replicas = sqliteTable("replicas", {
+  /** KEELSON_REPLICA_ID. */
+  id: text("id").primaryKey(),
+  /** Where the replica answers (KEELSON_PUBLIC_URL, else its listener). */
+  url: text("url").notNull(),
+  version: text("version").notNull(),
+  /** The machine and process, so that a restart on the same machine can tell a dead holder of its id from a live one. */
+  host: text("host").notNull(),
+  pid: integer("pid").notNull(),
+  startedAt: text("started_at").notNull(),
+  heartbeatAt: text("heartbeat_at").notNull(),
+  /** Agent links held, as of the last heartbeat. */
+  agentsHeld: integer("agents_held").notNull().default(0),
+});
 
 /**
  * The oldest keelson-server that can run on this schema, in the one row (id 1). Each migration

@@ -42,6 +42,9 @@ export const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
         return reply.status(503).send({ status: "database unavailable" });
       }
       if (!runner.isRunning) return reply.status(503).send({ status: "operations runner not running" });
+      if (runner.fenced) {
+        return reply.status(503).send({ status: "fenced: operation leases not renewed before their deadline" });
+      }
       const { open, limit, near } = app.keelson.agents.links;
       const warnings = near ? [`agent links near their ceiling: ${open} of ${limit}; agents beyond it get 503`] : [];
       // A full disk keeps the server ready (200, status "degraded"): reads, logins, kubeconfig

@@ -24,6 +24,7 @@ import { nodeRoutes } from "./nodes.ts";
 import { operationRoutes } from "./operations.ts";
 import { projectTokenRoutes } from "./project-tokens.ts";
 import { projectRoutes } from "./projects.ts";
+import { replicaRoutes } from "./replicas.ts";
 import { userRoutes } from "./users.ts";
 
 /** Every HTTP route of the control plane. Each module stays thin: parse, call the domain, present. */
@@ -47,6 +48,7 @@ export const registerRoutes: FastifyPluginAsyncTypebox = async (app) => {
   await app.register(nodeRoutes);
   await app.register(externalClusterRoutes);
   await app.register(operationRoutes);
+  await app.register(replicaRoutes);
   await app.register(agentRoutes);
   await app.register(hostRoutes);
   await app.register(agentPackageRoutes);

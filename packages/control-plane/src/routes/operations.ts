@@ -25,6 +25,9 @@ const Operation = Type.Object({
   createdAt: Type.String(),
   startedAt: Type.Union([Type.String(), Type.Null()]),
   finishedAt: Type.Union([Type.String(), Type.Null()]),
+  replica: Type.Union([Type.String(), Type.Null()], {
+    description: "The control-plane replica that holds it, or last held it (GET /v1/replicas); null while unclaimed",
+  }),
 });
 
 function present(op: OperationRow) {
@@ -42,6 +45,7 @@ function present(op: OperationRow) {
     createdAt: op.createdAt,
     startedAt: op.startedAt,
     finishedAt: op.finishedAt,
+    replica: op.owner,
   };
 }
 

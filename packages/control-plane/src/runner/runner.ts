@@ -1,8 +1,17 @@
 import { EventEmitter } from "node:events";
-import { type Db, databaseUnavailable, firstRow, operations, type StorageFull, storageFull } from "@keelson/db";
-import { eq } from "drizzle-orm";
+import { type Db, databaseUnavailable, operations, type StorageFull, storageFull } from "@keelson/db";
 import type { FastifyBaseLogger } from "fastify";
-import { unfinishedOperations } from "./store.ts";
+import {
+  type Claim,
+  claimableOperations,
+  claimOperation,
+  heldBy,
+  LeaseLost,
+  type LeaseOptions,
+  releaseLeases,
+  renewLeases,
+  SINGLE_PROCESS,
+} from "./leases.ts";
 import {
   type OperationEvent,
   OperationInterrupted,
@@ -13,6 +22,13 @@ import {
 
 /** The longest wait between two tries of an operation while the database is away. */
 const DATABASE_RETRY_MAX_MS = 5_000;
+/** Most operations one look for work schedules (the rest come at the next renewal). */
+const PICK_UP_BATCH = 500;
+
+/** An operation this runner holds: the fence it claimed with, and how to stop its step work. */
+interface Held extends Claim {
+  readonly stop: AbortController;
+}
 
 interface Cursor {
   step: number;
@@ -29,6 +45,10 @@ interface Cursor {
  * after another in the order they were recorded; different targets run side by side. The
  * cursor is saved after every step, so after a crash `start()` picks every unfinished
  * operation up where it stopped.
+ *
+ * Several replicas may run on one database (DESIGN.md "Replicas"): each operation is run by the
+ * replica that claimed it (leases.ts), every write carries the claim's fence, and a runner
+ * that cannot renew its leases before the deadline stops its step work by itself (fenced).
  */
 export class OperationRunner {
   readonly events = new EventEmitter<{ event: [OperationEvent] }>();
@@ -38,30 +58,114 @@ export class OperationRunner {
   private readonly queued = new Set<string>();
   private readonly active = new Set<Promise<void>>();
   private readonly abort = new AbortController();
+  private readonly held = new Map<string, Held>();
   private started = false;
+  private renewing: NodeJS.Timeout | undefined;
+  private deadline: NodeJS.Timeout | undefined;
+  private fencedSince: number | null = null;
 
   constructor(
     private readonly db: Db,
     private readonly log: FastifyBaseLogger,
     /** Told when a write of an operation found the storage full (which the runner waits out). */
     private readonly onStorageFull?: (full: StorageFull) => void,
+    private readonly lease: LeaseOptions = SINGLE_PROCESS,
   ) {
     this.events.setMaxListeners(0);
+  }
+
+  get replicaId(): string {
+    return this.lease.replicaId;
+  }
+
+  /** True while the runner could not renew its leases in time: it acts on nothing (/readyz 503). */
+  get fenced(): boolean {
+    return this.fencedSince !== null;
+  }
+
+  /** The operations this runner holds now. */
+  get holding(): number {
+    return this.held.size;
   }
 
   register(kind: OperationKind): void {
     this.kinds.set(kind.kind, kind);
   }
 
-  /** Resumes every unfinished operation, then runs new ones as they are enqueued. */
+  /**
+   * Resumes every unfinished operation it may claim, then runs new ones as they are enqueued,
+   * and at every renewal takes up those no live replica holds.
+   */
   async start(): Promise<void> {
     if (this.started) return;
     this.started = true;
-    for (const op of await unfinishedOperations(this.db)) this.schedule(op.id, op.targetId);
+    this.armDeadline();
+    // A first renewal now: the heartbeat written at registration may be a while old by the time
+    // the app is ready, and what is left to resume is taken up at once.
+    await this.renew();
+    this.renewing = setInterval(() => void this.renew(), this.lease.renewMs).unref();
   }
 
   get isRunning(): boolean {
     return this.started && !this.abort.signal.aborted;
+  }
+
+  /**
+   * One renewal: the heartbeat, the leases held (one statement), then a look for operations to
+   * take over. A lease found lost stops that operation's step work; success re-arms the deadline.
+   */
+  async renew(): Promise<void> {
+    const began = performance.now();
+    try {
+      await this.lease.heartbeat?.();
+      const ids = [...this.held.keys()];
+      const still = await renewLeases(this.db, this.replicaId, ids, this.lease.leaseMs);
+      for (const id of ids) {
+        const held = this.held.get(id);
+        if (held && still.get(id) !== held.fence) this.drop(id, "its lease was lost to another claim");
+      }
+      if (this.fencedSince !== null) this.log.info({ replica: this.replicaId }, "leases renew again; acting again");
+      this.fencedSince = null;
+      this.armDeadline(began);
+      await this.pickUp();
+    } catch (err) {
+      this.log.warn({ replica: this.replicaId, err }, "renewing operation leases failed");
+    }
+  }
+
+  /** Schedules what this replica may claim now; the claim in executeOnce decides. */
+  private async pickUp(): Promise<void> {
+    if (!this.isRunning || this.fenced) return;
+    for (const op of await claimableOperations(this.db, this.replicaId, PICK_UP_BATCH)) {
+      this.schedule(op.id, op.targetId);
+    }
+  }
+
+  /** Fences the runner `deadlineMs` after the renewal that began at `from`, unless another succeeds first. */
+  private armDeadline(from = performance.now()): void {
+    clearTimeout(this.deadline);
+    if (this.abort.signal.aborted) return;
+    const left = from + this.lease.deadlineMs - performance.now();
+    this.deadline = setTimeout(() => this.fence(), Math.max(0, left)).unref();
+  }
+
+  /** No renewal in time: stop every operation held before any other replica may claim it. */
+  private fence(): void {
+    if (this.fencedSince === null) this.fencedSince = Date.now();
+    this.log.error(
+      { replica: this.replicaId, operations: [...this.held.keys()], deadlineMs: this.lease.deadlineMs },
+      "leases not renewed before their deadline; this replica stops acting on its operations",
+    );
+    for (const id of [...this.held.keys()]) this.drop(id, "its lease could not be renewed in time");
+  }
+
+  /** Stops acting on a held operation: its step work is aborted and its writes are refused. */
+  private drop(id: string, why: string): void {
+    const held = this.held.get(id);
+    if (!held) return;
+    this.held.delete(id);
+    held.stop.abort(new LeaseLost(id));
+    this.log.warn({ operation: id, replica: this.replicaId }, `operation dropped: ${why}`);
   }
 
   /** Call after the transaction that recorded the operation has committed. */
@@ -74,15 +178,28 @@ export class OperationRunner {
     while (this.active.size > 0) await Promise.allSettled([...this.active]);
   }
 
-  /** Stops taking work and waits for running steps to notice the abort and return. */
+  /**
+   * Stops taking work, waits for running steps to notice the abort and return, then releases
+   * the leases it holds so that another replica takes the operations over at once.
+   */
   async stop(timeoutMs = 10_000): Promise<void> {
     this.abort.abort();
+    clearInterval(this.renewing);
+    clearTimeout(this.deadline);
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<void>((resolve) => {
       timer = setTimeout(resolve, timeoutMs);
     });
     await Promise.race([Promise.allSettled([...this.active]), timeout]);
     clearTimeout(timer);
+    const ids = [...this.held.keys()];
+    this.held.clear();
+    try {
+      await releaseLeases(this.db, this.replicaId, ids);
+    } catch (err) {
+      // Not fatal: the leases run out by themselves and another replica claims the operations then.
+      this.log.warn({ replica: this.replicaId, err }, "releasing operation leases failed");
+    }
   }
 
   private schedule(id: string, targetId: string): void {
@@ -145,83 +262,114 @@ export class OperationRunner {
   }
 
   private async executeOnce(id: string): Promise<void> {
-    if (this.abort.signal.aborted) return;
-    const op = firstRow(await this.db.select().from(operations).where(eq(operations.id, id)));
-    if (!op || op.state === "succeeded" || op.state === "failed") return;
+    if (this.abort.signal.aborted || this.fenced) return;
+    const op = await claimOperation(this.db, id, this.replicaId, this.lease.leaseMs);
+    // Finished, held by a live replica, or behind an earlier operation on its target.
+    if (!op) return;
+    const claim: Held = { owner: this.replicaId, fence: op.fence, stop: new AbortController() };
+    this.held.set(id, claim);
+    const signal = AbortSignal.any([this.abort.signal, claim.stop.signal]);
     const kind = this.kinds.get(op.kind);
     const cursor: Cursor = { step: 0, progress: {}, ...(op.cursor as Partial<Cursor> | null) };
-    const ctx = this.contextFor(op, cursor);
-    if (!kind) {
-      await this.finish(op, "failed", `no handler for operation kind ${op.kind}`);
-      return;
-    }
-    await this.db
-      .update(operations)
-      .set({ state: "running", attempts: op.attempts + 1, startedAt: op.startedAt ?? new Date().toISOString() })
-      .where(eq(operations.id, id));
-    this.emit(op, "operation.started", "running");
+    const ctx = this.contextFor(op, cursor, claim, signal);
     try {
-      // Inside the try: params a kind cannot read fail the operation instead of leaving it running.
-      const steps = kind.steps(op);
-      const named = cursor.stepName ? steps.findIndex((s) => s.name === cursor.stepName) : -1;
-      for (let i = named >= 0 ? named : cursor.step; i < steps.length; i++) {
-        const step = steps[i];
-        if (!step) break;
-        if (this.abort.signal.aborted) throw new OperationInterrupted();
-        cursor.step = i;
-        cursor.stepName = step.name;
-        await step.run(ctx);
-        cursor.step = i + 1;
-        cursor.stepName = steps[i + 1]?.name;
-        cursor.progress = {};
-        await this.saveCursor(id, cursor);
-        this.emit(op, "operation.step", "running", step.name);
-      }
-      await this.finish(op, "succeeded", null);
-    } catch (err) {
-      if (err instanceof OperationInterrupted || this.abort.signal.aborted) {
-        this.log.info({ operation: id, kind: op.kind }, "operation interrupted; it resumes at next start");
+      if (!kind) {
+        await this.finish(op, claim, "failed", `no handler for operation kind ${op.kind}`);
         return;
       }
-      // Not the operation's failure: execute() runs it again once the database answers.
-      if (databaseUnavailable(err)) throw err;
-      const error = err instanceof Error ? err : new Error(String(err));
-      this.log.warn({ operation: id, kind: op.kind, err: error }, "operation failed");
+      this.emit(op, "operation.started", "running");
       try {
-        await kind.onFailed?.(ctx, error);
-      } catch (hookError) {
-        this.log.error({ operation: id, err: hookError }, "recording an operation failure failed");
+        // Inside the try: params a kind cannot read fail the operation instead of leaving it running.
+        const steps = kind.steps(op);
+        const named = cursor.stepName ? steps.findIndex((s) => s.name === cursor.stepName) : -1;
+        for (let i = named >= 0 ? named : cursor.step; i < steps.length; i++) {
+          const step = steps[i];
+          if (!step) break;
+          if (signal.aborted) throw new OperationInterrupted();
+          cursor.step = i;
+          cursor.stepName = step.name;
+          await step.run(ctx);
+          cursor.step = i + 1;
+          cursor.stepName = steps[i + 1]?.name;
+          cursor.progress = {};
+          await this.saveCursor(id, claim, cursor);
+          this.emit(op, "operation.step", "running", step.name);
+        }
+        await this.finish(op, claim, "succeeded", null);
+      } catch (err) {
+        if (err instanceof LeaseLost || claim.stop.signal.aborted) {
+          this.log.warn({ operation: id, kind: op.kind, replica: this.replicaId }, "operation stopped: lease lost");
+          return;
+        }
+        if (err instanceof OperationInterrupted || this.abort.signal.aborted) {
+          this.log.info({ operation: id, kind: op.kind }, "operation interrupted; it resumes at next start");
+          return;
+        }
+        // Not the operation's failure: execute() runs it again once the database answers.
+        if (databaseUnavailable(err)) throw err;
+        const error = err instanceof Error ? err : new Error(String(err));
+        this.log.warn({ operation: id, kind: op.kind, err: error }, "operation failed");
+        try {
+          await kind.onFailed?.(ctx, error);
+        } catch (hookError) {
+          this.log.error({ operation: id, err: hookError }, "recording an operation failure failed");
+        }
+        await this.finish(op, claim, "failed", error.message);
       }
-      await this.finish(op, "failed", error.message);
+    } catch (err) {
+      if (err instanceof LeaseLost) return;
+      throw err;
+    } finally {
+      // Kept while interrupted by a stop, which releases it; given up otherwise (finished, lost,
+      // or the database away: the next attempt claims it again).
+      if (!this.abort.signal.aborted && this.held.get(id) === claim) this.held.delete(id);
     }
   }
 
-  private contextFor(op: OperationRow, cursor: Cursor): StepContext {
+  private contextFor(op: OperationRow, cursor: Cursor, claim: Held, signal: AbortSignal): StepContext {
     return {
       op,
       db: this.db,
       log: this.log.child({ operation: op.id, kind: op.kind }),
-      signal: this.abort.signal,
+      signal,
       progress: cursor.progress,
       saveProgress: async (patch) => {
         Object.assign(cursor.progress, patch);
-        await this.saveCursor(op.id, cursor);
+        try {
+          await this.saveCursor(op.id, claim, cursor);
+        } catch (err) {
+          if (!(err instanceof LeaseLost)) throw err;
+          // Steps save progress in the background too: a lost lease stops them through their
+          // signal (and the next cursor write) rather than as a rejection nobody awaits.
+          this.drop(op.id, "a write found its fence raised by another claim");
+          claim.stop.abort(err);
+        }
       },
     };
   }
 
-  private async saveCursor(id: string, cursor: Cursor): Promise<void> {
-    await this.db
+  /** Every write of an operation names the claim's fence: a stale one changes nothing and throws LeaseLost. */
+  private async saveCursor(id: string, claim: Claim, cursor: Cursor): Promise<void> {
+    const rows = await this.db
       .update(operations)
       .set({ cursor: { ...cursor } })
-      .where(eq(operations.id, id));
+      .where(heldBy(id, claim))
+      .returning({ id: operations.id });
+    if (rows.length === 0) throw new LeaseLost(id);
   }
 
-  private async finish(op: OperationRow, state: "succeeded" | "failed", error: string | null): Promise<void> {
-    await this.db
+  private async finish(
+    op: OperationRow,
+    claim: Claim,
+    state: "succeeded" | "failed",
+    error: string | null,
+  ): Promise<void> {
+    const rows = await this.db
       .update(operations)
-      .set({ state, error, finishedAt: new Date().toISOString() })
-      .where(eq(operations.id, op.id));
+      .set({ state, error, finishedAt: new Date().toISOString(), leaseUntil: null })
+      .where(heldBy(op.id, claim))
+      .returning({ id: operations.id });
+    if (rows.length === 0) throw new LeaseLost(op.id);
     this.emit(op, "operation.finished", state, undefined, error);
   }
 

@@ -40,10 +40,6 @@ export function isUnfinished(): SQL {
   return inArray(operations.state, ["pending", "running"]);
 }
 
-export async function unfinishedOperations(db: Db): Promise<OperationRow[]> {
-  return await db.select().from(operations).where(isUnfinished()).orderBy(operations.createdAt);
-}
-
 /**
  * The params of the unfinished operations of one kind, on one target or in one project, oldest
  * first: what requests still in flight have claimed (the nodes a detach or a restart takes).

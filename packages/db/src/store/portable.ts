@@ -101,3 +101,16 @@ export function jsonArrayOf(dialect: Dialect, fields: Record<string, SQLWrapper>
     ? sql<string | null>`(select json_group_array(json_object(${pairs})) ${from})`
     : sql<string | null>`(select json_agg(json_build_object(${pairs}))::text ${from})`;
 }
+
+/**
+ * The database's clock, `offsetMs` ahead, as the ISO-8601 text every time column holds: what
+ * leases and heartbeats are measured by, so that replicas whose own clocks disagree still agree
+ * on who holds what. SQLite's `strftime` keeps milliseconds; PostgreSQL's `now()` is the start
+ * of the statement's transaction, which for the one-statement claims and renewals is the statement.
+ */
+export function databaseTime(dialect: Dialect, offsetMs = 0): SQL<string> {
+  const seconds = (offsetMs / 1000).toFixed(3);
+  return dialect === "sqlite"
+    ? sql<string>`strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ${sql.raw(`'${seconds} seconds'`)})`
+    : sql<string>`to_char((now() + ${sql.raw(`interval '${seconds} seconds'`)}) at time zone 'utc', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
+}

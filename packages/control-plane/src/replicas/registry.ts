@@ -1,0 +1,110 @@
+import { type Db, databaseTime, dialectOf, operations, replicas } from "@keelson/db";
+import { and, count, eq, gt, lte, type SQL } from "drizzle-orm";
+
+/**
+ * The replicas table (DESIGN.md "Replicas"): who runs on this database, measured by the
+ * database's clock. A replica is live while its heartbeat is younger than one lease.
+ */
+
+export type ReplicaRow = typeof replicas.$inferSelect;
+
+/** This process as the table records it. */
+export interface ReplicaSelf {
+  id: string;
+  url: string;
+  version: string;
+  host: string;
+  pid: number;
+}
+
+/** A start that would make a second live holder of one id, or a second server on SQLite (exit 78). */
+export class ReplicaRefused extends Error {
+  override name = "ReplicaRefused";
+}
+
+/** Whether process `pid` of this machine still runs (EPERM: it does, under another user). */
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+function heartbeatWithin(db: Db, ms: number): SQL {
+  return gt(replicas.heartbeatAt, databaseTime(dialectOf(db), -ms));
+}
+
+/**
+ * Records this replica at start. Refuses (ReplicaRefused) when a live replica already holds
+ * its id, or on SQLite when any other server uses the file. A row whose heartbeat is fresh but
+ * whose process is gone from this machine (a crash, then a restart) is no obstacle; nor is
+ * another app of this same process (tests build several).
+ */
+export async function registerReplica(db: Db, self: ReplicaSelf, leaseMs: number): Promise<void> {
+  const single = dialectOf(db) === "sqlite";
+  const live = await db
+    .select()
+    .from(replicas)
+    .where(single ? heartbeatWithin(db, leaseMs) : and(eq(replicas.id, self.id), heartbeatWithin(db, leaseMs)));
+  for (const other of live) {
+    if (other.host === self.host && (other.pid === self.pid || !processAlive(other.pid))) continue;
+    const holder = `pid ${other.pid} on ${other.host}, started ${other.startedAt}, last heartbeat ${other.heartbeatAt}`;
+    throw new ReplicaRefused(
+      single
+        ? `another keelson-server (replica ${other.id}, ${holder}) is using this SQLite database, and SQLite serves one server: stop that one first, or run several replicas on PostgreSQL (KEELSON_DATABASE_URL)`
+        : `KEELSON_REPLICA_ID ${self.id} is held by a live replica (${holder}): give each replica its own id`,
+    );
+  }
+  // On SQLite every other row is a server that is gone: the list shows the one that runs.
+  if (single) await db.delete(replicas).where(lte(replicas.heartbeatAt, databaseTime("sqlite", -leaseMs)));
+  const now = databaseTime(dialectOf(db));
+  await db
+    .insert(replicas)
+    .values({ ...self, startedAt: now, heartbeatAt: now, agentsHeld: 0 })
+    .onConflictDoUpdate({
+      target: replicas.id,
+      set: { url: self.url, version: self.version, host: self.host, pid: self.pid, startedAt: now, heartbeatAt: now },
+    });
+}
+
+/** The heartbeat, one statement: by the database's clock, with the agent links held. */
+export async function heartbeat(db: Db, self: ReplicaSelf, agentsHeld: number): Promise<void> {
+  const rows = await db
+    .update(replicas)
+    .set({ heartbeatAt: databaseTime(dialectOf(db)), agentsHeld })
+    .where(and(eq(replicas.id, self.id), eq(replicas.pid, self.pid), eq(replicas.host, self.host)))
+    .returning({ id: replicas.id });
+  // The row is gone or another process took the id (this one was paused past its lease): the
+  // renewal fails, and the runner fences itself at its deadline.
+  if (rows.length === 0) throw new Error(`replica ${self.id}: its row is gone or held by another process`);
+}
+
+/** A graceful stop: the row goes, so the list shows only replicas that run or died. */
+export async function deregisterReplica(db: Db, self: ReplicaSelf): Promise<void> {
+  await db
+    .delete(replicas)
+    .where(and(eq(replicas.id, self.id), eq(replicas.pid, self.pid), eq(replicas.host, self.host)));
+}
+
+export interface ReplicaView extends ReplicaRow {
+  live: boolean;
+  operationsOwned: number;
+}
+
+/** Every replica recorded, by id, with the unfinished operations each holds a running lease on. */
+export async function listReplicas(db: Db, leaseMs: number): Promise<ReplicaView[]> {
+  const dialect = dialectOf(db);
+  const rows = await db.select().from(replicas).orderBy(replicas.id);
+  const owned = await db
+    .select({ owner: operations.owner, n: count() })
+    .from(operations)
+    .where(and(eq(operations.state, "running"), gt(operations.leaseUntil, databaseTime(dialect))))
+    .groupBy(operations.owner);
+  const byOwner = new Map(owned.map((o) => [o.owner, Number(o.n)]));
+  const fresh = new Set(
+    (await db.select({ id: replicas.id }).from(replicas).where(heartbeatWithin(db, leaseMs))).map((r) => r.id),
+  );
+  return rows.map((r) => ({ ...r, live: fresh.has(r.id), operationsOwned: byOwner.get(r.id) ?? 0 }));
+}

@@ -1,0 +1,96 @@
+import { afterAll, describe, expect, it } from "vitest";
+import {
+  api,
+  freePort,
+  type Proc,
+  type ServerProc,
+  serverDialect,
+  start,
+  startServer,
+  storeEnv,
+  tempDir,
+} from "./support/processes.ts";
+
+/**
+ * Replicas as real processes (issue 17): on SQLite a second server on the same data refuses to
+ * start and says why (exit 78, like the other start-up refusals); on PostgreSQL a second
+ * replica starts beside the first, and only a second holder of one KEELSON_REPLICA_ID is refused.
+ * A crash (SIGKILL) leaves a fresh heartbeat behind, which a restart on the same machine passes.
+ */
+
+const procs: Proc[] = [];
+afterAll(async () => {
+  for (const p of procs) await p.stop("SIGKILL");
+});
+
+async function server(dataDir: string, replicaId: string): Promise<ServerProc> {
+  const s = await startServer({ dataDir, env: { KEELSON_REPLICA_ID: replicaId } });
+  procs.push(s);
+  return s;
+}
+
+/** Runs keelson-server on `dataDir` until it exits by itself; its exit code and output. */
+async function runToExit(dataDir: string, replicaId: string): Promise<{ code: number | string; output: string }> {
+  const proc = start("npx", ["--no-install", "keelson-server"], {
+    KEELSON_LISTEN: `127.0.0.1:${await freePort()}`,
+    KEELSON_ADMIN_TOKEN: "e2e-admin-token",
+    KEELSON_REPLICA_ID: replicaId,
+    ...(await storeEnv(dataDir)),
+  });
+  procs.push(proc);
+  return { code: await proc.exited, output: proc.output() };
+}
+
+interface Replica {
+  id: string;
+  live: boolean;
+  url: string;
+}
+
+describe("control-plane replicas on one database", () => {
+  it("refuses a second server where the store cannot take one, names the holder, and starts once the first stopped", async () => {
+    const dataDir = tempDir("keelson-e2e-replicas-");
+    const first = await server(dataDir, "cp-1");
+    const listed = (await api<Replica[]>(`${first.url}/v1/replicas`, first.adminToken)).body;
+    expect(listed.map((r) => r.id)).toEqual(["cp-1"]);
+
+    if (serverDialect() === "sqlite") {
+      const { code, output } = await runToExit(dataDir, "cp-2");
+      expect(code).toBe(78);
+      expect(output).toMatch(
+        /keelson-server: another keelson-server \(replica cp-1, pid \d+ on .*\) is using this SQLite database, and SQLite serves one server/,
+      );
+    } else {
+      const { code, output } = await runToExit(dataDir, "cp-1");
+      expect(code).toBe(78);
+      expect(output).toMatch(/keelson-server: KEELSON_REPLICA_ID cp-1 is held by a live replica \(pid \d+ on /);
+      const second = await server(dataDir, "cp-2");
+      for (const s of [first, second]) {
+        const { status, body } = await api<Replica[]>(`${s.url}/v1/replicas`, s.adminToken);
+        expect(status).toBe(200);
+        expect(body.map((r) => [r.id, r.live, r.url])).toEqual([
+          ["cp-1", true, first.url],
+          ["cp-2", true, second.url],
+        ]);
+      }
+      await second.stop();
+    }
+    // The refused start changed nothing: the first still answers.
+    expect((await fetch(`${first.url}/readyz`)).status).toBe(200);
+    expect(await first.stop()).toBe(0);
+    const again = await server(dataDir, "cp-2");
+    const { body } = await api<Replica[]>(`${again.url}/v1/replicas`, again.adminToken);
+    expect(body.map((r) => r.id)).toEqual(["cp-2"]);
+    await again.stop();
+  });
+
+  it("a server killed with SIGKILL restarts at once on the same data: its own dead process holds nothing", async () => {
+    const dataDir = tempDir("keelson-e2e-replicas-");
+    const first = await server(dataDir, "cp-1");
+    await first.stop("SIGKILL");
+    const restarted = await server(dataDir, "cp-1");
+    const { body } = await api<Replica[]>(`${restarted.url}/v1/replicas`, restarted.adminToken);
+    expect(body.map((r) => [r.id, r.live])).toEqual([["cp-1", true]]);
+    await restarted.stop();
+  });
+});
