@@ -36,6 +36,8 @@ describe("OpenAPI document", () => {
     ["GET", "/v4/{projectId}/externalClusters/discover"],
     ["POST", "/v4/{projectId}/externalClusters/register"],
     ["GET", "/v1/projects/{projectId}/externalClusters"],
+    ["POST", "/v4/{projectId}/externalClusters/{clusterID}/deregister"],
+    ["GET", "/v4/{projectId}/externalClusters/{clusterID}/deploymentYAML"],
   ])("documents %s %s", (method, url) => {
     expect(routes).toContainEqual({ method, url });
   });

@@ -1,13 +1,17 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
+import { agentDeploymentYaml, deregisterExternalCluster } from "../domain/external-clusters/cluster-agent.ts";
 import { discoverExternalClusters } from "../domain/external-clusters/discover.ts";
 import { listExternalClusters, registerExternalCluster } from "../domain/external-clusters/external-clusters.ts";
 import { getProject } from "../domain/projects/projects.ts";
+import { baseUrlOf } from "../http/base-url.ts";
 import { sendNoBody } from "../http/no-body.ts";
 import {
+  ErrorBody,
   errorResponses as errors,
   MEMBER,
   NoBody,
+  PROJECT_ADMIN,
   ProjectIdParams,
   READER,
   Timestamp,
@@ -15,6 +19,11 @@ import {
 } from "./common-schemas.ts";
 
 const TAGS = ["external clusters"];
+
+const ClusterParams = Type.Object({
+  projectId: Type.String({ description: "Project UUID" }),
+  clusterID: Type.String({ description: "Keelson's id of the registration, or the cluster's id at its provider" }),
+});
 
 const ProviderDetails = Type.Record(Type.String(), Type.Unknown(), {
   description: "Cloud-specific parameters; for eks, `region` (the AWS region)",
@@ -106,6 +115,68 @@ export const externalClusterRoutes: FastifyPluginAsyncTypebox = async (app) => {
       await getProject(keelson.db, request.params.projectId);
       await registerExternalCluster(keelson, request.params.projectId, request.body);
       return sendNoBody(reply);
+    },
+  );
+
+  app.post(
+    "/v4/:projectId/externalClusters/:clusterID/deregister",
+    {
+      config: MEMBER,
+      schema: {
+        tags: TAGS,
+        summary: "Deregister an external cluster",
+        description:
+          "Removes the registration and revokes its agent: the join tokens of its deployment YAML are deleted, " +
+          "the host its agent registered as is removed (its credential with it) and its link closed (4401). " +
+          "Nothing changes in the cluster itself. 404 for an unknown cluster.",
+        params: ClusterParams,
+        response: { 200: NoBody, ...errors(403, 404) },
+      },
+    },
+    async (request, reply) => {
+      await deregisterExternalCluster(keelson, request.params.projectId, request.params.clusterID);
+      return sendNoBody(reply);
+    },
+  );
+
+  app.get(
+    "/v4/:projectId/externalClusters/:clusterID/deploymentYAML",
+    {
+      // It carries a new join token: the role that mints join tokens, recorded as issued.
+      config: { ...PROJECT_ADMIN, issues: "join token" },
+      schema: {
+        tags: TAGS,
+        summary: "Deployment YAML of the cluster agent for a private external cluster",
+        description:
+          "A multi-document manifest for `kubectl apply -f`: Namespace, ServiceAccount, a ClusterRole reading nodes " +
+          "and /version, /readyz, /livez (nothing else) with its binding, a Secret with a join token minted for this " +
+          `cluster (valid 24 hours, spent at the agent's registration; a new manifest replaces an unspent one), a ` +
+          "ConfigMap with this control plane's URL and CA, and a Deployment running the Keelson agent in in-cluster " +
+          "mode. 404 when the cluster is not registered or no agent package is stored to deploy.",
+        params: ClusterParams,
+        response: {
+          200: {
+            description: "YAML",
+            content: { "application/octet-stream": { schema: Type.String({ format: "binary" }) } },
+          },
+          403: ErrorBody,
+          404: ErrorBody,
+        },
+      },
+    },
+    async (request, reply) => {
+      const { projectId, clusterID } = request.params;
+      const yaml = await agentDeploymentYaml(
+        keelson,
+        projectId,
+        clusterID,
+        baseUrlOf(keelson.settings.publicUrl, request),
+      );
+      return reply
+        .header("content-type", "application/octet-stream")
+        .header("content-disposition", 'attachment; filename="keelson-agent.yaml"')
+        .header("cache-control", "no-store")
+        .send(yaml);
     },
   );
 

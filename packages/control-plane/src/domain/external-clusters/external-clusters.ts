@@ -131,7 +131,7 @@ export async function listExternalClusters(db: Db, projectId: string): Promise<E
 }
 
 /** By Keelson's id or by the provider's cluster id, within the project. */
-export async function findExternalCluster(db: Db, projectId: string, clusterId: string): Promise<ExternalClusterRow> {
+export async function findExternalCluster(db: Tx, projectId: string, clusterId: string): Promise<ExternalClusterRow> {
   const row = firstRow(
     await db
       .select()
