@@ -7,12 +7,13 @@ import { ClusterRole, ClusterRoleBinding } from "kubernetes-models/rbac.authoriz
 import { ConfigMap, Namespace, Secret, ServiceAccount } from "kubernetes-models/v1";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { parseAllDocuments } from "yaml";
-import { type AwsStandin, STANDIN_KEYS, startAwsStandin } from "../../../test/aws-standin/server.ts";
+import type { AwsStandin } from "../../../test/aws-standin/server.ts";
 import { SimAgent } from "../../../test/sim/agent.ts";
 import { agentManifestObjects } from "../src/domain/external-clusters/agent-manifest.ts";
 import { HostAuthenticator } from "../src/domain/hosts/host-auth.ts";
 import { fakeAgentPackage, sha256 } from "./agent-package-fixtures.ts";
-import { ADMIN_TOKEN, createTestApp, type TestApp } from "./helpers.ts";
+import { appWithAwsAccount } from "./aws-app-fixtures.ts";
+import { ADMIN_TOKEN, type TestApp } from "./helpers.ts";
 
 /**
  * The agent of an external cluster: its deployment YAML (validated with kubernetes-models, the
@@ -59,15 +60,7 @@ describe("an external cluster's agent", () => {
     });
 
   beforeAll(async () => {
-    standin = await startAwsStandin();
-    t = await createTestApp({ settings: { awsEndpointUrl: standin.url } });
-    aws = (
-      await t.request({
-        method: "POST",
-        url: `/v4/${p()}/cloudProviders`,
-        payload: { name: "aws", type: "aws", ...STANDIN_KEYS },
-      })
-    ).json().uuid;
+    ({ t, standin, aws } = await appWithAwsAccount());
   });
   afterAll(async () => {
     await t.close();

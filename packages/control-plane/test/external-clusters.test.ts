@@ -2,10 +2,10 @@ import { randomUUID } from "node:crypto";
 import { externalClusters } from "@keelson/db";
 import type { InjectOptions } from "fastify";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { type AwsStandin, STANDIN_KEYS, startAwsStandin } from "../../../test/aws-standin/server.ts";
-import { ADMIN_TOKEN, createTestApp, type TestApp } from "./helpers.ts";
+import type { AwsStandin } from "../../../test/aws-standin/server.ts";
+import { appWithAwsAccount } from "./aws-app-fixtures.ts";
+import { ADMIN_TOKEN, type TestApp } from "./helpers.ts";
 
-const AWS = STANDIN_KEYS;
 const AZURE = { key: "0f8fad5b-d9cb-469f-a165-70867728950e", secret: "azure-secret" };
 
 describe("external clusters", () => {
@@ -33,15 +33,7 @@ describe("external clusters", () => {
   });
 
   beforeAll(async () => {
-    standin = await startAwsStandin();
-    t = await createTestApp({ settings: { awsEndpointUrl: standin.url } });
-    aws = (
-      await t.request({
-        method: "POST",
-        url: `/v4/${p()}/cloudProviders`,
-        payload: { name: "aws", type: "aws", ...AWS },
-      })
-    ).json().uuid;
+    ({ t, standin, aws } = await appWithAwsAccount());
     azure = (
       await t.request({
         method: "POST",
