@@ -48,15 +48,15 @@ const AGENT_DIR = "/opt/keelson/agent";
 const CONFIG_DIR = "/etc/keelson";
 
 /**
- * Run by the init container with `node -e`: downloads the package (trusting only the pinned CA
- * when the control plane speaks TLS), checks its sha256 and unpacks it into the agent volume.
+ * Run by the init container with `node -e SCRIPT URL SHA256`: downloads the package (trusting
+ * only the control plane's CA when it speaks TLS), checks its sha256 and unpacks it into the
+ * agent volume.
  */
 const FETCH_SCRIPT = `
 const { createHash } = require("node:crypto");
 const { existsSync, readFileSync, writeFileSync } = require("node:fs");
 const { execFileSync } = require("node:child_process");
-const env = process.env;
-const url = env.KEELSON_CONTROL_PLANE.replace(/\\/+$/, "") + "/v1/agentPackages/" + env.KEELSON_AGENT_VERSION + "/package.tar.gz";
+const [url, sha256] = process.argv.slice(1);
 const ca = existsSync("${CONFIG_DIR}/ca.pem") ? readFileSync("${CONFIG_DIR}/ca.pem") : undefined;
 const client = require(url.startsWith("https:") ? "node:https" : "node:http");
 client.get(url, ca ? { ca } : {}, (res) => {
@@ -66,7 +66,7 @@ client.get(url, ca ? { ca } : {}, (res) => {
   res.on("end", () => {
     const body = Buffer.concat(chunks);
     const got = createHash("sha256").update(body).digest("hex");
-    if (got !== env.KEELSON_AGENT_SHA256) { console.error("agent package sha256 " + got + ", expected " + env.KEELSON_AGENT_SHA256); process.exit(1); }
+    if (got !== sha256) { console.error("agent package sha256 " + got + ", expected " + sha256); process.exit(1); }
     writeFileSync("/tmp/package.tar.gz", body);
     execFileSync("tar", ["-xzf", "/tmp/package.tar.gz", "--no-same-owner", "-C", "${AGENT_DIR}"]);
   });
@@ -97,6 +97,7 @@ export function agentManifestObjects(input: AgentManifestInput): AgentManifestOb
     readOnlyRootFilesystem: true,
     capabilities: { drop: ["ALL"] },
   };
+  const packageUrl = `${input.controlPlane.replace(/\/+$/, "")}/v1/agentPackages/${input.agentPackage.version}/package.tar.gz`;
   const config: Record<string, string> = {
     KEELSON_CONTROL_PLANE: input.controlPlane,
     KEELSON_AGENT_VERSION: input.agentPackage.version,
@@ -164,8 +165,7 @@ export function agentManifestObjects(input: AgentManifestInput): AgentManifestOb
               {
                 name: "fetch-agent",
                 image: AGENT_IMAGE,
-                command: ["node", "-e", FETCH_SCRIPT],
-                env: ["KEELSON_CONTROL_PLANE", "KEELSON_AGENT_VERSION", "KEELSON_AGENT_SHA256"].map(fromConfig),
+                command: ["node", "-e", FETCH_SCRIPT, packageUrl, input.agentPackage.sha256],
                 securityContext: containerSecurity,
                 volumeMounts: [
                   { name: "agent", mountPath: AGENT_DIR },
