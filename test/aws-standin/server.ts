@@ -3,6 +3,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import type { AddressInfo } from "node:net";
 import { HOSTED_ZONES } from "./data.ts";
 import { EC2_NAMESPACE, Ec2Error, Ec2State, ec2Action } from "./ec2.ts";
+import { EksError, EksState, eksAction } from "./eks.ts";
 import { type Credential, parseAuthorization, signatureMatches } from "./sigv4.ts";
 import { el, XML_DECLARATION } from "./xml.ts";
 
@@ -15,10 +16,13 @@ import { el, XML_DECLARATION } from "./xml.ts";
  * - EC2 (Amazon EC2 API Reference, 2016-11-15): EC2's query protocol (./ec2.ts); errors
  *   `<Response><Errors><Error><Code/><Message/></Error></Errors><RequestID/></Response>`.
  * - Route 53 (Amazon Route 53 API Reference, 2013-04-01): REST-XML, `GET /2013-04-01/hostedzone`.
+ * - EKS (Amazon EKS API Reference, 2017-11-01): REST-JSON, ListClusters and DescribeCluster
+ *   (./eks.ts); errors in the `x-amzn-ErrorType` header and `{"message"}`.
  * Every request must carry a SigV4 Authorization header whose signature verifies with the
  * secret of the access key the stand-in knows (./sigv4.ts): an unknown key is
- * `InvalidClientTokenId` (STS, Route 53) or `AuthFailure` (EC2), a wrong secret
- * `SignatureDoesNotMatch` (STS, Route 53) or `AuthFailure` (EC2), with AWS's status codes.
+ * `InvalidClientTokenId` (STS, Route 53), `AuthFailure` (EC2) or `UnrecognizedClientException`
+ * (EKS), a wrong secret `SignatureDoesNotMatch` (STS, Route 53), `AuthFailure` (EC2) or
+ * `InvalidSignatureException` (EKS), with AWS's status codes.
  * What the account holds is in ./data.ts; key pairs imported stay for the stand-in's life.
  */
 export const STANDIN_ACCOUNT = {
@@ -53,10 +57,11 @@ export interface AwsStandin {
   /** The access keys of the account and their secrets (an IAM user may have two); tests add more. */
   keys: Map<string, string>;
   ec2: Ec2State;
+  eks: EksState;
   close(): Promise<void>;
 }
 
-type Service = "sts" | "ec2" | "route53";
+type Service = "sts" | "ec2" | "route53" | "eks";
 
 class AwsError extends Error {
   constructor(
@@ -80,7 +85,7 @@ function errorXml(service: Service, error: AwsError, requestId: string): string 
 /** Which service a request is for: the credential scope says it; unsigned ones by their shape. */
 function serviceOf(credential: Credential | undefined, path: string, params: URLSearchParams): Service {
   const scoped = credential?.service;
-  if (scoped === "sts" || scoped === "ec2" || scoped === "route53") return scoped;
+  if (scoped === "sts" || scoped === "ec2" || scoped === "route53" || scoped === "eks") return scoped;
   if (path.startsWith("/2013-04-01/")) return "route53";
   return params.get("Version") === "2011-06-15" ? "sts" : "ec2";
 }
@@ -96,18 +101,21 @@ function authenticate(
   }
   const secret = keys.get(credential.accessKeyId);
   if (secret === undefined) {
-    throw service === "ec2"
-      ? new AwsError(401, "AuthFailure", "AWS was not able to validate the provided access credentials")
-      : new AwsError(403, "InvalidClientTokenId", "The security token included in the request is invalid.");
+    if (service === "ec2") {
+      throw new AwsError(401, "AuthFailure", "AWS was not able to validate the provided access credentials");
+    }
+    const code = service === "eks" ? "UnrecognizedClientException" : "InvalidClientTokenId";
+    throw new AwsError(403, code, "The security token included in the request is invalid.");
   }
   if (!signatureMatches(request, credential, secret)) {
-    throw service === "ec2"
-      ? new AwsError(401, "AuthFailure", "AWS was not able to validate the provided access credentials")
-      : new AwsError(
-          403,
-          "SignatureDoesNotMatch",
-          "The request signature we calculated does not match the signature you provided. Check your AWS Secret Access Key and signing method. Consult the service documentation for details.",
-        );
+    if (service === "ec2") {
+      throw new AwsError(401, "AuthFailure", "AWS was not able to validate the provided access credentials");
+    }
+    throw new AwsError(
+      403,
+      service === "eks" ? "InvalidSignatureException" : "SignatureDoesNotMatch",
+      "The request signature we calculated does not match the signature you provided. Check your AWS Secret Access Key and signing method. Consult the service documentation for details.",
+    );
   }
 }
 
@@ -150,6 +158,7 @@ async function readBody(req: IncomingMessage): Promise<Buffer> {
 export async function startAwsStandin(options: { latencyMs?: number } = {}): Promise<AwsStandin> {
   const calls: StandinCall[] = [];
   const ec2 = new Ec2State();
+  const eks = new EksState();
   const sockets = new Set<import("node:net").Socket>();
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -162,11 +171,12 @@ export async function startAwsStandin(options: { latencyMs?: number } = {}): Pro
     const requestId = randomUUID();
     calls.push({
       service,
-      action: service === "route53" ? `${req.method} ${path}` : (params.get("Action") ?? ""),
+      action: service === "route53" || service === "eks" ? `${req.method} ${path}` : (params.get("Action") ?? ""),
       region: credential?.region ?? "",
       accessKeyId: credential?.accessKeyId ?? "",
     });
     if (standin.latencyMs > 0) await new Promise((r) => setTimeout(r, standin.latencyMs));
+    if (service === "eks") return answerEks(req, res, url, body, credential, requestId);
     let status = 200;
     let xml: string;
     try {
@@ -189,6 +199,35 @@ export async function startAwsStandin(options: { latencyMs?: number } = {}): Pro
     res.end(xml);
   }
 
+  /** EKS speaks JSON: its own answer and error shapes. A silent region leaves the request open. */
+  function answerEks(
+    req: IncomingMessage,
+    res: ServerResponse,
+    url: string,
+    body: Buffer,
+    credential: Credential | undefined,
+    requestId: string,
+  ): void {
+    let status = 200;
+    let answer: unknown;
+    const headers: Record<string, string> = { "content-type": "application/json", "x-amzn-requestid": requestId };
+    try {
+      authenticate(standin.keys, "eks", credential, { method: req.method ?? "GET", url, headers: req.headers, body });
+      const region = (credential as Credential).region;
+      if (eks.isSilent(region)) return;
+      answer = eksAction(eks, region, req.method ?? "GET", url, STANDIN_ACCOUNT.accountId);
+    } catch (err) {
+      const error =
+        err instanceof AwsError || err instanceof EksError ? err : new AwsError(500, "ServerException", String(err));
+      status = error.status;
+      headers["x-amzn-errortype"] = error.code;
+      answer = { message: error.message };
+    }
+    if (res.destroyed) return;
+    res.writeHead(status, headers);
+    res.end(JSON.stringify(answer));
+  }
+
   const server = createServer((req, res) => {
     handle(req, res).catch(() => res.destroy());
   });
@@ -206,6 +245,7 @@ export async function startAwsStandin(options: { latencyMs?: number } = {}): Pro
     latencyMs: options.latencyMs ?? 0,
     keys: new Map([[STANDIN_ACCOUNT.accessKeyId, STANDIN_ACCOUNT.secretAccessKey]]),
     ec2,
+    eks,
     close: () =>
       new Promise<void>((resolve) => {
         for (const socket of sockets) socket.destroy();

@@ -226,9 +226,13 @@ export const ServerSettingsSchema = Type.Object({
   // here once like every setting and handed to the SDK clients: tests, private regions and
   // proxies point Keelson at another endpoint with no code change.
   awsEndpointUrl: Type.Optional(
-    Setting.httpUrl("AWS_ENDPOINT_URL", "AWS: one endpoint for every AWS service Keelson calls (STS, EC2, Route 53).", {
-      defaultText: "each service's public AWS endpoint",
-    }),
+    Setting.httpUrl(
+      "AWS_ENDPOINT_URL",
+      "AWS: one endpoint for every AWS service Keelson calls (STS, EC2, Route 53, EKS).",
+      {
+        defaultText: "each service's public AWS endpoint",
+      },
+    ),
   ),
   awsEndpointUrlSts: Type.Optional(
     Setting.httpUrl("AWS_ENDPOINT_URL_STS", "AWS: the STS endpoint (credential checks); wins over AWS_ENDPOINT_URL.", {
@@ -246,6 +250,13 @@ export const ServerSettingsSchema = Type.Object({
     Setting.httpUrl(
       "AWS_ENDPOINT_URL_ROUTE_53",
       "AWS: the Route 53 endpoint (hosted zones); wins over AWS_ENDPOINT_URL.",
+      { defaultText: "AWS_ENDPOINT_URL" },
+    ),
+  ),
+  awsEndpointUrlEks: Type.Optional(
+    Setting.httpUrl(
+      "AWS_ENDPOINT_URL_EKS",
+      "AWS: the EKS endpoint (external clusters: discover, register); wins over AWS_ENDPOINT_URL.",
       { defaultText: "AWS_ENDPOINT_URL" },
     ),
   ),

@@ -1,3 +1,4 @@
+import { DescribeClusterCommand, EKSClient, ListClustersCommand } from "@aws-sdk/client-eks";
 import { GetCallerIdentityCommand, STSClient } from "@aws-sdk/client-sts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type AwsStandin, STANDIN_KEYS, startAwsStandin } from "../../../test/aws-standin/server.ts";
@@ -51,6 +52,53 @@ describe("AWS stand-in", () => {
       $metadata: { httpStatusCode: 403 },
     });
     client.destroy();
+  });
+
+  describe("EKS (REST-JSON)", () => {
+    const eks = (secretAccessKey = STANDIN_KEYS.secret, region = "us-east-1") =>
+      new EKSClient({
+        region,
+        endpoint: standin.url,
+        credentials: { accessKeyId: STANDIN_KEYS.key, secretAccessKey },
+        maxAttempts: 1,
+      });
+
+    it("lists a region's clusters page by page and describes one", async () => {
+      const client = eks();
+      const first = await client.send(new ListClustersCommand({ maxResults: 1 }));
+      expect(first.clusters).toEqual(["payments"]);
+      const second = await client.send(new ListClustersCommand({ maxResults: 1, nextToken: first.nextToken }));
+      expect(second).toMatchObject({ clusters: ["prod-east"] });
+      expect(second.nextToken).toBeUndefined();
+      const { cluster } = await client.send(new DescribeClusterCommand({ name: "payments" }));
+      expect(cluster).toMatchObject({
+        name: "payments",
+        arn: "arn:aws:eks:us-east-1:123456789012:cluster/payments",
+        status: "ACTIVE",
+        resourcesVpcConfig: { endpointPublicAccess: false },
+      });
+      expect(cluster?.createdAt).toBeInstanceOf(Date);
+      client.destroy();
+    });
+
+    it("answers EKS's errors in its shape: unknown cluster, wrong secret, bad parameter", async () => {
+      const client = eks();
+      await expect(client.send(new DescribeClusterCommand({ name: "analytics" }))).rejects.toMatchObject({
+        name: "ResourceNotFoundException",
+        message: "No cluster found for name: analytics.",
+        $metadata: { httpStatusCode: 404 },
+      });
+      await expect(client.send(new ListClustersCommand({ maxResults: 101 }))).rejects.toMatchObject({
+        name: "InvalidParameterException",
+      });
+      client.destroy();
+      const wrong = eks("x".repeat(40));
+      await expect(wrong.send(new ListClustersCommand({}))).rejects.toMatchObject({
+        name: "InvalidSignatureException",
+        $metadata: { httpStatusCode: 403 },
+      });
+      wrong.destroy();
+    });
   });
 
   it("refuses an unsigned request in STS's error shape", async () => {

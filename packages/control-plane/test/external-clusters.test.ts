@@ -1,76 +1,128 @@
 import { randomUUID } from "node:crypto";
-import { cloudProviders, type Db, externalClusters, firstRow } from "@keelson/db";
-import { and, eq } from "drizzle-orm";
+import { externalClusters } from "@keelson/db";
 import type { InjectOptions } from "fastify";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type AwsStandin, STANDIN_KEYS, startAwsStandin } from "../../../test/aws-standin/server.ts";
-import { ADMIN_TOKEN, createTestApp, type TestApp } from "./helpers.ts";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import type { AwsStandin } from "../../../test/aws-standin/server.ts";
+import { appWithAwsAccount } from "./aws-app-fixtures.ts";
+import { ADMIN_TOKEN, type TestApp } from "./helpers.ts";
 
-const AWS = STANDIN_KEYS;
 const AZURE = { key: "0f8fad5b-d9cb-469f-a165-70867728950e", secret: "azure-secret" };
-
-async function _localProviderId(db: Db, projectId: string): Promise<string> {
-  const row = firstRow(
-    await db
-      .select()
-      .from(cloudProviders)
-      .where(and(eq(cloudProviders.projectId, projectId), eq(cloudProviders.type, "local"))),
-  );
-  return row?.id ?? "";
-}
 
 describe("external clusters", () => {
   let t: TestApp;
   let standin: AwsStandin;
   let aws: string;
-  let _azure: string;
-  let registeredId: string;
+  let azure: string;
   const p = () => t.projectId;
   const base = () => `/v4/${p()}/externalClusters`;
 
-  const _register = (payload: Record<string, unknown>, token?: string | null) =>
+  const register = (payload: Record<string, unknown>, token?: string | null) =>
     t.request({ method: "POST", url: `${base()}/register`, payload, token });
+  const discover = () => t.request({ method: "GET", url: `${base()}/discover` });
+  const registered = async () =>
+    (await t.request({ method: "GET", url: `/v1/projects/${p()}/externalClusters` })).json() as {
+      id: string;
+      providerDetails: { region: string };
+    }[];
+  const count = async () => (await t.db.select().from(externalClusters)).length;
+  const eks = (id: string, region = "us-east-1") => ({
+    id,
+    provider: "eks",
+    cloudProviderID: aws,
+    providerDetails: { region },
+  });
 
   beforeAll(async () => {
-    standin = await startAwsStandin();
-    t = await createTestApp({ settings: { awsEndpointUrl: standin.url } });
-    aws = (
-      await t.request({
-        method: "POST",
-        url: `/v4/${p()}/cloudProviders`,
-        payload: { name: "aws", type: "aws", ...AWS },
-      })
-    ).json().uuid;
-    _azure = (
+    ({ t, standin, aws } = await appWithAwsAccount());
+    azure = (
       await t.request({
         method: "POST",
         url: `/v3/${p()}/cloudProviders`,
         payload: { name: "az", type: "azure", ...AZURE },
       })
     ).json().uuid;
-    // What a registration will store once the cloud drivers exist.
-    registeredId = randomUUID();
-    await t.db.insert(externalClusters).values({
-      id: registeredId,
-      projectId: p(),
-      externalId: "eks-prod",
-      provider: "eks",
-      cloudProviderId: aws,
-      providerDetails: { region: "us-east-1" },
-    });
   });
   afterAll(async () => {
     await t.close();
     await standin.close();
   });
-
-  const count = async () => (await t.db.select().from(externalClusters)).length;
+  beforeEach(async () => {
+    await t.db.delete(externalClusters);
+    standin.eks.failing.clear();
+    standin.eks.silent.clear();
+  });
 
   describe("discover", () => {
-    it("answers 200 with an empty list until the cloud drivers exist", async () => {
-      const res = await t.request({ method: "GET", url: `${base()}/discover` });
+    it("lists the EKS clusters of every region of the account, asking each region", async () => {
+      const before = standin.calls.length;
+      const res = await discover();
       expect(res.statusCode).toBe(200);
-      expect(res.json()).toEqual([]);
+      expect(res.headers.warning).toBeUndefined();
+      expect(res.json()).toEqual([
+        { id: "analytics", provider: "eks", cloudProviderID: aws, providerDetails: { region: "eu-central-1" } },
+        { id: "payments", provider: "eks", cloudProviderID: aws, providerDetails: { region: "us-east-1" } },
+        { id: "prod-east", provider: "eks", cloudProviderID: aws, providerDetails: { region: "us-east-1" } },
+      ]);
+      const listed = standin.calls.slice(before).filter((c) => c.service === "eks");
+      expect(listed.map((c) => c.region).sort()).toEqual(["eu-central-1", "us-east-1", "us-west-2"]);
+      expect(new Set(listed.map((c) => c.action))).toEqual(new Set(["GET /clusters"]));
+    });
+
+    it("leaves out the clusters registered already, and lists a new one", async () => {
+      expect((await register(eks("prod-east"))).statusCode).toBe(200);
+      standin.eks.add("us-west-2", { name: "fresh" });
+      try {
+        const ids = (await discover()).json().map((c: { id: string }) => c.id);
+        expect(ids).toEqual(["analytics", "payments", "fresh"]);
+      } finally {
+        standin.eks.clusters.get("us-west-2")?.delete("fresh");
+      }
+    });
+
+    it("names a failing region in a Warning header and still lists the others", async () => {
+      standin.eks.failing.add("eu-central-1");
+      const res = await discover();
+      expect(res.statusCode).toBe(200);
+      expect(res.json().map((c: { id: string }) => c.id)).toEqual(["payments", "prod-east"]);
+      expect(String(res.headers.warning)).toMatch(
+        /^199 keelson ".*region eu-central-1: AWS failed .*ServiceUnavailable/,
+      );
+    });
+
+    it("does not wait past the time limit for a region that never answers", async () => {
+      standin.eks.silent.add("us-west-2");
+      t.settings.cloudCallTimeoutMs = 400;
+      try {
+        const started = Date.now();
+        const res = await discover();
+        expect(res.statusCode).toBe(200);
+        expect(Date.now() - started).toBeLessThan(5_000);
+        expect(res.json().map((c: { id: string }) => c.id)).toEqual(["analytics", "payments", "prod-east"]);
+        expect(String(res.headers.warning)).toMatch(/region us-west-2: AWS did not answer .* within 400 ms/);
+      } finally {
+        t.settings.cloudCallTimeoutMs = 15_000;
+      }
+    });
+
+    it("names an account whose credentials AWS no longer accepts", async () => {
+      const key = "AKIAREVOKED000000001";
+      const secret = "revokedSecretKey".padEnd(40, "0");
+      standin.keys.set(key, secret);
+      const created = await t.request({
+        method: "POST",
+        url: `/v4/${p()}/cloudProviders`,
+        payload: { name: "revoked", type: "aws", key, secret },
+      });
+      expect(created.statusCode).toBe(200);
+      standin.keys.delete(key);
+      try {
+        const res = await discover();
+        expect(res.statusCode).toBe(200);
+        expect(res.json()).toHaveLength(3);
+        expect(String(res.headers.warning)).toMatch(/account revoked \(.*AWS refused the credentials/);
+      } finally {
+        await t.request({ method: "DELETE", url: `/v4/${p()}/cloudProviders/${created.json().uuid}` });
+      }
     });
 
     it("answers 404 to the admin for an unknown project", async () => {
@@ -83,24 +135,83 @@ describe("external clusters", () => {
     });
   });
 
-  describe("register, deregister and deploymentYAML", () => {
-    it("are not served: they need the clouds' APIs, which this server does not call", async () => {
-      for (const [method, url] of [
-        ["POST", `${base()}/register`],
-        ["POST", `${base()}/${registeredId}/deregister`],
-        ["GET", `${base()}/${registeredId}/deploymentYAML`],
-      ] as const) {
-        const res = await t.request({ method, url, payload: method === "POST" ? {} : undefined });
-        expect(res.statusCode, url).toBe(404);
-        expect(res.json().code).toBe("route_not_found");
-      }
+  describe("register", () => {
+    it("stores a cluster EKS knows and lists it; asks DescribeCluster in its region", async () => {
+      const before = standin.calls.length;
+      const res = await register(eks("payments"));
+      expect(res.statusCode).toBe(200);
+      expect(res.body).toBe("");
+      expect(await registered()).toMatchObject([{ id: "payments", providerDetails: { region: "us-east-1" } }]);
+      expect(standin.calls.slice(before).filter((c) => c.service === "eks")).toEqual([
+        expect.objectContaining({ action: "GET /clusters/payments", region: "us-east-1" }),
+      ]);
+    });
+
+    it("answers 409 for a cluster registered already, also when two race", async () => {
+      const both = await Promise.all([register(eks("prod-east")), register(eks("prod-east"))]);
+      expect(both.map((r) => r.statusCode).sort()).toEqual([200, 409]);
+      const again = await register(eks("prod-east"));
+      expect(again.statusCode).toBe(409);
+      expect(again.json().code).toBe("already_registered");
       expect(await count()).toBe(1);
+    });
+
+    it("answers 404 when EKS does not know the cluster in that region", async () => {
+      // `analytics` exists, but in eu-central-1.
+      const res = await register(eks("analytics", "us-east-1"));
+      expect(res.statusCode).toBe(404);
+      expect(res.json().message).toMatch(/eks cluster in us-east-1 analytics does not exist/);
+      expect(await count()).toBe(0);
+    });
+
+    it("checks the region against the account's regions, not a static list", async () => {
+      // ap-south-1 is an AWS region, but not one this account has (the stand-in's DescribeRegions).
+      const res = await register(eks("payments", "ap-south-1"));
+      expect(res.statusCode).toBe(400);
+      expect(res.json()).toMatchObject({ field: "providerDetails.region" });
+      expect(res.json().message).toMatch(/not a region of this AWS account/);
+      expect(await count()).toBe(0);
+    });
+
+    it("answers 503 when EKS cannot answer, and stores nothing", async () => {
+      standin.eks.failing.add("us-east-1");
+      const res = await register(eks("payments"));
+      expect(res.statusCode).toBe(503);
+      expect(res.json().code).toBe("cloud_unavailable");
+      expect(await count()).toBe(0);
+    });
+
+    it("answers 400 naming the field for malformed bodies and unsupported providers", async () => {
+      const cases: [Record<string, unknown>, string][] = [
+        [{ ...eks("payments"), providerDetails: {} }, "providerDetails.region"],
+        [{ ...eks("payments"), id: " " }, "id"],
+        [{ ...eks("payments"), provider: "openshift" }, "provider"],
+        [{ ...eks("payments"), provider: "aks", cloudProviderID: azure }, "provider"],
+        [{ ...eks("payments"), cloudProviderID: azure }, "cloudProviderID"],
+        [{ id: "payments", provider: "eks", cloudProviderID: aws }, "providerDetails"],
+      ];
+      for (const [payload, field] of cases) {
+        const res = await register(payload);
+        expect(res.statusCode, JSON.stringify(payload)).toBe(400);
+        expect(res.json().field, JSON.stringify(payload)).toBe(field);
+      }
+      expect(await count()).toBe(0);
+    });
+
+    it("answers 404 for an unknown account", async () => {
+      const res = await register({ ...eks("payments"), cloudProviderID: randomUUID() });
+      expect(res.statusCode).toBe(404);
+      expect(await count()).toBe(0);
     });
   });
 
   describe("authentication", () => {
     it("answers 403 on every endpoint without a token, with a bad one, and with another project's token", async () => {
-      const endpoints: InjectOptions[] = [{ method: "GET", url: `${base()}/discover` }];
+      const endpoints: InjectOptions[] = [
+        { method: "GET", url: `${base()}/discover` },
+        { method: "POST", url: `${base()}/register`, payload: eks("payments") },
+        { method: "GET", url: `/v1/projects/${p()}/externalClusters` },
+      ];
       for (const endpoint of endpoints) {
         for (const token of [null, "not-a-token", t.otherToken]) {
           const res = await t.request({ ...endpoint, token });
@@ -108,6 +219,7 @@ describe("external clusters", () => {
           expect(res.json().code).toBe("forbidden");
         }
       }
+      expect(await count()).toBe(0);
     });
   });
 });

@@ -34,6 +34,10 @@ describe("OpenAPI document", () => {
     ["PUT", "/v1/hosts/{uuid}/hostagent"],
     ["POST", "/v4/{project_uuid}/hostAgentUpgrades"],
     ["GET", "/v4/{projectId}/externalClusters/discover"],
+    ["POST", "/v4/{projectId}/externalClusters/register"],
+    ["GET", "/v1/projects/{projectId}/externalClusters"],
+    ["POST", "/v4/{projectId}/externalClusters/{clusterID}/deregister"],
+    ["GET", "/v4/{projectId}/externalClusters/{clusterID}/deploymentYAML"],
   ])("documents %s %s", (method, url) => {
     expect(routes).toContainEqual({ method, url });
   });

@@ -72,6 +72,11 @@ export const joinTokens = sqliteTable("join_tokens", {
   expiresAt: text("expires_at").notNull(),
   usedAt: text("used_at"),
   usedByNodeId: text("used_by_node_id"),
+  /**
+   * Set on a token minted for the agent of an external cluster (its deployment YAML): the agent
+   * that registers with it is that cluster's, and deregistering the cluster revokes it.
+   */
+  externalClusterId: text("external_cluster_id").references(() => externalClusters.id),
   createdAt: createdAt(),
 });
 

@@ -173,6 +173,14 @@ export class AgentHub {
     return result;
   }
 
+  /**
+   * Ends a host's link because its credential was revoked (the host was deleted): 4401, which
+   * the agent does not retry. A link another replica holds stays until it drops; it cannot come back.
+   */
+  revoke(hostId: string, reason: string): void {
+    this.registry.get(hostId)?.close(CloseCode.UNAUTHORIZED, reason);
+  }
+
   /** Writes presence now (tests; shutdown). */
   flushPresence(): Promise<void> {
     return this.presence.flush();

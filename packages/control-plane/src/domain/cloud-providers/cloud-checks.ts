@@ -27,9 +27,10 @@ export async function verifyWithCloud(
     await checkAwsCredentials({ settings: keelson.settings, credentials, clients: keelson.awsClients });
 }
 
-type CloudKeelson = Pick<Keelson, "db" | "cipher" | "settings" | "awsClients">;
+export type CloudKeelson = Pick<Keelson, "db" | "cipher" | "settings" | "awsClients">;
 
-async function storedAccount(keelson: CloudKeelson, id: string): Promise<AwsAccount> {
+/** A stored AWS account as the AWS calls need it (its credentials decrypted, the server's kept clients). */
+export async function storedAccount(keelson: CloudKeelson, id: string): Promise<AwsAccount> {
   return { settings: keelson.settings, credentials: await storedCredentials(keelson, id), clients: keelson.awsClients };
 }
 

@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { badRequest, notFound } from "../../http/errors.ts";
+import { badRequest } from "../../http/errors.ts";
 import type { ProviderType } from "./provider-types.ts";
 
 export interface Region {
@@ -9,7 +9,7 @@ export interface Region {
   Endpoint: string;
 }
 
-type RegionFile = Record<Exclude<ProviderType, "local">, Region[]>;
+type RegionFile = Record<Exclude<ProviderType, "local" | "aws">, Region[]>;
 
 const file = join(dirname(fileURLToPath(import.meta.url)), "regions.json");
 // Read once: the list is static data shipped with the code, not configuration.
@@ -26,10 +26,4 @@ export function regionsOf(type: string): Region[] {
     throw badRequest("uuid", `the ${type} provider has no regions; regions exist for public clouds only`, "no_regions");
   }
   return regions;
-}
-
-export function requireRegion(type: string, regionId: string): Region {
-  const region = regionsOf(type).find((r) => r.RegionName === regionId);
-  if (!region) throw notFound(`${type} region`, regionId);
-  return region;
 }

@@ -48,7 +48,8 @@ export class JoinTokenRejected extends ApiError {
 export async function createJoinToken(
   db: Db,
   projectId: string,
-  input: { expiresInMinutes?: number },
+  /** `externalClusterId`: minted for that external cluster's agent (its deployment YAML), never from a request body. */
+  input: { expiresInMinutes?: number; externalClusterId?: string },
   now = new Date(),
 ): Promise<IssuedJoinToken> {
   const minutes = requireIntegerInRange(
@@ -61,6 +62,7 @@ export async function createJoinToken(
   const row = await insertProjectRow(db, joinTokens, projectId, {
     tokenHash: hashSecret(token),
     expiresAt: addMinutes(now, minutes),
+    externalClusterId: input.externalClusterId ?? null,
     createdAt: now.toISOString(),
   });
   return { id: row.id, token, projectId, expiresAt: row.expiresAt, createdAt: row.createdAt };

@@ -12,10 +12,11 @@ interface AwsFailure {
   $fault?: "client" | "server";
 }
 
-/** AWS's codes for credentials it does not accept (STS, EC2, Route 53 answer them alike). */
+/** AWS's codes for credentials it does not accept (STS, EC2, Route 53 and EKS name them alike or close). */
 const REFUSED_CREDENTIALS = new Set([
   "InvalidClientTokenId",
   "SignatureDoesNotMatch",
+  "InvalidSignatureException",
   "AuthFailure",
   "UnrecognizedClientException",
   "InvalidAccessKeyId",

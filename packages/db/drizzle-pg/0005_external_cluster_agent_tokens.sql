@@ -1,0 +1,2 @@
+ALTER TABLE "join_tokens" ADD COLUMN "external_cluster_id" text;--> statement-breakpoint
+ALTER TABLE "join_tokens" ADD CONSTRAINT "join_tokens_external_cluster_id_external_clusters_id_fk" FOREIGN KEY ("external_cluster_id") REFERENCES "public"."external_clusters"("id") ON DELETE no action ON UPDATE no action;

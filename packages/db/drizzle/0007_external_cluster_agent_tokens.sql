@@ -1,0 +1,1 @@
+ALTER TABLE `join_tokens` ADD `external_cluster_id` text REFERENCES external_clusters(id);
