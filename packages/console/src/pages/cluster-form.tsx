@@ -5,7 +5,8 @@ import { ErrorNote, Field } from "../ui.tsx";
 /**
  * The cluster fields of spec §2.1 a manual-deploy cluster takes (C: create, U: update). Values go
  * to the API as typed: the API is the one home of the §4.8 rules, and its 400 names the field,
- * which is shown beside that input.
+ * which is shown beside that input. Inputs are uncontrolled (defaultValue): a re-render, such as the
+ * one that shows an error, keeps what the user typed.
  */
 interface FieldSpec {
   name: string;
@@ -132,11 +133,11 @@ export function ClusterForm(props: {
           return (
             <Field key={f.name} id={id} label={f.label} hint={f.hint} error={message}>
               {f.kind === "flag" ? (
-                <input type="checkbox" {...common} checked={initial === true || initial === 1} />
+                <input type="checkbox" {...common} defaultChecked={initial === true || initial === 1} />
               ) : f.kind === "select" ? (
-                <select {...common} value={initial === undefined ? "" : String(initial)}>
+                <select {...common}>
                   {f.options?.map((o) => (
-                    <option key={o} value={o}>
+                    <option key={o} value={o} selected={o === String(initial ?? "")}>
                       {o || "(default)"}
                     </option>
                   ))}
@@ -145,7 +146,7 @@ export function ClusterForm(props: {
                 <input
                   {...common}
                   inputMode={f.kind === "number" ? "numeric" : undefined}
-                  value={initial === undefined || initial === null ? "" : String(initial)}
+                  defaultValue={initial === undefined || initial === null ? "" : String(initial)}
                 />
               )}
             </Field>

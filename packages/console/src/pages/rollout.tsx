@@ -25,8 +25,10 @@ export function rolloutPlan(
   percent: number,
   chosen: string[] = [],
 ): string[][] {
-  const masters = nodes.filter((n) => n.isMaster === 1);
-  const workers = nodes.filter((n) => n.isMaster !== 1);
+  // The rollout takes nodes by name, then id (domain/clusters/rollouts/rollout.ts).
+  const sorted = [...nodes].sort((a, b) => a.name.localeCompare(b.name) || a.uuid.localeCompare(b.uuid));
+  const masters = sorted.filter((n) => n.isMaster === 1);
+  const workers = sorted.filter((n) => n.isMaster !== 1);
   const plan: string[][] = [];
   if (scope !== "workers") for (const m of masters) plan.push([m.name]);
   if (scope === "masters") return plan;
