@@ -17,3 +17,12 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$sum" ]; then
   pnpm install --frozen-lockfile >&2
   echo "$sum" > "$stamp"
 fi
+
+# The web console (packages/console) the control plane serves at /ui: built here so `npm start`
+# and a fresh clone serve it with no extra command; rebuilt when its sources or the lockfile change.
+console_stamp=packages/console/dist/.keelson-build-stamp
+console_sum=$( (cat pnpm-lock.yaml; find packages/console -path '*/node_modules' -prune -o -path '*/dist' -prune -o -type f -print | LC_ALL=C sort | xargs cat) | sha256sum | cut -d' ' -f1)
+if [ ! -f "$console_stamp" ] || [ "$(cat "$console_stamp")" != "$console_sum" ]; then
+  pnpm --filter @keelson/console build >&2
+  echo "$console_sum" > "$console_stamp"
+fi

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Debian packages the tests use (real etcd, keepalived, containerd, runc and the CNI plugins for the phases,
 # busybox-static for the tiny rootfs and OCI image the runtime checks run, iproute2 for network namespaces,
-# openssl to cross-check certificates, shellcheck for the agent install script, PostgreSQL for the store's second dialect).
+# openssl to cross-check certificates, shellcheck for the agent install script, PostgreSQL for the store's second dialect, chromium for the console's browser test).
 # Installed only when missing; needs root, as on CI.
 set -euo pipefail
 need=()
@@ -20,6 +20,8 @@ command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
 compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || need+=(postgresql)
 # shellcheck checks the agent install script and command (packages/control-plane/test/install-script.test.ts).
 command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)
+# Headless Chromium for the web console's browser test (test/e2e/console.test.ts, driven by playwright-core).
+[ -x /usr/bin/chromium ] || need+=(chromium)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ]; then
   echo "missing system packages: ${need[*]} (run as root or install them)" >&2

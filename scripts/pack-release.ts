@@ -6,6 +6,7 @@
  *     manifest.json                 version, schema and protocol versions, what it upgrades from
  *     SHA256SUMS                    every file, in sha256sum's format (`sha256sum -c` checks it)
  *     packages/control-plane, db, protocol, settings, cli   sources, migrations, bin/
+ *     packages/console/dist         the web console's built files (served at /ui)
  *     node_modules/.pnpm/...        their production dependencies (scripts/lib/release-closure.ts)
  *     agent/keelson-agent-<X>.tar.gz  the agent package (pack-agent.ts)
  *     node-packages.json            the node package index: the catalogue's role versions and files
@@ -15,7 +16,7 @@
  * copied package.json files carry the release's version, which is what `keelson-server` reports,
  * writes into backups and checks a database's keelson_schema against.
  */
-import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join, relative, resolve, sep } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
@@ -96,6 +97,11 @@ export async function packRelease(options: {
   const t0 = clock();
   copyWorkspacePackages(repoRoot, PACKAGES, partial);
   for (const p of PACKAGES) setVersion(join(partial, "packages", p, "package.json"), version);
+  // The web console the control plane serves at /ui: its built files only (routes/console.ts finds them there).
+  const consoleDist = join(repoRoot, "packages", "console", "dist");
+  if (!existsSync(join(consoleDist, "index.html")))
+    throw new Error(`${consoleDist} is not built (scripts/ensure-deps.sh)`);
+  cpSync(consoleDist, join(partial, "packages", "console", "dist"), { recursive: true });
   const t1 = clock();
   const agent = await packAgent({ version, out: join(partial, "agent") });
   writeFileSync(join(partial, "node-packages.json"), `${JSON.stringify(nodePackageIndex(), null, 2)}\n`);

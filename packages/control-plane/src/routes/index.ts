@@ -9,6 +9,7 @@ import { cloudProviderRoutes } from "./cloud-providers.ts";
 import { cloudRegionRoutes } from "./cloud-regions.ts";
 import { clusterActionRoutes } from "./cluster-actions.ts";
 import { clusterRoutes } from "./clusters.ts";
+import { consoleRoutes } from "./console.ts";
 import { eventRoutes } from "./events.ts";
 import { externalClusterRoutes } from "./external-clusters.ts";
 import { healthRoutes } from "./health.ts";
@@ -56,4 +57,5 @@ export const registerRoutes: FastifyPluginAsyncTypebox = async (app) => {
   await app.register(hostUpgradeRoutes);
   await app.register(installRoutes);
   await app.register(eventRoutes);
+  await app.register(consoleRoutes);
 };

@@ -1,0 +1,211 @@
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import type { Page } from "playwright-core";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import type { AgentProc } from "./support/agents.ts";
+import { ARTIFACTS, type HeadlessBrowser, launchChromium } from "./support/browser.ts";
+import { startNodeAgents, tearDownHosts } from "./support/node-checks.ts";
+import type { NodeHostDirs } from "./support/node-hosts.ts";
+import { api, type ServerProc, startServer, tempDir } from "./support/processes.ts";
+
+/**
+ * The web console in headless Chromium (Debian's, driven by playwright-core) against a real
+ * keelson-server and three real agents (one host each on 127.0.0.71-73, the test node package):
+ * a user logs in the Keystone way, creates a cluster (after the API's 400 shows beside the field
+ * it names), attaches the three hosts and watches their phases converge, restarts the cluster
+ * from the plan it was shown and follows it live to the end, and downloads a kubeconfig.
+ * Screenshots of each page go to test/artifacts/ (gitignored).
+ */
+
+const ADMIN = "e2e-admin-token";
+const USER = { name: "console-user", password: "console-password-1" };
+const HOSTS = [
+  { name: "master-71", ip: "127.0.0.71" },
+  { name: "worker-72", ip: "127.0.0.72" },
+  { name: "worker-73", ip: "127.0.0.73" },
+] as const;
+/** Phases a master and a worker run (packages/protocol/src/phases.ts). */
+const PHASES = { "master-71": 21, "worker-72": 15, "worker-73": 15 } as const;
+
+describe("web console in a browser", () => {
+  let server: ServerProc;
+  let chromium: HeadlessBrowser | undefined;
+  let page: Page;
+  let projectId: string;
+  let clusterId: string;
+  const scratch = tempDir("keelson-e2e-console-");
+  const agents: Record<string, AgentProc> = {};
+  const dirs: Record<string, NodeHostDirs> = {};
+  const ids: Record<string, string> = {};
+  const pageErrors: string[] = [];
+  const shot = (name: string) => page.screenshot({ path: join(ARTIFACTS, `console-${name}.png`), fullPage: true });
+
+  beforeAll(async () => {
+    server = await startServer({ adminToken: ADMIN, env: { KEELSON_AGENT_HEARTBEAT_MS: "2000" } });
+    const projects = await api<{ projects: { id: string; name: string }[] }>(`${server.url}/v1/projects`, ADMIN);
+    projectId = projects.body.projects.find((p) => p.name === "default")?.id as string;
+    const user = await api(`${server.url}/v1/projects/${projectId}/users`, ADMIN, {
+      method: "POST",
+      body: { ...USER, role: "admin" },
+    });
+    expect(user.status, JSON.stringify(user.body)).toBeLessThan(300);
+    await startNodeAgents({ serverUrl: server.url, token: ADMIN, projectId, hosts: HOSTS, scratch, agents, dirs, ids });
+    chromium = await launchChromium();
+    page = await chromium.browser.newPage({ viewport: { width: 1280, height: 900 }, acceptDownloads: true });
+    page.setDefaultTimeout(15_000);
+    page.on("pageerror", (err) => pageErrors.push(String(err)));
+  }, 120_000);
+
+  // A failed step leaves its screenshot and what the page said, to see why.
+  afterEach(async (context) => {
+    if (context.task.result?.state !== "fail" || !page) return;
+    await shot(`failed-${context.task.name.slice(0, 40).replace(/\W+/g, "-")}`).catch(() => {});
+    const text = await page
+      .locator("main")
+      .textContent()
+      .catch(() => "");
+    context.task.result.errors?.push({
+      message: `page: ${(text ?? "").slice(0, 1500)}\npage errors: ${pageErrors.join("\n")}`,
+    });
+  });
+
+  afterAll(async () => {
+    await chromium?.close();
+    await tearDownHosts({ agents, server, dirs, scratch });
+  }, 60_000);
+
+  it("refuses a wrong password in words, then logs in the Keystone way", async () => {
+    await page.goto(`${server.url}/`);
+    expect(page.url()).toBe(`${server.url}/ui/`);
+    await page.getByLabel("User").fill(USER.name);
+    await page.getByLabel("Password").fill("not-the-password");
+    await page.getByRole("button", { name: "Log in" }).click();
+    await expect.poll(() => page.getByRole("alert").textContent()).toMatch(/401|not|invalid/i);
+    await page.getByLabel("Password").fill(USER.password);
+    await page.getByRole("button", { name: "Log in" }).click();
+    await page.getByRole("heading", { name: "Clusters" }).waitFor();
+    await shot("login-clusters");
+    // The token lives in this tab's sessionStorage only.
+    expect(await page.evaluate("Object.keys(localStorage).length")).toBe(0);
+    expect(await page.evaluate("sessionStorage.getItem('keelson.session')")).toContain(projectId);
+  });
+
+  it("shows the API's 400 beside the field it names, then creates the cluster", async () => {
+    await page.getByRole("button", { name: "New cluster" }).click();
+    await page.getByLabel("Name", { exact: true }).fill("console-demo");
+    await page.getByLabel("Containers CIDR").fill("10.70.0.0/16");
+    await page.getByLabel("Services CIDR").fill("10.70.0.0/16");
+    await page.getByRole("button", { name: "Create cluster" }).click();
+    const inline = page.locator("#cf-servicesCidr-error");
+    await inline.waitFor();
+    expect(await inline.textContent()).toMatch(/overlap/);
+    expect(await page.getByLabel("Services CIDR").getAttribute("aria-invalid")).toBe("true");
+    await shot("create-error");
+    await page.getByLabel("Services CIDR").fill("10.71.0.0/16");
+    await page.getByRole("button", { name: "Create cluster" }).click();
+    await page.getByRole("heading", { name: "Cluster console-demo" }).waitFor();
+    clusterId = /#\/cluster\/([\w-]+)/.exec(page.url())?.[1] as string;
+    const clusters = await api<{ uuid: string; name: string }[]>(`${server.url}/v4/${projectId}/clusters`, ADMIN);
+    expect(clusters.body.map((c) => [c.uuid, c.name])).toEqual([[clusterId, "console-demo"]]);
+  });
+
+  it("attaches three hosts and shows every node's phases converge in the timeline", async () => {
+    for (const h of HOSTS) {
+      await page.getByLabel(h.name).selectOption(h.name.startsWith("master") ? "master" : "worker");
+    }
+    await page.getByRole("button", { name: "Attach", exact: true }).click();
+    for (const h of HOSTS) {
+      const node = page.locator(`li.node[data-node="${h.name}"]`);
+      // Every phase listed, each running but the stop-only drain, the node ok: as reported live.
+      await expect
+        .poll(
+          async () => ({
+            phases: await node.locator("li.phase").count(),
+            waiting: await node.locator('li.phase:not([data-state="running"]):not([data-phase="drain-pods"])').count(),
+            status: await node.locator(".node-head .badge").first().textContent(),
+          }),
+          { timeout: 120_000, interval: 500 },
+        )
+        .toEqual({ phases: PHASES[h.name], waiting: 0, status: "ok" });
+    }
+    await expect.poll(() => page.getByTestId("cluster-status").textContent(), { timeout: 60_000 }).toBe("ok");
+    await page.locator("li.node summary").first().click();
+    await shot("cluster-converged");
+  }, 180_000);
+
+  it("shows the restart plan, starts it and follows it live to the end", async () => {
+    await page.getByLabel("Action").selectOption("restart");
+    await page.getByLabel("Batch percent of workers (1-100)").fill("50");
+    await page.getByRole("button", { name: "Show the plan" }).click();
+    const plan = page.getByRole("list", { name: "Rollout plan" }).locator("li");
+    // Masters one at a time, then the two workers in batches of 50% of them: one each.
+    expect(await plan.allTextContents()).toEqual(["Step 1: master-71", "Step 2: worker-72", "Step 3: worker-73"]);
+    await shot("restart-plan");
+    await page.getByRole("button", { name: "Start restart" }).click();
+    const log = page.getByRole("list", { name: "Live progress of this cluster" });
+    await expect
+      .poll(() => log.textContent(), { timeout: 150_000, interval: 500 })
+      .toMatch(/cluster\.restart finished \(succeeded\)/);
+    const lines = await log.locator("li").allTextContents();
+    expect(lines.some((l) => /cluster\.restart started/.test(l))).toBe(true);
+    expect(lines.some((l) => /cluster\.restart step restart-masters done/.test(l))).toBe(true);
+    expect(lines.some((l) => /cluster\.restart step restart-workers done/.test(l))).toBe(true);
+    // Node by node: each node's restart showed as it went away from ok and came back.
+    for (const h of HOSTS) {
+      expect(
+        lines.some((l) => l.includes(`${h.name}: ok → `)),
+        `${h.name} left ok\n${lines.join("\n")}`,
+      ).toBe(true);
+      expect(
+        lines.some((l) => new RegExp(`${h.name}: \\S+ → ok`).test(l)),
+        `${h.name} back ok`,
+      ).toBe(true);
+    }
+    await expect.poll(() => page.getByTestId("cluster-task").textContent()).toMatch(/restart.*success/);
+    await shot("restart-done");
+  }, 180_000);
+
+  it("downloads a kubeconfig for the cluster", async () => {
+    const [download] = await Promise.all([
+      page.waitForEvent("download"),
+      page.getByRole("button", { name: "Download kubeconfig" }).click(),
+    ]);
+    expect(download.suggestedFilename()).toBe("console-demo.yaml");
+    const text = readFileSync((await download.path()) as string, "utf8");
+    expect(text).toMatch(/^apiVersion: v1/m);
+    expect(text).toContain("server: https://127.0.0.71:443");
+    expect(text).toMatch(/token: \S+/);
+  });
+
+  it("lists hosts with their agents and the project's operations", async () => {
+    await page.getByRole("link", { name: "Hosts" }).click();
+    await page.getByRole("heading", { name: "Hosts" }).waitFor();
+    for (const h of HOSTS) await page.getByRole("rowheader", { name: h.name }).waitFor();
+    await page.getByRole("button", { name: "Create a join token" }).click();
+    expect(await page.getByLabel("Install command").inputValue()).toMatch(/\S{20,}/);
+    await shot("hosts");
+    await page.getByRole("link", { name: "Operations" }).click();
+    await page.getByRole("heading", { name: "Operations" }).waitFor();
+    for (const kind of ["cluster.create", "cluster.attach", "cluster.restart"]) {
+      await page.getByRole("rowheader", { name: kind }).first().waitFor();
+    }
+    await shot("operations");
+  });
+
+  it("fits a 390 px phone screen without sideways scrolling of the page", async () => {
+    await page.setViewportSize({ width: 390, height: 844 });
+    await page.goto(`${server.url}/ui/#/cluster/${clusterId}`);
+    await page.getByRole("heading", { name: "Cluster console-demo" }).waitFor();
+    expect(await page.evaluate("document.documentElement.scrollWidth")).toBeLessThanOrEqual(390);
+    await shot("cluster-phone");
+  });
+
+  it("logs out: the tab forgets the token and the server ends the session", async () => {
+    const token = await page.evaluate<string>("JSON.parse(sessionStorage.getItem('keelson.session')).token");
+    await page.getByRole("button", { name: "Log out" }).click();
+    await page.getByRole("button", { name: "Log in" }).waitFor();
+    expect(await page.evaluate("sessionStorage.getItem('keelson.session')")).toBeNull();
+    const after = await api(`${server.url}/v4/${projectId}/clusters`, token);
+    expect(after.status).toBe(403);
+  });
+});
