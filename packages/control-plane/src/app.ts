@@ -21,6 +21,10 @@ import { installAuth } from "./http/auth.ts";
 import { stripCompatPrefix } from "./http/compat-prefix.ts";
 import { frameworkError, installErrorHandlers } from "./http/error-handler.ts";
 import { installJsonBodyParser } from "./http/json-body.ts";
+import { installHttpMetrics } from "./metrics/http.ts";
+import { commandObserver, observeEvents } from "./metrics/observe.ts";
+import { ControlPlaneMetrics } from "./metrics/registry.ts";
+import { registerScrapeGauges } from "./metrics/scrape-gauges.ts";
 import { registerOperationKinds } from "./operation-kinds.ts";
 import { registerRoutes } from "./routes/index.ts";
 import { OperationRunner } from "./runner/runner.ts";
@@ -51,6 +55,8 @@ export interface AppOptions {
   agentHub?: Omit<AgentHubOptions, "domain" | "log"> & { presence?: PresenceOptions };
   /** HTTPS (KEELSON_TLS=auto or files, tls/server-tls.ts); plain HTTP without it. */
   tls?: ServerTls;
+  /** The scrape token of /metrics (KEELSON_METRICS_TOKEN_FILE, read by main.ts). */
+  scrapeToken?: string;
 }
 
 /** Browsers that once saw the API over HTTPS refuse to fall back to plain HTTP for a year. */
@@ -88,12 +94,14 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   storage.lookAtStart();
   const runner = new OperationRunner(options.store.db, app.log, (full) => storage.full(full));
   const identity = new IdentityResolver(options.store.db, hashSecret(options.adminToken));
+  const metrics = new ControlPlaneMetrics();
   const { presence, ...hubTuning } = options.agentHub ?? {};
   const openFiles = readOpenFileLimit();
   const agents = new AgentHub({
     heartbeatMs: settings.agentHeartbeatMs,
     linkLimit: settings.agentLinkLimit ?? (openFiles ? defaultLinkLimit(openFiles.soft) : undefined),
     ...hubTuning,
+    commands: commandObserver(metrics),
     domain: hostLinkDomain({ db: options.store.db, identity, cipher: options.cipher, log: app.log, presence }),
     log: app.log,
   });
@@ -114,12 +122,15 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     storage,
     tls,
     awsClients: new AwsClientCache(),
+    metrics,
   };
   app.decorate("keelson", keelson);
   app.addHook("onClose", async () => keelson.awsClients.destroy());
   await ensureDefaultProject(keelson);
   registerOperationKinds(keelson);
   const stopFollowingHealth = followClusterHealth(keelson);
+  const stopObserving = observeEvents(metrics, { nodeEvents: agents.nodeEvents, runner });
+  registerScrapeGauges(metrics, keelson);
 
   if (tls) {
     app.addHook("onSend", async (_request, reply) => {
@@ -131,7 +142,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   installErrorHandlers(app);
   installJsonBodyParser(app);
   installAudit(app, keelson.db);
-  installAuth(app, keelson.identity);
+  installAuth(app, keelson.identity, options.scrapeToken);
+  installHttpMetrics(app, metrics);
   await app.register(swagger, {
     openapi: {
       openapi: "3.1.0",
@@ -167,6 +179,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     clearInterval(pruning);
     await runner.stop();
     stopFollowingHealth();
+    stopObserving();
     // Drain the agent links with going-away before the listener stops.
     await agents.close();
     storage.close();

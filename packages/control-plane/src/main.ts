@@ -8,6 +8,7 @@ import { buildApp } from "./app.ts";
 import { databaseLabel, storeOptions } from "./database.ts";
 import { ensureAdminToken } from "./domain/identity/admin-token.ts";
 import { defaultProjectId } from "./domain/projects/projects.ts";
+import { readScrapeToken } from "./metrics/scrape-token.ts";
 import { loadSecretCipher } from "./secrets/cipher.ts";
 import { readServerSettings, type ServerSettings } from "./settings.ts";
 import { insecureHttpWarning } from "./tls/mode.ts";
@@ -30,8 +31,10 @@ const logger = pino({
 const insecure = insecureHttpWarning(config);
 if (insecure) logger.warn({ listen: config.listen }, insecure);
 let tls: ServerTls | undefined;
+let scrapeToken: string | undefined;
 try {
   tls = await prepareServerTls(config);
+  scrapeToken = readScrapeToken(config);
 } catch (err) {
   if (!(err instanceof SettingsError)) throw err;
   process.stderr.write(`keelson-server: ${err.message}\n`);
@@ -90,6 +93,7 @@ try {
     logger,
     settings: config,
     ...(tls ? { tls } : {}),
+    ...(scrapeToken ? { scrapeToken } : {}),
   });
 } catch (err) {
   if (!storageFull(err)) throw err;

@@ -44,6 +44,15 @@ export const ServerSettingsSchema = Type.Object({
       description: "The PostgreSQL password, kept out of the URL (and out of the process's environment).",
     }),
   ),
+  metricsTokenFile: Type.Optional(
+    Type.String({
+      env: "KEELSON_METRICS_TOKEN_FILE",
+      rule: "a readable file; its first line is the token",
+      defaultText: "none: /metrics takes the admin token only",
+      description:
+        "The scrape token of `GET /metrics` (Prometheus: `authorization.credentials_file`), so a monitoring system needs no admin token.",
+    }),
+  ),
   path: Type.String({
     env: "PATH",
     default: "/usr/sbin:/usr/bin:/sbin:/bin",

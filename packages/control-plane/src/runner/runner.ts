@@ -155,9 +155,10 @@ export class OperationRunner {
       await this.finish(op, "failed", `no handler for operation kind ${op.kind}`);
       return;
     }
+    const startedAt = op.startedAt ?? new Date().toISOString();
     await this.db
       .update(operations)
-      .set({ state: "running", attempts: op.attempts + 1, startedAt: op.startedAt ?? new Date().toISOString() })
+      .set({ state: "running", attempts: op.attempts + 1, startedAt })
       .where(eq(operations.id, id));
     this.emit(op, "operation.started", "running");
     try {
@@ -177,7 +178,7 @@ export class OperationRunner {
         await this.saveCursor(id, cursor);
         this.emit(op, "operation.step", "running", step.name);
       }
-      await this.finish(op, "succeeded", null);
+      await this.finish(op, "succeeded", null, startedAt);
     } catch (err) {
       if (err instanceof OperationInterrupted || this.abort.signal.aborted) {
         this.log.info({ operation: id, kind: op.kind }, "operation interrupted; it resumes at next start");
@@ -192,7 +193,7 @@ export class OperationRunner {
       } catch (hookError) {
         this.log.error({ operation: id, err: hookError }, "recording an operation failure failed");
       }
-      await this.finish(op, "failed", error.message);
+      await this.finish(op, "failed", error.message, startedAt);
     }
   }
 
@@ -217,12 +218,19 @@ export class OperationRunner {
       .where(eq(operations.id, id));
   }
 
-  private async finish(op: OperationRow, state: "succeeded" | "failed", error: string | null): Promise<void> {
+  private async finish(
+    op: OperationRow,
+    state: "succeeded" | "failed",
+    error: string | null,
+    startedAt?: string,
+  ): Promise<void> {
+    const finishedAt = new Date();
     await this.db
       .update(operations)
-      .set({ state, error, finishedAt: new Date().toISOString() })
+      .set({ state, error, finishedAt: finishedAt.toISOString() })
       .where(eq(operations.id, op.id));
-    this.emit(op, "operation.finished", state, undefined, error);
+    const durationMs = startedAt ? finishedAt.getTime() - Date.parse(startedAt) : undefined;
+    this.emit(op, "operation.finished", state, undefined, error, durationMs);
   }
 
   private emit(
@@ -231,6 +239,7 @@ export class OperationRunner {
     state: OperationEvent["state"],
     step?: string,
     error?: string | null,
+    durationMs?: number,
   ): void {
     const event: OperationEvent = {
       type,
@@ -241,6 +250,7 @@ export class OperationRunner {
       state,
       ...(step === undefined ? {} : { step }),
       ...(error === undefined ? {} : { error }),
+      ...(durationMs === undefined ? {} : { durationMs }),
     };
     // Listeners run synchronously inside execute(): one that throws must not turn a succeeded
     // operation into a failed one, nor leave one stuck in `running`.
