@@ -34,6 +34,8 @@ import { StorageCondition } from "./storage/condition.ts";
 import { logWriteFailure } from "./storage/log-failure.ts";
 import type { ServerTls } from "./tls/server-tls.ts";
 import { SERVER_VERSION } from "./version.ts";
+import { WEBCLI_PATH } from "./webcli/frames.ts";
+import { WebCliServer } from "./webcli/server.ts";
 
 export interface AppOptions {
   /** Opened and migrated by the caller, who also closes it after the app. */
@@ -125,6 +127,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     metrics,
   };
   app.decorate("keelson", keelson);
+  const webcli = new WebCliServer(keelson);
+  agents.serveUpgrade(WEBCLI_PATH, webcli.onUpgrade);
   app.addHook("onClose", async () => keelson.awsClients.destroy());
   await ensureDefaultProject(keelson);
   registerOperationKinds(keelson);
@@ -180,6 +184,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     await runner.stop();
     stopFollowingHealth();
     stopObserving();
+    await webcli.close();
     // Drain the agent links with going-away before the listener stops.
     await agents.close();
     storage.close();

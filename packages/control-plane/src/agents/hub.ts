@@ -76,6 +76,8 @@ export class AgentHub {
   private readonly pending = new PendingCommands();
   private readonly commands: CommandObserver | undefined;
   private heartbeat: NodeJS.Timeout | undefined;
+  /** WebSocket endpoints other than the agent link served on the same listener (the web CLI). */
+  private readonly otherUpgrades = new Map<string, (request: IncomingMessage, socket: Duplex, head: Buffer) => void>();
   private draining = false;
   private server: Server | undefined;
 
@@ -113,6 +115,11 @@ export class AgentHub {
     server.on("upgrade", this.onUpgrade);
     this.heartbeat = setInterval(() => this.tick(), this.heartbeatMs);
     this.heartbeat.unref();
+  }
+
+  /** Hands upgrades of `path` to `handler`: one upgrade listener, so an unknown path still gets its 404. */
+  serveUpgrade(path: string, handler: (request: IncomingMessage, socket: Duplex, head: Buffer) => void): void {
+    this.otherUpgrades.set(path, handler);
   }
 
   isConnected(hostId: string): boolean {
@@ -238,7 +245,12 @@ export class AgentHub {
   // ---- connection lifecycle -------------------------------------------------------------
 
   private readonly onUpgrade = (request: IncomingMessage, socket: Duplex, head: Buffer): void => {
-    const path = (request.url ?? "").split("?")[0];
+    const path = (request.url ?? "").split("?")[0] ?? "";
+    const other = this.otherUpgrades.get(path);
+    if (other) {
+      other(request, socket, head);
+      return;
+    }
     if (path !== AGENT_LINK_PATH) {
       // Other upgrade listeners may serve other paths; answer only if nobody else will.
       if (this.server?.listenerCount("upgrade") === 1)
