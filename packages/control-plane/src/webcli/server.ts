@@ -75,10 +75,13 @@ export class WebCliServer {
         if (frame.type !== "auth") return fail("bad_frame", `the first frame must be auth, not ${frame.type}`);
         authorising = true;
         clearTimeout(authTimer);
-        this.authorise(frame.token, expectedCluster).then(
-          async ({ claims, kubeconfig }) => {
+        this.authorise(frame.token, expectedCluster)
+          .then(async ({ claims, kubeconfig }) => {
             if (ws.readyState !== ws.OPEN) return;
-            session = await WebCliSession.open(ws, kubeconfig, this.keelson.settings, this.keelson.log);
+            const opened = await WebCliSession.open(ws, kubeconfig, this.keelson.settings, this.keelson.log);
+            // Closed while the directory was made: the close handler saw no session to end.
+            if (ws.readyState !== ws.OPEN) return void opened.close();
+            session = opened;
             this.sessions.add(session);
             sessionTimer = setTimeout(
               () =>
@@ -88,15 +91,15 @@ export class WebCliServer {
                 ),
               this.keelson.settings.webcliSessionTimeoutMs,
             );
-            if (ws.readyState !== ws.OPEN) return void this.end(session);
+            sessionTimer.unref();
             session.send({ type: "ready", cluster: claims.clusterId });
-          },
-          (err: unknown) => {
+          })
+          // Refused tokens, and a session dir that could not be made: an error frame, never a crash.
+          .catch((err: unknown) => {
             if (err instanceof ApiError) return fail(err.code, err.message);
             this.keelson.log.error({ err }, "web CLI: opening a session failed");
             fail("unavailable", "the session could not be opened; try again");
-          },
-        );
+          });
         return;
       }
       if (frame.type === "auth") return fail("bad_frame", "auth may be sent only once");
