@@ -3,6 +3,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { WebSocket } from "ws";
 import { loadSecretCipher } from "../../packages/control-plane/src/secrets/cipher.ts";
 import { clusters } from "../../packages/db/src/schema.ts";
 import { issue, kubeconfig } from "../support/kube-pki.ts";
@@ -225,5 +226,50 @@ describe("kubectl against a Keelson cluster", () => {
     expect(etcd).toContain('ETCD_CLIENT_CERT_AUTH="true"');
     expect(etcd).toContain('ETCD_PEER_CLIENT_CERT_AUTH="true"');
     expect(read.enableEtcdEncryption).toBe("true");
+  });
+  it("the web CLI: a session opened with a web CLI token runs kubectl get nodes against this cluster", async () => {
+    const issued = await fetch(`${server.url}/v4/${projectId}/webcli/${clusterId}`, {
+      method: "POST",
+      headers: { "x-auth-token": ADMIN },
+    });
+    expect(issued.status).toBe(200);
+    const { token } = (await issued.json()) as { token: string };
+    const ws = new WebSocket(`${server.url.replace(/^http/, "ws")}/v1/webcli/session?cluster=${clusterId}`);
+    const frames: { type: string; [key: string]: unknown }[] = [];
+    ws.on("message", (data) => frames.push(JSON.parse(String(data))));
+    const closed = new Promise<number>((resolve) => ws.on("close", (code) => resolve(code)));
+    await new Promise<void>((resolve, reject) => {
+      ws.once("open", () => resolve());
+      ws.once("error", reject);
+    });
+    const until = async (type: string) => {
+      const deadline = Date.now() + 60_000;
+      while (!frames.some((f) => f.type === type || f.type === "error")) {
+        if (Date.now() > deadline) throw new Error(`no ${type}: ${JSON.stringify(frames)}`);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    };
+    try {
+      ws.send(JSON.stringify({ type: "auth", token }));
+      await until("ready");
+      expect(frames[0]).toEqual({ type: "ready", cluster: clusterId });
+      ws.send(JSON.stringify({ type: "input", data: "kubectl get nodes" }));
+      await until("exit");
+      const out = (stream: string) =>
+        frames
+          .filter((f) => f.type === "output" && f.stream === stream)
+          .map((f) => f.data)
+          .join("");
+      expect(
+        frames.find((f) => f.type === "exit"),
+        out("stderr"),
+      ).toEqual({ type: "exit", code: 0 });
+      expect(out("stdout")).toMatch(/^127\.0\.0\.81\s+Ready\s+control-plane,master\s/m);
+      expect(out("stdout")).toMatch(/^127\.0\.0\.82\s+Ready\s+worker\s/m);
+      ws.send(JSON.stringify({ type: "input", data: "exit" }));
+      expect(await closed).toBe(1000);
+    } finally {
+      ws.terminate();
+    }
   });
 });

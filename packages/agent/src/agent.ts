@@ -4,6 +4,7 @@ import { EtcdBackups } from "./backups/index.ts";
 import { FactsMonitor } from "./facts.ts";
 import { LinkClient } from "./link/index.ts";
 import { type ControlPlaneTrust, establishTrust, TrustError } from "./link/trust.ts";
+import { AgentMetrics } from "./local-api/metrics.ts";
 import { buildLocalApi } from "./local-api/server.ts";
 import { TokenCheck } from "./local-api/token-check.ts";
 import { bouncerVerifyUrl, NodeController, nodeTuningOf, registerBouncerEndpoint } from "./node/index.ts";
@@ -166,6 +167,7 @@ class Running {
   private readonly api: ReturnType<typeof buildLocalApi>;
   private readonly bouncerPath: string;
   private readonly space: StateDirSpace;
+  private readonly metrics: AgentMetrics;
 
   constructor(
     private readonly agent: Agent,
@@ -178,6 +180,7 @@ class Running {
     const baseLog = agent.log;
     const log = baseLog.child({ hostId });
     this.log = log;
+    this.metrics = new AgentMetrics(() => this.node.snapshot());
     // A full state dir is told to the control plane with the facts, at once when a write is
     // refused; the link, the local API and the node's phases carry on.
     this.space = new StateDirSpace(settings.stateDir, () => {
@@ -246,12 +249,14 @@ class Running {
       hostRoot: settings.hostRoot,
       host: () => ({ hostId, hostname: facts.current.hostname, primaryIp: facts.current.primaryIp }),
       link: this.link,
-      services: () =>
-        createServiceManager({
-          hostRoot: settings.hostRoot,
-          override: settings.serviceManager,
-          log: log.child({ component: "services" }),
-        }),
+      services: async () =>
+        this.metrics.watch(
+          await createServiceManager({
+            hostRoot: settings.hostRoot,
+            override: settings.serviceManager,
+            log: log.child({ component: "services" }),
+          }),
+        ),
       log: log.child({ component: "node" }),
       tuning: nodeTuningOf(settings),
       bouncerVerifyUrl: () => this.bouncerUrl,
@@ -261,12 +266,14 @@ class Running {
       // A CA rotation under way: the bundle, read over the verified link's server, may name a next CA.
       void trust.refresh(settings.controlPlane, settings.stateDir, log);
       this.linkUp = true;
+      this.metrics.linkConnected();
       this.node.connected();
       this.backups.connected();
       this.signalReady();
     });
     this.link.on("disconnected", (info) => {
       this.linkUp = false;
+      this.metrics.linkDisconnected();
       this.lastSeen = new Date().toISOString();
       log.warn(info, "link to the control plane lost");
     });
@@ -298,6 +305,7 @@ class Running {
       },
       upgrade: (body) => this.upgrader.start(validateUpgradeRequest(body)),
       log: log.child({ component: "local-api" }),
+      metrics: this.metrics,
     });
     this.bouncerPath = registerBouncerEndpoint(this.api, {
       stateDir: agent.stateDir,

@@ -1,7 +1,16 @@
-import { buildHostRecord, HostFacts, HostRecord, UpgradeRequestError, validateUpgradeRequest } from "@keelson/protocol";
+import {
+  buildHostRecord,
+  HostFacts,
+  HostRecord,
+  type NodePhaseStatus,
+  type PhaseStatusRecord,
+  UpgradeRequestError,
+  validateUpgradeRequest,
+} from "@keelson/protocol";
 import pino from "pino";
 import { Compile } from "typebox/compile";
 import { afterEach, describe, expect, it } from "vitest";
+import { AgentMetrics } from "../src/local-api/metrics.ts";
 import { buildLocalApi } from "../src/local-api/server.ts";
 import { TokenCheck } from "../src/local-api/token-check.ts";
 import { UpgradeBusyError } from "../src/upgrade/upgrader.ts";
@@ -182,6 +191,12 @@ describe("local API", () => {
     app = undefined;
   });
 
+  let node: { nodeStatus: NodePhaseStatus; phases: PhaseStatusRecord[]; clusterId: string | null } = {
+    nodeStatus: "ok",
+    phases: [],
+    clusterId: null,
+  };
+  let metrics = new AgentMetrics(() => node);
   function build(upgrade: (body: unknown) => { accepted: boolean; status: "running" | "updating" }) {
     const record = buildHostRecord({
       id: HOST_ID,
@@ -196,6 +211,7 @@ describe("local API", () => {
       hostRecord: () => record,
       upgrade,
       log,
+      metrics,
     });
     return app;
   }
@@ -229,6 +245,68 @@ describe("local API", () => {
     }
     const put = await api.inject({ method: "PUT", url: `/v1/hosts/${HOST_ID}/hostagent`, payload: {} });
     expect(put.statusCode).toBe(403);
+  });
+
+  it("serves its metrics to the same tokens: link state and reconnects, phase states, service restarts", async () => {
+    metrics = new AgentMetrics(() => node);
+    const api = build(accept);
+    expect((await api.inject({ url: "/metrics", headers: { "x-auth-token": "wrong" } })).statusCode).toBe(403);
+    const restarts = new Map([["kubelet", 2]]);
+    const asked: string[] = [];
+    const services = metrics.watch({
+      kind: "direct",
+      install: async () => true,
+      start: async () => undefined,
+      restart: async (name) => {
+        asked.push(name);
+      },
+      stop: async () => undefined,
+      uninstall: async () => undefined,
+      status: async (name) => ({ name, state: "running", pid: 1, detail: "", restarts: restarts.get(name) ?? 0 }),
+      waitHealthy: async (name) => ({ name, state: "running", pid: 1, detail: "", restarts: 0 }),
+      close: () => undefined,
+    });
+    await services.install({ name: "kubelet" } as Parameters<typeof services.install>[0]);
+    await services.restart("kubelet");
+    expect(asked).toEqual(["kubelet"]);
+    metrics.linkConnected();
+    metrics.linkDisconnected();
+    metrics.linkConnected();
+    const phase = (id: string, state: PhaseStatusRecord["state"]) =>
+      ({
+        id,
+        state,
+        name: id,
+        order: 1,
+        lastError: null,
+        startedAt: null,
+        finishedAt: null,
+        durationMs: null,
+      }) as PhaseStatusRecord;
+    node = {
+      nodeStatus: "converging",
+      clusterId: HOST_ID,
+      phases: [phase("gen-certs", "running"), phase("start-kubelet", "failed")],
+    };
+
+    const res = await api.inject({ url: "/metrics", headers: { "x-auth-token": LOCAL } });
+    expect(res.statusCode).toBe(200);
+    expect(res.headers["content-type"]).toMatch(/^text\/plain; version=0\.0\.4/);
+    const lines = res.body.split("\n");
+    for (const line of [
+      "keelson_agent_link_up 1",
+      "keelson_agent_link_reconnects_total 1",
+      'keelson_agent_node_phase{phase="gen-certs",state="running"} 1',
+      'keelson_agent_node_phase{phase="gen-certs",state="failed"} 0',
+      'keelson_agent_node_phase{phase="start-kubelet",state="failed"} 1',
+      'keelson_agent_node_status{status="converging"} 1',
+      'keelson_agent_node_status{status="ok"} 0',
+      'keelson_agent_service_restarts{service="kubelet"} 2',
+      'keelson_agent_service_restarts_requested_total{service="kubelet"} 1',
+    ]) {
+      expect(lines, line).toContain(line);
+    }
+    node = { nodeStatus: "ok", phases: [], clusterId: null };
   });
 
   it("answers 404 for another host's uuid", async () => {

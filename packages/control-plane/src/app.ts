@@ -21,6 +21,10 @@ import { installAuth } from "./http/auth.ts";
 import { stripCompatPrefix } from "./http/compat-prefix.ts";
 import { frameworkError, installErrorHandlers } from "./http/error-handler.ts";
 import { installJsonBodyParser } from "./http/json-body.ts";
+import { installHttpMetrics } from "./metrics/http.ts";
+import { commandObserver, observeEvents } from "./metrics/observe.ts";
+import { ControlPlaneMetrics } from "./metrics/registry.ts";
+import { registerScrapeGauges } from "./metrics/scrape-gauges.ts";
 import { registerOperationKinds } from "./operation-kinds.ts";
 import { deregisterReplica, heartbeat, registerReplica } from "./replicas/registry.ts";
 import { replicaSelf } from "./replicas/self.ts";
@@ -32,6 +36,8 @@ import { StorageCondition } from "./storage/condition.ts";
 import { logWriteFailure } from "./storage/log-failure.ts";
 import type { ServerTls } from "./tls/server-tls.ts";
 import { SERVER_VERSION } from "./version.ts";
+import { WEBCLI_PATH } from "./webcli/frames.ts";
+import { WebCliServer } from "./webcli/server.ts";
 
 export interface AppOptions {
   /** Opened and migrated by the caller, who also closes it after the app. */
@@ -53,6 +59,8 @@ export interface AppOptions {
   agentHub?: Omit<AgentHubOptions, "domain" | "log"> & { presence?: PresenceOptions };
   /** HTTPS (KEELSON_TLS=auto or files, tls/server-tls.ts); plain HTTP without it. */
   tls?: ServerTls;
+  /** The scrape token of /metrics (KEELSON_METRICS_TOKEN_FILE, read by main.ts). */
+  scrapeToken?: string;
 }
 
 /** Browsers that once saw the API over HTTPS refuse to fall back to plain HTTP for a year. */
@@ -98,12 +106,14 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     heartbeat: () => heartbeat(options.store.db, replica, agents.links.open),
   });
   const identity = new IdentityResolver(options.store.db, hashSecret(options.adminToken));
+  const metrics = new ControlPlaneMetrics();
   const { presence, ...hubTuning } = options.agentHub ?? {};
   const openFiles = readOpenFileLimit();
   const agents = new AgentHub({
     heartbeatMs: settings.agentHeartbeatMs,
     linkLimit: settings.agentLinkLimit ?? (openFiles ? defaultLinkLimit(openFiles.soft) : undefined),
     ...hubTuning,
+    commands: commandObserver(metrics),
     domain: hostLinkDomain({ db: options.store.db, identity, cipher: options.cipher, log: app.log, presence }),
     log: app.log,
   });
@@ -124,12 +134,17 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     storage,
     tls,
     awsClients: new AwsClientCache(),
+    metrics,
   };
   app.decorate("keelson", keelson);
+  const webcli = new WebCliServer(keelson);
+  agents.serveUpgrade(WEBCLI_PATH, webcli.onUpgrade);
   app.addHook("onClose", async () => keelson.awsClients.destroy());
   await ensureDefaultProject(keelson);
   registerOperationKinds(keelson);
   const stopFollowingHealth = followClusterHealth(keelson);
+  const stopObserving = observeEvents(metrics, { nodeEvents: agents.nodeEvents, runner });
+  registerScrapeGauges(metrics, keelson);
 
   if (tls) {
     app.addHook("onSend", async (_request, reply) => {
@@ -141,7 +156,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   installErrorHandlers(app);
   installJsonBodyParser(app);
   installAudit(app, keelson.db);
-  installAuth(app, keelson.identity);
+  installAuth(app, keelson.identity, options.scrapeToken);
+  installHttpMetrics(app, metrics);
   await app.register(swagger, {
     openapi: {
       openapi: "3.1.0",
@@ -180,6 +196,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       logWriteFailure(app.log, err, {}, "removing this replica's row failed"),
     );
     stopFollowingHealth();
+    stopObserving();
+    await webcli.close();
     // Drain the agent links with going-away before the listener stops.
     await agents.close();
     storage.close();

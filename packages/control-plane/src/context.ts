@@ -4,6 +4,7 @@ import type { AgentHub } from "./agents/hub.ts";
 import type { Catalogue } from "./domain/catalogue/catalogue.ts";
 import type { AwsClientCache } from "./domain/cloud-providers/aws/client-cache.ts";
 import type { IdentityResolver } from "./domain/identity/resolver.ts";
+import type { ControlPlaneMetrics } from "./metrics/registry.ts";
 import type { OperationRunner } from "./runner/runner.ts";
 import type { SecretCipher } from "./secrets/cipher.ts";
 import type { ServerSettings } from "./settings.ts";
@@ -29,6 +30,8 @@ export interface Keelson {
   readonly storage: StorageCondition;
   /** The agent link: sessions, commands to hosts, presence. */
   readonly agents: AgentHub;
+  /** The Prometheus registry of GET /metrics and the counters modules add to. */
+  readonly metrics: ControlPlaneMetrics;
   /** The AWS SDK clients kept between requests (destroyed when the server closes). */
   readonly awsClients: AwsClientCache;
   /** HTTPS and its CA (KEELSON_TLS=auto or files); undefined when the server speaks plain HTTP. */

@@ -18,8 +18,8 @@ export function readPassword(file: string): string {
   return (readFileSync(file, "utf8").split(/\r?\n/, 1)[0] as string).trimEnd();
 }
 
-/** A file the database settings name but that cannot be read is a bad setting (exit 78), not a crash. */
-function settingFile<T>(name: string, read: () => T): T {
+/** A file a setting names but that cannot be read is a bad setting (exit 78), not a crash. */
+export function settingFile<T>(name: string, read: () => T): T {
   try {
     return read();
   } catch (err) {

@@ -8,6 +8,7 @@ import { buildApp } from "./app.ts";
 import { databaseLabel, storeOptions } from "./database.ts";
 import { ensureAdminToken } from "./domain/identity/admin-token.ts";
 import { defaultProjectId } from "./domain/projects/projects.ts";
+import { readScrapeToken } from "./metrics/scrape-token.ts";
 import { ReplicaRefused } from "./replicas/registry.ts";
 import { loadSecretCipher } from "./secrets/cipher.ts";
 import { readServerSettings, type ServerSettings } from "./settings.ts";
@@ -31,8 +32,10 @@ const logger = pino({
 const insecure = insecureHttpWarning(config);
 if (insecure) logger.warn({ listen: config.listen }, insecure);
 let tls: ServerTls | undefined;
+let scrapeToken: string | undefined;
 try {
   tls = await prepareServerTls(config);
+  scrapeToken = readScrapeToken(config);
 } catch (err) {
   if (!(err instanceof SettingsError)) throw err;
   process.stderr.write(`keelson-server: ${err.message}\n`);
@@ -91,6 +94,7 @@ try {
     logger,
     settings: config,
     ...(tls ? { tls } : {}),
+    ...(scrapeToken ? { scrapeToken } : {}),
   });
 } catch (err) {
   if (err instanceof ReplicaRefused) {

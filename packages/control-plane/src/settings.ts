@@ -1,5 +1,5 @@
 import { hostname } from "node:os";
-import { resolve } from "node:path";
+import { isAbsolute, resolve } from "node:path";
 import { checkDatabaseUrl, DATABASE_URL_RULE } from "@keelson/db";
 import { parseListen, parseSettings, Setting, SettingsError } from "@keelson/settings";
 import { type Static, Type } from "typebox";
@@ -48,6 +48,47 @@ export const ServerSettingsSchema = Type.Object({
       description: "The PostgreSQL password, kept out of the URL (and out of the process's environment).",
     }),
   ),
+  metricsTokenFile: Type.Optional(
+    Type.String({
+      env: "KEELSON_METRICS_TOKEN_FILE",
+      rule: "a readable file; its first line is the token",
+      defaultText: "none: /metrics takes the admin token only",
+      description:
+        "The scrape token of `GET /metrics` (Prometheus: `authorization.credentials_file`), so a monitoring system needs no admin token.",
+    }),
+  ),
+  webcliKubectl: Type.String({
+    env: "KEELSON_WEBCLI_KUBECTL",
+    default: "/usr/bin/kubectl",
+    check: (value: string) => (isAbsolute(value) ? undefined : "must be an absolute path to kubectl"),
+    rule: "an absolute path to kubectl",
+    description: "The kubectl a web CLI session runs (the only program it can run).",
+  }),
+  webcliCommandTimeoutMs: Type.Integer({
+    env: "KEELSON_WEBCLI_COMMAND_TIMEOUT_MS",
+    default: 60_000,
+    minimum: 1_000,
+    maximum: 3_600_000,
+    unit: "milliseconds",
+    description: "Longest one web CLI command runs before it is killed (`kubectl logs -f` ends here).",
+  }),
+  webcliSessionTimeoutMs: Type.Integer({
+    env: "KEELSON_WEBCLI_SESSION_TIMEOUT_MS",
+    default: 1_800_000,
+    minimum: 10_000,
+    maximum: 86_400_000,
+    unit: "milliseconds",
+    description: "Longest a web CLI session stays open; its kubeconfig credential expires with it.",
+  }),
+  webcliOutputLimitBytes: Type.Integer({
+    env: "KEELSON_WEBCLI_OUTPUT_LIMIT_BYTES",
+    default: 1_048_576,
+    minimum: 1_024,
+    maximum: 67_108_864,
+    unit: "bytes",
+    description:
+      "Most output (stdout and stderr together) one web CLI command may send; past it the command is killed.",
+  }),
   path: Type.String({
     env: "PATH",
     default: "/usr/sbin:/usr/bin:/sbin:/bin",

@@ -101,6 +101,7 @@ export async function createTestApp(
     adminTokenFile?: string;
     storageProbeIntervalMs?: number;
     tls?: AppOptions["tls"];
+    scrapeToken?: string;
   } = {},
 ): Promise<TestApp> {
   const settings: MutableSettings = { ...defaultServerSettings(), awsEndpointUrl: NO_CLOUD, ...options.settings };
@@ -118,6 +119,7 @@ export async function createTestApp(
     ...(options.agentHub ? { agentHub: options.agentHub } : {}),
     ...(options.storageProbeIntervalMs ? { storageProbeIntervalMs: options.storageProbeIntervalMs } : {}),
     ...(options.tls ? { tls: options.tls } : {}),
+    ...(options.scrapeToken ? { scrapeToken: options.scrapeToken } : {}),
   });
   await app.ready();
   const projectId = (await defaultProjectId(db)) as string;

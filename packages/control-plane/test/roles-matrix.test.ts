@@ -32,12 +32,20 @@ function allowed(op: Operation, caller: Caller): boolean {
   if (op.role === "public") return true;
   if (caller.kind === "none") return false;
   if (caller.kind === "global") return true;
-  if (op.role === "global-admin") return false;
+  if (op.role === "global-admin" || op.role === "scrape") return false;
   if (op.projectScoped && !caller.own) return false;
   return roleIncludes(caller.role, op.role);
 }
 
+/** A scrape route asks a caller with no token for one (401, as Prometheus expects); the rest answer 403. */
+function refusal(op: Operation, caller: Caller): { status: number; code: string } {
+  return op.role === "scrape" && caller.kind === "none"
+    ? { status: 401, code: "unauthorized" }
+    : { status: 403, code: "forbidden" };
+}
+
 function refusalMessage(op: Operation, caller: Caller): RegExp {
+  if (op.role === "scrape") return caller.kind === "none" ? /send the scrape token/ : /needs the scrape token/;
   if (caller.kind === "none") return /X-Auth-Token/;
   if (op.role === "global-admin") return /needs the global admin token/;
   if (caller.kind === "project" && op.projectScoped && !caller.own) return /does not grant access to this project/;
@@ -98,7 +106,7 @@ describe("the role matrix", () => {
 
   it("covers every operation of the document, each with a declared role", () => {
     expect(operations.length).toBeGreaterThan(90);
-    const roles = new Set(["public", "global-admin", ...PROJECT_ROLES]);
+    const roles = new Set(["public", "global-admin", "scrape", ...PROJECT_ROLES]);
     for (const op of operations) expect(roles.has(op.role), `${op.method} ${op.path}: ${op.role}`).toBe(true);
     // The spec's examples of each room.
     const roleOf = (method: string, path: string) =>
@@ -110,6 +118,7 @@ describe("the role matrix", () => {
     expect(roleOf("POST", "/v1/projects/{projectId}/users")).toBe("admin");
     expect(roleOf("POST", "/v1/projects/{projectId}/joinTokens")).toBe("admin");
     expect(roleOf("POST", "/v1/projects")).toBe("global-admin");
+    expect(roleOf("GET", "/metrics")).toBe("scrape");
   });
 
   it("lets each caller do exactly what its role allows, in its own project only", { timeout: 120_000 }, async () => {
@@ -129,11 +138,11 @@ describe("the role matrix", () => {
         const label = `${op.method} ${op.path} as ${caller.name} (${op.role}): ${res.statusCode} ${res.body.slice(0, 160)}`;
         if (allowed(op, caller)) {
           if (res.statusCode === 403 || res.statusCode >= 500) failures.push(`expected past the role check: ${label}`);
-        } else if (res.statusCode !== 403) {
-          failures.push(`expected 403: ${label}`);
+        } else if (res.statusCode !== refusal(op, caller).status) {
+          failures.push(`expected ${refusal(op, caller).status}: ${label}`);
         } else {
           const body = res.json();
-          if (body.code !== "forbidden" || !refusalMessage(op, caller).test(body.message)) {
+          if (body.code !== refusal(op, caller).code || !refusalMessage(op, caller).test(body.message)) {
             failures.push(`expected a 403 naming what is needed: ${label}`);
           }
         }

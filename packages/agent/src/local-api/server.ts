@@ -3,6 +3,7 @@ import { UpgradeRequestError } from "@keelson/protocol";
 import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance, LogController } from "fastify";
 import type { Logger } from "pino";
 import { UpgradeBusyError } from "../upgrade/upgrader.ts";
+import type { AgentMetrics } from "./metrics.ts";
 import type { TokenCheck } from "./token-check.ts";
 
 /**
@@ -16,6 +17,8 @@ export interface LocalApiOptions {
   /** Validates and starts an upgrade; throws UpgradeRequestError (400) or UpgradeBusyError (409). */
   upgrade: (body: unknown) => { accepted: boolean; status: "running" | "updating" };
   log: Logger;
+  /** Served at GET /metrics, behind the same token check as the host record. */
+  metrics: AgentMetrics;
 }
 
 class HttpError extends Error {
@@ -65,6 +68,11 @@ export function buildLocalApi(options: LocalApiOptions): FastifyInstance {
       const header = request.headers["x-auth-token"];
       const verdict = await options.tokens.check(Array.isArray(header) ? header[0] : header);
       if (!verdict.ok) throw new HttpError(403, "forbidden", verdict.reason);
+    });
+
+    secured.get("/metrics", async (_request, reply) => {
+      reply.type(options.metrics.registry.contentType);
+      return options.metrics.registry.metrics();
     });
 
     const knownHost = (hostId: string) => {

@@ -21,7 +21,8 @@ import {
 } from "@keelson/protocol";
 import type { FastifyBaseLogger } from "fastify";
 import { type WebSocket, WebSocketServer } from "ws";
-import { HostOfflineError } from "./errors.ts";
+import type { CommandObserver } from "../metrics/observe.ts";
+import { CommandTimeoutError, HostOfflineError } from "./errors.ts";
 import { CAPACITY_RETRY_AFTER_S, LinkCapacity } from "./link-capacity.ts";
 import type { LinkDomain, Presence } from "./link-domain.ts";
 import { NodeEvents } from "./node-events.ts";
@@ -45,6 +46,8 @@ export interface AgentHubOptions {
    * Retry-After before the upgrade. Default: no ceiling.
    */
   linkLimit?: number;
+  /** Told of every command sent and how it ended (metrics). */
+  commands?: CommandObserver;
 }
 
 /**
@@ -71,7 +74,10 @@ export class AgentHub {
   /** Every open socket, helloed or not, so a drain reaches them all. */
   private readonly sockets = new Set<AgentSession>();
   private readonly pending = new PendingCommands();
+  private readonly commands: CommandObserver | undefined;
   private heartbeat: NodeJS.Timeout | undefined;
+  /** WebSocket endpoints other than the agent link served on the same listener (the web CLI). */
+  private readonly otherUpgrades = new Map<string, (request: IncomingMessage, socket: Duplex, head: Buffer) => void>();
   private draining = false;
   private server: Server | undefined;
 
@@ -82,6 +88,7 @@ export class AgentHub {
     this.log = options.log;
     this.domain = options.domain;
     this.presence = options.domain.presence;
+    this.commands = options.commands;
     this.nodeFrames = new NodeFrameAnswers(options.domain, this.nodeEvents, options.log);
     this.capacity = new LinkCapacity(options.linkLimit ?? Number.POSITIVE_INFINITY, (open, limit) =>
       this.log.warn({ open, limit }, "agent links are near their ceiling; agents beyond it will be refused with 503"),
@@ -108,6 +115,11 @@ export class AgentHub {
     server.on("upgrade", this.onUpgrade);
     this.heartbeat = setInterval(() => this.tick(), this.heartbeatMs);
     this.heartbeat.unref();
+  }
+
+  /** Hands upgrades of `path` to `handler`: one upgrade listener, so an unknown path still gets its 404. */
+  serveUpgrade(path: string, handler: (request: IncomingMessage, socket: Duplex, head: Buffer) => void): void {
+    this.otherUpgrades.set(path, handler);
   }
 
   isConnected(hostId: string): boolean {
@@ -159,8 +171,11 @@ export class AgentHub {
     options: { timeoutMs?: number; id?: string } = {},
   ): Promise<CommandResult<N>> {
     const session = this.registry.get(hostId);
-    if (this.draining) return Promise.reject(new HostOfflineError(hostId, "the control plane is shutting down"));
-    if (!session?.open) return Promise.reject(new HostOfflineError(hostId));
+    if (this.draining || !session?.open) {
+      this.commands?.settled(name, "offline", 0);
+      const why = this.draining ? "the control plane is shutting down" : undefined;
+      return Promise.reject(new HostOfflineError(hostId, why));
+    }
     const timeoutMs = Math.min(
       Math.max(1, Math.round(options.timeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS)),
       MAX_COMMAND_TIMEOUT_MS,
@@ -170,7 +185,23 @@ export class AgentHub {
     }
     const { frame, result } = this.pending.create(hostId, name, payload, timeoutMs, options.id);
     session.send(frame);
-    return result;
+    return this.commands ? this.observed(name, result, this.commands) : result;
+  }
+
+  private observed<T>(name: string, result: Promise<T>, observer: CommandObserver): Promise<T> {
+    const sentAt = performance.now();
+    observer.sent(name);
+    const seconds = () => (performance.now() - sentAt) / 1000;
+    return result.then(
+      (value) => {
+        observer.settled(name, "succeeded", seconds());
+        return value;
+      },
+      (err: unknown) => {
+        observer.settled(name, err instanceof CommandTimeoutError ? "timeout" : "failed", seconds());
+        throw err;
+      },
+    );
   }
 
   /**
@@ -222,7 +253,12 @@ export class AgentHub {
   // ---- connection lifecycle -------------------------------------------------------------
 
   private readonly onUpgrade = (request: IncomingMessage, socket: Duplex, head: Buffer): void => {
-    const path = (request.url ?? "").split("?")[0];
+    const path = (request.url ?? "").split("?")[0] ?? "";
+    const other = this.otherUpgrades.get(path);
+    if (other) {
+      other(request, socket, head);
+      return;
+    }
     if (path !== AGENT_LINK_PATH) {
       // Other upgrade listeners may serve other paths; answer only if nobody else will.
       if (this.server?.listenerCount("upgrade") === 1)

@@ -1,17 +1,20 @@
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import type { Identity, IdentityResolver } from "../domain/identity/resolver.ts";
 import { type ProjectRole, roleIncludes } from "../domain/identity/roles.ts";
-import { forbidden } from "./errors.ts";
+import { hashSecret, sameHash } from "../domain/identity/token-hash.ts";
+import { ApiError, forbidden } from "./errors.ts";
 
 /**
  * Who may call a route; every route declares it (a route without one fails at registration, so
  * none is open by accident):
  * - `public`: no token (health, docs, the Keystone-style login, agent registration, packages);
  * - `global-admin`: the admin token only;
+ * - `scrape`: the admin token or the scrape token (KEELSON_METRICS_TOKEN_FILE), in X-Auth-Token
+ *   or as `Authorization: Bearer`, which is what Prometheus sends; none at all is 401;
  * - a project role (`reader`, `member`, `admin`): a token of that role or above, or the admin
  *   token; a project in the path must be the caller's own.
  */
-export type RouteAuth = "public" | "global-admin" | ProjectRole;
+export type RouteAuth = "public" | "global-admin" | "scrape" | ProjectRole;
 
 declare module "fastify" {
   interface FastifyContextConfig {
@@ -41,13 +44,45 @@ export function canSeeProject(identity: Identity | null, projectId: string): boo
 export function roleSentence(auth: RouteAuth): string {
   if (auth === "public") return "Needs no token.";
   if (auth === "global-admin") return "Needs the global admin token.";
+  if (auth === "scrape") return "Needs the global admin token or the scrape token (KEELSON_METRICS_TOKEN_FILE).";
   return `Needs the \`${auth}\` role in the project (or a role above it, or the global admin token).`;
 }
 
 /** The interactive docs are a plugin's routes, without our route config; they are public. */
 const isDocs = (url: string) => url === "/docs" || url.startsWith("/docs/");
 
-export function installAuth(app: FastifyInstance, resolver: IdentityResolver): void {
+/** The token in X-Auth-Token, else in `Authorization: Bearer` (scrape routes only). */
+function presentedToken(request: FastifyRequest): string | undefined {
+  const header = request.headers["x-auth-token"];
+  const token = Array.isArray(header) ? header[0] : header;
+  if (token) return token;
+  const bearer = /^Bearer\s+(\S+)\s*$/i.exec(request.headers.authorization ?? "");
+  return bearer?.[1];
+}
+
+export function installAuth(
+  app: FastifyInstance,
+  resolver: IdentityResolver,
+  /** The scrape token, when KEELSON_METRICS_TOKEN_FILE names one. */
+  scrapeToken?: string,
+): void {
+  const scrapeHash = scrapeToken ? hashSecret(scrapeToken) : undefined;
+  const scrapeAuth = async (request: FastifyRequest) => {
+    const token = presentedToken(request);
+    if (!token) {
+      throw new ApiError(
+        401,
+        "unauthorized",
+        "send the scrape token or the admin token (Authorization: Bearer)",
+        undefined,
+        { "WWW-Authenticate": 'Bearer realm="keelson-metrics"' },
+      );
+    }
+    if (scrapeHash && sameHash(hashSecret(token), scrapeHash)) return;
+    const identity = await resolver.resolve(token);
+    if (identity?.kind !== "admin") throw forbidden("this endpoint needs the scrape token or the global admin token");
+    request.identity = identity;
+  };
   app.decorateRequest("identity", null);
   app.addHook("onRoute", (route) => {
     if (isDocs(route.url)) return;
@@ -69,6 +104,7 @@ export function installAuth(app: FastifyInstance, resolver: IdentityResolver): v
     // Deny by default: a route that somehow has no role needs the global admin.
     const auth = request.routeOptions.config?.auth ?? "global-admin";
     if (auth === "public") return;
+    if (auth === "scrape") return scrapeAuth(request);
     const header = request.headers["x-auth-token"];
     const identity = await resolver.resolve(Array.isArray(header) ? header[0] : header);
     if (!identity) throw forbidden();

@@ -19,6 +19,7 @@ import { installRoutes } from "./install.ts";
 import { joinTokenRoutes } from "./join-tokens.ts";
 import { keystoneRoutes } from "./keystone.ts";
 import { kubeconfigRoutes } from "./kubeconfig.ts";
+import { metricsRoutes } from "./metrics.ts";
 import { nodePackageRoutes } from "./node-packages.ts";
 import { nodePoolRoutes } from "./node-pools.ts";
 import { nodeRoutes } from "./nodes.ts";
@@ -31,6 +32,7 @@ import { userRoutes } from "./users.ts";
 /** Every HTTP route of the control plane. Each module stays thin: parse, call the domain, present. */
 export const registerRoutes: FastifyPluginAsyncTypebox = async (app) => {
   await app.register(healthRoutes);
+  await app.register(metricsRoutes);
   await app.register(caRoutes);
   await app.register(projectRoutes);
   await app.register(projectTokenRoutes);

@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
 import { issueKubeconfig } from "../domain/kubeconfig/kubeconfig.ts";
+import { subjectOf } from "../domain/kubeconfig/subject.ts";
 import { issueWebCliSession } from "../domain/webcli/webcli.ts";
 import { callerOf } from "../http/auth.ts";
 import { ErrorBody, MEMBER } from "./common-schemas.ts";
@@ -69,7 +70,7 @@ export const kubeconfigRoutes: FastifyPluginAsyncTypebox = async (app) => {
         const issued = await issueKubeconfig(app.keelson, {
           projectId: request.params.project_uuid,
           clusterId: request.params.cluster_uuid,
-          identity: callerOf(request),
+          subject: subjectOf(callerOf(request)),
           forceCertAuth: request.query.force_cert_auth,
         });
         return reply

@@ -364,13 +364,16 @@ export class OperationRunner {
     state: "succeeded" | "failed",
     error: string | null,
   ): Promise<void> {
+    const finishedAt = new Date();
     const rows = await this.db
       .update(operations)
-      .set({ state, error, finishedAt: new Date().toISOString(), leaseUntil: null })
+      .set({ state, error, finishedAt: finishedAt.toISOString(), leaseUntil: null })
       .where(heldBy(op.id, claim))
       .returning({ id: operations.id });
     if (rows.length === 0) throw new LeaseLost(op.id);
-    this.emit(op, "operation.finished", state, undefined, error);
+    // From the first start (the claim keeps it across resumes) to the end: the metrics' duration.
+    const durationMs = op.startedAt ? finishedAt.getTime() - Date.parse(op.startedAt) : undefined;
+    this.emit(op, "operation.finished", state, undefined, error, durationMs);
   }
 
   private emit(
@@ -379,6 +382,7 @@ export class OperationRunner {
     state: OperationEvent["state"],
     step?: string,
     error?: string | null,
+    durationMs?: number,
   ): void {
     const event: OperationEvent = {
       type,
@@ -389,6 +393,7 @@ export class OperationRunner {
       state,
       ...(step === undefined ? {} : { step }),
       ...(error === undefined ? {} : { error }),
+      ...(durationMs === undefined ? {} : { durationMs }),
     };
     // Listeners run synchronously inside execute(): one that throws must not turn a succeeded
     // operation into a failed one, nor leave one stuck in `running`.

@@ -46,4 +46,6 @@ export interface OperationEvent {
   state: OperationState;
   step?: string;
   error?: string | null;
+  /** operation.finished: from its first start (before any restart of the control plane) to its end. */
+  durationMs?: number;
 }

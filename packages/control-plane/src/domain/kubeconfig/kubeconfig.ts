@@ -4,12 +4,10 @@ import { conflict } from "../../http/errors.ts";
 import { generateKeyPair, privateKeyToPem } from "../../pki/keys.ts";
 import { signCertificate } from "../../pki/sign.ts";
 import { findCluster as findClusterInProject } from "../clusters/views.ts";
-import type { Identity } from "../identity/resolver.ts";
 import { issueClusterAccessToken } from "./access-tokens.ts";
 import { certExpiryHours } from "./cluster-settings.ts";
 import { clusterApiServerUrl } from "./endpoint.ts";
 import { type KubeconfigCredential, renderKubeconfig } from "./render.ts";
-import { subjectOf } from "./subject.ts";
 
 /** The group (certificate O) of kubeconfig client certificates; the protocol says why this one. */
 export const CLIENT_CERT_GROUP = CLUSTER_ADMINS_GROUP;
@@ -17,7 +15,10 @@ export const CLIENT_CERT_GROUP = CLUSTER_ADMINS_GROUP;
 export interface KubeconfigRequest {
   projectId: string;
   clusterId: string;
-  identity: Identity;
+  /** Who it is for (subject.ts): the Kubernetes user name and the credential's record. */
+  subject: string;
+  /** How long the credential lasts; default the cluster's certExpiryHrs (a web CLI session: its own length). */
+  validHours?: number;
   /** A client certificate instead of a bearer token. */
   forceCertAuth: boolean;
   now?: Date;
@@ -65,8 +66,8 @@ export async function issueKubeconfig(
       "no_api_endpoint",
     );
   }
-  const subject = subjectOf(req.identity);
-  const validHours = certExpiryHours(cluster.spec);
+  const { subject } = req;
+  const validHours = req.validHours ?? certExpiryHours(cluster.spec);
   const credential = req.forceCertAuth
     ? await clientCertificate(keelson, { certPem: cluster.caCertPem, keyEnc: cluster.caKeyEnc }, subject, validHours)
     : {
