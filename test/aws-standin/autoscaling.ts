@@ -40,7 +40,9 @@ export class AutoScalingState {
     for (let i = running.length; i < group.desired; i++) {
       const subnet = group.subnets[i % group.subnets.length] as string;
       running.push(
-        ...launchFromTemplate(this.world, group.region, group.launchTemplateId, subnet, 1, propagated, group.name),
+        ...launchFromTemplate(this.world, group.region, group.launchTemplateId, subnet, 1, propagated, {
+          autoScalingGroup: group.name,
+        }),
       );
     }
     // Scale-in takes the newest first (AWS's default policy weighs zones, then the oldest template).

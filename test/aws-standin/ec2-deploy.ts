@@ -125,6 +125,7 @@ function launchInstances(world: World, region: string, params: URLSearchParams, 
     required(params, "SubnetId"),
     count,
     tags,
+    { userData: params.get("UserData") ?? undefined },
   );
 }
 
@@ -136,8 +137,9 @@ export function launchFromTemplate(
   subnetId: string,
   count: number,
   tags: Tags,
-  autoScalingGroup?: string,
+  options: { autoScalingGroup?: string; userData?: string } = {},
 ): string[] {
+  const { autoScalingGroup, userData } = options;
   const template = world.launchTemplates.get(templateId);
   if (!template) throw notFound("InvalidLaunchTemplateId.NotFound", "launch template", templateId);
   const subnet = world.subnets.get(subnetId);
@@ -157,7 +159,7 @@ export function launchFromTemplate(
       launchTime: new Date().toISOString(),
       ...(autoScalingGroup ? { autoScalingGroup } : {}),
     };
-    world.launch(instance, tags);
+    world.launch(instance, tags, userData);
     return instance.instanceId;
   });
 }

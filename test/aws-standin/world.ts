@@ -86,17 +86,26 @@ export class World {
     this.tags.add(region, kind, id, tags);
   }
 
+  /** What an instance host threw, for a test's failure message. */
+  readonly hostErrors: string[] = [];
+
   track(work: Promise<void> | void): void {
     if (!work) return;
-    const p = work.catch(() => {}).finally(() => this.pending.delete(p));
+    const p = work
+      .catch((err: unknown) => {
+        this.hostErrors.push(String(err));
+      })
+      .finally(() => this.pending.delete(p));
     this.pending.add(p);
   }
 
-  launch(instance: InstanceRecord, tags: Tags): void {
+  /** `userData`: RunInstances' own, which overrides the launch template's. */
+  launch(instance: InstanceRecord, tags: Tags, userData?: string): void {
     this.instances.set(instance.instanceId, instance);
     this.record(instance.region, "instance", instance.instanceId, tags);
     const template = this.launchTemplates.get(instance.launchTemplateId);
-    if (this.host && template) this.track(this.host.start(instance, template.userData));
+    const data = userData ?? template?.userData;
+    if (this.host && data !== undefined) this.track(this.host.start(instance, data));
   }
 
   terminate(instanceId: string): void {

@@ -36,8 +36,10 @@ import {
   Route53Client,
 } from "@aws-sdk/client-route-53";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { installTarget } from "../../../test/aws-standin/agent-host.ts";
 import { type AwsStandin, STANDIN_KEYS, startAwsStandin } from "../../../test/aws-standin/server.ts";
 import type { InstanceRecord } from "../../../test/aws-standin/world.ts";
+import { agentInstallCommand } from "../src/domain/install/agent-install.ts";
 
 /**
  * The deploy-time services of the AWS stand-in, through the unmodified SDK clients: what a
@@ -297,5 +299,22 @@ describe("AWS stand-in: deploy-time services", () => {
     const before = stopped.length;
     await own.close();
     expect(stopped.slice(before)).toEqual([run.Instances?.[0]?.InstanceId]);
+  });
+
+  it("reads the control plane, join token and CA pin from an install command in user data", () => {
+    const pin = `sha256:${"a".repeat(64)}`;
+    const encode = (command: string | null) => Buffer.from(`#!/bin/sh\n${command}\n`).toString("base64");
+    expect(installTarget(encode(agentInstallCommand("https://10.0.0.5:8443", pin, "kjt_1")))).toEqual({
+      controlPlane: "https://10.0.0.5:8443",
+      joinToken: "kjt_1",
+      caHash: pin,
+      env: {},
+    });
+    expect(installTarget(encode(agentInstallCommand("http://127.0.0.1:8080", null, "kjt_2")))).toEqual({
+      controlPlane: "http://127.0.0.1:8080",
+      joinToken: "kjt_2",
+      env: {},
+    });
+    expect(installTarget(encode("echo no agent here"))).toBeUndefined();
   });
 });
