@@ -1,4 +1,6 @@
+import { AutoScalingClient } from "@aws-sdk/client-auto-scaling";
 import { EC2Client } from "@aws-sdk/client-ec2";
+import { ElasticLoadBalancingV2Client } from "@aws-sdk/client-elastic-load-balancing-v2";
 import { Route53Client } from "@aws-sdk/client-route-53";
 import { STSClient } from "@aws-sdk/client-sts";
 import type { ServerSettings } from "../../../settings.ts";
@@ -14,7 +16,13 @@ import { apiErrorOf } from "./errors.ts";
  */
 export type AwsSettings = Pick<
   ServerSettings,
-  "awsEndpointUrl" | "awsEndpointUrlSts" | "awsEndpointUrlEc2" | "awsEndpointUrlRoute53" | "cloudCallTimeoutMs"
+  | "awsEndpointUrl"
+  | "awsEndpointUrlSts"
+  | "awsEndpointUrlEc2"
+  | "awsEndpointUrlRoute53"
+  | "awsEndpointUrlAutoScaling"
+  | "awsEndpointUrlElasticLoadBalancingV2"
+  | "cloudCallTimeoutMs"
 >;
 
 /** STS, Route 53 and the region list are global: AWS serves them from (and signs them for) us-east-1. */
@@ -33,13 +41,15 @@ export interface Lease<C> {
   release(): void;
 }
 
-type Service = "sts" | "ec2" | "route53";
+type Service = "sts" | "ec2" | "route53" | "autoscaling" | "elbv2";
 
 /** Each service's own endpoint setting; AWS_ENDPOINT_URL stands for any that is unset. */
 const SERVICE_ENDPOINT = {
   sts: "awsEndpointUrlSts",
   ec2: "awsEndpointUrlEc2",
   route53: "awsEndpointUrlRoute53",
+  autoscaling: "awsEndpointUrlAutoScaling",
+  elbv2: "awsEndpointUrlElasticLoadBalancingV2",
 } as const satisfies Record<Service, keyof AwsSettings>;
 
 type ClientConfig = {
@@ -72,6 +82,10 @@ export const ec2Client = (account: AwsAccount, region: string) =>
   lease(account, "ec2", region, (c) => new EC2Client(c));
 export const route53Client = (account: AwsAccount) =>
   lease(account, "route53", GLOBAL_REGION, (c) => new Route53Client(c));
+export const autoScalingClient = (account: AwsAccount, region: string) =>
+  lease(account, "autoscaling", region, (c) => new AutoScalingClient(c));
+export const elbv2Client = (account: AwsAccount, region: string) =>
+  lease(account, "elbv2", region, (c) => new ElasticLoadBalancingV2Client(c));
 
 /**
  * One AWS call under the time limit: the signal aborts the SDK's request (and its retries), and
