@@ -44,9 +44,10 @@ const vpcXml = (world: World, v: { vpcId: string; cidrBlock: string }) => [
   tagSet(tagsOf(world, v.vpcId)),
 ];
 
-const subnetXml = (
-  world: World,
-  s: { subnetId: string; vpcId: string; cidrBlock: string; availabilityZone: string },
+/** A subnet's fields in EC2's answers (the account's own ones too, ec2.ts). */
+export const subnetFields = (
+  s: { subnetId: string; vpcId: string; cidrBlock: string; availabilityZone: string; mapPublicIpOnLaunch?: boolean },
+  tags: string,
 ) => [
   el("subnetId", s.subnetId),
   el("state", "available"),
@@ -54,9 +55,12 @@ const subnetXml = (
   el("cidrBlock", s.cidrBlock),
   el("availableIpAddressCount", 250),
   el("availabilityZone", s.availabilityZone),
-  el("mapPublicIpOnLaunch", false),
-  tagSet(tagsOf(world, s.subnetId)),
+  el("mapPublicIpOnLaunch", s.mapPublicIpOnLaunch ?? false),
+  tags,
 ];
+
+const subnetXml = (world: World, s: { subnetId: string; vpcId: string; cidrBlock: string; availabilityZone: string }) =>
+  subnetFields(s, tagSet(tagsOf(world, s.subnetId)));
 
 const STATE_CODE = { running: 16, terminated: 48 } as const;
 

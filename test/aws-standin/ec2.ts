@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { INSTANCE_TYPES, imagesOf, STANDIN_REGIONS, vpcsOf, zonesOf } from "./data.ts";
-import { describeCreatedSubnets, describeCreatedVpcs, ec2DeployAction } from "./ec2-deploy.ts";
+import { describeCreatedSubnets, describeCreatedVpcs, ec2DeployAction, subnetFields } from "./ec2-deploy.ts";
 import { tagsMatch } from "./tags.ts";
 import { World } from "./world.ts";
 import { el, items } from "./xml.ts";
@@ -151,15 +151,7 @@ function describeSubnets(world: World, region: string, params: URLSearchParams):
           (ids.length === 0 || ids.includes(s.subnetId)) &&
           tagsMatch(new Map(), byFilter),
       )
-      .map((s) => [
-        el("subnetId", s.subnetId),
-        el("state", "available"),
-        el("vpcId", s.vpcId),
-        el("cidrBlock", s.cidrBlock),
-        el("availableIpAddressCount", 250),
-        el("availabilityZone", s.availabilityZone),
-        el("mapPublicIpOnLaunch", s.mapPublicIpOnLaunch),
-      ]),
+      .map((s) => subnetFields(s, "")),
     ...describeCreatedSubnets(world, region, params),
   ]);
 }
