@@ -5,6 +5,9 @@
  * beside one Keelson does not support, and over a hundred instance types, so that
  * DescribeInstanceTypes takes two pages as it does on AWS.
  */
+/** The one account the stand-in serves. */
+export const STANDIN_ACCOUNT_ID = "123456789012";
+
 export const STANDIN_REGIONS = ["us-east-1", "us-west-2", "eu-central-1"] as const;
 
 export const CANONICAL_OWNER = "099720109477";

@@ -1,5 +1,8 @@
 import { createHash } from "node:crypto";
 import { INSTANCE_TYPES, imagesOf, STANDIN_REGIONS, vpcsOf, zonesOf } from "./data.ts";
+import { describeCreatedSubnets, describeCreatedVpcs, ec2DeployAction, subnetFields } from "./ec2-deploy.ts";
+import { tagsMatch } from "./tags.ts";
+import { World } from "./world.ts";
 import { el, items } from "./xml.ts";
 
 /**
@@ -35,7 +38,7 @@ export function listParam(params: URLSearchParams, prefix: string): string[] {
   return out;
 }
 
-function filters(params: URLSearchParams): Map<string, string[]> {
+export function filters(params: URLSearchParams): Map<string, string[]> {
   const out = new Map<string, string[]>();
   for (let i = 1; params.has(`Filter.${i}.Name`); i++) {
     out.set(params.get(`Filter.${i}.Name`) as string, listParam(params, `Filter.${i}.Value`));
@@ -52,7 +55,7 @@ function wildcard(pattern: string): RegExp {
   return new RegExp(`^${body}$`);
 }
 
-function matches(values: string[] | undefined, actual: string): boolean {
+export function matches(values: string[] | undefined, actual: string): boolean {
   return values === undefined || values.some((v) => wildcard(v).test(actual));
 }
 
@@ -60,6 +63,8 @@ const nameTag = (name: string | undefined) => (name ? items("tagSet", [[el("key"
 
 /** What one account holds that changes: key pairs per region. */
 export class Ec2State {
+  /** What deploys create (shared with the other deploy-time services). */
+  readonly world = new World();
   readonly keyPairs = new Map<string, Map<string, KeyPair>>(STANDIN_REGIONS.map((r) => [r, new Map()]));
   private nextId = 1;
 
@@ -134,23 +139,21 @@ function describeImages(region: string, params: URLSearchParams): string {
   );
 }
 
-function describeSubnets(region: string, params: URLSearchParams): string {
+function describeSubnets(world: World, region: string, params: URLSearchParams): string {
   const byFilter = filters(params);
+  const ids = listParam(params, "SubnetId");
   const { subnets } = vpcsOf(region);
-  return items(
-    "subnetSet",
-    subnets
-      .filter((s) => matches(byFilter.get("vpc-id"), s.vpcId))
-      .map((s) => [
-        el("subnetId", s.subnetId),
-        el("state", "available"),
-        el("vpcId", s.vpcId),
-        el("cidrBlock", s.cidrBlock),
-        el("availableIpAddressCount", 250),
-        el("availabilityZone", s.availabilityZone),
-        el("mapPublicIpOnLaunch", s.mapPublicIpOnLaunch),
-      ]),
-  );
+  return items("subnetSet", [
+    ...subnets
+      .filter(
+        (s) =>
+          matches(byFilter.get("vpc-id"), s.vpcId) &&
+          (ids.length === 0 || ids.includes(s.subnetId)) &&
+          tagsMatch(new Map(), byFilter),
+      )
+      .map((s) => subnetFields(s, "")),
+    ...describeCreatedSubnets(world, region, params),
+  ]);
 }
 
 /** One EC2 action in `region`; the XML inside `<ActionResponse>` after the request id. */
@@ -215,20 +218,30 @@ export function ec2Action(state: Ec2State, region: string, params: URLSearchPara
     }
     case "DescribeImages":
       return describeImages(region, params);
-    case "DescribeVpcs":
-      return items(
-        "vpcSet",
-        vpcsOf(region).vpcs.map((v) => [
+    case "DescribeVpcs": {
+      const ids = listParam(params, "VpcId");
+      const own = vpcsOf(region).vpcs.filter(
+        (v) =>
+          (ids.length === 0 || ids.includes(v.vpcId)) &&
+          tagsMatch(new Map(v.name ? [["Name", v.name]] : []), filters(params)),
+      );
+      return items("vpcSet", [
+        ...own.map((v) => [
           el("vpcId", v.vpcId),
           el("state", "available"),
           el("cidrBlock", v.cidrBlock),
           el("isDefault", v.isDefault),
           nameTag(v.name),
         ]),
-      );
+        ...describeCreatedVpcs(state.world, region, params),
+      ]);
+    }
     case "DescribeSubnets":
-      return describeSubnets(region, params);
-    default:
+      return describeSubnets(state.world, region, params);
+    default: {
+      const answer = ec2DeployAction(state.world, region, action ?? "", params);
+      if (answer !== undefined) return answer;
       throw new Ec2Error(400, "InvalidAction", `The action ${action} is not valid for this web service.`);
+    }
   }
 }

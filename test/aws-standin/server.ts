@@ -1,10 +1,15 @@
 import { randomUUID } from "node:crypto";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import { HOSTED_ZONES } from "./data.ts";
+import { AUTOSCALING_NAMESPACE, AutoScalingState, autoScalingAction } from "./autoscaling.ts";
+import { STANDIN_ACCOUNT_ID } from "./data.ts";
 import { EC2_NAMESPACE, Ec2Error, Ec2State, ec2Action } from "./ec2.ts";
 import { EksError, EksState, eksAction } from "./eks.ts";
+import { ELBV2_NAMESPACE, Elbv2State, elbv2Action } from "./elbv2.ts";
+import { AwsError, queryAnswer } from "./query.ts";
+import { ROUTE53_NAMESPACE, Route53State, route53Action } from "./route53.ts";
 import { type Credential, parseAuthorization, signatureMatches } from "./sigv4.ts";
+import type { InstanceHost, World } from "./world.ts";
 import { el, XML_DECLARATION } from "./xml.ts";
 
 /**
@@ -28,7 +33,7 @@ import { el, XML_DECLARATION } from "./xml.ts";
 export const STANDIN_ACCOUNT = {
   accessKeyId: "AKIAIOSFODNN7EXAMPLE",
   secretAccessKey: "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
-  accountId: "123456789012",
+  accountId: STANDIN_ACCOUNT_ID,
   userName: "keelson",
 };
 
@@ -36,7 +41,6 @@ export const STANDIN_ACCOUNT = {
 export const STANDIN_KEYS = { key: STANDIN_ACCOUNT.accessKeyId, secret: STANDIN_ACCOUNT.secretAccessKey };
 
 const STS_NAMESPACE = "https://sts.amazonaws.com/doc/2011-06-15/";
-const ROUTE53_NAMESPACE = "https://route53.amazonaws.com/doc/2013-04-01/";
 
 export interface StandinCall {
   service: string;
@@ -57,27 +61,32 @@ export interface AwsStandin {
   /** The access keys of the account and their secrets (an IAM user may have two); tests add more. */
   keys: Map<string, string>;
   ec2: Ec2State;
+  /** What an auto deploy creates: VPCs, subnets, groups, templates, instances, and their tags. */
+  world: World;
+  autoScaling: AutoScalingState;
+  elbv2: Elbv2State;
+  route53: Route53State;
   eks: EksState;
+  /** Stops every instance's host, then the server. */
   close(): Promise<void>;
 }
 
-type Service = "sts" | "ec2" | "route53" | "eks";
+type Service = "sts" | "ec2" | "route53" | "autoscaling" | "elasticloadbalancing" | "eks";
+const SERVICES: readonly string[] = ["sts", "ec2", "route53", "autoscaling", "elasticloadbalancing", "eks"];
 
-class AwsError extends Error {
-  constructor(
-    readonly status: number,
-    readonly code: string,
-    message: string,
-  ) {
-    super(message);
-  }
-}
+/** The query-protocol services' XML namespaces (their error answers carry it too). */
+const QUERY_NAMESPACE: Record<string, string> = {
+  sts: STS_NAMESPACE,
+  route53: ROUTE53_NAMESPACE,
+  autoscaling: AUTOSCALING_NAMESPACE,
+  elasticloadbalancing: ELBV2_NAMESPACE,
+};
 
 function errorXml(service: Service, error: AwsError, requestId: string): string {
   if (service === "ec2") {
     return `${XML_DECLARATION}<Response>${el("Errors", [el("Error", [el("Code", error.code), el("Message", error.message)])])}${el("RequestID", requestId)}</Response>`;
   }
-  const ns = service === "sts" ? STS_NAMESPACE : ROUTE53_NAMESPACE;
+  const ns = QUERY_NAMESPACE[service];
   const type = error.status >= 500 ? "Receiver" : "Sender";
   return `${XML_DECLARATION}<ErrorResponse xmlns="${ns}">${el("Error", [el("Type", type), el("Code", error.code), el("Message", error.message)])}${el("RequestId", requestId)}</ErrorResponse>`;
 }
@@ -85,7 +94,7 @@ function errorXml(service: Service, error: AwsError, requestId: string): string 
 /** Which service a request is for: the credential scope says it; unsigned ones by their shape. */
 function serviceOf(credential: Credential | undefined, path: string, params: URLSearchParams): Service {
   const scoped = credential?.service;
-  if (scoped === "sts" || scoped === "ec2" || scoped === "route53" || scoped === "eks") return scoped;
+  if (scoped && SERVICES.includes(scoped)) return scoped as Service;
   if (path.startsWith("/2013-04-01/")) return "route53";
   return params.get("Version") === "2011-06-15" ? "sts" : "ec2";
 }
@@ -132,22 +141,6 @@ function stsAction(params: URLSearchParams, requestId: string): string {
   return `<GetCallerIdentityResponse xmlns="${STS_NAMESPACE}">${result}${el("ResponseMetadata", [el("RequestId", requestId)])}</GetCallerIdentityResponse>`;
 }
 
-function route53Action(method: string, path: string): string {
-  if (method !== "GET" || path !== "/2013-04-01/hostedzone") {
-    throw new AwsError(404, "UnknownOperationException", `No operation at ${method} ${path}`);
-  }
-  const zones = HOSTED_ZONES.map((z) =>
-    el("HostedZone", [
-      el("Id", z.id),
-      el("Name", z.name),
-      el("CallerReference", `standin-${z.id.split("/").pop()}`),
-      el("Config", [el("PrivateZone", z.privateZone)]),
-      el("ResourceRecordSetCount", 2),
-    ]),
-  );
-  return `${XML_DECLARATION}<ListHostedZonesResponse xmlns="${ROUTE53_NAMESPACE}">${el("HostedZones", zones)}${el("IsTruncated", false)}${el("MaxItems", 100)}</ListHostedZonesResponse>`;
-}
-
 async function readBody(req: IncomingMessage): Promise<Buffer> {
   const chunks: Buffer[] = [];
   for await (const chunk of req) chunks.push(chunk as Buffer);
@@ -155,9 +148,16 @@ async function readBody(req: IncomingMessage): Promise<Buffer> {
 }
 
 /** Starts the stand-in on 127.0.0.1 at a free port. */
-export async function startAwsStandin(options: { latencyMs?: number } = {}): Promise<AwsStandin> {
+export async function startAwsStandin(
+  options: { latencyMs?: number; instanceHost?: InstanceHost } = {},
+): Promise<AwsStandin> {
   const calls: StandinCall[] = [];
   const ec2 = new Ec2State();
+  const world = ec2.world;
+  world.host = options.instanceHost;
+  const autoScaling = new AutoScalingState(world);
+  const elbv2 = new Elbv2State();
+  const route53 = new Route53State();
   const eks = new EksState();
   const sockets = new Set<import("node:net").Socket>();
 
@@ -183,8 +183,18 @@ export async function startAwsStandin(options: { latencyMs?: number } = {}): Pro
       authenticate(standin.keys, service, credential, { method: req.method ?? "GET", url, headers: req.headers, body });
       const region = (credential as Credential).region;
       if (service === "sts") xml = stsAction(params, requestId);
-      else if (service === "route53") xml = route53Action(req.method ?? "GET", path);
-      else {
+      else if (service === "route53") xml = route53Action(route53, req.method ?? "GET", path, body.toString("utf8"));
+      else if (service === "autoscaling") {
+        const result = autoScalingAction(autoScaling, world, region, params);
+        xml = queryAnswer(AUTOSCALING_NAMESPACE, params.get("Action") ?? "", result, requestId);
+      } else if (service === "elasticloadbalancing") {
+        xml = queryAnswer(
+          ELBV2_NAMESPACE,
+          params.get("Action") ?? "",
+          elbv2Action(elbv2, world, region, params),
+          requestId,
+        );
+      } else {
         const action = params.get("Action") ?? "";
         xml = `${XML_DECLARATION}<${action}Response xmlns="${EC2_NAMESPACE}">${el("requestId", requestId)}${ec2Action(ec2, region, params)}</${action}Response>`;
       }
@@ -245,12 +255,18 @@ export async function startAwsStandin(options: { latencyMs?: number } = {}): Pro
     latencyMs: options.latencyMs ?? 0,
     keys: new Map([[STANDIN_ACCOUNT.accessKeyId, STANDIN_ACCOUNT.secretAccessKey]]),
     ec2,
+    world,
+    autoScaling,
+    elbv2,
+    route53,
     eks,
-    close: () =>
-      new Promise<void>((resolve) => {
+    close: async () => {
+      await world.shutdown();
+      await new Promise<void>((resolve) => {
         for (const socket of sockets) socket.destroy();
         server.close(() => resolve());
-      }),
+      });
+    },
   };
   return standin;
 }

@@ -301,6 +301,20 @@ export const ServerSettingsSchema = Type.Object({
       { defaultText: "AWS_ENDPOINT_URL" },
     ),
   ),
+  awsEndpointUrlAutoScaling: Type.Optional(
+    Setting.httpUrl(
+      "AWS_ENDPOINT_URL_AUTO_SCALING",
+      "AWS: the Auto Scaling endpoint (auto deploy's worker groups); wins over AWS_ENDPOINT_URL.",
+      { defaultText: "AWS_ENDPOINT_URL" },
+    ),
+  ),
+  awsEndpointUrlElasticLoadBalancingV2: Type.Optional(
+    Setting.httpUrl(
+      "AWS_ENDPOINT_URL_ELASTIC_LOAD_BALANCING_V2",
+      "AWS: the ELBv2 endpoint (auto deploy's API load balancer); wins over AWS_ENDPOINT_URL.",
+      { defaultText: "AWS_ENDPOINT_URL" },
+    ),
+  ),
   cloudCallTimeoutMs: Type.Integer({
     env: "KEELSON_CLOUD_CALL_TIMEOUT_MS",
     default: 15_000,

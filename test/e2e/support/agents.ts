@@ -19,12 +19,15 @@ export interface AgentOptions {
   joinToken?: string;
   stateDir?: string;
   port?: number;
+  /** The loopback address to listen on (default 127.0.0.1). */
+  host?: string;
   env?: Record<string, string>;
 }
 
 export async function startAgent(options: AgentOptions): Promise<AgentProc> {
   const stateDir = options.stateDir ?? tempDir(`keelson-e2e-${options.name}-`);
-  const listen = `127.0.0.1:${options.port ?? (await freePort())}`;
+  const host = options.host ?? "127.0.0.1";
+  const listen = `${host}:${options.port ?? (await freePort(host))}`;
   const proc = start("npx", ["--no-install", "keelson-agent"], {
     KEELSON_CONTROL_PLANE: options.controlPlane,
     KEELSON_STATE_DIR: stateDir,

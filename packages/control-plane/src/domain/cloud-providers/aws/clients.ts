@@ -1,5 +1,7 @@
+import { AutoScalingClient } from "@aws-sdk/client-auto-scaling";
 import { EC2Client } from "@aws-sdk/client-ec2";
 import { EKSClient } from "@aws-sdk/client-eks";
+import { ElasticLoadBalancingV2Client } from "@aws-sdk/client-elastic-load-balancing-v2";
 import { Route53Client } from "@aws-sdk/client-route-53";
 import { STSClient } from "@aws-sdk/client-sts";
 import type { ServerSettings } from "../../../settings.ts";
@@ -20,6 +22,8 @@ export type AwsSettings = Pick<
   | "awsEndpointUrlEc2"
   | "awsEndpointUrlRoute53"
   | "awsEndpointUrlEks"
+  | "awsEndpointUrlAutoScaling"
+  | "awsEndpointUrlElasticLoadBalancingV2"
   | "cloudCallTimeoutMs"
 >;
 
@@ -39,7 +43,7 @@ export interface Lease<C> {
   release(): void;
 }
 
-type Service = "sts" | "ec2" | "route53" | "eks";
+type Service = "sts" | "ec2" | "route53" | "eks" | "autoscaling" | "elbv2";
 
 /** Each service's own endpoint setting; AWS_ENDPOINT_URL stands for any that is unset. */
 const SERVICE_ENDPOINT = {
@@ -47,6 +51,8 @@ const SERVICE_ENDPOINT = {
   ec2: "awsEndpointUrlEc2",
   route53: "awsEndpointUrlRoute53",
   eks: "awsEndpointUrlEks",
+  autoscaling: "awsEndpointUrlAutoScaling",
+  elbv2: "awsEndpointUrlElasticLoadBalancingV2",
 } as const satisfies Record<Service, keyof AwsSettings>;
 
 type ClientConfig = {
@@ -81,6 +87,10 @@ export const route53Client = (account: AwsAccount) =>
   lease(account, "route53", GLOBAL_REGION, (c) => new Route53Client(c));
 export const eksClient = (account: AwsAccount, region: string) =>
   lease(account, "eks", region, (c) => new EKSClient(c));
+export const autoScalingClient = (account: AwsAccount, region: string) =>
+  lease(account, "autoscaling", region, (c) => new AutoScalingClient(c));
+export const elbv2Client = (account: AwsAccount, region: string) =>
+  lease(account, "elbv2", region, (c) => new ElasticLoadBalancingV2Client(c));
 
 /**
  * One AWS call under the time limit: the signal aborts the SDK's request (and its retries), and
