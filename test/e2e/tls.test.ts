@@ -221,7 +221,12 @@ describe("TLS by default, with pinned trust", () => {
     const first = await serialOf();
     await waitUntil("the server certificate renewed", async () => (await serialOf()) !== first, 40_000, 500);
     // The log line is written just after the new context is set and reaches us through a pipe: wait for it.
-    await waitUntil("the renewal logged", async () => logRecords(server).some((r) => r.msg === "server certificate renewed"), 5_000, 100);
+    await waitUntil(
+      "the renewal logged",
+      async () => logRecords(server).some((r) => r.msg === "server certificate renewed"),
+      5_000,
+      100,
+    );
     expect((await nodeOf("tls-right"))?.agentConnected).toBe(true);
     expect(linkLost(right)).toEqual([]);
   });
