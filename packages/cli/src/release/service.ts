@@ -45,7 +45,10 @@ export function failureOf(log: string): string {
         return [];
       }
     }
-    return /^\s*(\w*Error|Error)\b.*:/.test(line) || /^\s*(code|message): /.test(line) ? [line.trim()] : [];
+    // An error's first line, also its cause's (PostgreSQL's own answer under a driver's error).
+    return /^\s*(\[cause\]: |cause: )?(\w*Error|Error)\b.*:/.test(line) || /^\s*(code|message): /.test(line)
+      ? [line.trim()]
+      : [];
   });
   return [...new Set(lines)].slice(0, 4).join("; ") || "(nothing in its log says why)";
 }
