@@ -111,6 +111,16 @@ describe("the operator's commands", () => {
     ].join("\n");
     expect(failureOf(log)).toBe("this database needs keelson-server 0.4.0 or newer");
   });
+  it("find a fatal record's error too", () => {
+    const log = [
+      "-- keelson-supervise: starting keelson-server 0.2.0",
+      '{"level":50,"err":{"type":"Error","message":"listen EADDRINUSE: address already in use 127.0.0.1:8080"},"msg":"shutting down after an error"}',
+      "-- keelson-supervise: keelson-server exited (code 1, signal null)",
+    ].join("\n");
+    expect(failureOf(log)).toBe(
+      "shutting down after an error: listen EADDRINUSE: address already in use 127.0.0.1:8080",
+    );
+  });
   it("find an uncaught error's cause too: PostgreSQL's answer under the driver's error", () => {
     const log = [
       "-- keelson-supervise: starting keelson-server 0.3.1",

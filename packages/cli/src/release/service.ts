@@ -39,8 +39,11 @@ export function failureOf(log: string): string {
   const lines = ended.split("\n").flatMap((line) => {
     if (line.startsWith("{")) {
       try {
-        const record = JSON.parse(line) as { level?: number; msg?: string };
-        return (record.level ?? 0) >= 50 && record.msg ? [record.msg] : [];
+        const record = JSON.parse(line) as { level?: number; msg?: string; err?: { message?: string } };
+        // The record's error too: "shutting down after an error" alone does not say which.
+        return (record.level ?? 0) >= 50 && record.msg
+          ? [record.err?.message ? `${record.msg}: ${record.err.message}` : record.msg]
+          : [];
       } catch {
         return [];
       }
