@@ -45,8 +45,6 @@ export default defineConfig({
             "test/e2e/migrate-to-postgres.test.ts",
             "test/e2e/postgres-restart.test.ts",
             "test/e2e/disk-full.test.ts",
-            // Installs under a temporary root with SQLite settings of its own.
-            "test/e2e/release-upgrade.test.ts",
           ],
           globalSetup: ["test/support/postgres-global-setup.ts"],
           setupFiles: ["test/support/e2e-postgres-setup.ts"],

@@ -1,11 +1,13 @@
 import { execFileSync } from "node:child_process";
-import { existsSync, readFileSync, readlinkSync, rmSync, statSync } from "node:fs";
+import { existsSync, readFileSync, readlinkSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import postgres from "postgres";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openSqliteConnection } from "../../packages/db/src/index.ts";
 import { packRelease } from "../../scripts/pack-release.ts";
 import { type Simulator, startSimulator } from "../sim/index.ts";
-import { api, freePort, tempDir, waitUntil } from "./support/processes.ts";
+import { dropDatabase, freshDatabaseUrl } from "../support/postgres-database.ts";
+import { api, freePort, serverDialect, tempDir, waitUntil } from "./support/processes.ts";
 import { deriveRelease, keelson } from "./support/releases.ts";
 
 /**
@@ -16,8 +18,9 @@ import { deriveRelease, keelson } from "./support/releases.ts";
  * cluster created on B, `keelson rollback --dir` to A (A's database again, the cluster made on
  * B reported), then an upgrade to a release whose migration fails, which rolls back by itself.
  *
- * SQLite only (the e2e-postgres project excludes this file): the installed server.env names no
- * PostgreSQL database.
+ * In the e2e-postgres project the same on PostgreSQL: installed with `--database-url` (a new,
+ * empty database of the run's server, migrated by the install's first start) and
+ * `--database-password-file`, so the backup is pg_dump's and the restore pg_restore's.
  */
 
 const A = "0.2.0";
@@ -31,6 +34,9 @@ let url = "";
 let admin = "";
 let projectId = "";
 let sim: Simulator | undefined;
+const dialect = serverDialect();
+/** PostgreSQL: the database's URL with its password (for the test's own reads), and without. */
+let pg: { url: string; bare: string; passwordFile: string } | undefined;
 
 async function stopEverything(): Promise<void> {
   await sim?.stop();
@@ -53,13 +59,23 @@ afterAll(async () => {
   const t0 = performance.now();
   await stopEverything();
   const t1 = performance.now();
+  if (pg) await dropDatabase(pg.url);
   rmSync(work, { recursive: true, force: true });
   process.stderr.write(
     `cleanup: stop ${Math.round(t1 - t0)} ms, remove ${Math.round(performance.now() - t1)} ms` + "\n",
   );
 }, 180_000);
 
-function readDb<T>(query: string): T[] {
+/** Rows of a query on the installed server's database, read directly. */
+async function readDb<T>(query: string): Promise<T[]> {
+  if (pg) {
+    const sql = postgres(pg.url, { max: 1, onnotice: () => {} });
+    try {
+      return Array.from(await sql.unsafe(query), (row) => ({ ...row }) as T);
+    } finally {
+      await sql.end();
+    }
+  }
   const db = openSqliteConnection(join(data, "keelson.sqlite"));
   try {
     return db.prepare(query).all() as T[];
@@ -67,6 +83,15 @@ function readDb<T>(query: string): T[] {
     db.close();
   }
 }
+
+const clusterColumns = async () =>
+  (
+    await readDb<{ name: string }>(
+      pg
+        ? "select column_name as name from information_schema.columns where table_name = 'clusters'"
+        : "select name from pragma_table_info('clusters')",
+    )
+  ).map((c) => c.name);
 
 const clusterNames = async () =>
   (await api<{ name: string }[]>(`${url}/v4/${projectId}/clusters`, admin)).body.map((c) => c.name).sort();
@@ -76,26 +101,53 @@ const agentLinks = async () =>
 beforeAll(async () => {
   const t0 = performance.now();
   const packed = await packRelease({ version: A, out: location, tarball: false });
-  deriveRelease(packed.dir, location, B, {
-    tag: "0006_release_b",
-    sql: [
-      "ALTER TABLE `clusters` ADD `release_b_note` text;",
+  const statements = (quote: string) =>
+    [
+      "ALTER TABLE `clusters` ADD COLUMN `release_b_note` text;",
       "UPDATE `clusters` SET `release_b_note` = 'migrated by 0.3.0: ' || `name`;",
       "UPDATE `keelson_schema` SET `min_binary_version` = '0.3.0';",
-    ].join("\n--> statement-breakpoint\n"),
+    ]
+      .join("\n--> statement-breakpoint\n")
+      .replaceAll("`", quote);
+  deriveRelease(packed.dir, location, B, { name: "release_b", sqlite: statements("`"), postgres: statements('"') });
+  deriveRelease(packed.dir, location, BROKEN, {
+    name: "broken",
+    sqlite: "CREATE TABLE `half` (;",
+    postgres: 'CREATE TABLE "half" (;',
   });
-  deriveRelease(packed.dir, location, BROKEN, { tag: "0006_broken", sql: "CREATE TABLE `half` (;" });
+  if (dialect === "postgres") {
+    const url = new URL(await freshDatabaseUrl());
+    const passwordFile = join(work, "db-password");
+    writeFileSync(passwordFile, `${decodeURIComponent(url.password)}\n`, { mode: 0o600 });
+    const withPassword = url.toString();
+    url.password = "";
+    pg = { url: withPassword, bare: url.toString(), passwordFile };
+  }
   process.stderr.write(
     `releases packed in ${Math.round(performance.now() - t0)} ms (${JSON.stringify(packed.seconds)})` + "\n",
   );
 }, 180_000);
 
-describe("the control plane's install, upgrade and rollback (SQLite)", () => {
+describe(`the control plane's install, upgrade and rollback (${dialect})`, () => {
   const installA = ["install", "control-plane", "--root", root, "--release", join(location, `keelson-${A}`)];
+  const database = () => (pg ? ["--database-url", pg.bare, "--database-password-file", pg.passwordFile] : []);
   it("installs release A under a root: unit verified, data dir 0700, admin token 0600, ready", async () => {
     const port = await freePort();
-    const run = await keelson([...installA, "--listen", `127.0.0.1:${port}`, "--release-location", location]);
+    const run = await keelson([
+      ...installA,
+      "--listen",
+      `127.0.0.1:${port}`,
+      "--release-location",
+      location,
+      ...database(),
+    ]);
     expect(run.code, run.stderr).toBe(0);
+    if (pg) {
+      expect(readFileSync(join(root, "etc", "keelson", "server.env"), "utf8")).toContain(
+        `KEELSON_DATABASE_URL=${pg.bare}`,
+      );
+      expect(existsSync(join(data, "keelson.sqlite"))).toBe(false);
+    }
     expect(run.stdout).toContain("config set-context admin");
     url = `http://127.0.0.1:${port}`;
     expect(statSync(data).mode & 0o777).toBe(0o700);
@@ -131,7 +183,6 @@ describe("the control plane's install, upgrade and rollback (SQLite)", () => {
   let backupDir = "";
   it("upgrades to B: planned first without a change, then backup, migration, agents back", async () => {
     const config = join(work, "upgrade-b.yaml");
-    const { writeFileSync } = await import("node:fs");
     writeFileSync(config, `version: ${B}\nreadyTimeoutSeconds: 60\nagentsTimeoutSeconds: 90\ntrialWindowSeconds: 3\n`);
     const refused = await keelson(["upgrade", "--config", config, "--root", root, "--plan"]);
     expect(refused.code).toBe(1);
@@ -140,21 +191,21 @@ describe("the control plane's install, upgrade and rollback (SQLite)", () => {
     expect(download.code, download.stderr).toBe(0);
     const plan = await keelson(["upgrade", "--config", config, "--root", root, "--plan"]);
     expect(plan.code, plan.stderr).toBe(0);
-    expect(plan.stderr).toContain("migrations to run at start: 1 (SQLite)");
+    expect(plan.stderr).toContain(`migrations to run at start: 1 (${pg ? "PostgreSQL" : "SQLite"})`);
     expect(plan.stderr).toContain("nothing was changed");
     expect(readlinkSync(join(root, "opt", "keelson", "current"))).toBe(join("releases", A));
 
     const up = await keelson(["upgrade", "--config", config, "--root", root]);
     expect(up.code, up.stderr).toBe(0);
     backupDir = up.stdout.trim();
-    expect(existsSync(join(backupDir, "manifest.json"))).toBe(true);
+    expect(existsSync(join(backupDir, pg ? "keelson.pgdump" : "keelson.sqlite"))).toBe(true);
+    expect(JSON.parse(readFileSync(join(backupDir, "manifest.json"), "utf8")).dialect).toBe(dialect);
     expect(up.stderr).toContain(`upgraded keelson-server from ${A} to ${B}`);
     expect(readlinkSync(join(root, "opt", "keelson", "current"))).toBe(join("releases", B));
     expect(await clusterNames()).toEqual(["alpha", "beta"]);
-    expect(readDb<{ n: string }>("select release_b_note as n from clusters order by name").map((r) => r.n)).toEqual([
-      "migrated by 0.3.0: alpha",
-      "migrated by 0.3.0: beta",
-    ]);
+    expect(
+      (await readDb<{ n: string }>("select release_b_note as n from clusters order by name")).map((r) => r.n),
+    ).toEqual(["migrated by 0.3.0: alpha", "migrated by 0.3.0: beta"]);
     await waitUntil("the three agents back on B", async () => (await agentLinks()) === 3, 60_000);
     // Idempotent: a second run finds B current.
     const again = await keelson(["upgrade", "--config", config, "--root", root]);
@@ -171,15 +222,14 @@ describe("the control plane's install, upgrade and rollback (SQLite)", () => {
     expect(back.stdout).toContain("destroy");
     expect(readlinkSync(join(root, "opt", "keelson", "current"))).toBe(join("releases", A));
     expect(await clusterNames()).toEqual(["alpha", "beta"]);
-    const columns = readDb<{ name: string }>("select name from pragma_table_info('clusters')").map((c) => c.name);
-    expect(columns).not.toContain("release_b_note");
-    expect(readDb<{ v: string }>("select min_binary_version as v from keelson_schema")).toEqual([{ v: "0.1.0" }]);
+    expect(await clusterColumns()).not.toContain("release_b_note");
+    expect(await clusterColumns()).toContain("name");
+    expect(await readDb<{ v: string }>("select min_binary_version as v from keelson_schema")).toEqual([{ v: "0.1.0" }]);
     await waitUntil("the three agents back on A", async () => (await agentLinks()) === 3, 60_000);
   }, 240_000);
 
   it("an upgrade to a release that fails at start rolls back by itself and names what failed", async () => {
     const config = join(work, "upgrade-broken.yaml");
-    const { writeFileSync } = await import("node:fs");
     writeFileSync(
       config,
       `version: ${BROKEN}\nreadyTimeoutSeconds: 60\nagentsTimeoutSeconds: 60\ntrialWindowSeconds: 3\n`,
@@ -190,7 +240,11 @@ describe("the control plane's install, upgrade and rollback (SQLite)", () => {
     expect(up.stderr).toContain(`upgrade to ${BROKEN} failed and was rolled back to ${A}`);
     expect(up.stderr).toContain(`keelson-server ${BROKEN} did not start`);
     // What failed, from the new release's own output: the migration SQLite refused.
-    expect(up.stderr).toMatch(/0\.3\.1 did not start: DrizzleError: Failed to run the query 'CREATE TABLE `half` \(;'/);
+    expect(up.stderr).toMatch(
+      pg
+        ? /0\.3\.1 did not start: DrizzleQueryError: Failed query: CREATE TABLE "half" \(;; cause: PostgresError: syntax error at or near ";"/
+        : /0\.3\.1 did not start: DrizzleError: Failed to run the query 'CREATE TABLE `half` \(;'/,
+    );
     expect(readlinkSync(join(root, "opt", "keelson", "current"))).toBe(join("releases", A));
     expect(await clusterNames()).toEqual(["alpha", "beta"]);
     await waitUntil("the three agents back on A", async () => (await agentLinks()) === 3, 60_000);

@@ -104,7 +104,8 @@ describe("operations", () => {
       new RegExp(`${FAILING} \\(worker\\): failed, phase 12 Configure and start kubelet failed`),
     );
     const id = /cluster\.attach ([0-9a-f-]{36}) failed/.exec(attach.stderr)?.[1] as string;
-    expect(failing?.hostId).toBeTruthy();
+    // The failure is the host that failed its kubelet phase, as the control plane records it.
+    expect(await f.node(failing?.hostId as string)).toMatchObject({ name: FAILING, status: "failed" });
 
     const get = await keelson(["operations", "get", id.slice(0, 8)], { env });
     expect(get.code, get.stderr).toBe(0);

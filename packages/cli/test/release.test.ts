@@ -7,7 +7,6 @@ import { afterAll, describe, expect, it } from "vitest";
 import { isLocalCommand } from "../src/commands/release.ts";
 import { downloadRelease, type Say } from "../src/release/install.ts";
 import { layoutOf } from "../src/release/layout.ts";
-import { compareReleaseVersions } from "../src/release/manifest.ts";
 import { failureOf } from "../src/release/service.ts";
 import { serverUnit } from "../src/release/unit.ts";
 import { readUpgradeConfig } from "../src/release/upgrade-config.ts";
@@ -101,11 +100,6 @@ describe("the operator's commands", () => {
     expect(isLocalCommand(["rollback", "--dir", "x"])).toBe(true);
     expect(isLocalCommand(["clusters", "list"])).toBe(false);
   });
-  it("order versions as semver does", () => {
-    expect(compareReleaseVersions("0.10.0", "0.9.3")).toBe(1);
-    expect(compareReleaseVersions("0.3.0-rc.1", "0.3.0")).toBe(-1);
-    expect(compareReleaseVersions("0.3.0", "0.3.0")).toBe(0);
-  });
   it("find what a failed start said in the supervisor's log", () => {
     const log = [
       "-- keelson-supervise: starting keelson-server 0.3.1",
@@ -116,6 +110,32 @@ describe("the operator's commands", () => {
       "-- keelson-supervise: starting keelson-server 0.3.1",
     ].join("\n");
     expect(failureOf(log)).toBe("this database needs keelson-server 0.4.0 or newer");
+  });
+  it("find a fatal record's error too", () => {
+    const log = [
+      "-- keelson-supervise: starting keelson-server 0.2.0",
+      '{"level":50,"err":{"type":"Error","message":"listen EADDRINUSE: address already in use 127.0.0.1:8080"},"msg":"shutting down after an error"}',
+      "-- keelson-supervise: keelson-server exited (code 1, signal null)",
+    ].join("\n");
+    expect(failureOf(log)).toBe(
+      "shutting down after an error: listen EADDRINUSE: address already in use 127.0.0.1:8080",
+    );
+  });
+  it("find an uncaught error's cause too: PostgreSQL's answer under the driver's error", () => {
+    const log = [
+      "-- keelson-supervise: starting keelson-server 0.3.1",
+      'DrizzleQueryError: Failed query: CREATE TABLE "half" (;',
+      "params: ",
+      "    at PostgresJsPreparedQuery.queryWithCache (session.js:41:15) {",
+      "  query: 'CREATE TABLE \"half\" (;',",
+      '  cause: PostgresError: syntax error at or near ";"',
+      "      at ErrorResponse (connection.js:794:26)",
+      "    code: '42601',",
+      "-- keelson-supervise: keelson-server exited (code 1, signal null)",
+    ].join("\n");
+    expect(failureOf(log)).toBe(
+      'DrizzleQueryError: Failed query: CREATE TABLE "half" (;; cause: PostgresError: syntax error at or near ";"; code: \'42601\',',
+    );
   });
   it("write a keelson-server.service for / that systemd-analyze verify accepts", () => {
     const dir = join(work, "unit");

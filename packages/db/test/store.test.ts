@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync } from "node:fs";
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { type AddressInfo, createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -17,6 +17,7 @@ import {
   type Store,
   type StoreOptions,
 } from "../src/store/index.ts";
+import { openPostgresStore } from "../src/store/postgres-store.ts";
 
 const stores: Store[] = [];
 afterEach(async () => {
@@ -252,6 +253,35 @@ describe("the PostgreSQL store", () => {
     expect((failure as DatabaseUnavailableError).code).toBe("ECONNREFUSED");
     expect(retries).toEqual([250, 500]);
     expect(Date.now() - started).toBeLessThan(5_000);
+  });
+
+  it("fails at once on a migration PostgreSQL refuses, with its answer, instead of retrying it", async () => {
+    const folder = mkdtempSync(join(tmpdir(), "keelson-migrations-"));
+    try {
+      cpSync(MIGRATIONS.postgres, folder, { recursive: true });
+      const journalFile = join(folder, "meta", "_journal.json");
+      const journal = JSON.parse(readFileSync(journalFile, "utf8"));
+      const last = journal.entries.at(-1);
+      journal.entries.push({ ...last, idx: last.idx + 1, when: last.when + 1000, tag: "9999_broken" });
+      writeFileSync(journalFile, JSON.stringify(journal));
+      writeFileSync(join(folder, "9999_broken.sql"), 'CREATE TABLE "half" (;');
+      const options = await optionsFor("postgres");
+      const retries: number[] = [];
+      const started = Date.now();
+      const failure = await openPostgresStore({
+        ...(options as Extract<StoreOptions, { dialect: "postgres" }>),
+        startTimeoutMs: 10_000,
+        migrationsFolder: folder,
+        onRetry: (_err, delayMs) => retries.push(delayMs),
+      }).catch((err: Error & { cause?: { code?: string } }) => err);
+      expect(failure).not.toBeInstanceOf(DatabaseUnavailableError);
+      expect((failure as Error).message).toContain('CREATE TABLE "half" (;');
+      expect((failure as { cause?: { code?: string } }).cause?.code).toBe("42601");
+      expect(retries).toEqual([]);
+      expect(Date.now() - started).toBeLessThan(5_000);
+    } finally {
+      rmSync(folder, { recursive: true, force: true });
+    }
   });
 
   it("refuses TLS it was told to require from a server without it, and connects with sslmode=disable", async () => {

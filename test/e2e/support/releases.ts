@@ -8,13 +8,14 @@ import { REPO_ROOT } from "./processes.ts";
 /**
  * Releases for the upgrade tests: another release made from a packed one (as a later version
  * of the workspace would be), with its version changed everywhere a release carries it and,
- * optionally, one more SQLite migration, then its SHA256SUMS written again.
+ * optionally, one more migration for each dialect (as `pnpm db:generate` would add to both),
+ * then its SHA256SUMS written again.
  */
 export function deriveRelease(
   from: string,
   outDir: string,
   version: string,
-  migration?: { tag: string; sql: string },
+  migration?: { name: string; sqlite: string; postgres: string },
 ): string {
   const dir = join(outDir, `keelson-${version}`);
   // Hard links: a release is 100 MB and B changes a handful of files, each unlinked before it is
@@ -32,16 +33,25 @@ export function deriveRelease(
     });
   rewrite(join(dir, "manifest.json"), (j) => {
     j.version = version;
-    if (migration) (j.schemaVersion as { sqlite: number }).sqlite += 1;
+    if (!migration) return;
+    const schema = j.schemaVersion as { sqlite: number; postgres: number };
+    schema.sqlite += 1;
+    schema.postgres += 1;
   });
   if (migration) {
-    const drizzle = join(dir, "packages", "db", "drizzle");
-    writeFileSync(join(drizzle, `${migration.tag}.sql`), migration.sql);
-    rewrite(join(drizzle, "meta", "_journal.json"), (j) => {
-      const entries = j.entries as { idx: number; when: number }[];
-      const last = entries.at(-1) as { idx: number; when: number };
-      entries.push({ ...last, idx: last.idx + 1, when: last.when + 1000, tag: migration.tag } as never);
-    });
+    for (const [folder, sql] of [
+      ["drizzle", migration.sqlite],
+      ["drizzle-pg", migration.postgres],
+    ] as const) {
+      const drizzle = join(dir, "packages", "db", folder);
+      rewrite(join(drizzle, "meta", "_journal.json"), (j) => {
+        const entries = j.entries as { idx: number; when: number }[];
+        const last = entries.at(-1) as { idx: number; when: number };
+        const tag = `${String(last.idx + 1).padStart(4, "0")}_${migration.name}`;
+        writeFileSync(join(drizzle, `${tag}.sql`), sql);
+        entries.push({ ...last, idx: last.idx + 1, when: last.when + 1000, tag } as never);
+      });
+    }
   }
   rmSync(join(dir, "SHA256SUMS"));
   writeSums(dir);

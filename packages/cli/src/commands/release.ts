@@ -1,12 +1,14 @@
-import { existsSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Command } from "commander";
 import { CliError, EXIT, usageError } from "../errors.ts";
 import { parseCommandLine, type Terminal } from "../program.ts";
 import { downloadRelease, installControlPlane, readToolConfig, type Say, startAndWait } from "../release/install.ts";
-import { currentVersion, type Layout, layoutOf, switchCurrent } from "../release/layout.ts";
+import { currentVersion, type Layout, layoutOf, readEnvFile, switchCurrent, updateEnvFile } from "../release/layout.ts";
+import { type LocalhostOptions, localhostSettings } from "../release/localhost.ts";
 import { readReleaseManifest, verifyRelease } from "../release/manifest.ts";
+import { serverApiUrl } from "../release/server.ts";
 import { failureOf, type ServiceManager, serviceManager } from "../release/service.ts";
 import { serverUnit } from "../release/unit.ts";
 import { planUpgrade, rollbackControlPlane, sayPlan, upgradeControlPlane } from "../release/upgrade.ts";
@@ -15,13 +17,14 @@ import { examples } from "./common.ts";
 
 /**
  * The operator's commands on the control plane's own host (spec §4.9): install, download,
- * install <version>, upgrade --config, stop, rollback --dir, advanced-ddu scale-du up, upgrade-du.
+ * install <version>, configure-localhost, upgrade --config, stop, rollback --dir, advanced-ddu
+ * scale-du up, upgrade-du.
  * They act on the local installation (README "Installing the control plane"), not through the
  * API's settings, so they are a program of their own: `--config` here is the upgrade's config
  * file, not the CLI's contexts file. program.ts hands a command line over when `isLocalCommand`.
  */
 
-const LOCAL = new Set(["install", "download", "stop", "rollback", "advanced-ddu", "upgrade-du"]);
+const LOCAL = new Set(["install", "download", "configure-localhost", "stop", "rollback", "advanced-ddu", "upgrade-du"]);
 
 /** Whether argv is one of these commands; `upgrade` is the control plane's unless it names a cluster (`--type`). */
 export function isLocalCommand(argv: readonly string[]): boolean {
@@ -67,10 +70,16 @@ export function localProgram(env: Env, run: LocalRun): Command {
         .option("--release <dir>", "an unpacked release (default: the release this keelson runs from)")
         .option("--version <version>", "a release already downloaded with keelson download")
         .option("--listen <addr>", "keelson-server's KEELSON_LISTEN for a new install", "127.0.0.1:8080")
-        .option("--release-location <dir-or-url>", "where keelson download fetches releases from"),
+        .option("--release-location <dir-or-url>", "where keelson download fetches releases from")
+        .option(
+          "--database-url <url>",
+          "keelson-server's KEELSON_DATABASE_URL for a new install: PostgreSQL (default: SQLite in the data dir)",
+        )
+        .option("--database-password-file <file>", "keelson-server's KEELSON_DATABASE_PASSWORD_FILE for a new install"),
     ),
     "keelson install control-plane --release ./keelson-0.3.0",
     "keelson install control-plane --root /tmp/kroot --release ./keelson-0.3.0 --listen 127.0.0.1:18080",
+    "keelson install control-plane --database-url postgres://keelson@db.internal/keelson --database-password-file /etc/keelson/db-password",
     "keelson install 0.3.1",
   ).action(
     run(async (what, options) => {
@@ -80,6 +89,8 @@ export function localProgram(env: Env, run: LocalRun): Command {
         version?: string;
         listen: string;
         releaseLocation?: string;
+        databaseUrl?: string;
+        databasePasswordFile?: string;
       };
       const { layout, service } = context(o.root, env);
       if (what === "control-plane") {
@@ -91,10 +102,18 @@ export function localProgram(env: Env, run: LocalRun): Command {
               ? OWN_RELEASE
               : undefined;
         if (!release) throw usageError("--release DIR or --version V: which release to install");
+        if (o.databaseUrl !== undefined && !/^postgres(ql)?:\/\/[^/]/.test(o.databaseUrl))
+          throw usageError("--database-url: must be a postgres:// or postgresql:// URL with a host");
         await installControlPlane(
           layout,
           service,
-          { release, listen: o.listen, releaseLocation: o.releaseLocation },
+          {
+            release,
+            listen: o.listen,
+            releaseLocation: o.releaseLocation,
+            databaseUrl: o.databaseUrl,
+            databasePasswordFile: o.databasePasswordFile && resolve(o.databasePasswordFile),
+          },
           say,
         );
         return;
@@ -171,6 +190,32 @@ export function localProgram(env: Env, run: LocalRun): Command {
   );
 
   examples(
+    rootOption(
+      program
+        .command("configure-localhost")
+        .description(
+          "Set the control plane's listen addresses (IPv4/IPv6) and its load balancer settings in server.env; restarts a running keelson-server",
+        )
+        .option("--ipv4 <addr>", "listen on this IPv4 address (0.0.0.0: all)")
+        .option("--ipv6 <addr>", "listen on this IPv6 address (:: with --ipv4 0.0.0.0: one dual-stack listener)")
+        .option("--port <n>", "listen on this port (default: the current one)")
+        .option("--lb-url <url>", "the load balancer's URL, as hosts reach the control plane (KEELSON_PUBLIC_URL)")
+        .option(
+          "--lb-addresses <list>",
+          "the load balancer's addresses or CIDRs, comma-separated (KEELSON_TRUST_PROXY)",
+        ),
+    ),
+    "keelson configure-localhost --ipv4 0.0.0.0 --ipv6 :: --port 8443",
+    "keelson configure-localhost --lb-url https://keelson.example.com --lb-addresses 10.0.0.5,10.0.0.6",
+  ).action(
+    run(async (options) => {
+      const o = options as LocalhostOptions & { root?: string };
+      const { layout, service } = context(o.root, env);
+      await configureLocalhost(layout, service, o, say);
+    }),
+  );
+
+  examples(
     rootOption(program.command("stop").description("Stop keelson-server (also a half-failed upgrade's)")),
     "keelson stop",
   ).action(
@@ -242,6 +287,51 @@ export function localProgram(env: Env, run: LocalRun): Command {
     }),
   );
   return program;
+}
+
+/** `configure-localhost`: the settings changed in server.env, a running server restarted on them (or put back). */
+async function configureLocalhost(
+  layout: Layout,
+  service: ServiceManager,
+  o: LocalhostOptions,
+  say: Say,
+): Promise<void> {
+  if (!existsSync(layout.serverEnv))
+    throw new CliError(`${layout.serverEnv} does not exist: run keelson install control-plane first`);
+  const before = readFileSync(layout.serverEnv, "utf8");
+  const current = readEnvFile(layout.serverEnv);
+  const wanted = localhostSettings(current, o);
+  if (Object.keys(wanted).length === 0)
+    throw usageError("nothing to configure: give --ipv4, --ipv6, --port, --lb-url or --lb-addresses");
+  const changes = Object.entries(wanted).filter(([key, value]) => current[key] !== value);
+  if (changes.length === 0) {
+    say.note(`${layout.serverEnv} has these settings already: nothing to do`);
+    return;
+  }
+  const running = service.health().running;
+  say.note(
+    `will set in ${layout.serverEnv}:\n${changes.map(([k, v]) => `  ${k}: ${current[k] ?? "(unset)"} -> ${v}`).join("\n")}\n` +
+      (running
+        ? "and restart keelson-server on them"
+        : "(keelson-server is not running: they apply at its next start)"),
+  );
+  updateEnvFile(layout.serverEnv, Object.fromEntries(changes));
+  say.note(`set ${changes.map(([k]) => k).join(", ")}`);
+  if (!running) return;
+  await service.stop();
+  const ready = await startAndWait(layout, service, 120_000);
+  if (ready.ready) {
+    say.note(`keelson-server ${currentVersion(layout)} restarted and ready at ${serverApiUrl(layout)}`);
+    return;
+  }
+  const failure = `${failureOf(service.logTail(200))} (${ready.status})`;
+  await service.stop();
+  writeFileSync(layout.serverEnv, before, { mode: 0o600 });
+  const back = await startAndWait(layout, service, 120_000);
+  throw new CliError(
+    `keelson-server did not become ready on the new settings: ${failure}; ${layout.serverEnv} put back as it was` +
+      (back.ready ? " and keelson-server started again on it" : `, and it did not start again either (${back.status})`),
+  );
 }
 
 /** `scale-du up` and `upgrade-du`: started, ready, or the failure named. */

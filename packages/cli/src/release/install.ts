@@ -135,6 +135,23 @@ export interface InstallOptions {
   release: string;
   listen: string;
   releaseLocation?: string | undefined;
+  /** KEELSON_DATABASE_URL for a new server.env: PostgreSQL instead of SQLite in the data dir. */
+  databaseUrl?: string | undefined;
+  /** KEELSON_DATABASE_PASSWORD_FILE for a new server.env. */
+  databasePasswordFile?: string | undefined;
+}
+
+/** A new server.env: the listen address, the data dir and, when given, the PostgreSQL database. */
+function serverEnvText(layout: Layout, options: InstallOptions): string {
+  const lines = [
+    `# keelson-server's settings (README "Settings"); read at every start.`,
+    `KEELSON_LISTEN=${options.listen}`,
+    `KEELSON_DATA_DIR=${layout.dataDir}`,
+    ...(options.databaseUrl ? [`KEELSON_DATABASE_URL=${options.databaseUrl}`] : []),
+    ...(options.databasePasswordFile ? [`KEELSON_DATABASE_PASSWORD_FILE=${options.databasePasswordFile}`] : []),
+    "NODE_ENV=production",
+  ];
+  return `${lines.join("\n")}\n`;
 }
 
 /** `keelson install control-plane`: the release, the settings, the data dir, the admin token, the unit, started. */
@@ -150,6 +167,7 @@ export async function installControlPlane(
     `will install keelson ${manifest.version} under ${layout.root} as keelson-server.service (${service.kind}):\n` +
       `  release   ${releaseDir(layout, manifest.version)}\n  settings  ${layout.serverEnv}\n` +
       `  data dir  ${layout.dataDir} (0700), admin token ${join(layout.dataDir, "admin-token")} (0600)\n` +
+      `  database  ${options.databaseUrl ? "PostgreSQL (KEELSON_DATABASE_URL)" : "SQLite in the data dir"}\n` +
       `  unit      ${layout.unitFile}`,
   );
   if (installed && installed !== manifest.version)
@@ -161,13 +179,7 @@ export async function installControlPlane(
     mkdirSync(dir, { recursive: true });
   mkdirSync(layout.dataDir, { recursive: true, mode: 0o700 });
   chmodSync(layout.dataDir, 0o700);
-  writeIfMissing(
-    layout.serverEnv,
-    `# keelson-server's settings (README "Settings"); read at every start.\nKEELSON_LISTEN=${options.listen}\nKEELSON_DATA_DIR=${layout.dataDir}\nNODE_ENV=production\n`,
-    0o600,
-    say,
-    "settings",
-  );
+  writeIfMissing(layout.serverEnv, serverEnvText(layout, options), 0o600, say, "settings");
   writeIfMissing(
     join(layout.dataDir, "admin-token"),
     `kadm_${randomBytes(32).toString("base64url")}\n`,

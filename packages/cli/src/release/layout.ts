@@ -1,4 +1,13 @@
-import { existsSync, readFileSync, readlinkSync, renameSync, rmSync, symlinkSync } from "node:fs";
+import {
+  chmodSync,
+  existsSync,
+  readFileSync,
+  readlinkSync,
+  renameSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { basename, join, resolve } from "node:path";
 import { usageError } from "../errors.ts";
 
@@ -86,4 +95,26 @@ export function readEnvFile(file: string): Record<string, string> {
       .replace(/^"(.*)"$/, "$1");
   }
   return env;
+}
+
+/**
+ * Sets `changes` in an env file: a key's line replaced where it is (comments and other lines
+ * kept), a new key appended; written beside it (0600) and renamed over it.
+ */
+export function updateEnvFile(file: string, changes: Record<string, string>): void {
+  const left = new Map(Object.entries(changes));
+  const lines = readFileSync(file, "utf8")
+    .replace(/\n$/, "")
+    .split("\n")
+    .map((raw) => {
+      const key = raw.trim().startsWith("#") ? undefined : raw.slice(0, raw.indexOf("=")).trim();
+      const value = key ? left.get(key) : undefined;
+      if (key === undefined || value === undefined) return raw;
+      left.delete(key);
+      return `${key}=${value}`;
+    });
+  for (const [key, value] of left) lines.push(`${key}=${value}`);
+  writeFileSync(`${file}.tmp`, `${lines.join("\n")}\n`, { mode: 0o600 });
+  chmodSync(`${file}.tmp`, 0o600);
+  renameSync(`${file}.tmp`, file);
 }

@@ -53,21 +53,3 @@ export function verifyRelease(dir: string): void {
     );
   }
 }
-
-/** -1, 0 or 1 by MAJOR.MINOR.PATCH (a suffix sorts before its release, as in semver). */
-export function compareReleaseVersions(a: string, b: string): number {
-  const parse = (v: string) => {
-    const [core = "", suffix = ""] = v.split(/-(.*)/s);
-    return { parts: core.split(".").map(Number), suffix };
-  };
-  const x = parse(a);
-  const y = parse(b);
-  for (let i = 0; i < 3; i++) {
-    const d = (x.parts[i] ?? 0) - (y.parts[i] ?? 0);
-    if (d !== 0) return Math.sign(d);
-  }
-  if (x.suffix === y.suffix) return 0;
-  if (!x.suffix) return 1;
-  if (!y.suffix) return -1;
-  return x.suffix < y.suffix ? -1 : 1;
-}

@@ -2,6 +2,7 @@ import { spawn } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { Api } from "../api.ts";
+import { type HostRow, listHosts } from "./agents-back.ts";
 import { type Layout, readEnvFile, releaseDir } from "./layout.ts";
 import { readReleaseManifest } from "./manifest.ts";
 
@@ -20,6 +21,11 @@ export interface CommandResult {
 /** The unit's environment: server.env and PATH, nothing else of the caller's. */
 export function serverEnv(layout: Layout, path: string): Record<string, string> {
   return { ...readEnvFile(layout.serverEnv), PATH: path };
+}
+
+/** The database the installed server runs on, by its server.env (KEELSON_DATABASE_URL set: PostgreSQL). */
+export function serverDialect(layout: Layout): "sqlite" | "postgres" {
+  return readEnvFile(layout.serverEnv).KEELSON_DATABASE_URL ? "postgres" : "sqlite";
 }
 
 /** `keelson-server <args>` of release `version`. */
@@ -62,8 +68,8 @@ export function runNode(
   });
 }
 
-/** The API of the installed server, as the admin. */
-export function serverApi(layout: Layout, timeoutMs = 5_000): Api {
+/** Where this host reaches the installed server: its listen address (a wildcard as loopback), http or https. */
+export function serverApiUrl(layout: Layout): string {
   const env = readEnvFile(layout.serverEnv);
   const listen = env.KEELSON_LISTEN ?? "127.0.0.1:8080";
   const colon = listen.lastIndexOf(":");
@@ -72,12 +78,20 @@ export function serverApi(layout: Layout, timeoutMs = 5_000): Api {
   if (host === "::") host = "::1";
   const loopback = host === "127.0.0.1" || host === "::1" || host === "localhost";
   const tls = env.KEELSON_TLS ? env.KEELSON_TLS !== "off" : !loopback;
+  return `${tls ? "https" : "http"}://${host.includes(":") ? `[${host}]` : host}:${listen.slice(colon + 1)}`;
+}
+
+/** The API of the installed server, as the admin. */
+export function serverApi(layout: Layout, timeoutMs = 5_000): Api {
+  const env = readEnvFile(layout.serverEnv);
+  const url = serverApiUrl(layout);
+  const tls = url.startsWith("https:");
   const dataDir = env.KEELSON_DATA_DIR ?? layout.dataDir;
   const tokenFile = join(dataDir, "admin-token");
   const token = env.KEELSON_ADMIN_TOKEN ?? (existsSync(tokenFile) ? readFileSync(tokenFile, "utf8").trim() : undefined);
   const caFile = join(dataDir, "tls", "ca.crt");
   return new Api({
-    url: `${tls ? "https" : "http"}://${host.includes(":") ? `[${host}]` : host}:${listen.slice(colon + 1)}`,
+    url,
     token,
     caFile: tls && existsSync(caFile) ? caFile : undefined,
     timeoutMs,
@@ -102,7 +116,7 @@ export async function readiness(api: Api): Promise<Readiness> {
 
 export interface Inventory {
   clusters: { uuid: string; name: string; project: string }[];
-  hosts: { id: string; hostname: string; responding: boolean }[];
+  hosts: HostRow[];
 }
 
 /** Every project's clusters and every host, as the admin sees them. */
@@ -113,8 +127,5 @@ export async function inventory(api: Api): Promise<Inventory> {
     const list = await api.get<{ uuid: string; name: string }[]>(`/v4/${p.id}/clusters`);
     for (const c of list) clusters.push({ uuid: c.uuid, name: c.name, project: p.name });
   }
-  const hosts = (await api.get<{ id: string; info: { hostname: string }; responding: boolean }[]>("/v1/hosts")).map(
-    (h) => ({ id: h.id, hostname: h.info.hostname, responding: h.responding }),
-  );
-  return { clusters, hosts };
+  return { clusters, hosts: await listHosts(api) };
 }

@@ -39,13 +39,19 @@ export function failureOf(log: string): string {
   const lines = ended.split("\n").flatMap((line) => {
     if (line.startsWith("{")) {
       try {
-        const record = JSON.parse(line) as { level?: number; msg?: string };
-        return (record.level ?? 0) >= 50 && record.msg ? [record.msg] : [];
+        const record = JSON.parse(line) as { level?: number; msg?: string; err?: { message?: string } };
+        // The record's error too: "shutting down after an error" alone does not say which.
+        return (record.level ?? 0) >= 50 && record.msg
+          ? [record.err?.message ? `${record.msg}: ${record.err.message}` : record.msg]
+          : [];
       } catch {
         return [];
       }
     }
-    return /^\s*(\w*Error|Error)\b.*:/.test(line) || /^\s*(code|message): /.test(line) ? [line.trim()] : [];
+    // An error's first line, also its cause's (PostgreSQL's own answer under a driver's error).
+    return /^\s*(\[cause\]: |cause: )?(\w*Error|Error)\b.*:/.test(line) || /^\s*(code|message): /.test(line)
+      ? [line.trim()]
+      : [];
   });
   return [...new Set(lines)].slice(0, 4).join("; ") || "(nothing in its log says why)";
 }

@@ -1,10 +1,12 @@
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
+import { compareVersions } from "@keelson/protocol";
 import { CliError } from "../errors.ts";
+import { connectedHosts, waitHostsBack } from "./agents-back.ts";
 import { type Say, startAndWait } from "./install.ts";
 import { currentVersion, type Layout, releaseDir, switchCurrent } from "./layout.ts";
-import { compareReleaseVersions, readReleaseManifest, verifyRelease } from "./manifest.ts";
-import { type Inventory, inventory, readiness, runServerCommand, serverApi } from "./server.ts";
+import { readReleaseManifest, verifyRelease } from "./manifest.ts";
+import { type Inventory, inventory, readiness, runServerCommand, serverApi, serverDialect } from "./server.ts";
 import { failureOf, type ServiceManager } from "./service.ts";
 import type { UpgradeConfig } from "./upgrade-config.ts";
 
@@ -70,20 +72,20 @@ export async function planUpgrade(
       problems.push((err as Error).message);
     }
     const manifest = readReleaseManifest(target);
-    if (from && compareReleaseVersions(from, manifest.upgradesFrom.minimum) < 0)
+    if (from && compareVersions(from, manifest.upgradesFrom.minimum) < 0)
       problems.push(`release ${to} upgrades from ${manifest.upgradesFrom.minimum} or newer; ${from} is installed`);
     if (from && existsSync(join(releaseDir(layout, from), "manifest.json"))) {
       const old = readReleaseManifest(releaseDir(layout, from));
-      const added = manifest.schemaVersion.sqlite - old.schemaVersion.sqlite;
-      const addedPg = manifest.schemaVersion.postgres - old.schemaVersion.postgres;
-      steps.push(`migrations to run at start: ${added} (SQLite) / ${addedPg} (PostgreSQL)`);
+      const dialect = serverDialect(layout);
+      const added = manifest.schemaVersion[dialect] - old.schemaVersion[dialect];
+      steps.push(`migrations to run at start: ${added} (${dialect === "postgres" ? "PostgreSQL" : "SQLite"})`);
       if (manifest.protocolVersion !== old.protocolVersion)
         problems.push(
           `release ${to} speaks agent protocol ${manifest.protocolVersion}, the agents ${old.protocolVersion}: upgrade the hosts' agents first`,
         );
     }
   }
-  if (from && from !== to && compareReleaseVersions(to, from) < 0)
+  if (from && from !== to && compareVersions(to, from) < 0)
     problems.push(`${to} is older than the installed ${from}: use keelson rollback --dir BACKUP to go back`);
   const health = service.health();
   const api = serverApi(layout);
@@ -93,7 +95,10 @@ export async function planUpgrade(
       problems.push(
         `keelson-server ${from ?? ""} is not running and ready (${ready.status}): start it (keelson advanced-ddu scale-du up) or roll back first`,
       );
-    if (ready.ready) steps.unshift(`agents connected now: ${ready.agentLinks}; the upgrade waits for as many again`);
+    if (ready.ready)
+      steps.unshift(
+        `hosts with their agent connected now: ${(await connectedHosts(api)).length}; the upgrade waits for each of them again`,
+      );
   } finally {
     await api.close();
   }
@@ -126,19 +131,11 @@ async function timed<T>(steps: Step[], name: string, say: Say, fn: () => Promise
   }
 }
 
-/** Waits until at least `count` agent links are open. */
-async function waitAgents(layout: Layout, count: number, timeoutSeconds: number): Promise<string | undefined> {
+/** Waits until every host of `hostIds` has its agent connected again (agents-back.ts). */
+async function waitAgents(layout: Layout, hostIds: string[], timeoutSeconds: number): Promise<string | undefined> {
   const api = serverApi(layout);
   try {
-    const until = Date.now() + timeoutSeconds * 1000;
-    let last = 0;
-    while (Date.now() < until) {
-      const r = await readiness(api);
-      last = r.agentLinks;
-      if (r.ready && last >= count) return undefined;
-      await new Promise((res) => setTimeout(res, 250));
-    }
-    return `only ${last} of ${count} agents reconnected within ${timeoutSeconds} s`;
+    return await waitHostsBack(api, hostIds, timeoutSeconds);
   } finally {
     await api.close();
   }
@@ -184,8 +181,12 @@ export async function upgradeControlPlane(
   const { to, backupDir } = plan;
   const steps: Step[] = [];
   const before = serverApi(layout);
-  const agentsBefore = (await readiness(before)).agentLinks;
-  await before.close();
+  let hostsBefore: string[];
+  try {
+    hostsBefore = (await connectedHosts(before)).map((h) => h.id);
+  } finally {
+    await before.close();
+  }
   await timed(steps, "stop", say, () => service.stop());
   const stoppedAt = performance.now();
   await timed(steps, "backup", say, async () => {
@@ -208,7 +209,7 @@ export async function upgradeControlPlane(
     if (!started.ready)
       return `keelson-server ${to} did not start: ${failureOf(service.logTail(200))} (${started.status})`;
     const agents = await timed(steps, "agents back", say, () =>
-      waitAgents(layout, agentsBefore, config.agentsTimeoutSeconds),
+      waitAgents(layout, hostsBefore, config.agentsTimeoutSeconds),
     );
     if (agents) return agents;
     return timed(steps, "trial window", say, () => trial(layout, service, config.trialWindowSeconds));
@@ -297,7 +298,7 @@ export async function rollbackControlPlane(
   try {
     now = await inventory(after);
     const known = new Set(now.hosts.map((h) => h.id));
-    const waitFor = before ? before.hosts.filter((h) => h.responding && known.has(h.id)).length : 0;
+    const waitFor = before ? before.hosts.filter((h) => h.responding && known.has(h.id)).map((h) => h.id) : [];
     const missing = await timed(steps, "agents back", say, () => waitAgents(layout, waitFor, agentsTimeoutSeconds));
     if (missing) say.note(`  warning: ${missing}`);
   } finally {

@@ -2,7 +2,7 @@ import { execFile } from "node:child_process";
 import { existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { compareVersions } from "@keelson/db";
+import { compareVersions } from "@keelson/protocol";
 
 /**
  * PostgreSQL's own client programs (pg_dump, pg_restore, psql) for the control-plane backup.

@@ -6,7 +6,7 @@ import { openPostgresStore, type PostgresOptions } from "./postgres-store.ts";
 import { openSqliteStore } from "./sqlite-store.ts";
 import { firstRow, type Store } from "./types.ts";
 
-export { assertBinaryCanRun, compareVersions, SchemaTooNewError } from "./compat.ts";
+export { assertBinaryCanRun, SchemaTooNewError } from "./compat.ts";
 export { type CopyProgress, copySqliteToPostgres, TABLES_IN_ORDER, type TableCopy } from "./copy.ts";
 export { checkDatabaseUrl, DATABASE_URL_RULE, type PostgresTarget, parseDatabaseUrl } from "./database-url.ts";
 export {

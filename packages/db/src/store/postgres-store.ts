@@ -60,12 +60,26 @@ export interface PostgresStore extends Store {
   readonly client: postgres.Sql;
 }
 
+/**
+ * The database's own verdict on a statement (PostgreSQL answered with a SQLSTATE outside the
+ * classes that mean "not there for us yet": 08 connection, 28 authorization, 3D no such database,
+ * 40 rolled back, 53 resources, 57 shutting down or starting up). A migration's bad statement is
+ * one: retrying it until the start timeout would only hide what failed.
+ */
+function refusedStatement(err: unknown): boolean {
+  for (let e = err as { name?: unknown; code?: unknown; cause?: unknown } | undefined; e; e = e.cause as typeof e) {
+    if (e instanceof postgres.PostgresError) return !/^(08|28|3D|40|53|57)/.test(e.code);
+  }
+  return false;
+}
+
 export async function openPostgresStore(options: PostgresOptions): Promise<PostgresStore> {
   const deadline = Date.now() + options.startTimeoutMs;
   for (let attempt = 1; ; attempt++) {
     try {
       return await connect(options);
     } catch (err) {
+      if (refusedStatement(err)) throw err;
       const failure = unavailable(options.target, err, options.password);
       const delayMs = Math.min(5_000, 250 * 2 ** (attempt - 1));
       if (Date.now() + delayMs > deadline) throw failure;
