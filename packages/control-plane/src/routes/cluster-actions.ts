@@ -63,7 +63,7 @@ const UPGRADE_RULES =
   "at least 1); v4 `batchUpgradeNodes` must each be a worker of the cluster (400 naming `batchUpgradeNodes[i]`). " +
   "A restart, upgrade, attach or detach still running on the cluster: 409 (`cluster_busy`). The operation " +
   "(`cluster.upgrade`) upgrades masters one at a time, then the batchUpgradeNodes together, then the other " +
-  "workers in batches; each node's actualKubeRoleVersion moves when it is back ok; status `upgrading` and " +
+  "workers in batches; each node's actualKubeRoleVersion moves once it is back ok (written with the next progress save, before the next batch); status `upgrading` and " +
   "`upgradingTo` until done. A node that fails or does not come back within KEELSON_NODE_RESTART_TIMEOUT_MS " +
   "(default 10 min) stops the rollout (taskStatus `error`); a new upgrade request resumes, skipping nodes " +
   "already at the target. Nodes run the target's node package when the control plane stores one (POST /v1/nodePackages), else their host's own (KEELSON_NODE_PACKAGE).";
