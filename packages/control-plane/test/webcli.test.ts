@@ -1,12 +1,16 @@
-import { existsSync, readdirSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { WebSocket } from "ws";
 import { loadWebCliKey } from "../src/domain/webcli/key.ts";
 import { issueWebCliToken } from "../src/domain/webcli/tokens.ts";
 import { splitCommandLine } from "../src/webcli/argv.ts";
 import { decide } from "../src/webcli/policy.ts";
+import { WebCliServer } from "../src/webcli/server.ts";
+import { EXIT } from "../src/webcli/session.ts";
 import { createTestApp, type TestApp } from "./helpers.ts";
 
 /**
@@ -183,6 +187,83 @@ describe("a web CLI session", () => {
     await notJson.opened();
     notJson.send("kubectl get nodes");
     await expect_error(notJson, "bad_frame");
+  });
+});
+
+describe("the web CLI's limits", () => {
+  it("ends a connection that sends no auth frame within the auth deadline", async () => {
+    // The app's own server waits AUTH_TIMEOUT_MS (10 s); this one, on the same app, 300 ms.
+    const webcli = new WebCliServer(t.app.keelson, { authTimeoutMs: 300 });
+    const http = createServer();
+    http.on("upgrade", webcli.onUpgrade);
+    await new Promise<void>((resolve) => http.listen(0, "127.0.0.1", resolve));
+    try {
+      const client = new Client(`ws://127.0.0.1:${(http.address() as AddressInfo).port}/v1/webcli/session`);
+      await client.opened();
+      const started = Date.now();
+      expect(await client.next("ready", 0, 5_000)).toEqual({
+        type: "error",
+        code: "auth_timeout",
+        message: "no auth frame within 300 ms",
+      });
+      expect((await client.closed).code).toBe(1000);
+      expect(Date.now() - started).toBeGreaterThanOrEqual(250);
+    } finally {
+      await webcli.close();
+      await new Promise((resolve) => http.close(resolve));
+    }
+  });
+
+  it("kills a command past the per-command time limit with exit 124 and says so", async () => {
+    // A kubectl that never answers: the time limit is the session's, whatever it runs.
+    const dir = mkdtempSync(join(tmpdir(), "keelson-webcli-slow-"));
+    const slow = join(dir, "kubectl");
+    writeFileSync(slow, `#!/bin/sh\necho $$ > ${dir}/pid\nexec /bin/sleep 30\n`, { mode: 0o755 });
+    const saved = { kubectl: t.settings.webcliKubectl, timeout: t.settings.webcliCommandTimeoutMs };
+    t.settings.webcliKubectl = slow;
+    t.settings.webcliCommandTimeoutMs = 1_000;
+    const client = await session(tokenFor(clusterId));
+    try {
+      expect(await client.next("ready")).toMatchObject({ type: "ready" });
+      const started = Date.now();
+      const res = await client.run("kubectl get nodes --watch");
+      expect(res.code).toBe(EXIT.timeout);
+      expect(res.stderr).toBe("\nthe command ran longer than 1000 ms and was ended\n");
+      expect(Date.now() - started).toBeGreaterThanOrEqual(900);
+      expect(Date.now() - started).toBeLessThan(10_000);
+      // The process itself is gone (SIGKILL), not only its output.
+      const pid = Number(readFileSync(join(dir, "pid"), "utf8"));
+      expect(() => process.kill(pid, 0)).toThrow(/ESRCH/);
+      // The session takes the next command.
+      expect((await client.run("help")).code).toBe(0);
+    } finally {
+      client.close();
+      t.settings.webcliKubectl = saved.kubectl;
+      t.settings.webcliCommandTimeoutMs = saved.timeout;
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("stops a command whose output passes the cap, sending no more than the cap, with exit 125", async () => {
+    const saved = t.settings.webcliOutputLimitBytes;
+    t.settings.webcliOutputLimitBytes = 1_024;
+    const client = await session(tokenFor(clusterId));
+    try {
+      expect(await client.next("ready")).toMatchObject({ type: "ready" });
+      // The real kubectl's help for get is about 6 KB.
+      const res = await client.run("kubectl get --help");
+      expect(res.code).toBe(EXIT.outputLimit);
+      expect(Buffer.byteLength(res.stdout)).toBeLessThanOrEqual(1_024);
+      expect(res.stderr).toBe("\noutput stopped at 1024 bytes; the command was ended\n");
+      // Under the cap, the same session runs on.
+      t.settings.webcliOutputLimitBytes = saved;
+      const full = await client.run("kubectl get --help");
+      expect(full.code).toBe(0);
+      expect(Buffer.byteLength(full.stdout)).toBeGreaterThan(1_024);
+    } finally {
+      client.close();
+      t.settings.webcliOutputLimitBytes = saved;
+    }
   });
 });
 
