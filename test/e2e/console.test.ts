@@ -2,6 +2,8 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Page } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { loadWebCliKey } from "../../packages/control-plane/src/domain/webcli/key.ts";
+import { issueWebCliToken } from "../../packages/control-plane/src/domain/webcli/tokens.ts";
 import type { AgentProc } from "./support/agents.ts";
 import { ARTIFACTS, type HeadlessBrowser, launchChromium } from "./support/browser.ts";
 import { startNodeAgents, tearDownHosts } from "./support/node-checks.ts";
@@ -13,7 +15,8 @@ import { api, type ServerProc, startServer, tempDir } from "./support/processes.
  * keelson-server and three real agents (one host each on 127.0.0.71-73, the test node package):
  * a user logs in the Keystone way, creates a cluster (after the API's 400 shows beside the field
  * it names), attaches the three hosts and watches their phases converge, restarts the cluster
- * from the plan it was shown and follows it live to the end, and downloads a kubeconfig.
+ * from the plan it was shown and follows it live to the end, downloads a kubeconfig, and runs
+ * `kubectl get nodes` in the Web CLI's terminal (a refused command and refused tokens shown too).
  * Screenshots of each page go to test/artifacts/ (gitignored).
  */
 
@@ -175,6 +178,63 @@ describe("web console in a browser", () => {
     expect(text).toMatch(/^apiVersion: v1/m);
     expect(text).toContain("server: https://127.0.0.71:443");
     expect(text).toMatch(/token: \S+/);
+  });
+
+  it("runs kubectl get nodes in the Web CLI's terminal, shows a refusal there, and refused tokens above it", async () => {
+    await page.getByRole("link", { name: "Web CLI" }).click();
+    await page.getByRole("heading", { name: "Web CLI" }).waitFor();
+    await page.getByText("Session: ready").waitFor();
+    // xterm's DOM renderer: one div per screen row (spaces may come as no-break spaces).
+    const screen = async () =>
+      (await page.locator(".xterm-rows > div").allTextContents()).map((l) => l.replace(/\u00a0/g, " ").trimEnd());
+    const typeLine = async (line: string) => {
+      await page.getByRole("region", { name: "Terminal" }).click();
+      await page.keyboard.type(line);
+      await page.keyboard.press("Enter");
+    };
+    expect(await screen()).toContain(`connected to cluster ${clusterId}`);
+    await typeLine("kubectl get nodes");
+    await expect
+      .poll(async () => (await screen()).filter((l) => /^127\.0\.0\.7\d\s/.test(l)).length, { timeout: 30_000 })
+      .toBe(3);
+    const rows = await screen();
+    expect(
+      rows.some((l) => /^127\.0\.0\.71\s+Ready\s+control-plane,master\s/.test(l)),
+      rows.join("\n"),
+    ).toBe(true);
+    for (const last of [72, 73]) {
+      expect(rows.some((l) => new RegExp(`^127\\.0\\.0\\.${last}\\s+Ready\\s+worker\\s`).test(l))).toBe(true);
+    }
+    await typeLine("sh");
+    await expect
+      .poll(async () => (await screen()).join("\n"))
+      .toMatch(/sh: not available; a web CLI session runs kubectl only \(type help\)\n+\[exit 126\]/);
+    await shot("webcli");
+
+    // The token the page is given, swapped on its way: one expired (the server's 600 s lifetime
+    // long past) and one tampered with; the server refuses both and the page says why.
+    const expired = issueWebCliToken(loadWebCliKey(server.dataDir), {
+      projectId,
+      clusterId,
+      subject: USER.name,
+      now: new Date(Date.now() - 700_000),
+    }).token;
+    for (const swap of [() => expired, (token: string) => `${token.slice(0, -2)}xx`]) {
+      await page.route(`**/v4/${projectId}/webcli/${clusterId}`, async (route) => {
+        const response = await route.fetch();
+        const issued = (await response.json()) as { token: string };
+        await route.fulfill({ response, json: { ...issued, token: swap(issued.token) } });
+      });
+      await page.reload();
+      await expect
+        .poll(() => page.getByRole("alert").textContent())
+        .toBe("the web CLI token is not valid or has expired; ask for a new one (invalid_token)");
+      await page.getByText("Session: closed").waitFor();
+      await page.unrouteAll();
+    }
+    await shot("webcli-refused-token");
+    await page.getByRole("link", { name: "Back to the cluster" }).click();
+    await page.getByRole("heading", { name: "Cluster console-demo" }).waitFor();
   });
 
   it("lists hosts with their agents and the project's operations", async () => {

@@ -46,15 +46,14 @@ export function WebCliPage({ session, clusterId }: { session: Session; clusterId
       ({ token }) => {
         const scheme = location.protocol === "https:" ? "wss:" : "ws:";
         socket = new WebSocket(`${scheme}//${location.host}/v1/webcli/session`);
-        socket.onopen = () => {
-          send({ type: "auth", token });
-          send({ type: "resize", cols: term.cols, rows: term.rows });
-        };
+        // Only auth until `ready`: the server ends a session that sends anything else first.
+        socket.onopen = () => send({ type: "auth", token });
         socket.onmessage = (m) => {
           const frame = JSON.parse(String(m.data)) as Record<string, unknown>;
           if (frame.type === "ready") {
             ready = true;
             setState("ready");
+            send({ type: "resize", cols: term.cols, rows: term.rows });
             term.write(`connected to cluster ${String(frame.cluster)}`);
             prompt();
           } else if (frame.type === "output") {
@@ -91,7 +90,7 @@ export function WebCliPage({ session, clusterId }: { session: Session; clusterId
       </div>
       <p role="status">Session: {state}. Type a kubectl command and press Enter.</p>
       <ErrorNote error={error} />
-      <section ref={box} class="terminal" aria-label="Terminal" />
+      <section ref={box} class="webcli-terminal" aria-label="Terminal" />
     </section>
   );
 }
