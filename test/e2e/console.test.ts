@@ -205,10 +205,17 @@ describe("web console in a browser", () => {
     for (const last of [72, 73]) {
       expect(rows.some((l) => new RegExp(`^127\\.0\\.0\\.${last}\\s+Ready\\s+worker\\s`).test(l))).toBe(true);
     }
+    // The prompt follows the output on the next line, without a blank one.
+    await expect
+      .poll(async () => {
+        const now = await screen();
+        return now[now.findIndex((l) => l.startsWith("127.0.0.73")) + 1];
+      })
+      .toBe("$");
     await typeLine("sh");
     await expect
       .poll(async () => (await screen()).join("\n"))
-      .toMatch(/sh: not available; a web CLI session runs kubectl only \(type help\)\n+\[exit 126\]/);
+      .toMatch(/sh: not available; a web CLI session runs kubectl only \(type help\)\n\[exit 126\]\n\$(\n|$)/);
     await shot("webcli");
 
     // The token the page is given, swapped on its way: one expired (the server's 600 s lifetime

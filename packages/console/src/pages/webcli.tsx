@@ -21,13 +21,21 @@ export function WebCliPage({ session, clusterId }: { session: Session; clusterId
     let socket: WebSocket | null = null;
     let line = "";
     let ready = false;
-    const prompt = () => term.write("\r\n$ ");
+    // Whether the cursor is at a line's start: output mostly ends with a newline, and the
+    // prompt or an exit note after it then starts there rather than after a blank line.
+    let atLineStart = true;
+    const write = (text: string, plain = text) => {
+      term.write(text);
+      if (plain) atLineStart = plain.endsWith("\n");
+    };
+    const fresh = () => (atLineStart ? "" : "\r\n");
+    const prompt = () => write(`${fresh()}$ `);
     const send = (frame: unknown) => socket?.readyState === WebSocket.OPEN && socket.send(JSON.stringify(frame));
     const input = term.onData((data) => {
       if (!ready) return;
       for (const ch of data) {
         if (ch === "\r") {
-          term.write("\r\n");
+          write("\r\n");
           send({ type: "input", data: line });
           line = "";
         } else if (ch === "\u007f") {
@@ -37,7 +45,7 @@ export function WebCliPage({ session, clusterId }: { session: Session; clusterId
           }
         } else if (ch >= " ") {
           line += ch;
-          term.write(ch);
+          write(ch);
         }
       }
     });
@@ -54,12 +62,13 @@ export function WebCliPage({ session, clusterId }: { session: Session; clusterId
             ready = true;
             setState("ready");
             send({ type: "resize", cols: term.cols, rows: term.rows });
-            term.write(`connected to cluster ${String(frame.cluster)}`);
+            write(`connected to cluster ${String(frame.cluster)}`);
             prompt();
           } else if (frame.type === "output") {
-            term.write(frame.stream === "stderr" ? `\x1b[31m${String(frame.data)}\x1b[0m` : String(frame.data));
+            const data = String(frame.data);
+            write(frame.stream === "stderr" ? `\x1b[31m${data}\x1b[0m` : data, data);
           } else if (frame.type === "exit") {
-            if (frame.code !== 0) term.write(`\r\n[exit ${String(frame.code)}]`);
+            if (frame.code !== 0) write(`${fresh()}[exit ${String(frame.code)}]`);
             prompt();
           } else if (frame.type === "error") {
             setError(new Error(`${String(frame.message)} (${String(frame.code)})`));
