@@ -8,6 +8,7 @@ import { loadavg } from "node:os";
 import { ask } from "../agents/children.ts";
 import { cpuSeconds, memoryMiB } from "../agents/proc-stats.ts";
 import { startBenchFleet } from "../support/bench-fleet.ts";
+import { markdownTable } from "../support/markdown-table.ts";
 
 const AGENTS = Number(process.env.BENCH_AGENTS ?? 10_000);
 const SCRAPES = Number(process.env.BENCH_SCRAPES ?? 20);
@@ -92,12 +93,6 @@ async function cpuWindow(pid: number, scrapeUrl?: string): Promise<{ cpuPercent:
   return { cpuPercent: ((cpuSeconds(pid) - cpu0) / elapsedS) * 100, scrapes };
 }
 
-function table(head: string[], lines: string[][]): string {
-  const widths = head.map((h, i) => Math.max(h.length, ...lines.map((l) => (l[i] as string).length)));
-  const row = (cells: string[]) => `| ${cells.map((c, i) => c.padEnd(widths[i] as number)).join(" | ")} |`;
-  return [row(head), `|${widths.map((w) => "-".repeat(w + 2)).join("|")}|`, ...lines.map(row)].join("\n");
-}
-
 async function main(): Promise<void> {
   const fleet = await startBenchFleet({
     name: "metrics",
@@ -137,7 +132,7 @@ async function main(): Promise<void> {
     );
     const f = (n: number, d = 1) => n.toFixed(d);
     process.stdout.write(
-      `${table(
+      `${markdownTable(
         ["request", `wall p50 ms (of ${SCRAPES})`, "wall p99 ms", "server CPU ms each (mean)", "bytes", "samples"],
         [ready.row, metrics.row].map((r) => [
           r.label,
@@ -150,7 +145,7 @@ async function main(): Promise<void> {
       )}\n\n`,
     );
     process.stdout.write(
-      `${table(
+      `${markdownTable(
         [`server CPU over ${WINDOW_S} s`, "scrapes", "CPU % of 1 core"],
         [
           ["no scrape (baseline)", "0", f(quiet.cpuPercent, 2)],
