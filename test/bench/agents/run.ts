@@ -10,6 +10,7 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ControlPlaneTrust, caCertHash } from "../../sim/deps.ts";
+import { markdownTable } from "../support/markdown-table.ts";
 import { ask, spawnNode, stopChild, waitMessage } from "./children.ts";
 import { cpuSeconds, memoryMiB, sampleWindow } from "./proc-stats.ts";
 
@@ -301,9 +302,7 @@ function table(rows: Row[]): string {
     fmt(r.storm.serverCpuS, 2),
     fmt(r.storm.simCpuS, 2),
   ]);
-  const widths = head.map((h, i) => Math.max(h.length, ...lines.map((l) => (l[i] as string).length)));
-  const row = (cells: string[]) => `| ${cells.map((c, i) => c.padEnd(widths[i] as number)).join(" | ")} |`;
-  return [row(head), `|${widths.map((w) => "-".repeat(w + 2)).join("|")}|`, ...lines.map(row)].join("\n");
+  return markdownTable(head, lines);
 }
 
 const rows: Row[] = [];
