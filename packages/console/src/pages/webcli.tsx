@@ -53,7 +53,10 @@ export function WebCliPage({ session, clusterId }: { session: Session; clusterId
     call<{ token: string }>(session, v4(session, `webcli/${clusterId}`), { method: "POST" }).then(
       ({ token }) => {
         const scheme = location.protocol === "https:" ? "wss:" : "ws:";
-        socket = new WebSocket(`${scheme}//${location.host}/v1/webcli/session`);
+        // Naming the cluster lets the server refuse a token of another cluster (wrong_cluster).
+        socket = new WebSocket(
+          `${scheme}//${location.host}/v1/webcli/session?cluster=${encodeURIComponent(clusterId)}`,
+        );
         // Only auth until `ready`: the server ends a session that sends anything else first.
         socket.onopen = () => send({ type: "auth", token });
         socket.onmessage = (m) => {
