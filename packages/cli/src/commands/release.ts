@@ -257,7 +257,12 @@ export function localProgram(env: Env, run: LocalRun): Command {
     }),
   );
 
-  const ddu = program.command("advanced-ddu").description("The deployment unit (the control plane's service)");
+  const ddu = program
+    .command("advanced-ddu")
+    .description(
+      "The deployment unit (the control plane's service); `advanced-ddu upgrade-mgmt --config SPEC` " +
+        "upgrades the management cluster through the API (its own --help)",
+    );
   const scale = ddu.command("scale-du").description("Start or stop the deployment unit");
   examples(
     rootOption(scale.command("up").description("Start keelson-server and wait until it is ready")),
