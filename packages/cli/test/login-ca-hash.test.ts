@@ -87,6 +87,12 @@ describe("keelson login --ca-hash", () => {
     writeFileSync(caFile, readFileSync(join(dir, "other.crt"), "utf8"));
     const swapped = await keelson(["clusters", "list"], { env });
     expect(swapped.code).toBe(3);
+
+    // A CA file given at the next login replaces the pinned one, and the pin goes with it.
+    writeFileSync(caFile, caPem);
+    const byFile = await login(env, "--ca-file", caFile);
+    expect(byFile.code, byFile.stderr).toBe(0);
+    expect(readFileSync(config, "utf8")).not.toContain("ca-hash");
   });
 
   it("refuses a hash of another CA, naming both, and writes nothing", async () => {

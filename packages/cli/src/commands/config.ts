@@ -85,7 +85,7 @@ export function configCommands(program: Command, wrap: Wrap): void {
         const answer = (await res.json()) as TokenAnswer;
         if (!token) throw new CliError("the control plane answered without an X-Subject-Token", EXIT.unreachable);
         pinned?.commit();
-        upsertContext(config, name, {
+        const stored = upsertContext(config, name, {
           url,
           user: answer.token.user.name,
           project: answer.token.project.id,
@@ -94,6 +94,8 @@ export function configCommands(program: Command, wrap: Wrap): void {
           caFile: pinned?.file ?? cli.settings.caFile,
           caHash: pin,
         });
+        // Another CA file given now replaces the pinned one: the old pin no longer describes it.
+        if (!pin && cli.settings.caFile) delete stored.caHash;
         config.currentContext = name;
         writeConfig(cli.configPath, config);
         cli.out.note(
