@@ -18,6 +18,8 @@ export interface Context {
   user?: string;
   token?: string;
   caFile?: string;
+  /** `login --ca-hash`: the pin its CA file was accepted by (the file holds only that CA). */
+  caHash?: string;
 }
 
 export interface ConfigFile {
@@ -37,6 +39,7 @@ const KEYS: Record<keyof Context, string> = {
   user: "user",
   token: "token",
   caFile: "ca-file",
+  caHash: "ca-hash",
 };
 
 export function readConfig(path: string): ConfigFile {

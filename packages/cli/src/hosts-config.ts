@@ -60,7 +60,10 @@ export function parseHostsConfig(file: string, doc: Record<string, unknown>): Ho
 }
 
 /** The agent package's bytes and sha256 (what the control plane stores it under). */
-export function readAgentPackage(config: HostsConfig): { bytes: Buffer; sha256: string } {
+export function readAgentPackage(config: Pick<HostsConfig, "file" | "hostAgentRepo">): {
+  bytes: Buffer;
+  sha256: string;
+} {
   let bytes: Buffer;
   try {
     bytes = readFileSync(config.hostAgentRepo);

@@ -9,6 +9,7 @@ import { hostUpgradeCommands } from "./commands/host-upgrades.ts";
 import { hostCommands } from "./commands/hosts.ts";
 import { operationCommands } from "./commands/operations.ts";
 import { isLocalCommand, runLocal } from "./commands/release.ts";
+import { upgradeMgmtCommand } from "./commands/upgrade-mgmt.ts";
 import { CliError, EXIT } from "./errors.ts";
 import { colours } from "./output.ts";
 import { Cli, type Io } from "./session.ts";
@@ -66,7 +67,8 @@ Examples:
 
 On the control plane's host: keelson install control-plane | download | install VERSION |
 upgrade --config FILE [--plan] | stop | rollback --dir DIR | advanced-ddu scale-du up | upgrade-du
-(each with --help).`,
+(each with --help). Through the API (admin token): advanced-ddu upgrade-mgmt --config SPEC,
+configure-hosts and upgrade-hosts --config FILE.`,
     );
   configCommands(program, wrap);
   clusterCommands(program, wrap);
@@ -75,6 +77,7 @@ upgrade --config FILE [--plan] | stop | rollback --dir DIR | advanced-ddu scale-
   operationCommands(program, wrap);
   hostStatusCommand(program, wrap);
   hostUpgradeCommands(program, wrap);
+  upgradeMgmtCommand(program, wrap);
   completionCommand(program, wrap);
   return program;
 }

@@ -27,3 +27,13 @@ export function isCaCertificate(certPem: string): boolean {
     return false;
   }
 }
+
+/**
+ * The certificates of `bundle` that are CAs whose hash is one of `pins`, as one PEM ("" when
+ * none): what a pinned client (the agent's KEELSON_CA_HASH, `keelson login --ca-hash`) trusts.
+ */
+export function pinnedCaCertificates(bundle: string, pins: readonly string[]): string {
+  return splitPemCertificates(bundle)
+    .filter((pem) => isCaCertificate(pem) && pins.includes(caCertHash(pem)))
+    .join("");
+}

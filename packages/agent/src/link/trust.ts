@@ -1,7 +1,14 @@
 import { request as httpRequest, type IncomingMessage } from "node:http";
 import { request as httpsRequest } from "node:https";
 import { Readable } from "node:stream";
-import { Backoff, type BackoffOptions, caCertHash, isCaCertificate, splitPemCertificates } from "@keelson/protocol";
+import {
+  Backoff,
+  type BackoffOptions,
+  caCertHash,
+  isCaCertificate,
+  pinnedCaCertificates,
+  splitPemCertificates,
+} from "@keelson/protocol";
 import { StateDir } from "../state-dir.ts";
 
 /**
@@ -109,13 +116,6 @@ export function pinnedHashes(caHash: string | undefined): string[] {
     .filter(Boolean);
 }
 
-/** The certificates of `bundle` that are CAs with one of the pinned hashes, as one PEM. */
-function pinnedCertificates(bundle: string, pins: string[]): string {
-  return splitPemCertificates(bundle)
-    .filter((pem) => isCaCertificate(pem) && pins.includes(caCertHash(pem)))
-    .join("");
-}
-
 /**
  * The trust for `controlPlane`, set up before the join token or credential goes anywhere. A
  * wrong hash throws TrustError; an unreachable control plane is retried until `signal` aborts.
@@ -137,7 +137,7 @@ export async function establishTrust(options: TrustOptions): Promise<ControlPlan
   if (kept) {
     if (pins.length === 0) return new ControlPlaneTrust(kept);
     // The kept bundle came from the pinned control plane (a rotation's next CA too): all of it stays trusted.
-    if (pinnedCertificates(kept, pins)) return new ControlPlaneTrust(kept);
+    if (pinnedCaCertificates(kept, pins)) return new ControlPlaneTrust(kept);
     options.log?.warn(
       { file: state.path(TRUSTED_CA_FILE) },
       "the CA kept in the state dir does not match KEELSON_CA_HASH; fetching the control plane's CA again",
@@ -150,7 +150,7 @@ export async function establishTrust(options: TrustOptions): Promise<ControlPlan
     return new ControlPlaneTrust(undefined);
   }
   const bundle = await fetchCaBundle(caBundleUrl(url), options);
-  const accepted = pinnedCertificates(bundle, pins);
+  const accepted = pinnedCaCertificates(bundle, pins);
   if (!accepted) {
     const offered = splitPemCertificates(bundle).filter(isCaCertificate).map(caCertHash);
     throw new TrustError(

@@ -1,4 +1,5 @@
 import type { Command } from "commander";
+import { checkCaHash, fetchPinnedCa, stagePinnedCa } from "../ca-pin.ts";
 import { upsertContext, writeConfig } from "../config-file.ts";
 import { CliError, EXIT, usageError } from "../errors.ts";
 import { type Column, render } from "../output.ts";
@@ -34,23 +35,39 @@ export function configCommands(program: Command, wrap: Wrap): void {
       .description("Log in with a user's password (Keystone style) and keep the token in the config file (0600)")
       .requiredOption("--user <name>", "user name")
       .option("--password-stdin", "read the password from stdin instead of a prompt")
-      .option("--context-name <name>", "the context to store it in (default: the current one, else `default`)"),
+      .option("--context-name <name>", "the context to store it in (default: the current one, else `default`)")
+      .option(
+        "--ca-hash <sha256:hex>",
+        "pin the control plane's CA by the hash of its public key (a join token's caCertHash); kept in the context",
+      ),
     "keelson login --url http://127.0.0.1:8080 --user alice --project default",
+    "keelson login --url https://keelson.example:8443 --ca-hash sha256:5f1c... --user alice",
     'echo "$PASSWORD" | keelson login --url https://keelson.example --ca-file ca.pem --user ci --project ci --password-stdin',
   ).action(
     wrap(async (cli, options) => {
-      const o = options as { user: string; passwordStdin?: boolean; contextName?: string };
+      const o = options as { user: string; passwordStdin?: boolean; contextName?: string; caHash?: string };
       const config = cli.readConfig();
       const current = cli.context(config);
       const url = cli.settings.url ?? current?.url;
       if (!url) throw usageError("login needs --url (or KEELSON_URL)");
+      const pin = o.caHash === undefined ? undefined : checkCaHash(o.caHash, url);
+      if (pin && cli.settings.caFile)
+        throw usageError("give --ca-hash or --ca-file (KEELSON_CA_FILE), not both: one way to trust the control plane");
+      const name = o.contextName ?? cli.settings.context ?? config.currentContext ?? "default";
+      // The CA is pinned before the password is asked for, let alone sent.
+      const pinnedPem = pin ? await fetchPinnedCa(url, pin, cli.settings.requestTimeoutMs) : undefined;
       const project = cli.settings.project ?? (current?.url === url ? current.projectName : undefined) ?? "default";
       const password = o.passwordStdin
         ? (await cli.io.readStdin()).replace(/\r?\n$/, "")
         : await cli.io.promptSecret(`Password for ${o.user}: `);
       if (password === undefined) throw usageError("no terminal to ask the password on: use --password-stdin");
       if (password === "") throw usageError("the password is empty");
-      const api = cli.client(url, undefined, current?.url === url ? current : undefined);
+      const pinned = pinnedPem ? stagePinnedCa(cli.configPath, name, pinnedPem) : undefined;
+      const api = cli.client(
+        url,
+        undefined,
+        pinned ? { name, caFile: pinned.staged } : current?.url === url ? current : undefined,
+      );
       try {
         const scope = /^[0-9a-f-]{36}$/i.test(project) ? { id: project } : { name: project, domain: { id: "default" } };
         const res = await api.send("POST", "/keystone/v3/auth/tokens", {
@@ -67,15 +84,18 @@ export function configCommands(program: Command, wrap: Wrap): void {
         const token = res.headers.get("x-subject-token");
         const answer = (await res.json()) as TokenAnswer;
         if (!token) throw new CliError("the control plane answered without an X-Subject-Token", EXIT.unreachable);
-        const name = o.contextName ?? cli.settings.context ?? config.currentContext ?? "default";
-        upsertContext(config, name, {
+        pinned?.commit();
+        const stored = upsertContext(config, name, {
           url,
           user: answer.token.user.name,
           project: answer.token.project.id,
           projectName: answer.token.project.name,
           token,
-          caFile: cli.settings.caFile,
+          caFile: pinned?.file ?? cli.settings.caFile,
+          caHash: pin,
         });
+        // Another CA file given now replaces the pinned one: the old pin no longer describes it.
+        if (!pin && cli.settings.caFile) delete stored.caHash;
         config.currentContext = name;
         writeConfig(cli.configPath, config);
         cli.out.note(
@@ -83,6 +103,7 @@ export function configCommands(program: Command, wrap: Wrap): void {
             `the token (until ${answer.token.expires_at}) is in context "${name}" of ${cli.configPath}`,
         );
       } finally {
+        pinned?.discard();
         await api.close();
       }
     }),

@@ -24,7 +24,7 @@ async function loadConfig(cli: Cli, file: string | undefined): Promise<HostsConf
 }
 
 /** The version the package declares (its manifest.json), read without unpacking it to disk. */
-function packageVersion(config: HostsConfig): string {
+export function packageVersion(config: Pick<HostsConfig, "file" | "hostAgentRepo">): string {
   let manifest: { name?: unknown; version?: unknown };
   try {
     manifest = JSON.parse(
@@ -78,9 +78,7 @@ export function hostUpgradeCommands(program: Command, wrap: Wrap): void {
         );
         throw new CliError(`addresses differ from what the hosts report (fix the config):\n  ${lines.join("\n  ")}`);
       }
-      const stored = await s.api.json<{ version: string; sha256: string }>("POST", "/v1/agentPackages", {
-        body: pkg.bytes,
-      });
+      const stored = await stageAgentPackage(s, pkg);
       cli.out.print(`agent package ${stored.version} stored on the control plane (sha256 ${stored.sha256})`);
       const behind = hosts.filter((h) => h.hostAgentVersion !== version).map((h) => h.name);
       cli.out.print(
@@ -128,32 +126,57 @@ export function hostUpgradeCommands(program: Command, wrap: Wrap): void {
         `upgrade-hosts: agents of ${todo.map((h) => h.name).join(", ")} to ${version}, ${batchSize} at a time`,
       );
       const names = new Map(hosts.map((h) => [h.uuid, h.name]));
-      const send = async () => {
-        let answer: { operationId: string; batches: string[][] };
-        try {
-          answer = await s.api.json("POST", `/v4/${s.projectId}/hostAgentUpgrades`, {
-            body: { version, hosts: todo.map((h) => h.uuid), batchSize },
-          });
-        } catch (error) {
-          if (error instanceof ApiRefusal && error.field === "version") {
-            throw new CliError(`${error.message}; run keelson configure-hosts --config ${o.config} first`);
-          }
-          throw error;
-        }
-        answer.batches.forEach((batch, i) => {
-          cli.out.note(`  batch ${i + 1}: ${batch.map((id) => names.get(id) ?? id).join(", ")}`);
-        });
-        return answer.operationId;
-      };
+      const stageHint = `run keelson configure-hosts --config ${o.config} first`;
       if (!o.wait) {
-        const id = await send();
+        const id = await requestAgentUpgrade(cli, s, { version, hosts: todo, batchSize, stageHint });
         cli.out.print(id);
         cli.out.note(`follow it with: keelson operations watch ${id}`);
         return;
       }
-      await startAndFollow(cli, s, send);
+      await upgradeAgents(cli, s, { version, hosts: todo, batchSize, stageHint });
       const after = (await hostStatuses(s)).filter((h) => names.has(h.uuid));
       render(cli.out, "table", after, HOST_STATUS_COLUMNS);
     }),
   );
+}
+
+/** Stores the agent package on the control plane (`POST /v1/agentPackages`, the admin's), where agents download it. */
+export function stageAgentPackage(s: Session, pkg: { bytes: Buffer }): Promise<{ version: string; sha256: string }> {
+  return s.api.json("POST", "/v1/agentPackages", { body: pkg.bytes });
+}
+
+export interface AgentUpgrade {
+  version: string;
+  hosts: readonly HostStatus[];
+  batchSize: number;
+  /** What to run first when the control plane does not hold the package yet. */
+  stageHint: string;
+}
+
+/**
+ * `POST /v4/{project}/hostAgentUpgrades` for these hosts; prints the batches the control plane
+ * planned (masters of one cluster never share one) and returns the operation's id.
+ */
+async function requestAgentUpgrade(cli: Cli, s: Session, u: AgentUpgrade): Promise<string> {
+  const names = new Map(u.hosts.map((h) => [h.uuid, h.name]));
+  let answer: { operationId: string; batches: string[][] };
+  try {
+    answer = await s.api.json("POST", `/v4/${s.projectId}/hostAgentUpgrades`, {
+      body: { version: u.version, hosts: u.hosts.map((h) => h.uuid), batchSize: u.batchSize },
+    });
+  } catch (error) {
+    if (error instanceof ApiRefusal && error.field === "version") {
+      throw new CliError(`${error.message}; ${u.stageHint}`);
+    }
+    throw error;
+  }
+  answer.batches.forEach((batch, i) => {
+    cli.out.note(`  batch ${i + 1}: ${batch.map((id) => names.get(id) ?? id).join(", ")}`);
+  });
+  return answer.operationId;
+}
+
+/** The host-agent rollout of upgrade-hosts and advanced-ddu upgrade-mgmt, followed to its end. */
+export function upgradeAgents(cli: Cli, s: Session, u: AgentUpgrade): Promise<void> {
+  return startAndFollow(cli, s, () => requestAgentUpgrade(cli, s, u));
 }

@@ -26,11 +26,16 @@ import { examples } from "./common.ts";
 
 const LOCAL = new Set(["install", "download", "configure-localhost", "stop", "rollback", "advanced-ddu", "upgrade-du"]);
 
-/** Whether argv is one of these commands; `upgrade` is the control plane's unless it names a cluster (`--type`). */
+/**
+ * Whether argv is one of these commands; `upgrade` is the control plane's unless it names a
+ * cluster (`--type`), and `advanced-ddu upgrade-mgmt` acts on the management cluster through
+ * the API (commands/upgrade-mgmt.ts).
+ */
 export function isLocalCommand(argv: readonly string[]): boolean {
-  const [first] = argv;
+  const [first, second] = argv;
   if (first === undefined) return false;
   if (first === "upgrade") return !argv.includes("--type") && !argv.some((a) => a.startsWith("--type="));
+  if (first === "advanced-ddu" && second === "upgrade-mgmt") return false;
   return LOCAL.has(first);
 }
 
@@ -252,7 +257,12 @@ export function localProgram(env: Env, run: LocalRun): Command {
     }),
   );
 
-  const ddu = program.command("advanced-ddu").description("The deployment unit (the control plane's service)");
+  const ddu = program
+    .command("advanced-ddu")
+    .description(
+      "The deployment unit (the control plane's service); `advanced-ddu upgrade-mgmt --config SPEC` " +
+        "upgrades the management cluster through the API (its own --help)",
+    );
   const scale = ddu.command("scale-du").description("Start or stop the deployment unit");
   examples(
     rootOption(scale.command("up").description("Start keelson-server and wait until it is ready")),
