@@ -55,19 +55,28 @@ describe("replicas", () => {
     const t = await createTestApp({ settings: { ...SHORT, replicaId: "cp-1" } });
     expect((await t.request({ method: "GET", url: "/readyz", token: null })).statusCode).toBe(200);
     const saved = await t.db.select().from(replicas);
-    // Its row gone (as if another process had taken the id): renewals fail, the deadline passes.
-    await t.db.delete(replicas);
+    // Another process has taken the id: renewals fail, the deadline passes.
+    await t.db.update(replicas).set({ host: "elsewhere.example", pid: 4242 });
     await until(
       "/readyz 503",
       async () => (await t.request({ method: "GET", url: "/readyz", token: null })).statusCode === 503,
     );
     const fenced = await t.request({ method: "GET", url: "/readyz", token: null });
     expect(fenced.json().status).toMatch(/^fenced/);
+    await t.db.delete(replicas);
     await t.db.insert(replicas).values(saved);
     await until(
       "/readyz 200",
       async () => (await t.request({ method: "GET", url: "/readyz", token: null })).statusCode === 200,
     );
+  });
+
+  it("writes its row again at the next heartbeat when it is missing (never written on a full disk, or removed)", async () => {
+    const t = await createTestApp({ settings: { ...SHORT, replicaId: "cp-1" } });
+    await t.db.delete(replicas);
+    await until("the row written again", async () => (await t.db.select().from(replicas)).length === 1);
+    expect((await t.db.select().from(replicas))[0]).toMatchObject({ id: "cp-1", pid: process.pid });
+    expect((await t.request({ method: "GET", url: "/readyz", token: null })).statusCode).toBe(200);
   });
 
   it("refuses a second live holder of one replica id, and on SQLite any second server; a dead process on this machine is no obstacle", async () => {

@@ -1,4 +1,4 @@
-import { type Db, databaseTime, dialectOf, operations, replicas } from "@keelson/db";
+import { type Db, databaseTime, dialectOf, operations, replicas, storageFull } from "@keelson/db";
 import { and, count, eq, gt, lte, type SQL } from "drizzle-orm";
 
 /**
@@ -60,25 +60,41 @@ export async function registerReplica(db: Db, self: ReplicaSelf, leaseMs: number
   // On SQLite every other row is a server that is gone: the list shows the one that runs.
   if (single) await db.delete(replicas).where(lte(replicas.heartbeatAt, databaseTime("sqlite", -leaseMs)));
   const now = databaseTime(dialectOf(db));
-  await db
-    .insert(replicas)
-    .values({ ...self, startedAt: now, heartbeatAt: now, agentsHeld: 0 })
-    .onConflictDoUpdate({
-      target: replicas.id,
-      set: { url: self.url, version: self.version, host: self.host, pid: self.pid, startedAt: now, heartbeatAt: now },
-    });
+  try {
+    await db
+      .insert(replicas)
+      .values({ ...self, startedAt: now, heartbeatAt: now, agentsHeld: 0 })
+      .onConflictDoUpdate({
+        target: replicas.id,
+        set: { url: self.url, version: self.version, host: self.host, pid: self.pid, startedAt: now, heartbeatAt: now },
+      });
+  } catch (err) {
+    // A server starts on a full disk (serving reads, refusing writes): its row is written by the
+    // first heartbeat after space returns.
+    if (!storageFull(err)) throw err;
+  }
 }
 
-/** The heartbeat, one statement: by the database's clock, with the agent links held. */
+/**
+ * The heartbeat, by the database's clock, with the agent links held: one statement, or two when
+ * the row is missing (never written on a full disk, or removed) and is written again.
+ */
 export async function heartbeat(db: Db, self: ReplicaSelf, agentsHeld: number): Promise<void> {
+  const now = databaseTime(dialectOf(db));
   const rows = await db
     .update(replicas)
-    .set({ heartbeatAt: databaseTime(dialectOf(db)), agentsHeld })
+    .set({ heartbeatAt: now, agentsHeld })
     .where(and(eq(replicas.id, self.id), eq(replicas.pid, self.pid), eq(replicas.host, self.host)))
     .returning({ id: replicas.id });
-  // The row is gone or another process took the id (this one was paused past its lease): the
-  // renewal fails, and the runner fences itself at its deadline.
-  if (rows.length === 0) throw new Error(`replica ${self.id}: its row is gone or held by another process`);
+  if (rows.length > 0) return;
+  const written = await db
+    .insert(replicas)
+    .values({ ...self, startedAt: now, heartbeatAt: now, agentsHeld })
+    .onConflictDoNothing({ target: replicas.id })
+    .returning({ id: replicas.id });
+  // Another process took the id (this one was paused past its lease): the renewal fails, and the
+  // runner fences itself at its deadline.
+  if (written.length === 0) throw new Error(`replica ${self.id}: its id is held by another process`);
 }
 
 /** A graceful stop: the row goes, so the list shows only replicas that run or died. */

@@ -1,6 +1,7 @@
 import { EventEmitter } from "node:events";
 import { type Db, databaseUnavailable, operations, type StorageFull, storageFull } from "@keelson/db";
 import type { FastifyBaseLogger } from "fastify";
+import { logWriteFailure } from "../storage/log-failure.ts";
 import {
   type Claim,
   claimableOperations,
@@ -129,7 +130,7 @@ export class OperationRunner {
       this.armDeadline(began);
       await this.pickUp();
     } catch (err) {
-      this.log.warn({ replica: this.replicaId, err }, "renewing operation leases failed");
+      logWriteFailure(this.log, err, { replica: this.replicaId }, "renewing operation leases failed", "warn");
     }
   }
 
@@ -198,7 +199,7 @@ export class OperationRunner {
       await releaseLeases(this.db, this.replicaId, ids);
     } catch (err) {
       // Not fatal: the leases run out by themselves and another replica claims the operations then.
-      this.log.warn({ replica: this.replicaId, err }, "releasing operation leases failed");
+      logWriteFailure(this.log, err, { replica: this.replicaId }, "releasing operation leases failed", "warn");
     }
   }
 

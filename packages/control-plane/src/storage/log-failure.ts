@@ -11,8 +11,10 @@ export function logWriteFailure(
   err: unknown,
   fields: Record<string, unknown>,
   message: string,
+  // Writes that are retried on their own (the runner's lease renewal) warn rather than err.
+  otherwise: "error" | "warn" = "error",
 ): void {
   const full = storageFull(err);
   if (full) log.warn({ ...fields, reason: full.reason }, `${message}: the store is full`);
-  else log.error({ ...fields, err }, message);
+  else log[otherwise]({ ...fields, err }, message);
 }
