@@ -192,7 +192,8 @@ describe("web console in a browser", () => {
       await page.keyboard.type(line);
       await page.keyboard.press("Enter");
     };
-    expect(await screen()).toContain(`connected to cluster ${clusterId}`);
+    // "Session: ready" can show before xterm has drawn the greeting: wait for the line.
+    await expect.poll(screen, { timeout: 10_000 }).toContain(`connected to cluster ${clusterId}`);
     await typeLine("kubectl get nodes");
     await expect
       .poll(async () => (await screen()).filter((l) => /^127\.0\.0\.7\d\s/.test(l)).length, { timeout: 30_000 })
