@@ -127,8 +127,11 @@ describe("an agent whose state dir's disk is full", () => {
         since: expect.any(String),
       },
     ]);
-    // The command's record was refused for space (and the refusal raised the condition).
-    expect(occurrences(agent(), "the state dir is full; state files keep their last content")).toBe(1);
+    // The command's record was refused for space (and the refusal raised the condition). The log
+    // line reaches us through a pipe, which may lag the condition seen through the API: wait for it.
+    const refusal = "the state dir is full; state files keep their last content";
+    await waitUntil("the refusal logged", async () => occurrences(agent(), refusal) > 0, 5_000, 100);
+    expect(occurrences(agent(), refusal)).toBe(1);
     // A few node checks and facts ticks on the full disk.
     await sleep(5_000);
     const during = await host();
