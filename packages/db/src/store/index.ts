@@ -19,7 +19,7 @@ export {
   uniqueViolation,
 } from "./errors.ts";
 export { StatementGate } from "./gate.ts";
-export { databaseTime, dialectOf, jsonArrayOf, lockRows, type Prepared, prepare } from "./portable.ts";
+export { databaseTime, dialectOf, jsonArrayOf, lockRows, type Prepared, prepare, rowsOfJson } from "./portable.ts";
 export {
   DatabaseUnavailableError,
   openPostgresStore,

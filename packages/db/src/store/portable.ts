@@ -114,3 +114,29 @@ export function databaseTime(dialect: Dialect, offsetMs = 0): SQL<string> {
     ? sql<string>`strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ${sql.raw(`'${seconds} seconds'`)})`
     : sql<string>`to_char((now() + ${sql.raw(`interval '${seconds} seconds'`)}) at time zone 'utc', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
 }
+
+/**
+ * The rows of a JSON array of objects as a subquery, one column per field (`as` names it, so
+ * it never collides with a column of the table being written): one parameter for any number of
+ * rows, so a statement that writes a batch is the same text, compiled once, whatever its size.
+ * A text field reads back exactly the string put in (JSON documents stored as text go in as
+ * strings); integers are cast, since PostgreSQL's `->>` gives text. SQLite's `json_each` and
+ * PostgreSQL's `json_array_elements` both name the element `value`.
+ */
+export function rowsOfJson(
+  dialect: Dialect,
+  json: string,
+  fields: Record<string, { key: string; type: "text" | "integer" }>,
+): SQL {
+  const columns = sql.join(
+    Object.entries(fields).map(([as, { key, type }]) => {
+      const value = sql.raw(`value->>'${key.replace(/'/g, "''")}'`);
+      return type === "integer"
+        ? sql`cast(${value} as integer) as ${sql.identifier(as)}`
+        : sql`${value} as ${sql.identifier(as)}`;
+    }),
+    sql`, `,
+  );
+  const elements = dialect === "sqlite" ? sql`json_each(${json})` : sql`json_array_elements(cast(${json} as json))`;
+  return sql`(select ${columns} from ${elements})`;
+}

@@ -1,12 +1,26 @@
-import { type Db, firstRow, nodes } from "@keelson/db";
+import { type Db, dialectOf, firstRow, nodes, rowsOfJson } from "@keelson/db";
 import type { NodeReportFrame } from "@keelson/protocol";
-import { and, eq, isNull } from "drizzle-orm";
+import { and, eq, isNull, or, sql } from "drizzle-orm";
 import type { ReportOutcome } from "../../agents/link-domain.ts";
+
+/** Reports written by one statement at most (its one JSON parameter stays a few MB). */
+const MAX_BATCH = 1_000;
+
+interface Pending {
+  hostId: string;
+  frame: NodeReportFrame;
+  resolve(outcome: ReportOutcome): void;
+  reject(err: unknown): void;
+}
 
 /**
  * Stores a node's phase report (nodes.status, api_responding, phases). Reports are written at
- * once, not batched like presence: an operation may be waiting for exactly this row, and a
- * report is rare next to heartbeats (a few dozen per node per attach).
+ * once, not delayed like presence: an operation may be waiting for exactly this row. But the
+ * reports that arrive together (a rollout batch of a hundred nodes reports within a few
+ * milliseconds, twice per node) are written by one statement: those received in the same turn
+ * of the event loop, and those received while the previous statement ran. Each caller's promise
+ * settles when its row is written (or refused), so the event that follows still comes after the
+ * row.
  *
  * A report counts only for the cluster the control plane has the node in. An agent that has
  * not received its node.join yet still reports its old membership (usually none, status ok),
@@ -14,6 +28,9 @@ import type { ReportOutcome } from "../../agents/link-domain.ts";
  * node's state would make a converging node look ok, or an unattached one look attached.
  */
 export class NodeReportWriter {
+  private queue: Pending[] = [];
+  private writing = false;
+
   constructor(private readonly db: Db) {}
 
   /** The cluster the control plane has the host in (null: unattached or unknown). */
@@ -25,28 +42,102 @@ export class NodeReportWriter {
     return firstRow(await this.db.select({ clusterId: nodes.clusterId }).from(nodes).where(eq(nodes.id, hostId)));
   }
 
+  apply(hostId: string, frame: NodeReportFrame): Promise<ReportOutcome> {
+    return new Promise((resolve, reject) => {
+      this.queue.push({ hostId, frame, resolve, reject });
+      if (this.writing) return;
+      this.writing = true;
+      // The rest of this turn's frames (other links' data events) join the first statement.
+      setImmediate(() => void this.drain());
+    });
+  }
+
+  private async drain(): Promise<void> {
+    while (this.queue.length > 0) {
+      const batch = this.takeBatch();
+      try {
+        const outcomes = await this.write(batch);
+        for (const [i, pending] of batch.entries()) pending.resolve(outcomes[i] as ReportOutcome);
+      } catch (err) {
+        for (const pending of batch) pending.reject(err);
+      }
+    }
+    this.writing = false;
+  }
+
   /**
-   * One statement for a report of the node's own cluster (the common case, a few per node of
-   * every rollout): the membership check is the update's own condition, so no write can come
-   * between them. Only a report refused for its cluster costs a read, to say which was expected.
+   * The oldest reports, one per host: a host's second report stays queued for the next
+   * statement, so its rows are written in the order received (an UPDATE … FROM with two source
+   * rows for one target row may take either).
    */
-  async apply(hostId: string, frame: NodeReportFrame, now = new Date()): Promise<ReportOutcome> {
-    const member = frame.clusterId === null ? isNull(nodes.clusterId) : eq(nodes.clusterId, frame.clusterId);
-    // A report proves the link is up: agent_connected follows at once instead of waiting for
-    // the batched presence write, so health derived right after a report sees the node as
-    // connected.
+  private takeBatch(): Pending[] {
+    const batch: Pending[] = [];
+    const rest: Pending[] = [];
+    const hosts = new Set<string>();
+    for (const pending of this.queue) {
+      if (batch.length < MAX_BATCH && !hosts.has(pending.hostId)) {
+        hosts.add(pending.hostId);
+        batch.push(pending);
+      } else rest.push(pending);
+    }
+    this.queue = rest;
+    return batch;
+  }
+
+  /**
+   * One statement for the batch: the membership check is the update's own condition, so no
+   * write can come between them. Only a report refused for its cluster costs a read, to say
+   * which was expected.
+   */
+  private async write(batch: Pending[], now = new Date()): Promise<ReportOutcome[]> {
+    const rows = rowsOfJson(
+      dialectOf(this.db),
+      JSON.stringify(
+        batch.map(({ hostId, frame }) => ({
+          h: hostId,
+          c: frame.clusterId,
+          s: frame.report.status,
+          a: frame.apiResponding ? 1 : 0,
+          // Stored as the text nodes.phases holds (schema.ts: JSON mode writes JSON.stringify).
+          p: JSON.stringify(frame.report.phases),
+        })),
+      ),
+      {
+        r_host: { key: "h", type: "text" },
+        r_cluster: { key: "c", type: "text" },
+        r_status: { key: "s", type: "text" },
+        r_api: { key: "a", type: "integer" },
+        r_phases: { key: "p", type: "text" },
+      },
+    );
     const stored = await this.db
       .update(nodes)
       .set({
-        status: frame.report.status,
-        apiResponding: frame.apiResponding ? 1 : 0,
-        phases: frame.report.phases,
+        status: sql`r_status`,
+        apiResponding: sql`r_api`,
+        phases: sql`r_phases`,
+        // A report proves the link is up: agent_connected follows at once instead of waiting
+        // for the batched presence write, so health derived right after a report sees the
+        // node as connected.
         agentConnected: 1,
         lastSeen: now.toISOString(),
       })
-      .where(and(eq(nodes.id, hostId), member))
+      .from(sql`${rows} as r`)
+      .where(
+        and(
+          eq(nodes.id, sql`r.r_host`),
+          or(eq(nodes.clusterId, sql`r.r_cluster`), and(isNull(nodes.clusterId), sql`r.r_cluster is null`)),
+        ),
+      )
       .returning({ id: nodes.id });
-    if (stored.length > 0) return { stored: true };
-    return { stored: false, expected: (await this.row(hostId))?.clusterId ?? null };
+    const written = new Set(stored.map((row) => row.id));
+    return Promise.all(
+      batch.map(
+        async ({ hostId }): Promise<ReportOutcome> =>
+          written.has(hostId)
+            ? { stored: true }
+            : { stored: false, expected: (await this.row(hostId))?.clusterId ?? null },
+      ),
+    );
   }
 }
