@@ -19,7 +19,16 @@ export {
   uniqueViolation,
 } from "./errors.ts";
 export { StatementGate } from "./gate.ts";
-export { databaseTime, dialectOf, jsonArrayOf, lockRows, type Prepared, prepare, rowsOfJson } from "./portable.ts";
+export {
+  databaseTime,
+  dialectOf,
+  inJsonArray,
+  jsonArrayOf,
+  lockRows,
+  type Prepared,
+  prepare,
+  rowsOfJson,
+} from "./portable.ts";
 export {
   DatabaseUnavailableError,
   openPostgresStore,

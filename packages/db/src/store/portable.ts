@@ -140,3 +140,15 @@ export function rowsOfJson(
   const elements = dialect === "sqlite" ? sql`json_each(${json})` : sql`json_array_elements(cast(${json} as json))`;
   return sql`(select ${columns} from ${elements})`;
 }
+
+/**
+ * `column in (the strings of a JSON array)`: one parameter for any number of ids, so the
+ * statement's text is the same for every list and is compiled once (an `inArray` of n ids is a
+ * new statement for every n: compiled again on SQLite, parsed and described again on PostgreSQL).
+ */
+export function inJsonArray(dialect: Dialect, column: SQLWrapper, ids: readonly string[]): SQL {
+  const json = JSON.stringify(ids);
+  return dialect === "sqlite"
+    ? sql`${column} in (select value from json_each(${json}))`
+    : sql`${column} in (select json_array_elements_text(cast(${json} as json)))`;
+}

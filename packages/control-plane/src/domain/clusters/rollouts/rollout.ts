@@ -1,4 +1,4 @@
-import { clusters, type Db, firstRow, nodes, type Tx } from "@keelson/db";
+import { clusters, type Db, dialectOf, firstRow, inJsonArray, nodes, type Tx } from "@keelson/db";
 import { asc, eq, inArray } from "drizzle-orm";
 import { latestReports } from "../../../agents/latest-reports.ts";
 import type { Keelson } from "../../../context.ts";
@@ -252,7 +252,11 @@ export function rolloutOperationKinds(k: Keelson): OperationKind[] {
           }),
           skip: atTarget,
           recordDone: async (nodeIds) => {
-            await k.db.update(nodes).set({ actualKubeRoleVersion: target }).where(inArray(nodes.id, nodeIds));
+            // One statement text for any number of nodes (inJsonArray): compiled once, not per save.
+            await k.db
+              .update(nodes)
+              .set({ actualKubeRoleVersion: target })
+              .where(inJsonArray(dialectOf(k.db), nodes.id, nodeIds));
           },
         };
         const everyNode = () => [...nodesOf(op, "masters"), ...nodesOf(op, "chosen"), ...nodesOf(op, "workers")];
