@@ -1,6 +1,6 @@
 import { nodes } from "@keelson/db";
 import type { NodeReportFrame } from "@keelson/protocol";
-import { eq, inArray } from "drizzle-orm";
+import { eq, inArray, sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { NodeReportWriter } from "../src/domain/hosts/node-reports.ts";
 import { createTestApp, type TestApp } from "./helpers.ts";
@@ -22,7 +22,10 @@ beforeAll(async () => {
 });
 afterAll(() => t.close());
 
-const phases = [{ name: "kubelet", order: 1, state: "ok", note: 'quoted "text", ünïcode' }];
+const phases = [
+  { name: "kubelet", order: 1, state: "ok", note: 'quoted "text", ünïcode, a\nnew line, a \\ and a tab\t' },
+  { name: "etcd", order: 2.5, state: "running", lastError: null, startedAt: "2026-11-26T08:00:00.000Z" },
+];
 
 function frame(cluster: string | null, status: string, apiResponding = true): NodeReportFrame {
   return {
@@ -64,6 +67,12 @@ describe("node reports", () => {
       });
       expect(row?.lastSeen).toMatch(/^\d{4}-\d\d-\d\dT/);
     }
+    // The stored text is what JSON mode itself writes, byte for byte, on either store.
+    const raw = await t.db
+      .select({ text: sql<string>`${nodes.phases}` })
+      .from(nodes)
+      .where(eq(nodes.id, hosts[0]?.id as string));
+    expect(raw[0]?.text).toBe(JSON.stringify(phases));
   });
 
   it("refuses a report of another cluster (or of none) and says which cluster was expected", async () => {

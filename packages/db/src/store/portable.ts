@@ -119,21 +119,27 @@ export function databaseTime(dialect: Dialect, offsetMs = 0): SQL<string> {
  * The rows of a JSON array of objects as a subquery, one column per field (`as` names it, so
  * it never collides with a column of the table being written): one parameter for any number of
  * rows, so a statement that writes a batch is the same text, compiled once, whatever its size.
- * A text field reads back exactly the string put in (JSON documents stored as text go in as
- * strings); integers are cast, since PostgreSQL's `->>` gives text. SQLite's `json_each` and
- * PostgreSQL's `json_array_elements` both name the element `value`.
+ * A text field reads back exactly the string put in; integers are cast, since PostgreSQL's
+ * `->>` gives text; a json field is a document inside the array, read back as its JSON text
+ * (for a text column holding JSON: it is encoded once, with the array, not once more as a
+ * string inside it). SQLite's `json_each` and PostgreSQL's `json_array_elements` both name the
+ * element `value`.
  */
 export function rowsOfJson(
   dialect: Dialect,
   json: string,
-  fields: Record<string, { key: string; type: "text" | "integer" }>,
+  fields: Record<string, { key: string; type: "text" | "integer" | "json" }>,
 ): SQL {
   const columns = sql.join(
     Object.entries(fields).map(([as, { key, type }]) => {
-      const value = sql.raw(`value->>'${key.replace(/'/g, "''")}'`);
-      return type === "integer"
-        ? sql`cast(${value} as integer) as ${sql.identifier(as)}`
-        : sql`${value} as ${sql.identifier(as)}`;
+      const quoted = `'${key.replace(/'/g, "''")}'`;
+      const value =
+        type === "integer"
+          ? sql.raw(`cast(value->>${quoted} as integer)`)
+          : type === "json"
+            ? sql.raw(dialect === "sqlite" ? `value->${quoted}` : `cast(value->${quoted} as text)`)
+            : sql.raw(`value->>${quoted}`);
+      return sql`${value} as ${sql.identifier(as)}`;
     }),
     sql`, `,
   );

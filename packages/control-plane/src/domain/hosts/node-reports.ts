@@ -98,8 +98,8 @@ export class NodeReportWriter {
           c: frame.clusterId,
           s: frame.report.status,
           a: frame.apiResponding ? 1 : 0,
-          // Stored as the text nodes.phases holds (schema.ts: JSON mode writes JSON.stringify).
-          p: JSON.stringify(frame.report.phases),
+          // Read back as its JSON text, the text nodes.phases holds (schema.ts: JSON mode).
+          p: frame.report.phases,
         })),
       ),
       {
@@ -107,7 +107,7 @@ export class NodeReportWriter {
         r_cluster: { key: "c", type: "text" },
         r_status: { key: "s", type: "text" },
         r_api: { key: "a", type: "integer" },
-        r_phases: { key: "p", type: "text" },
+        r_phases: { key: "p", type: "json" },
       },
     );
     const stored = await this.db
