@@ -3,6 +3,7 @@ import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { parseIpv4, parseVrouterId, urlHost, VROUTER_ID_MAX, VROUTER_ID_MIN, vrrpRouterId } from "@keelson/protocol";
 import { readTextOrUndefined } from "../../services/atomic-file.ts";
+import { processStartTime } from "../../services/process-info.ts";
 import type { ServiceSpec } from "../../services/types.ts";
 import type { NodeConfig } from "../config.ts";
 import type { NodePaths } from "../paths.ts";
@@ -131,15 +132,6 @@ const NO_VIP = "masterVipIpv4 is not set: keepalived is not needed";
 
 const vrrpPidFile = (ctx: PhaseContext) => join(ctx.paths.runDir, "keepalived-vrrp.pid");
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === "EPERM";
-  }
-}
-
 /**
  * After keepalived stopped: its VRRP child may still be on its way out (the supervisor waits for
  * the parent), and a VIP it claimed while being stopped (a BACKUP turning MASTER mid-stop) can be
@@ -150,7 +142,7 @@ function alive(pid: number): boolean {
 async function releaseLeftVip(ctx: PhaseContext, vip: Vip): Promise<boolean> {
   const pid = Number(readTextOrUndefined(vrrpPidFile(ctx))?.trim());
   const deadline = Date.now() + ctx.config.timeouts.serviceStopMs;
-  while (Number.isInteger(pid) && pid > 0 && alive(pid) && Date.now() < deadline) {
+  while (processStartTime(pid) !== undefined && Date.now() < deadline) {
     await sleep(100, undefined, { signal: ctx.signal });
   }
   const ip = ctx.binary("ip", { fallbackDirs: ctx.config.systemBinDirs });
