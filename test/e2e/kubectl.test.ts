@@ -10,7 +10,7 @@ import { issue, kubeconfig } from "../support/kube-pki.ts";
 import type { AgentProc } from "./support/agents.ts";
 import { buildCluster, startNodeAgents, tearDownHosts } from "./support/node-checks.ts";
 import { liveServicePids, type NodeHostDirs } from "./support/node-hosts.ts";
-import { api, openServerStore, type ServerProc, startServer, tempDir } from "./support/processes.ts";
+import { api, openServerStore, type ServerProc, startServer, tempDir, waitUntil } from "./support/processes.ts";
 
 /**
  * The real kubectl against a cluster Keelson built: keelson-server and two real agents (a
@@ -272,4 +272,27 @@ describe("kubectl against a Keelson cluster", () => {
       ws.terminate();
     }
   });
+
+  it("a detached worker's Node is gone once the detach finishes (a master deletes it; its kubelet may not)", async () => {
+    const res = await api(`${server.url}/v4/${projectId}/clusters/${clusterId}/detach`, ADMIN, {
+      method: "POST",
+      body: [{ uuid: ids["worker-82"], isMaster: false }],
+    });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    await waitUntil(
+      "the detach finished",
+      async () => {
+        const c = await api<{ numWorkers: number; taskStatus: string }>(
+          `${server.url}/v4/${projectId}/clusters/${clusterId}`,
+          ADMIN,
+        );
+        return c.body.numWorkers === 0 && c.body.taskStatus === "success";
+      },
+      60_000,
+    );
+    // No wait for the masters' 30 s status pass: the detach asked the master to sweep before it finished.
+    const got = await kubectl(files.cert, ["get", "nodes", "-o", "json"]);
+    expect(got.code, got.stderr).toBe(0);
+    expect((JSON.parse(got.stdout).items as KubeNodeJson[]).map((n) => n.metadata.name)).toEqual(["127.0.0.81"]);
+  }, 90_000);
 });

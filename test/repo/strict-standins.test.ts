@@ -203,6 +203,26 @@ describe("strict stand-ins: kube-controller-manager and kube-scheduler", () => {
     });
   }
 
+  it("kube-scheduler: every flag of the stored 1.21 reference page that left by 1.29 is refused; the rest are taken", async () => {
+    const { flagsFor } = await import(pathToFileURL(join(FIXTURE, "lib", "flags.mjs")).href);
+    // Gone by 1.29 (the Policy API, insecure serving, klog's own flags), in the real words.
+    for (const flag of ["--scheduler-name=x", "--lock-object-name=x", "--logtostderr", "--one-output"]) {
+      const r = run(29, "kube-scheduler", [flag]);
+      expect(r.code, flag).toBe(1);
+      expect(r.stderr.split("\n")[0], flag).toBe(`Error: unknown flag: ${flag.split("=")[0]}`);
+    }
+    // Added after 1.21 and taken by every catalogue minor; 1.29 gets past the flags and fails on
+    // the next thing it checks.
+    const later = ["--log-text-split-stream", "--pod-max-in-unschedulable-pods-duration=5m"];
+    for (const minor of MINORS) {
+      for (const name of ["log-text-split-stream", "pod-max-in-unschedulable-pods-duration", "leader-elect"]) {
+        expect(flagsFor("kube-scheduler", minor).has(name), `1.${minor} ${name}`).toBe(true);
+      }
+      const r = run(minor, "kube-scheduler", [...later, "--leader-elect-lease-duration=bogus"]);
+      expect(r.stderr, `1.${minor}`).toContain('invalid leader election leaseDuration \\"bogus\\"');
+    }
+  });
+
   it("--azure-container-registry-config is taken by 1.29 and refused from 1.30", () => {
     for (const binary of ["kube-controller-manager", "kube-scheduler"]) {
       const flag = ["--azure-container-registry-config=/x", "--leader-elect-lease-duration=bogus"];

@@ -99,6 +99,8 @@ export class SimAgent {
   upgradeTimeMs = 20;
   /** What the hello declares; undefined: none, like an agent older than the field. Tests may change it. */
   capabilities: string[] | undefined = Object.values(AGENT_CAPABILITIES);
+  /** `node.sweep` commands this (master) agent answered. */
+  sweeps = 0;
   /** Role versions whose node package this agent was asked to fetch ahead (`node.prefetch`). */
   prefetched: string[] = [];
   /** Set: `node.prefetch` fails with this reason (the package cannot be had). */
@@ -441,6 +443,15 @@ export class SimAgent {
         if (this.prefetchFailure) return refuse(this.prefetchFailure);
         this.prefetched.push(frame.payload.nodePackage.roleVersion);
         return { result: ok({ ready: true }) };
+      }
+      case "node.sweep": {
+        if (!this.membership || this.membership.clusterId !== frame.payload.clusterId) {
+          return refuse(`this host is not a node of cluster ${frame.payload.clusterId}`);
+        }
+        if (this.membership.role !== "master") return refuse("only a master sweeps its cluster's Nodes");
+        // No Kubernetes API behind a simulated node: nothing to label or remove, only counted.
+        this.sweeps += 1;
+        return { result: ok({ labelled: [], removed: [] }) };
       }
       case "node.settings": {
         const membership = this.membership;

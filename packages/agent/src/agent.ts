@@ -234,6 +234,7 @@ class Running {
         "node.restart": async (payload, ctx) => this.node.restart(payload, ctx.signal, ctx.id),
         "node.upgrade": async (payload, ctx) => this.node.upgrade(payload, ctx.signal, ctx.id),
         "node.prefetch": async (payload, ctx) => this.node.prefetch(payload, ctx.signal),
+        "node.sweep": async (payload, ctx) => this.node.sweep(payload, ctx.signal),
       },
     });
     this.backups = new EtcdBackups({

@@ -4,6 +4,7 @@ import type { CommandPayload } from "@keelson/protocol";
 import { eq } from "drizzle-orm";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { parse as parseYaml } from "yaml";
+import { simPhases } from "../../../test/sim/node.ts";
 import { defaultServerSettings } from "../src/settings.ts";
 import { type Fleet, m, type SentCommand, startFleet, w, waitFor } from "./membership-harness.ts";
 import { insertHost } from "./node-fixtures.ts";
@@ -292,6 +293,39 @@ describe("the attach operation", () => {
     }
     const list = await f.t.request({ url: `/v4/${f.t.projectId}/clusters/${id}/nodes` });
     expect((list.json() as unknown[]).length).toBe(5);
+  });
+
+  it("asks a master to sweep at once when joining workers wait for their role label, once per burst", async () => {
+    const [master] = agents(1) as [string];
+    const workers = agents(3);
+    const id = await attachedCluster("sweep-on-attach", [master]);
+    for (const hostId of workers) agentOf(hostId).phaseTimeMs = 60_000;
+    expect((await f.attach(id, workers.map(w))).statusCode).toBe(200);
+    await waitFor("workers joined", async () =>
+      workers.every((h) => agentOf(h).membership?.clusterId === id && agentOf(h).phases.length > 0),
+    );
+    expect(agentOf(master).sweeps).toBe(0);
+    // Each worker reaches node-taints, where a real worker waits for a master to label it.
+    for (const hostId of workers) {
+      const agent = agentOf(hostId);
+      agent.phases = simPhases("worker", "ok", new Date()).map((p) =>
+        p.id === "node-taints" ? { ...p, state: "executing", finishedAt: null, durationMs: null } : p,
+      );
+      agent.sendReport();
+    }
+    await waitFor("a master sweep", async () => agentOf(master).sweeps > 0);
+    for (const hostId of workers) {
+      agentOf(hostId).phaseTimeMs = 5;
+      agentOf(hostId).setFailPhase(undefined);
+    }
+    await f.idle();
+    expect(await f.cluster(id)).toMatchObject({ status: "ok", numWorkers: 3 });
+    // Three workers asking at once: one sweep, and at most one more for those that asked during it.
+    const sweeps = f.sent.filter((c) => c.name === "node.sweep" && c.hostId === master);
+    expect(sweeps.length).toBeGreaterThanOrEqual(1);
+    expect(sweeps.length).toBeLessThanOrEqual(2);
+    expect(sweeps.every((c) => JSON.stringify(c.payload) === JSON.stringify({ clusterId: id }))).toBe(true);
+    expect(agentOf(master).sweeps).toBe(sweeps.length);
   });
 
   it("points the kubeconfig at the first master's IP, the VIP or the external DNS name", async () => {

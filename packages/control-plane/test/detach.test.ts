@@ -228,6 +228,22 @@ describe("the detach operation", () => {
     expect(await f.cluster(next)).toMatchObject({ status: "ok", numMasters: 1, numWorkers: 1 });
   });
 
+  it("asks a remaining master to sweep once workers left (their Nodes go at once), not when all go", async () => {
+    const [m1, w1, w2] = agents(3) as [string, string, string];
+    const id = await clusterWith([m1], [w1, w2]);
+    const from = f.sent.length;
+    expect((await f.detach(id, [w(w1)])).statusCode).toBe(200);
+    await f.idle();
+    expect(f.sent.slice(from).map((c) => `${c.name} ${c.hostId}`)).toEqual([`node.leave ${w1}`, `node.sweep ${m1}`]);
+    expect(agentOf(m1).sweeps).toBe(1);
+
+    const all = f.sent.length;
+    expect((await f.detach(id, [w(w2), m(m1)])).statusCode).toBe(200);
+    await f.idle();
+    expect(f.sent.slice(all).map((c) => `${c.name} ${c.hostId}`)).toEqual([`node.leave ${w2}`, `node.leave ${m1}`]);
+    expect(await f.cluster(id)).toMatchObject({ numMasters: 0, numWorkers: 0, taskStatus: "success" });
+  });
+
   it("detaches through PUT nodes/{uuid} {clusterUuid: null}, by the same rules", async () => {
     const [mm, ww, loose] = agents(3) as [string, string, string];
     const id = await clusterWith([mm], [ww]);

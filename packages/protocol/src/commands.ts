@@ -130,6 +130,21 @@ export const NodePrefetchPayload = Exact({
 });
 export const NodePrefetchResult = Exact({ ready: Type.Boolean() });
 
+/**
+ * Asks a master to sweep its cluster's Nodes now rather than on its next status pass: label the
+ * workers that registered, delete the Nodes that detached workers marked (a kubelet may do
+ * neither). Sent when a worker waits for its role label and after workers left; only to agents
+ * that declared the `node-sweep` capability.
+ */
+export const NodeSweepPayload = Exact({ clusterId: ClusterId });
+const NodeNames = Type.Array(Type.String({ maxLength: 253 }), { maxItems: 10_000 });
+export const NodeSweepResult = Exact({
+  /** Nodes given the worker role label. */
+  labelled: NodeNames,
+  /** Nodes deleted because their host left the cluster. */
+  removed: NodeNames,
+});
+
 export const Commands = {
   ping: { payload: PingPayload, result: PingResult },
   "agent.upgrade": { payload: AgentUpgradePayload, result: AgentUpgradeResult },
@@ -139,6 +154,7 @@ export const Commands = {
   "node.restart": { payload: NodeRestartPayload, result: NodeRestartResult },
   "node.upgrade": { payload: NodeUpgradePayload, result: NodeUpgradeResult },
   "node.prefetch": { payload: NodePrefetchPayload, result: NodePrefetchResult },
+  "node.sweep": { payload: NodeSweepPayload, result: NodeSweepResult },
 } as const;
 
 export type CommandName = keyof typeof Commands;

@@ -45,9 +45,13 @@ export const HelloFrame = Type.Object(
  * Capabilities an agent declares in its hello. `node-packages`: `nodePackage` in node.join /
  * node.upgrade, and node.prefetch. `node-report-command`: this agent names in its node reports
  * the node.restart / node.upgrade it is carrying out, once the welcome says the control plane
- * takes the field (CONTROL_CAPABILITIES).
+ * takes the field (CONTROL_CAPABILITIES). `node-sweep`: node.sweep.
  */
-export const AGENT_CAPABILITIES = { nodePackages: "node-packages", reportCommand: "node-report-command" } as const;
+export const AGENT_CAPABILITIES = {
+  nodePackages: "node-packages",
+  reportCommand: "node-report-command",
+  nodeSweep: "node-sweep",
+} as const;
 
 /**
  * What a control plane takes beyond the first release of protocol 1, announced in the welcome
@@ -213,6 +217,7 @@ export const CommandFrame = Type.Union([
   commandFrame("node.restart"),
   commandFrame("node.upgrade"),
   commandFrame("node.prefetch"),
+  commandFrame("node.sweep"),
 ]);
 
 export const TokenVerifiedFrame = Type.Object(

@@ -249,6 +249,18 @@ export class NodeController {
     });
   }
 
+  /**
+   * A master sweeps its cluster's Nodes now (node.sweep). Not serialised with join/leave: it only
+   * makes idempotent API calls, and a worker's join may be waiting for exactly this.
+   */
+  async sweep(payload: CommandPayload<"node.sweep">, signal?: AbortSignal): Promise<CommandResult<"node.sweep">> {
+    if (this.desired?.join.clusterId !== payload.clusterId) {
+      throw new NodeMembershipError(`this host is not a node of cluster ${payload.clusterId}`);
+    }
+    if (!this.running) throw new Error("the node's phases are not running yet: nothing to sweep with");
+    return this.running.engine.sweep(signal);
+  }
+
   leave(payload: CommandPayload<"node.leave">, signal?: AbortSignal): Promise<CommandResult<"node.leave">> {
     return this.serial(async () => {
       const current = this.desired;

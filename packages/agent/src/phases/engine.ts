@@ -13,7 +13,8 @@ import type { Logger } from "pino";
 import { isNoSpace } from "../services/atomic-file.ts";
 import type { ServiceManager } from "../services/types.ts";
 import type { NodeConfig } from "./config.ts";
-import { buildContext } from "./context.ts";
+import { buildContext, type ContextParts } from "./context.ts";
+import { type SweepResult, sweepNodes } from "./impl/node-sweep.ts";
 import { createKubeApi, type KubeApi } from "./kube-api.ts";
 import { type NodePaths, nodePaths } from "./paths.ts";
 import { loadPhaseState, type PersistedPhaseState, savePhaseState } from "./state-file.ts";
@@ -173,6 +174,23 @@ export class PhaseEngine extends EventEmitter<PhaseEngineEvents> {
     });
   }
 
+  /**
+   * A master's sweep of its cluster's Nodes now (node-sweep.ts), asked by the control plane when
+   * a worker waits for its label or left. Outside the queue: it only makes idempotent API calls,
+   * and must not wait behind a phase that waits for it (a worker's node-taints on this host).
+   */
+  async sweep(signal?: AbortSignal): Promise<SweepResult> {
+    if (this.role !== "master") throw new Error("only a master sweeps its cluster's Nodes");
+    const log = this.options.log.child({ action: "sweep" });
+    const ctx = buildContext(this.contextParts(log), {
+      signal: AbortSignal.any([this.abortController.signal, ...(signal ? [signal] : [])]),
+      intent: "status",
+      regenerateCerts: false,
+      log,
+    });
+    return sweepNodes(ctx);
+  }
+
   /** Cancels the running operation (its phase sees an aborted signal); queued ones still run. */
   abort(): void {
     this.abortController.abort(new Error("phase engine aborted"));
@@ -204,18 +222,7 @@ export class PhaseEngine extends EventEmitter<PhaseEngineEvents> {
     const log = this.options.log.child({ phase: id, action });
     const timeoutMs = this.options.phaseTimeoutMs ?? 10 * 60_000;
     const signal = AbortSignal.any([this.abortController.signal, AbortSignal.timeout(timeoutMs)]);
-    const ctx = buildContext(
-      {
-        config: this.options.config,
-        paths: this.paths,
-        log,
-        services: this.options.services,
-        signCsr: this.options.signCsr,
-        kubeApi: this.kubeApi,
-        masterKubeApi: this.masterKubeApi,
-      },
-      { signal, intent, regenerateCerts, log },
-    );
+    const ctx = buildContext(this.contextParts(log), { signal, intent, regenerateCerts, log });
     const started = this.now();
     if (action !== "status") {
       this.update(id, { state: "executing", startedAt: started.toISOString(), finishedAt: null, durationMs: null });
@@ -250,6 +257,18 @@ export class PhaseEngine extends EventEmitter<PhaseEngineEvents> {
       this.update(id, { state: "failed", lastError: error, ...timing });
       return { ok: false, failed: id, error };
     }
+  }
+
+  private contextParts(log: Logger): ContextParts {
+    return {
+      config: this.options.config,
+      paths: this.paths,
+      log,
+      services: this.options.services,
+      signCsr: this.options.signCsr,
+      kubeApi: this.kubeApi,
+      masterKubeApi: this.masterKubeApi,
+    };
   }
 
   private update(id: PhaseId, changes: Partial<PhaseStatusRecord>): void {

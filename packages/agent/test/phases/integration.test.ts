@@ -307,12 +307,17 @@ describe("all phases on one master", () => {
 
       expect(await worker.stop({ intent: "detach" })).toEqual({ ok: true });
       expect(workerServices.livePids()).toEqual({});
-      // The Node authorizer grants a kubelet no delete of Node objects (bootstrappolicy.NodeRules)
-      // and a worker holds no other credential: the Node stays and the stop says why.
-      expect((await apiGet(`/api/v1/nodes/${workerConfig.nodeName}`, { cert: true })).status).toBe(200);
+      // The Node authorizer grants a kubelet no delete of Node objects (bootstrappolicy.NodeRules):
+      // the kubelet marks its own Node (NodeRestriction lets it set a keelson.io label) and the
+      // master's sweep deletes it with the control-plane credential.
       expect(worker.list().find((p) => p.id === "kubelet")?.message).toBe(
-        `node ${workerConfig.nodeName} stays registered: a kubelet may not delete its Node and a worker holds no other credential; remove it with kubectl delete node ${workerConfig.nodeName}`,
+        `node ${workerConfig.nodeName} marked keelson.io/detached=true: a master of the cluster deletes it (a kubelet may not)`,
       );
+      const marked = JSON.parse((await apiGet(`/api/v1/nodes/${workerConfig.nodeName}`, { token: TOKEN })).body);
+      expect(marked.metadata.labels).toHaveProperty(["keelson.io/detached"], "true");
+      expect(await engine.sweep()).toEqual({ labelled: [], removed: [workerConfig.nodeName] });
+      expect((await apiGet(`/api/v1/nodes/${workerConfig.nodeName}`, { token: TOKEN })).status).toBe(404);
+      expect(await engine.sweep()).toEqual({ labelled: [], removed: [] });
     } finally {
       workerServices.close();
       killAllFromPidFiles(workerConfig.hostRoot);

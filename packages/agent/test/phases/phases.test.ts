@@ -9,7 +9,8 @@ import { kubelet } from "../../src/phases/impl/kube-services.ts";
 import { appCatalog, keepalived } from "../../src/phases/impl/masters.ts";
 import { cniFiles, configureCni, networkConfig } from "../../src/phases/impl/network.ts";
 import { drainPods, nodeTaints, uncordon } from "../../src/phases/impl/node-api.ts";
-import { WORKER_LABEL } from "../../src/phases/impl/node-roles.ts";
+import { DETACHED_LABEL, kubeletNodeLabels, WORKER_LABEL } from "../../src/phases/impl/node-roles.ts";
+import { clearDetachedMark, sweepNodes } from "../../src/phases/impl/node-sweep.ts";
 import { prepareConfig } from "../../src/phases/impl/prepare-config.ts";
 import { cpuSettings } from "../../src/phases/impl/render.ts";
 import { configureRuntime } from "../../src/phases/impl/runtime.ts";
@@ -38,7 +39,10 @@ class FakeKube implements KubeApi {
       .filter((n) => terms.every(([k, v]) => n.metadata.labels?.[k ?? ""] === v))
       .map((n) => structuredClone(n));
   }
-  async patchNode(name: string, patch: { metadata?: { labels?: Record<string, string> }; spec?: KubeNode["spec"] }) {
+  async patchNode(
+    name: string,
+    patch: { metadata?: { labels?: Record<string, string | null> }; spec?: KubeNode["spec"] },
+  ) {
     const node = this.nodes.get(name);
     if (!node) throw new Error("404");
     if (this.kubeletOf !== undefined) {
@@ -50,7 +54,12 @@ class FakeKube implements KubeApi {
       if (role.length > 0) throw new KubeApiError(`is not allowed to modify labels: ${role.join(", ")}`, 403);
     }
     this.writes.push(`${this.kubeletOf === undefined ? "master" : "kubelet"} patch ${name}`);
-    node.metadata.labels = { ...node.metadata.labels, ...patch.metadata?.labels };
+    const labels: Record<string, string> = { ...node.metadata.labels };
+    for (const [key, value] of Object.entries(patch.metadata?.labels ?? {})) {
+      if (value === null) delete labels[key];
+      else labels[key] = value;
+    }
+    node.metadata.labels = labels;
     node.spec = { ...node.spec, ...patch.spec };
     return structuredClone(node);
   }
@@ -73,6 +82,13 @@ class FakeKube implements KubeApi {
     view.kubeletOf = name;
     return view;
   }
+}
+
+/** An API this node cannot reach (no master up, or not yet). */
+function unreachable(kube: FakeKube): KubeApi {
+  const view = Object.create(kube) as FakeKube;
+  view.getNode = () => Promise.reject(new Error("ECONNREFUSED"));
+  return view;
 }
 
 const roots: string[] = [];
@@ -275,17 +291,52 @@ describe("Kubernetes API phases", () => {
     await expect(nodeTaints.status(worker.ctx("status"))).resolves.toBeUndefined();
   });
 
-  it("on detach a master deletes its own Node with its control-plane identity; a worker's Node stays, said so", async () => {
+  it("on detach a master deletes its own Node; a worker marks its own, which a master's sweep deletes", async () => {
     const master = setup({ primaryIp: "127.0.0.14" });
+    await nodeTaints.start(master.ctx());
     const worker = setup({ role: "worker", primaryIp: "127.0.0.15", sharedKube: master.kube });
+    const name = worker.config.nodeName;
+    const other = setup({ role: "worker", primaryIp: "127.0.0.16", sharedKube: master.kube });
+    for (const w of [worker, other]) {
+      master.kube.nodes.get(w.config.nodeName)!.metadata.labels = kubeletNodeLabels(w.ctx());
+    }
+    master.kube.writes = [];
     expect(await kubelet.stop(worker.ctx("detach"))).toEqual({
-      message: `node ${worker.config.nodeName} stays registered: a kubelet may not delete its Node and a worker holds no other credential; remove it with kubectl delete node ${worker.config.nodeName}`,
+      message: `node ${name} marked ${DETACHED_LABEL}=true: a master of the cluster deletes it (a kubelet may not)`,
     });
+    expect(master.kube.writes).toEqual([`kubelet patch ${name}`]);
+    // The next master pass deletes the marked Node (and labels the worker that stays).
+    expect(await nodeTaints.status(master.ctx("status"))).toEqual({
+      message: `labelled worker(s) ${other.config.nodeName}; removed detached node(s) ${name}`,
+    });
+    expect(master.kube.nodes.has(name)).toBe(false);
     expect(await kubelet.stop(master.ctx("detach"))).toEqual({
       message: `node ${master.config.nodeName} removed from the cluster`,
     });
-    expect(master.kube.writes).toEqual([`master delete ${master.config.nodeName}`]);
-    expect([...master.kube.nodes.keys()]).toEqual([worker.config.nodeName]);
+    expect([...master.kube.nodes.keys()]).toEqual([other.config.nodeName]);
+    expect(master.kube.writes.filter((w) => w.includes("delete"))).toEqual([
+      `master delete ${name}`,
+      `master delete ${master.config.nodeName}`,
+    ]);
+  });
+
+  it("a worker's mark is cleared before its kubelet starts again, so no sweep deletes a member's Node", async () => {
+    const master = setup({ primaryIp: "127.0.0.17" });
+    const worker = setup({ role: "worker", primaryIp: "127.0.0.18", sharedKube: master.kube });
+    const name = worker.config.nodeName;
+    master.kube.nodes.get(name)!.metadata.labels = { ...kubeletNodeLabels(worker.ctx()), [DETACHED_LABEL]: "true" };
+    await clearDetachedMark(worker.ctx());
+    expect(master.kube.nodes.get(name)!.metadata.labels).not.toHaveProperty([DETACHED_LABEL]);
+    expect(await sweepNodes(master.ctx("status"))).toEqual({ labelled: [name], removed: [] });
+    // A worker whose API is not up yet has nothing to clear, and says nothing.
+    await expect(clearDetachedMark({ ...worker.ctx(), kubeApi: unreachable(master.kube) })).resolves.toBeUndefined();
+  });
+
+  it("a worker that cannot reach the API to mark its Node says the Node stays and how to remove it", async () => {
+    const worker = setup({ role: "worker", primaryIp: "127.0.0.19" });
+    expect(await kubelet.stop({ ...worker.ctx("detach"), kubeApi: unreachable(worker.kube) })).toEqual({
+      message: `node ${worker.config.nodeName} stays registered: it could not be marked for a master to delete (ECONNREFUSED); remove it with kubectl delete node ${worker.config.nodeName}`,
+    });
   });
 
   it("a worker without a master to label it fails naming what it waited for", async () => {

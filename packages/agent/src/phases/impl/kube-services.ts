@@ -10,6 +10,7 @@ import { CONTROLLER_SERVICES, CONTROLLERS } from "./controllers.ts";
 import { etcdUrls } from "./etcd.ts";
 import { cniFiles } from "./network.ts";
 import { kubeletNodeLabels, kubeletRegisterTaints } from "./node-roles.ts";
+import { clearDetachedMark, markDetached } from "./node-sweep.ts";
 
 /**
  * kubelet, kube-proxy (and, on masters, the kube-apiserver, kube-controller-manager and
@@ -132,6 +133,7 @@ export const kubelet = definePhase({
         notes.push(`${spec.name} pid ${status.pid}`);
       }
     }
+    if (ctx.config.role === "worker") await clearDetachedMark(ctx);
     const status = await ensureService(ctx, kubeletSpec(ctx, await kubeletMinor(ctx)), [
       ctx.config.ports.kubelet,
       ctx.config.ports.kubeletHealthz,
@@ -140,8 +142,9 @@ export const kubelet = definePhase({
     return { message: notes.join("; ") };
   },
   async stop(ctx) {
+    const marked = ctx.intent === "detach" && ctx.config.role === "worker" ? await markDetached(ctx) : undefined;
     await ctx.services.stop("kubelet");
-    let message: string | undefined;
+    let message = marked;
     if (ctx.intent === "detach" && ctx.config.role === "master") {
       // The master leaves the cluster: its Node object goes too, deleted with the masters'
       // credential (a kubelet may not delete its Node) while this master's API still answers.
@@ -151,8 +154,6 @@ export const kubelet = definePhase({
       } catch (err) {
         message = `could not remove node ${ctx.config.nodeName} from the cluster: ${(err as Error).message}`;
       }
-    } else if (ctx.intent === "detach") {
-      message = `node ${ctx.config.nodeName} stays registered: a kubelet may not delete its Node and a worker holds no other credential; remove it with kubectl delete node ${ctx.config.nodeName}`;
     }
     if (ctx.config.role === "master") {
       for (const name of [...CONTROLLER_SERVICES].reverse()) await ctx.services.stop(name);

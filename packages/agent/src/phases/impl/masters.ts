@@ -1,6 +1,9 @@
 import { rmSync } from "node:fs";
 import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
 import { parseIpv4, parseVrouterId, urlHost, VROUTER_ID_MAX, VROUTER_ID_MIN, vrrpRouterId } from "@keelson/protocol";
+import { readTextOrUndefined } from "../../services/atomic-file.ts";
+import { processStartTime } from "../../services/process-info.ts";
 import type { ServiceSpec } from "../../services/types.ts";
 import type { NodeConfig } from "../config.ts";
 import type { NodePaths } from "../paths.ts";
@@ -101,7 +104,7 @@ function keepalivedSpec(ctx: PhaseContext): ServiceSpec {
       "--vrrp",
       `--use-file=${paths.keepalivedConf}`,
       `--pid=${join(paths.runDir, "keepalived-main.pid")}`,
-      `--vrrp_pid=${join(paths.runDir, "keepalived-vrrp.pid")}`,
+      `--vrrp_pid=${vrrpPidFile(ctx)}`,
     ],
     env: configuredServiceEnv(paths.keepalivedConf),
     stopTimeoutMs: config.timeouts.serviceStopMs,
@@ -127,6 +130,29 @@ async function testKeepalivedConf(ctx: PhaseContext): Promise<void> {
 
 const NO_VIP = "masterVipIpv4 is not set: keepalived is not needed";
 
+const vrrpPidFile = (ctx: PhaseContext) => join(ctx.paths.runDir, "keepalived-vrrp.pid");
+
+/**
+ * After keepalived stopped: its VRRP child may still be on its way out (the supervisor waits for
+ * the parent), and a VIP it claimed while being stopped (a BACKUP turning MASTER mid-stop) can be
+ * left on the interface, where this host would keep answering for an address another master now
+ * holds. The child is waited for (its own pid file), then a VIP still shown is removed. Returns
+ * whether one was.
+ */
+async function releaseLeftVip(ctx: PhaseContext, vip: Vip): Promise<boolean> {
+  const pid = Number(readTextOrUndefined(vrrpPidFile(ctx))?.trim());
+  const deadline = Date.now() + ctx.config.timeouts.serviceStopMs;
+  while (processStartTime(pid) !== undefined && Date.now() < deadline) {
+    await sleep(100, undefined, { signal: ctx.signal });
+  }
+  const ip = ctx.binary("ip", { fallbackDirs: ctx.config.systemBinDirs });
+  const shown = await ctx.run(ip, ["-4", "-o", "addr", "show", "dev", vip.iface], { allowFailure: true });
+  // No such interface (anymore): no address on it either.
+  if (shown.exitCode !== 0 || !shown.stdout.includes(` ${vip.address}/32 `)) return false;
+  await ctx.run(ip, ["addr", "del", `${vip.address}/32`, "dev", vip.iface]);
+  return true;
+}
+
 export const keepalived = definePhase({
   id: "keepalived",
   async start(ctx) {
@@ -145,8 +171,11 @@ export const keepalived = definePhase({
   },
   async stop(ctx) {
     await ctx.services.stop("keepalived");
+    const vip = vipOf(ctx);
+    const released = vip ? await releaseLeftVip(ctx, vip) : false;
     if (ctx.intent === "detach") rmSync(ctx.paths.keepalivedConf, { force: true });
-    return vipOf(ctx) ? undefined : { message: NO_VIP };
+    if (!vip) return { message: NO_VIP };
+    return released ? { message: `removed VIP ${vip.address} that keepalived left on ${vip.iface}` } : undefined;
   },
   async status(ctx) {
     const vip = vipOf(ctx);

@@ -8,7 +8,8 @@ import type { KubeNode, Taint } from "../kube-api.ts";
 import { type PhaseContext, PhaseError } from "../types.ts";
 import { type DesiredFile, definePhase, expectFiles, writeFiles } from "./common.ts";
 import { kubeletMinor, kubeletTakesConfigDir } from "./kube-services.ts";
-import { desiredLabels, desiredRoleTaints, kubeletNodeLabels, ROLE_TAINT_KEYS, WORKER_LABEL } from "./node-roles.ts";
+import { desiredLabels, desiredRoleTaints, kubeletNodeLabels, ROLE_TAINT_KEYS, withRoleTaints } from "./node-roles.ts";
+import { sweepNodes, sweepNote } from "./node-sweep.ts";
 import { cpuSettings, renderKubeletConfig } from "./render.ts";
 
 /**
@@ -47,36 +48,7 @@ function taintProblems(ctx: PhaseContext, node: KubeNode): string[] {
   return problems;
 }
 
-/** Other taints (the user's, the cloud's) stay; only the role taints are ours to set. */
-function withRoleTaints(node: KubeNode, wanted: Taint[]): Taint[] {
-  return [...(node.spec?.taints ?? []).filter((t) => !ROLE_TAINT_KEYS.includes(t.key)), ...wanted];
-}
-
-/**
- * A master's pass over its cluster's workers: each Node whose kubelet registered it as a worker
- * of this cluster gets the worker label, and loses a master role taint someone put there. Returns
- * the names it changed.
- */
-async function labelWorkers(ctx: PhaseContext): Promise<string[]> {
-  const selector = `keelson.io/cluster=${ctx.config.clusterId},keelson.io/role=worker`;
-  const changed: string[] = [];
-  for (const node of await ctx.masterKubeApi.listNodes(selector, ctx.signal)) {
-    const labelled = node.metadata.labels?.[WORKER_LABEL] === "";
-    const roleTainted = (node.spec?.taints ?? []).some((t) => ROLE_TAINT_KEYS.includes(t.key));
-    if (labelled && !roleTainted) continue;
-    const patch = {
-      metadata: { labels: { [WORKER_LABEL]: "" } },
-      ...(roleTainted ? { spec: { taints: withRoleTaints(node, []) } } : {}),
-    };
-    await ctx.masterKubeApi.patchNode(node.metadata.name, patch, ctx.signal);
-    changed.push(node.metadata.name);
-  }
-  return changed;
-}
-
-const workersNote = (changed: string[]) => (changed.length > 0 ? `; labelled worker(s) ${changed.join(", ")}` : "");
-
-/** A worker waits for a master's pass (labelWorkers): its kubelet may not set its role itself. */
+/** A worker waits for a master's sweep (node-sweep.ts): its kubelet may not set its role itself. */
 async function awaitMasterLabels(ctx: PhaseContext): Promise<void> {
   const timeoutMs = ctx.config.timeouts.waitForServicesMs;
   const deadline = Date.now() + timeoutMs;
@@ -113,9 +85,9 @@ export const nodeTaints = definePhase({
     );
     const problems = taintProblems(ctx, patched);
     if (problems.length > 0) throw new PhaseError(`after patching: ${problems.join("; ")}`);
-    const workers = await labelWorkers(ctx);
+    const swept = sweepNote(await sweepNodes(ctx));
     const done = roleTaints.length > 0 ? "labelled; master NoSchedule taint set" : "labelled; no role taint";
-    return { message: `${done}${workersNote(workers)}` };
+    return { message: swept ? `${done}; ${swept}` : done };
   },
   async stop() {
     return undefined;
@@ -124,10 +96,11 @@ export const nodeTaints = definePhase({
     const problems = taintProblems(ctx, await requireNode(ctx));
     if (problems.length > 0) throw new PhaseError(problems.join("; "));
     if (ctx.config.role !== "master") return undefined;
-    // Workers that joined since are labelled here, not reported: they are not this master's state,
-    // and a failing master status would roll this master back to converging for another node.
-    const workers = await labelWorkers(ctx);
-    return workers.length > 0 ? { message: `labelled worker(s) ${workers.join(", ")}` } : undefined;
+    // Workers that joined or left since are handled here, not reported: they are not this
+    // master's state, and a failing master status would roll this master back to converging
+    // for another node.
+    const swept = sweepNote(await sweepNodes(ctx));
+    return swept ? { message: swept } : undefined;
   },
 });
 

@@ -1,5 +1,5 @@
 import { allowsWorkloadsOnMaster } from "../config.ts";
-import type { Taint } from "../kube-api.ts";
+import type { KubeNode, Taint } from "../kube-api.ts";
 import type { PhaseContext } from "../types.ts";
 
 /**
@@ -16,8 +16,12 @@ import type { PhaseContext } from "../types.ts";
  *   control-plane credential (ctx.masterKubeApi): a master labels and taints its own Node, and
  *   gives the worker label to the workers of its cluster (the Nodes whose kubelet registered
  *   keelson.io/role=worker), as kubeadm's mark-control-plane and k3s's servers do; a master
- *   leaving deletes its own Node; a worker leaving cannot, and no master learns that it left, so
- *   its Node stays until removed with `kubectl delete node` (the kubelet phase says so);
+ *   leaving deletes its own Node; a worker leaving cannot, so its kubelet marks its own Node
+ *   (DETACHED_LABEL, a label outside kubernetes.io that NodeRestriction lets it set) and a
+ *   master deletes Nodes so marked (node-sweep.ts). The mark lives in the API itself, so it
+ *   outlasts any master that is down when the worker leaves: whichever master sweeps next (its
+ *   status pass, or at once when the control plane asks) removes the Node. A host that comes
+ *   back clears its mark before its kubelet starts;
  * - a worker holds no credential beyond its kubelet's: it checks and waits.
  * Why not give every node a narrower credential of its own with an RBAC role on nodes: RBAC
  * cannot keep it to its own Node's labels, so a compromised worker could untaint itself or take
@@ -31,6 +35,8 @@ import type { PhaseContext } from "../types.ts";
 
 export const ROLE_TAINT_KEYS = ["node-role.kubernetes.io/master", "node-role.kubernetes.io/control-plane"];
 export const WORKER_LABEL = "node-role.kubernetes.io/worker";
+/** Set by a leaving worker's kubelet on its own Node: a master deletes the Node (node-sweep.ts). */
+export const DETACHED_LABEL = "keelson.io/detached";
 
 /** The labels the kubelet registers its Node with (none under kubernetes.io: it may not set those). */
 export function kubeletNodeLabels(ctx: PhaseContext): Record<string, string> {
@@ -59,4 +65,9 @@ export function desiredRoleTaints(ctx: PhaseContext): Taint[] {
 /** --register-with-taints: a master is tainted from its first moment, before node-taints runs. */
 export function kubeletRegisterTaints(ctx: PhaseContext): string[] {
   return desiredRoleTaints(ctx).map((t) => `${t.key}:${t.effect}`);
+}
+
+/** Other taints (the user's, the cloud's) stay; only the role taints are ours to set. */
+export function withRoleTaints(node: KubeNode, wanted: Taint[]): Taint[] {
+  return [...(node.spec?.taints ?? []).filter((t) => !ROLE_TAINT_KEYS.includes(t.key)), ...wanted];
 }

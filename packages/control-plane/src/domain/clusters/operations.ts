@@ -6,6 +6,7 @@ import type { OperationKind, OperationRow, OperationStep, StepContext } from "..
 import { currentClusterStatus, recordTaskFailure, settleClusterTask } from "./health/settle.ts";
 import { attachedNodeIds, deadlineIn, joinNode, leaveNode, workerJoin } from "./membership/membership.ts";
 import { pushSettings } from "./membership/push-settings.ts";
+import { sweepCoalescer, sweepNow } from "./membership/sweep.ts";
 
 export const CLUSTER_OPS = {
   create: "cluster.create",
@@ -105,7 +106,8 @@ function joinWorkersStep(k: Keelson, workers: string[]): OperationStep {
       const deadline = deadlineIn(k.settings.nodeConvergeTimeoutMs, ctx);
       const todo = workers.filter((id) => !joined.has(id));
       if (todo.length === 0) return;
-      const shared = await workerJoin(k, ctx.db, ctx.op.targetId);
+      const sweeps = sweepCoalescer(() => sweepNow(k, ctx.db, ctx.op.targetId, ctx.log));
+      const shared = { ...(await workerJoin(k, ctx.db, ctx.op.targetId)), onWaitingForLabel: sweeps.request };
       try {
         await settleAll(
           "workers did not join",
@@ -116,6 +118,7 @@ function joinWorkersStep(k: Keelson, workers: string[]): OperationStep {
         );
       } finally {
         await progress.flush();
+        await sweeps.idle();
       }
     },
   };
@@ -137,6 +140,10 @@ async function releaseNodes(k: Keelson, ctx: StepContext, only?: { masters: stri
     workers.length,
     workers.map((id) => leaveNode(k, ctx, clusterId, id, workerDeadline)),
   );
+  // The workers' kubelets marked their Nodes on the way out; a master deletes them now.
+  if (workers.length > 0 && masters.length < attached.filter((n) => n.isMaster === 1).length) {
+    await sweepNow(k, ctx.db, clusterId, ctx.log);
+  }
   for (const id of masters) await leaveNode(k, ctx, clusterId, id, deadlineIn(k.settings.nodeLeaveTimeoutMs, ctx));
 }
 

@@ -14,6 +14,7 @@ import {
   type Verdict,
   waitForNode,
 } from "./node-link.ts";
+import { waitsForRoleLabel } from "./sweep.ts";
 
 /**
  * Joining nodes to a cluster and taking them out, one node at a time, as operation steps use
@@ -167,11 +168,17 @@ export async function joinNode(
   const result = await sendWhenOnline(k.agents, nodeId, "node.join", join.payload, deadline, label);
   if (!result.accepted) throw new NodeFailedError(`${label} did not accept node.join for cluster ${join.cluster.name}`);
   ctx.log.debug({ nodeId, role }, "node accepted node.join");
+  // A worker waiting for its role label asks for a master's sweep rather than its next pass.
+  const askSweep = role === "worker" ? shared?.onWaitingForLabel : undefined;
+  const watch = (node: ObservedNode | undefined): Verdict<true> => {
+    if (askSweep && node && waitsForRoleLabel(node.phases)) askSweep();
+    return judge(node);
+  };
   await waitForNode(
     k.agents,
     nodeId,
     () => observe(ctx.db, nodeId),
-    judge,
+    watch,
     deadline,
     async () =>
       new NodeDeadlineError(
@@ -185,6 +192,8 @@ export async function joinNode(
 export interface WorkerJoin {
   cluster: ClusterRow;
   payload: CommandPayload<"node.join">;
+  /** Called when a worker of the batch waits for a master to give it its role label. */
+  onWaitingForLabel?: () => void;
 }
 
 /**
