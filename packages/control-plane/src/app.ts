@@ -1,3 +1,4 @@
+import compress from "@fastify/compress";
 import swagger from "@fastify/swagger";
 import swaggerUi from "@fastify/swagger-ui";
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
@@ -19,6 +20,7 @@ import { hashSecret } from "./domain/identity/token-hash.ts";
 import { ensureDefaultProject } from "./domain/projects/projects.ts";
 import { installAuth } from "./http/auth.ts";
 import { stripCompatPrefix } from "./http/compat-prefix.ts";
+import { compressPluginOptions } from "./http/encodings.ts";
 import { frameworkError, installErrorHandlers } from "./http/error-handler.ts";
 import { installJsonBodyParser } from "./http/json-body.ts";
 import { installHttpMetrics } from "./metrics/http.ts";
@@ -158,6 +160,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   installAudit(app, keelson.db);
   installAuth(app, keelson.identity, options.scrapeToken);
   installHttpMetrics(app, metrics);
+  // Before the routes: it adds its hook to each route as the route is declared.
+  await app.register(compress, compressPluginOptions);
   await app.register(swagger, {
     openapi: {
       openapi: "3.1.0",

@@ -89,6 +89,15 @@ export const ServerSettingsSchema = Type.Object({
     description:
       "Most output (stdout and stderr together) one web CLI command may send; past it the command is killed.",
   }),
+  listCacheBytes: Type.Integer({
+    env: "KEELSON_LIST_CACHE_BYTES",
+    default: 67_108_864,
+    minimum: 0,
+    maximum: 4_294_967_296,
+    unit: "bytes",
+    description:
+      "Most memory the cached answers of the cluster reads may take, their gzip and brotli encodings included (0 keeps none): 1,000 clusters take about 3.5 MB per API version.",
+  }),
   path: Type.String({
     env: "PATH",
     default: "/usr/sbin:/usr/bin:/sbin:/bin",

@@ -21,6 +21,12 @@ const app = Fastify({
     : null,
 });
 app.get("/bare", async () => payload);
+// The list as issue 18's baseline: the same bytes, pre-serialised, sent as they are.
+const listFile = process.env.BARE_LIST_FILE;
+if (listFile) {
+  const list = readFileSync(listFile);
+  app.get("/bare-list", (_request, reply) => reply.type("application/json; charset=utf-8").send(list));
+}
 const address = await app.listen({ host: "127.0.0.1", port: 0 });
 process.stdout.write(`${address}\n`);
 process.on("SIGTERM", () => void app.close().then(() => process.exit(0)));

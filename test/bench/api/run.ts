@@ -3,21 +3,30 @@
 // (the baseline); every read over plain HTTP and over HTTPS (KEELSON_TLS=auto: the same server
 // restarted on the same data, and the bare route with the same certificate) side by side, in
 // turns (BENCH_ROUNDS, default 2) so a drifting machine load falls on both alike.
-// Prints figures; never fails on a time.
+// Then, over plain HTTP, the list as issue 18 measures it: 16 connections, plain, gzip, brotli
+// (encoded once and cached) and 304 (If-None-Match with the list's ETag), beside a bare Fastify
+// route sending the same list bytes pre-serialised; and a single read cold (right after a write)
+// against warm. Prints figures; never fails on a time.
 //
 // The load generator (autocannon) does not verify the server certificate (it hard-codes
 // rejectUnauthorized: false); its connections are kept alive, so a handshake, and the client's
 // verification it skips, happens once per connection and the rows measure TLS per request.
 import { spawn } from "node:child_process";
+import { writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { api, startServer, trustedFetch } from "../../e2e/support/processes.ts";
 import { startPostgres } from "../../support/postgres.ts";
 import { type LoadResult, load, printTable } from "../support/measure.ts";
+import { type ColdWarm, coldWarm } from "./cold-read.ts";
 
 const CLUSTERS = Number(process.env.BENCH_CLUSTERS ?? 1000);
 const DURATION = Number(process.env.BENCH_DURATION_SEC ?? 10);
 /** HTTP and HTTPS alternate this many times per store: on a shared machine the load drifts in minutes. */
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
+/** Issue 18's list load: 16 connections. */
+const LIST_CONNECTIONS = 16;
+const COLD_ROUNDS = Number(process.env.BENCH_COLD_ROUNDS ?? 300);
 
 /** The two reads of one server, over one scheme. */
 interface Reads {
@@ -25,8 +34,21 @@ interface Reads {
   list: LoadResult;
 }
 
+/** The list of CLUSTERS over plain HTTP with LIST_CONNECTIONS, as each client asks for it. */
+interface ListLoads {
+  plain: LoadResult;
+  gzip: LoadResult;
+  br: LoadResult;
+  notModified: LoadResult;
+  bytes: { plain: number; gzip: number; br: number };
+}
+
 interface Figures {
   createPerSec: number;
+  lists: ListLoads;
+  coldWarm: ColdWarm;
+  /** The list's plain bytes, for the bare route. */
+  listBody: string;
   http: Reads;
   https: Reads;
   payload: unknown;
@@ -43,7 +65,7 @@ async function reads(label: string, url: string, projectId: string, uuid: string
   const list = await load(`${label}: GET /v4/{p}/clusters (${CLUSTERS})`, `${url}/v4/${projectId}/clusters`, {
     headers,
     durationSec: DURATION,
-    connections: 4,
+    connections: LIST_CONNECTIONS,
   });
   return { single, list };
 }
@@ -59,6 +81,7 @@ async function measure(dialect: string, env: Record<string, string>): Promise<Fi
   const { dataDir } = plain;
   let projectId: string;
   let uuid = "";
+  const uuids: string[] = [];
   let createPerSec: number;
   try {
     const projects = await api<{ projects: { id: string; name: string }[] }>(`${plain.url}/v1/projects`, admin);
@@ -76,6 +99,7 @@ async function measure(dialect: string, env: Record<string, string>): Promise<Fi
       });
       if (res.status !== 200) throw new Error(`create ${i}: ${res.status} ${JSON.stringify(res.body)}`);
       uuid = res.body.uuid;
+      uuids.push(uuid);
     }
     createPerSec = CLUSTERS / ((Date.now() - started) / 1000);
   } finally {
@@ -84,6 +108,36 @@ async function measure(dialect: string, env: Record<string, string>): Promise<Fi
 
   const rounds: { http: Reads; https: Reads }[] = [];
   let payload: unknown;
+  const { lists, cold, listBody } = await withServer(false, async (url) => {
+    const listUrl = `${url}/v4/${projectId}/clusters`;
+    const sized = async (encoding?: string) => {
+      const res = await fetch(listUrl, {
+        headers: { "x-auth-token": admin, ...(encoding ? { "accept-encoding": encoding } : {}) },
+      });
+      const body = Buffer.from(await res.arrayBuffer());
+      return { res, body };
+    };
+    // Node's fetch decodes what it receives; the sizes are taken from content-length.
+    const plain = await sized();
+    const size = async (encoding: string) => Number((await sized(encoding)).res.headers.get("content-length"));
+    const bytes = { plain: plain.body.length, gzip: await size("gzip"), br: await size("br") };
+    const etag = plain.res.headers.get("etag") as string;
+    const listLoad = (name: string, extra: Record<string, string>) =>
+      load(`${dialect} http: list ${name} (${LIST_CONNECTIONS} conns)`, listUrl, {
+        headers: { "x-auth-token": admin, ...extra },
+        durationSec: DURATION,
+        connections: LIST_CONNECTIONS,
+      });
+    const loads = {
+      plain: await listLoad("plain", {}),
+      gzip: await listLoad("gzip", { "accept-encoding": "gzip" }),
+      br: await listLoad("br", { "accept-encoding": "gzip, deflate, br" }),
+      notModified: await listLoad("304 If-None-Match", { "if-none-match": etag }),
+      bytes,
+    };
+    const cw = await coldWarm(listUrl, admin, uuid, uuids.slice(0, -1), COLD_ROUNDS);
+    return { lists: loads, cold: cw, listBody: plain.body.toString() };
+  });
   for (let round = 0; round < ROUNDS; round++) {
     const http = await withServer(false, async (url) => reads(`${dialect} http`, url, projectId, uuid, admin));
     const https = await withServer(true, async (url) => {
@@ -95,6 +149,9 @@ async function measure(dialect: string, env: Record<string, string>): Promise<Fi
   }
   return {
     createPerSec,
+    lists,
+    coldWarm: cold,
+    listBody,
     http: { single: mean(rounds.map((r) => r.http.single)), list: mean(rounds.map((r) => r.http.list)) },
     https: { single: mean(rounds.map((r) => r.https.single)), list: mean(rounds.map((r) => r.https.list)) },
     payload,
@@ -132,9 +189,19 @@ function mean(results: LoadResult[]): LoadResult {
 }
 
 /** The bare Fastify route with the cluster payload, over HTTP or over HTTPS with `tlsDir`'s certificate. */
-async function bareRoute(label: string, payload: unknown, tlsDir?: string): Promise<LoadResult> {
+async function bareRoute(
+  label: string,
+  payload: unknown,
+  tlsDir?: string,
+  list?: { file: string; headers?: Record<string, string> },
+): Promise<LoadResult> {
   const bare = spawn(process.execPath, ["--import", "tsx", new URL("./bare-server.ts", import.meta.url).pathname], {
-    env: { ...process.env, BARE_PAYLOAD: JSON.stringify(payload), ...(tlsDir ? { BARE_TLS_DIR: tlsDir } : {}) },
+    env: {
+      ...process.env,
+      BARE_PAYLOAD: JSON.stringify(payload),
+      ...(tlsDir ? { BARE_TLS_DIR: tlsDir } : {}),
+      ...(list ? { BARE_LIST_FILE: list.file } : {}),
+    },
     stdio: ["ignore", "pipe", "inherit"],
   });
   try {
@@ -142,7 +209,13 @@ async function bareRoute(label: string, payload: unknown, tlsDir?: string): Prom
       bare.stdout?.once("data", (d) => resolve(String(d).trim()));
       bare.once("exit", (code) => reject(new Error(`the bare server exited (${code}) before listening`)));
     });
-    return await load(label, `${url}/bare`, { durationSec: DURATION });
+    return list
+      ? await load(label, `${url}/bare-list`, {
+          durationSec: DURATION,
+          connections: LIST_CONNECTIONS,
+          headers: list.headers ?? {},
+        })
+      : await load(label, `${url}/bare`, { durationSec: DURATION });
   } finally {
     bare.kill("SIGTERM");
   }
@@ -159,6 +232,16 @@ try {
       https: await bareRoute("bare fastify route (same payload) https", sqlite.payload, join(sqlite.dataDir, "tls")),
     });
   }
+  const listFile = join(tmpdir(), `keelson-bench-list-${process.pid}.json`);
+  writeFileSync(listFile, sqlite.listBody);
+  const bareList = await bareRoute(
+    `bare fastify route, the list pre-serialised (${LIST_CONNECTIONS} conns)`,
+    null,
+    undefined,
+    {
+      file: listFile,
+    },
+  );
   const baseline = mean(bareRounds.map((r) => r.http));
   const baselineTls = mean(bareRounds.map((r) => r.https));
 
@@ -189,6 +272,21 @@ try {
       tlsLine("postgres single read", postgres.https.single, postgres.http.single),
       tlsLine(`sqlite list of ${CLUSTERS}`, sqlite.https.list, sqlite.http.list),
       tlsLine(`postgres list of ${CLUSTERS}`, postgres.https.list, postgres.http.list),
+      "",
+    ].join("\n"),
+  );
+  process.stdout.write(`\nthe list of ${CLUSTERS} clusters (issue 18), http, ${LIST_CONNECTIONS} connections:\n`);
+  const listRows = (f: Figures) => [f.lists.plain, f.lists.gzip, f.lists.br, f.lists.notModified];
+  printTable([bareList, ...listRows(sqlite), ...listRows(postgres)]);
+  const coldLine = (name: string, f: Figures) =>
+    `  ${name}: warm p50 ${f.coldWarm.warm.p50.toFixed(2)} ms (mean ${f.coldWarm.warm.mean.toFixed(2)}), cold p50 ${f.coldWarm.cold.p50.toFixed(2)} ms (mean ${f.coldWarm.cold.mean.toFixed(2)}): cold/warm ${(f.coldWarm.cold.p50 / f.coldWarm.warm.p50).toFixed(2)} (target <= 2)`;
+  process.stdout.write(
+    [
+      `list bytes: plain ${sqlite.lists.bytes.plain}, gzip ${sqlite.lists.bytes.gzip}, br ${sqlite.lists.bytes.br}`,
+      `uncompressed list at ${pctOf(sqlite.lists.plain, bareList)} (sqlite) and ${pctOf(postgres.lists.plain, bareList)} (postgres) of the bare route's req/s (target >= 100%); compressed p99 target < 50 ms`,
+      `single read, cold (right after a write) vs warm, ${COLD_ROUNDS} of each in turns:`,
+      coldLine("sqlite", sqlite),
+      coldLine("postgres", postgres),
       "",
     ].join("\n"),
   );

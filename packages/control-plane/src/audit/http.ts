@@ -161,29 +161,33 @@ export function installAudit(app: FastifyInstance, db: Db): void {
     if (request.audit) auditStorage.run(request.audit, done);
     else done();
   });
-  app.addHook("onSend", async (request, reply, payload) => {
-    if (request.audit?.recorded && typeof payload === "string" && reply.statusCode < 400) {
-      request.auditAnswer = answerIds(payload);
-    }
-    return payload;
-  });
-  app.addHook("onResponse", async (request, reply) => {
-    const context = request.audit;
-    if (!context) return;
+  /** Closes the request's record: no later transaction joins it, and the row gets the status. */
+  async function finish(request: FastifyRequest, context: AuditContext, status: number): Promise<void> {
     context.finished = true;
     context.base = null;
     if (!context.recorded) return;
-    const row = auditRow(
-      context.id,
-      context.at,
-      fieldsOf(request, context, reply.statusCode),
-      reply.statusCode,
-      context.operationId,
-    );
+    const row = auditRow(context.id, context.at, fieldsOf(request, context, status), status, context.operationId);
     try {
       await upsertAuditRecord(db, row);
     } catch (err) {
       logWriteFailure(request.log, err, { audit: row.id }, "the audit record of this request could not be written");
     }
+  }
+  app.addHook("onSend", async (request, reply, payload) => {
+    const context = request.audit;
+    if (context?.recorded && typeof payload === "string" && reply.statusCode < 400) {
+      request.auditAnswer = answerIds(payload);
+    }
+    // The record is complete before the answer leaves, so the client's next request (a read
+    // right after its write) does not race the record's write: on SQLite that read queued
+    // behind it, and on either store the write moved the change stamp while the read computed
+    // its answer, which then could not be cached (the "cold read", issue 18). A 5xx answer
+    // does not wait: the store may be why it failed.
+    if (context && !context.finished && reply.statusCode < 500) await finish(request, context, reply.statusCode);
+    return payload;
+  });
+  app.addHook("onResponse", async (request, reply) => {
+    const context = request.audit;
+    if (context && !context.finished) await finish(request, context, reply.statusCode);
   });
 }

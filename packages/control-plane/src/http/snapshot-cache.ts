@@ -1,39 +1,140 @@
 /**
- * Serialized read responses, valid for as long as the database has not changed.
+ * Serialized read responses, valid for as long as the database has not changed, with their
+ * entity tag and their gzip and brotli encodings made once each.
  *
  * The store's change stamp moves with every write anyone commits: on SQLite every row written
  * through the store's connection and every commit by another one; on PostgreSQL every
  * transaction that writes, on any replica or client (the snapshot's xid range, see the
  * PostgreSQL store). While it stands still, a read computed from the database alone (no clock,
- * no request state) gives the same bytes, so the bytes can be served again; the first write
- * anywhere drops every entry at once. A value is kept only when the stamp read after computing
- * it equals the one read before: then nothing committed while it was computed. This trades
- * nothing in correctness for the hot read paths and is bounded in size.
+ * no request state) gives the same bytes, so the bytes can be served again. A value is filed
+ * under a stamp only when the stamp read after computing it equals the one read before: then
+ * nothing committed while it was computed.
+ *
+ * After a write, an entry is computed again at its next request (the stamp says only that
+ * something changed, not what); when the new bytes are the old ones (a write elsewhere: a node
+ * heartbeat, another project's cluster) the entry keeps its encodings and tag, so an unchanged
+ * list is never compressed twice. Concurrent misses of one key under one stamp compute it once.
+ * The entries, encodings included, are bounded by bytes; the least recently used go first.
  */
+import { type Encoding, encode } from "./encodings.ts";
+import { etagOf } from "./etag.ts";
+
+/** One cached answer: its plain bytes, their tag, and each encoding made at most once. */
+export class CachedAnswer {
+  readonly etag: string;
+  /** The body's length and those of the encodings made so far: what the answer holds. */
+  size: number;
+  private readonly encodings = new Map<Encoding, Promise<Buffer>>();
+
+  constructor(
+    readonly body: Buffer,
+    /** The marker of the page after this one, when the answer is a page with more after it (paging.ts). */
+    readonly nextPage: string | undefined,
+    private readonly onEncoded: (answer: CachedAnswer, size: number) => void = () => {},
+  ) {
+    this.etag = etagOf(body);
+    this.size = body.length;
+  }
+
+  /** The body in `encoding`, made on the first call and shared by every later one. */
+  encoded(encoding: Encoding): Promise<Buffer> {
+    let made = this.encodings.get(encoding);
+    if (!made) {
+      made = encode(encoding, this.body);
+      this.encodings.set(encoding, made);
+      made.then(
+        (bytes) => {
+          this.size += bytes.length;
+          this.onEncoded(this, bytes.length);
+        },
+        () => this.encodings.delete(encoding),
+      );
+    }
+    return made;
+  }
+}
+
+/** What a read gives: JSON text, or a page's JSON text and the marker of the next page. */
+export type Produced = string | { text: string; nextPage: string | undefined };
+
+interface Entry {
+  /** The change stamp the answer was computed under (and nothing committed meanwhile). */
+  stamp: string;
+  answer: CachedAnswer;
+}
+
 export class SnapshotCache {
   private seen: string | undefined;
-  private readonly entries = new Map<string, string>();
+  /** In order of last use, oldest first. */
+  private readonly entries = new Map<string, Entry>();
+  private readonly computing = new Map<string, Promise<CachedAnswer>>();
+  private held = 0;
 
   constructor(
     private readonly changeStamp: () => Promise<string>,
-    private readonly maxEntries = 2000,
+    private readonly maxBytes = 64 * 1024 * 1024,
   ) {}
 
-  async get(key: string, produce: () => Promise<string>): Promise<string> {
+  /** The bytes the entries hold, encodings included (at most `maxBytes`). */
+  get bytes(): number {
+    return this.held;
+  }
+
+  async get(key: string, produce: () => Promise<Produced>): Promise<CachedAnswer> {
     const now = await this.changeStamp();
-    if (now !== this.seen) {
-      this.entries.clear();
-      this.seen = now;
+    this.seen = now;
+    const entry = this.entries.get(key);
+    if (entry && entry.stamp === now) {
+      this.entries.delete(key);
+      this.entries.set(key, entry);
+      return entry.answer;
     }
-    const hit = this.entries.get(key);
-    if (hit !== undefined) return hit;
-    const value = await produce();
+    const flight = `${now}\n${key}`;
+    let computing = this.computing.get(flight);
+    if (!computing) {
+      computing = this.compute(key, now, produce).finally(() => this.computing.delete(flight));
+      this.computing.set(flight, computing);
+    }
+    return computing;
+  }
+
+  private async compute(key: string, now: string, produce: () => Promise<Produced>): Promise<CachedAnswer> {
+    const produced = await produce();
+    const { text, nextPage } = typeof produced === "string" ? { text: produced, nextPage: undefined } : produced;
+    const fresh = new CachedAnswer(Buffer.from(text), nextPage, (answer, size) => this.encoded(key, answer, size));
+    const previous = this.entries.get(key)?.answer;
+    // The same answer as before: the old one, with its encodings, serves the new stamp.
+    const same = previous && previous.etag === fresh.etag && previous.nextPage === fresh.nextPage;
+    const answer = same ? previous : fresh;
     // produce() only reads; if anything wrote meanwhile the entry must not outlive it. Nor may
     // it join entries another request keyed to a newer stamp meanwhile: on a pool, this
     // request's stamp reads can answer before that request's while taken after them.
-    if ((await this.changeStamp()) !== now || this.seen !== now) return value;
-    if (this.entries.size >= this.maxEntries) this.entries.clear();
-    this.entries.set(key, value);
-    return value;
+    if ((await this.changeStamp()) !== now || this.seen !== now) return answer;
+    this.remove(key);
+    this.entries.set(key, { stamp: now, answer });
+    this.held += answer.size;
+    this.trim();
+    return answer;
+  }
+
+  /** An encoding finished: counted if its answer is still held under that key. */
+  private encoded(key: string, answer: CachedAnswer, size: number): void {
+    if (this.entries.get(key)?.answer !== answer) return;
+    this.held += size;
+    this.trim();
+  }
+
+  private remove(key: string): void {
+    const entry = this.entries.get(key);
+    if (!entry) return;
+    this.held -= entry.answer.size;
+    this.entries.delete(key);
+  }
+
+  private trim(): void {
+    for (const key of this.entries.keys()) {
+      if (this.held <= this.maxBytes) return;
+      this.remove(key);
+    }
   }
 }

@@ -1,5 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
-import type { FastifyReply } from "fastify";
+import type { FastifyReply, FastifyRequest } from "fastify";
 import { Type } from "typebox";
 import { createCluster, deleteCluster, updateCluster, type WriteResult } from "../domain/clusters/clusters.ts";
 import { presentClusterV3, presentClusterV4 } from "../domain/clusters/present/presenters.ts";
@@ -9,8 +9,10 @@ import { findCluster, getClusterView, listClusterViews } from "../domain/cluster
 import { listClusterNodeViews } from "../domain/nodes/nodes.ts";
 import { presentNodeV4 } from "../domain/nodes/present.ts";
 import { NodeV4 } from "../domain/nodes/schemas.ts";
+import { sendCachedJson } from "../http/json-answer.ts";
 import { sendNoBody } from "../http/no-body.ts";
-import { SnapshotCache } from "../http/snapshot-cache.ts";
+import { PAGING_EXTENSION, PageQuery, pageOf, pageRequest } from "../http/paging.ts";
+import { type Produced, SnapshotCache } from "../http/snapshot-cache.ts";
 import { warnIgnoredFields } from "../http/warnings.ts";
 import {
   ClusterWriteBody,
@@ -38,12 +40,14 @@ export const clusterRoutes: FastifyPluginAsyncTypebox = async (app) => {
   // Cluster records depend on the database and the (immutable) catalogue only. They are sent
   // as JSON text, so the response schemas document them; cluster-presenters.test.ts checks the
   // presenters against those schemas.
-  const snapshots = new SnapshotCache(k.store.changeStamp);
-  /** Sends the JSON text of `read()`, computed again only when the database has changed. */
-  const sendSnapshot = async (reply: FastifyReply, key: string, read: () => Promise<unknown>) => {
-    const body = await snapshots.get(key, async () => JSON.stringify(await read()));
-    return reply.type("application/json; charset=utf-8").send(body as never);
-  };
+  const snapshots = new SnapshotCache(k.store.changeStamp, k.settings.listCacheBytes);
+  /** Sends the answer `read()` gives, computed again only when the database has changed. */
+  const sendSnapshot = async (
+    request: FastifyRequest,
+    reply: FastifyReply,
+    key: string,
+    read: () => Promise<Produced>,
+  ) => sendCachedJson(request, reply, await snapshots.get(key, read));
 
   for (const version of ["v4", "v3"] as const) {
     const tags = [`clusters ${version}`];
@@ -83,14 +87,21 @@ export const clusterRoutes: FastifyPluginAsyncTypebox = async (app) => {
           tags,
           summary: `List the project's clusters (${version} read set)`,
           params: ProjectUuidParams,
-          response: { 200: Type.Array(readSchemas[version]), 403: clusterErrors[403] },
+          querystring: PageQuery,
+          response: { 200: Type.Array(readSchemas[version]), 400: clusterErrors[400], 403: clusterErrors[403] },
+          ...PAGING_EXTENSION,
         },
       },
       async (request, reply) => {
         const projectId = request.params.project_uuid;
-        return sendSnapshot(reply, `${version}:list:${projectId}`, async () =>
-          (await listClusterViews(k.db, k.catalogue, projectId)).map(present),
-        );
+        const page = pageRequest(request.query);
+        const key = `${version}:list:${projectId}${page ? `:${request.query.limit ?? ""}:${request.query.continue ?? ""}` : ""}`;
+        return sendSnapshot(request, reply, key, async () => {
+          const views = await listClusterViews(k.db, k.catalogue, projectId);
+          if (!page) return JSON.stringify(views.map(present));
+          const paged = pageOf(views, (v) => ({ at: v.row.createdAt, id: v.row.id }), page);
+          return { text: JSON.stringify(paged.items.map(present)), nextPage: paged.next };
+        });
       },
     );
 
@@ -107,8 +118,8 @@ export const clusterRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
       async (request, reply) => {
         const { project_uuid, uuid } = request.params;
-        return sendSnapshot(reply, `${version}:one:${project_uuid}:${uuid}`, async () =>
-          present(await getClusterView(k.db, k.catalogue, project_uuid, uuid)),
+        return sendSnapshot(request, reply, `${version}:one:${project_uuid}:${uuid}`, async () =>
+          JSON.stringify(present(await getClusterView(k.db, k.catalogue, project_uuid, uuid))),
         );
       },
     );

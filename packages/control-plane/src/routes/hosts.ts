@@ -4,6 +4,8 @@ import { Type } from "typebox";
 import { findHost, hostRecordOf, listHosts } from "../domain/hosts/hosts.ts";
 import { relayAgentUpgrade } from "../domain/hosts/upgrade.ts";
 import { callerOf } from "../http/auth.ts";
+import { sendTaggedJson } from "../http/json-answer.ts";
+import { PAGING_EXTENSION, PageQuery, pageForRequest } from "../http/paging.ts";
 import { ErrorBody, MEMBER, READER } from "./common-schemas.ts";
 
 const HostParams = Type.Object({ uuid: Type.String({ description: "Host UUID (the node uuid)" }) });
@@ -23,10 +25,16 @@ export const hostRoutes: FastifyPluginAsyncTypebox = async (app) => {
       schema: {
         tags,
         summary: "Host records of the caller's project (every project for the admin)",
-        response: { 200: Type.Array(HostRecord), 403: ErrorBody },
+        querystring: PageQuery,
+        response: { 200: Type.Array(HostRecord), 400: ErrorBody, 403: ErrorBody },
+        ...PAGING_EXTENSION,
       },
     },
-    async (request) => listHosts(k.db, callerOf(request)),
+    async (request, reply) => {
+      const rows = await listHosts(k.db, callerOf(request));
+      const page = pageForRequest(request, reply, rows, (row) => ({ at: row.createdAt, id: row.id }));
+      return sendTaggedJson(request, reply, page.map(hostRecordOf));
+    },
   );
 
   app.get(

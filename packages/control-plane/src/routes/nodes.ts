@@ -3,7 +3,9 @@ import { Type } from "typebox";
 import { getNodeView, listNodeViews, updateNode } from "../domain/nodes/nodes.ts";
 import { presentNodeV3, presentNodeV4 } from "../domain/nodes/present.ts";
 import { NodeV3, NodeV4 } from "../domain/nodes/schemas.ts";
+import { sendTaggedJson } from "../http/json-answer.ts";
 import { sendNoBody } from "../http/no-body.ts";
+import { PAGING_EXTENSION, PageQuery, pageForRequest } from "../http/paging.ts";
 import { ErrorBody, MEMBER, NoBody, ProjectUuidParams, READER } from "./common-schemas.ts";
 
 const NodeParams = Type.Object({
@@ -45,10 +47,20 @@ export const nodeRoutes: FastifyPluginAsyncTypebox = async (app) => {
           tags,
           summary: `List the project's nodes (${version} set, plus agentConnected and lastSeen)`,
           params: ProjectUuidParams,
-          response: { 200: Type.Array(record), 403: ErrorBody },
+          querystring: PageQuery,
+          response: { 200: Type.Array(record), 400: ErrorBody, 403: ErrorBody },
+          ...PAGING_EXTENSION,
         },
       },
-      async (request) => (await listNodeViews(db, request.params.project_uuid)).map((v) => present(v.row, v.extras)),
+      async (request, reply) => {
+        const views = await listNodeViews(db, request.params.project_uuid);
+        const page = pageForRequest(request, reply, views, (v) => ({ at: v.row.createdAt, id: v.row.id }));
+        return sendTaggedJson(
+          request,
+          reply,
+          page.map((v) => present(v.row, v.extras)),
+        );
+      },
     );
 
     app.get(

@@ -62,7 +62,12 @@ function prepareReads(db: Db) {
       "cluster_view",
       joined().where(and(eq(clusters.id, sql.placeholder("clusterId")), eq(clusters.projectId, projectId))),
     ),
-    views: prepare(db, "cluster_views", joined().where(eq(clusters.projectId, projectId)).orderBy(clusters.createdAt)),
+    // The uuid breaks ties of creation time: the order, and so the pages of a paged list, stay put.
+    views: prepare(
+      db,
+      "cluster_views",
+      joined().where(eq(clusters.projectId, projectId)).orderBy(clusters.createdAt, clusters.id),
+    ),
     roles: prepare(
       db,
       "cluster_roles",

@@ -35,10 +35,9 @@ function visible(identity: Identity): SQL | undefined {
   return identity.kind === "admin" ? undefined : eq(nodes.projectId, identity.projectId);
 }
 
-export async function listHosts(db: Db, identity: Identity): Promise<HostRecord[]> {
-  return (await db.select().from(nodes).where(visible(identity)).orderBy(asc(nodes.createdAt), asc(nodes.name))).map(
-    hostRecordOf,
-  );
+/** The hosts the caller sees, oldest first (the rows: a paged list records a page of them). */
+export async function listHosts(db: Db, identity: Identity): Promise<NodeRow[]> {
+  return db.select().from(nodes).where(visible(identity)).orderBy(asc(nodes.createdAt), asc(nodes.name), asc(nodes.id));
 }
 
 /** A host of another project is as unknown to the caller as one that does not exist. */

@@ -27,7 +27,7 @@ async function selectViews(db: Db, where: SQL | undefined): Promise<NodeView[]> 
     .innerJoin(cloudProviders, eq(cloudProviders.id, nodePools.cloudProviderId))
     .leftJoin(clusters, eq(clusters.id, nodes.clusterId))
     .where(where)
-    .orderBy(asc(nodes.createdAt), asc(nodes.name));
+    .orderBy(asc(nodes.createdAt), asc(nodes.name), asc(nodes.id));
   return rows.map((r) => ({
     row: r.node,
     extras: {

@@ -264,20 +264,25 @@ function readField(key: string): ReadField | undefined {
   return READ_ONLY[key] ?? SPEC_READS[key];
 }
 
-function present(view: ClusterView, version: ApiVersion, keys: readonly string[]): Record<string, unknown> {
+/** Each version's keys with their getters, looked up once: a read then only calls them. */
+const readersOf = (keys: readonly string[]) => keys.map((key) => [key, (readField(key) as ReadField).get] as const);
+const READERS_V4 = readersOf(CLUSTER_READ_KEYS_V4);
+const READERS_V3 = readersOf(CLUSTER_READ_KEYS_V3);
+
+function present(view: ClusterView, version: ApiVersion, readers: typeof READERS_V4): Record<string, unknown> {
   const spec: Ctx["spec"] = isPlainObject(view.row.spec) ? view.row.spec : {};
   const ctx: Ctx = { view, spec, version };
   const out: Record<string, unknown> = {};
-  for (const key of keys) out[key] = (readField(key) as ReadField).get(ctx);
+  for (const [key, get] of readers) out[key] = get(ctx);
   return out;
 }
 
 export function presentClusterV4(view: ClusterView): Record<string, unknown> {
-  return present(view, "v4", CLUSTER_READ_KEYS_V4);
+  return present(view, "v4", READERS_V4);
 }
 
 export function presentClusterV3(view: ClusterView): Record<string, unknown> {
-  return present(view, "v3", CLUSTER_READ_KEYS_V3);
+  return present(view, "v3", READERS_V3);
 }
 
 /** The wire type of a read key (read-schema.ts); throws for a key no read has. */

@@ -1,0 +1,53 @@
+// Cold against warm single reads: GET /v4/{p}/clusters/{uuid} right after a write elsewhere
+// (a PUT of another cluster, which moves the store's change stamp and so makes the read compute
+// its answer again) against the same GET repeated with nothing written (served from the cache).
+// One request at a time over one kept-alive connection, so each figure is one request's latency.
+
+export interface ColdWarm {
+  warm: { p50: number; mean: number };
+  cold: { p50: number; mean: number };
+}
+
+const percentile = (sorted: number[], p: number) =>
+  sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))] ?? 0;
+const summary = (ms: number[]) => {
+  const sorted = [...ms].sort((a, b) => a - b);
+  return { p50: percentile(sorted, 0.5), mean: ms.reduce((a, b) => a + b, 0) / ms.length };
+};
+
+export async function coldWarm(
+  base: string,
+  token: string,
+  target: string,
+  others: readonly string[],
+  rounds: number,
+): Promise<ColdWarm> {
+  const headers = { "x-auth-token": token };
+  const read = async () => {
+    const started = performance.now();
+    const res = await fetch(`${base}/${target}`, { headers });
+    await res.arrayBuffer();
+    if (res.status !== 200) throw new Error(`GET ${target}: ${res.status}`);
+    return performance.now() - started;
+  };
+  const write = async (i: number) => {
+    const res = await fetch(`${base}/${others[i % others.length]}`, {
+      method: "PUT",
+      headers: { ...headers, "content-type": "application/json" },
+      body: JSON.stringify({ tags: { round: String(i) } }),
+    });
+    await res.arrayBuffer();
+    if (res.status !== 200) throw new Error(`PUT: ${res.status}`);
+  };
+  const warm: number[] = [];
+  const cold: number[] = [];
+  for (let i = 0; i < 50; i++) await read();
+  // Warm and cold in turns, so the machine's drifting load falls on both alike.
+  for (let i = 0; i < rounds; i++) {
+    await read();
+    warm.push(await read());
+    await write(i);
+    cold.push(await read());
+  }
+  return { warm: summary(warm), cold: summary(cold) };
+}
