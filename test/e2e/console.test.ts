@@ -8,6 +8,7 @@ import type { AgentProc } from "./support/agents.ts";
 import { ARTIFACTS, type HeadlessBrowser, launchChromium } from "./support/browser.ts";
 import { startNodeAgents, tearDownHosts } from "./support/node-checks.ts";
 import type { NodeHostDirs } from "./support/node-hosts.ts";
+import { uploadNodePackages } from "./support/node-packages.ts";
 import { api, type ServerProc, startServer, tempDir } from "./support/processes.ts";
 
 /**
@@ -27,6 +28,9 @@ const HOSTS = [
   { name: "worker-72", ip: "127.0.0.72" },
   { name: "worker-73", ip: "127.0.0.73" },
 ] as const;
+/** The cluster is made on the older version so the console can upgrade it to the patch target. */
+const FROM = "1.30.6-kls.1";
+const PATCH = "1.30.8-kls.1";
 /** Phases a master and a worker run (packages/protocol/src/phases.ts). */
 const PHASES = { "master-71": 21, "worker-72": 15, "worker-73": 15 } as const;
 
@@ -52,6 +56,11 @@ describe("web console in a browser", () => {
       body: { ...USER, role: "admin" },
     });
     expect(user.status, JSON.stringify(user.body)).toBeLessThan(300);
+    // The node packages of both versions, as `pnpm pack:node` builds them: nodes run their cluster's.
+    await uploadNodePackages(server.url, ADMIN, join(scratch, "packages"), [
+      [FROM, "v1.30.6-keelson-standin"],
+      [PATCH, "v1.30.8-keelson-standin"],
+    ]);
     await startNodeAgents({ serverUrl: server.url, token: ADMIN, projectId, hosts: HOSTS, scratch, agents, dirs, ids });
     chromium = await launchChromium();
     page = await chromium.browser.newPage({ viewport: { width: 1280, height: 900 }, acceptDownloads: true });
@@ -96,6 +105,7 @@ describe("web console in a browser", () => {
   it("shows the API's 400 beside the field it names, then creates the cluster", async () => {
     await page.getByRole("button", { name: "New cluster" }).click();
     await page.getByLabel("Name", { exact: true }).fill("console-demo");
+    await page.getByLabel("Kube role version").fill(FROM);
     await page.getByLabel("Containers CIDR").fill("10.70.0.0/16");
     await page.getByLabel("Services CIDR").fill("10.70.0.0/16");
     await page.getByRole("button", { name: "Create cluster" }).click();
@@ -153,6 +163,16 @@ describe("web console in a browser", () => {
     expect(lines.some((l) => /cluster\.restart started/.test(l))).toBe(true);
     expect(lines.some((l) => /cluster\.restart step restart-masters done/.test(l))).toBe(true);
     expect(lines.some((l) => /cluster\.restart step restart-workers done/.test(l))).toBe(true);
+    // Batch by batch: each batch as it started and when it was done, in the plan's order.
+    const batches = lines.map((l) => /cluster\.restart (restart-\w+: batch .*)$/.exec(l)?.[1]).filter(Boolean);
+    expect(batches).toEqual([
+      "restart-masters: batch 1 of 1 started: master-71",
+      "restart-masters: batch 1 of 1 done: master-71",
+      "restart-workers: batch 1 of 2 started: worker-72",
+      "restart-workers: batch 1 of 2 done: worker-72",
+      "restart-workers: batch 2 of 2 started: worker-73",
+      "restart-workers: batch 2 of 2 done: worker-73",
+    ]);
     // Node by node: each node's restart showed as it went away from ok and came back.
     for (const h of HOSTS) {
       expect(
@@ -167,6 +187,55 @@ describe("web console in a browser", () => {
     await expect.poll(() => page.getByTestId("cluster-task").textContent()).toMatch(/restart.*success/);
     await shot("restart-done");
   }, 180_000);
+
+  it("shows the upgrade plan before anything starts, then upgrades batch by batch to the patch target", async () => {
+    await page.getByLabel("Action").selectOption("upgrade");
+    await page.getByLabel("Upgrade to").selectOption("patch");
+    await page.getByText(`Target ${PATCH}`).waitFor();
+    await page.getByLabel("Batch percent of workers (1-100)").fill("50");
+    await page.getByRole("button", { name: "Show the plan" }).click();
+    const plan = page.getByRole("list", { name: "Rollout plan" }).locator("li");
+    expect(await plan.allTextContents()).toEqual(["Step 1: master-71", "Step 2: worker-72", "Step 3: worker-73"]);
+    // Shown, not started: the cluster has no upgrade operation until the plan is confirmed.
+    const upgrades = async () =>
+      (
+        await api<{ kind: string }[]>(`${server.url}/v4/${projectId}/operations?target=${clusterId}`, ADMIN)
+      ).body.filter((o) => o.kind === "cluster.upgrade").length;
+    expect(await upgrades()).toBe(0);
+    await shot("upgrade-plan");
+    await page.getByRole("button", { name: "Start upgrade" }).click();
+    const log = page.getByRole("list", { name: "Live progress of this cluster" });
+    await expect
+      .poll(() => log.textContent(), { timeout: 180_000, interval: 500 })
+      .toMatch(/cluster\.upgrade finished \((succeeded|failed)\)/);
+    const lines = await log.locator("li").allTextContents();
+    expect(lines.join("\n")).toMatch(/cluster\.upgrade finished \(succeeded\)/);
+    for (const batch of [
+      "upgrade-masters: batch 1 of 1 done: master-71",
+      "upgrade-workers: batch 1 of 2 done: worker-72",
+      "upgrade-workers: batch 2 of 2 done: worker-73",
+    ]) {
+      expect(
+        lines.some((l) => l.endsWith(`cluster.upgrade ${batch}`)),
+        `${batch}\n${lines.join("\n")}`,
+      ).toBe(true);
+    }
+    expect(await upgrades()).toBe(1);
+    const cluster = await api<{ kubeRoleVersion: string }>(
+      `${server.url}/v3/${projectId}/clusters/${clusterId}`,
+      ADMIN,
+    );
+    expect(cluster.body.kubeRoleVersion).toBe(PATCH);
+    const nodes = await api<{ name: string; actualKubeRoleVersion: string; clusterUuid: string | null }[]>(
+      `${server.url}/v3/${projectId}/nodes`,
+      ADMIN,
+    );
+    expect(nodes.body.filter((n) => n.clusterUuid === clusterId).map((n) => [n.name, n.actualKubeRoleVersion])).toEqual(
+      expect.arrayContaining(HOSTS.map((h) => [h.name, PATCH])),
+    );
+    await expect.poll(() => page.locator("dd").filter({ hasText: PATCH }).count()).toBeGreaterThan(0);
+    await shot("upgrade-done");
+  }, 240_000);
 
   it("downloads a kubeconfig for the cluster", async () => {
     const [download] = await Promise.all([
@@ -267,6 +336,59 @@ describe("web console in a browser", () => {
     expect(await page.evaluate("document.documentElement.scrollWidth")).toBeLessThanOrEqual(390);
     await shot("cluster-phone");
   });
+
+  it("updates the cluster from the edit form, and the API reads the change", async () => {
+    await page.setViewportSize({ width: 1280, height: 900 });
+    const read = async () =>
+      (await api<{ certExpiryHrs: number }>(`${server.url}/v3/${projectId}/clusters/${clusterId}`, ADMIN)).body;
+    expect((await read()).certExpiryHrs).not.toBe(48);
+    await page.getByRole("button", { name: "Edit" }).click();
+    const form = page.getByRole("region", { name: "Edit cluster" });
+    await form.getByLabel("Kubeconfig certificate hours").fill("48");
+    await form.getByRole("button", { name: "Save changes" }).click();
+    await form.waitFor({ state: "detached" });
+    await expect.poll(async () => (await read()).certExpiryHrs).toBe(48);
+    await shot("cluster-updated");
+  });
+
+  it("detaches a worker: the page and the API lose it, and it is a free host again", async () => {
+    const worker = page.locator('li.node[data-node="worker-73"]');
+    await worker.waitFor();
+    await page.getByRole("button", { name: "Detach worker-73" }).click();
+    await expect.poll(() => worker.count(), { timeout: 120_000, interval: 500 }).toBe(0);
+    const inCluster = await api<{ name: string }[]>(`${server.url}/v4/${projectId}/clusters/${clusterId}/nodes`, ADMIN);
+    expect(inCluster.body.map((n) => n.name).sort()).toEqual(["master-71", "worker-72"]);
+    const node = await api<{ clusterUuid: string | null }>(
+      `${server.url}/v4/${projectId}/nodes/${ids["worker-73"]}`,
+      ADMIN,
+    );
+    expect(node.body.clusterUuid).toBeNull();
+    // Offered for attaching again.
+    await page.getByLabel("worker-73").waitFor({ timeout: 60_000 });
+    await shot("worker-detached");
+  }, 180_000);
+
+  it("deletes the cluster only after confirmation", async () => {
+    await page.getByRole("button", { name: "Delete", exact: true }).click();
+    const dialog = page.getByRole("alertdialog");
+    expect(await dialog.textContent()).toMatch(/Delete cluster console-demo\?.*cannot be undone/);
+    await shot("delete-confirm");
+    // Keeping it changes nothing.
+    await dialog.getByRole("button", { name: "Keep it" }).click();
+    await dialog.waitFor({ state: "detached" });
+    expect((await api(`${server.url}/v4/${projectId}/clusters/${clusterId}`, ADMIN)).status).toBe(200);
+    await page.getByRole("button", { name: "Delete", exact: true }).click();
+    await page.getByRole("button", { name: "Yes, delete console-demo" }).click();
+    await page.getByRole("heading", { name: "Clusters" }).waitFor();
+    await expect
+      .poll(async () => (await api(`${server.url}/v4/${projectId}/clusters/${clusterId}`, ADMIN)).status, {
+        timeout: 120_000,
+        interval: 1_000,
+      })
+      .toBe(404);
+    await expect.poll(() => page.getByText("console-demo").count(), { timeout: 30_000 }).toBe(0);
+    await shot("cluster-deleted");
+  }, 180_000);
 
   it("logs out: the tab forgets the token and the server ends the session", async () => {
     const token = await page.evaluate<string>("JSON.parse(sessionStorage.getItem('keelson.session')).token");

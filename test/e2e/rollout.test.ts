@@ -1,10 +1,10 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { packNode } from "../../scripts/pack-node.ts";
 import { type AgentProc, startAgent, waitForAgents } from "./support/agents.ts";
 import { buildCluster, expectNodesOkAndUncordoned, type HostRecord, tearDownHosts } from "./support/node-checks.ts";
-import { liveServicePids, NODE_PACKAGE, type NodeHostDirs, nodeHostDirs, nodeHostEnv } from "./support/node-hosts.ts";
+import { liveServicePids, type NodeHostDirs, nodeHostDirs, nodeHostEnv } from "./support/node-hosts.ts";
+import { uploadNodePackages } from "./support/node-packages.ts";
 import { api, freePort, type ServerProc, startServer, tempDir, waitUntil } from "./support/processes.ts";
 
 /**
@@ -69,18 +69,10 @@ describe("rolling restart of real agents across a SIGKILL of the control plane",
     projectId = projects.body.projects.find((p) => p.name === "default")?.id as string;
     // The node packages of both versions, built from the test package as `pnpm pack:node` does
     // and uploaded: nodes run the one of their cluster's version, downloaded from the server.
-    for (const [roleVersion, kubernetesVersion] of [
+    await uploadNodePackages(server.url, ADMIN, join(scratch, "packages"), [
       [FROM, "v1.30.6-keelson-standin"],
       [PATCH, "v1.30.8-keelson-standin"],
-    ] as const) {
-      const built = packNode({ from: NODE_PACKAGE, roleVersion, kubernetesVersion, out: join(scratch, "packages") });
-      const uploaded = await fetch(`${server.url}/v1/nodePackages`, {
-        method: "POST",
-        headers: { "x-auth-token": ADMIN, "content-type": "application/octet-stream" },
-        body: readFileSync(built.file),
-      });
-      expect(uploaded.status, await uploaded.text()).toBe(200);
-    }
+    ]);
     for (const h of HOSTS) {
       const joinToken = await api<{ token: string }>(`${server.url}/v1/projects/${projectId}/joinTokens`, ADMIN, {
         method: "POST",

@@ -25,6 +25,7 @@ describe("OpenAPI document", () => {
     ["PUT", "/v4/cloudProviders/{uuid}"],
     ["GET", "/v4/{project_uuid}/kubeconfig/{cluster_uuid}"],
     ["POST", "/v4/{project_uuid}/webcli/{uuid}"],
+    ["GET", "/v1/webcli/session"],
     ["GET", "/v4/{project_uuid}/operations"],
     ["GET", "/v4/{project_uuid}/events"],
     ["POST", "/keystone/v3/auth/tokens"],
@@ -58,6 +59,7 @@ describe("OpenAPI document", () => {
         "GET /v1/install/agent.sh",
         "POST /keystone/v3/auth/tokens",
         "POST /v1/agents/register",
+        "GET /v1/webcli/session",
         "GET /v1/agentPackages/{version}/package.tar.gz",
         "GET /v1/agentPackages/{version}/package.tar.gz.sha256",
         "GET /v1/nodePackages/{version}/package.tar.gz",
@@ -67,5 +69,19 @@ describe("OpenAPI document", () => {
     // Everything else inherits the document's X-Auth-Token requirement.
     const secured = Object.values(doc.paths).flatMap((methods) => Object.values(methods));
     expect(secured.filter((op) => op.security === undefined).length).toBeGreaterThan(50);
+  });
+
+  it("describes the web CLI's WebSocket with the frames both sides check, and answers a plain GET 426", async () => {
+    const op = doc.paths["/v1/webcli/session"]?.get as unknown as {
+      responses: Record<string, unknown>;
+      "x-keelson-websocket": { clientFrames: { anyOf: { properties: { type: { const: string } } }[] } };
+    };
+    expect(Object.keys(op.responses).sort()).toEqual(["101", "426"]);
+    const ws = op["x-keelson-websocket"];
+    expect(ws.clientFrames.anyOf.map((f) => f.properties.type.const)).toEqual(["auth", "input", "resize"]);
+    const plain = await t.request({ method: "GET", url: "/v1/webcli/session", token: null });
+    expect(plain.statusCode).toBe(426);
+    expect(plain.headers.upgrade).toBe("websocket");
+    expect(plain.json()).toEqual({ code: "upgrade_required", message: expect.stringMatching(/WebSocket/) });
   });
 });

@@ -4,6 +4,7 @@ import { and, eq, inArray } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { SimAgent } from "../../../test/sim/index.ts";
 import type { NodeReportEvent } from "../src/agents/node-events.ts";
+import type { OperationEvent } from "../src/runner/types.ts";
 import { defaultServerSettings } from "../src/settings.ts";
 import { type Fleet, startFleet, waitFor } from "./membership-harness.ts";
 import { batchesOf, FleetAllocator, post, type RollSend, readyCluster, recordRolls } from "./rollout-harness.ts";
@@ -14,7 +15,7 @@ let f: Fleet;
 let rolls: RollSend[];
 let pool: FleetAllocator;
 beforeAll(async () => {
-  f = await startFleet(40, { namePrefix: "rst", phaseTimeMs: PHASE_MS });
+  f = await startFleet(45, { namePrefix: "rst", phaseTimeMs: PHASE_MS });
   rolls = recordRolls(f);
   pool = new FleetAllocator(f);
 });
@@ -89,6 +90,47 @@ describe("staggered restarts", () => {
     expect(batchesOf(sent, PHASE_MS / 2).map((b) => b.length)).toEqual([1, 1, 1, 1, 1]);
     expect([...masters, ...workers].map((a) => a.restarts)).toEqual([1, 1, 1, 1, 1]);
     expect(await f.cluster(clusterId, "v3")).toMatchObject({ status: "ok", taskStatus: "success" });
+  });
+
+  it("announces each batch on the event stream, started then done, with its nodes (masters alone, workers together)", async () => {
+    const masters = pool.take(1);
+    const workers = byName(pool.take(4));
+    const clusterId = await readyCluster(f, "rst-batches", masters, workers);
+    const seen: string[] = [];
+    // Restarts sent to the batch's nodes when the event came (the runner swallows a listener's throw).
+    const sentThen: string[] = [];
+    const onEvent = (e: OperationEvent) => {
+      if (e.targetId !== clusterId || e.type !== "operation.step") return;
+      const b = e.batch;
+      seen.push(
+        b ? `${e.step} ${b.number}/${b.of} ${b.state}: ${b.nodes.map((n) => n.name).join(",")}` : `${e.step} done`,
+      );
+      if (b) sentThen.push(`${b.state} ${b.nodes.map((n) => rollsTo([n.id]).length).join(",")}`);
+    };
+    f.t.app.keelson.runner.events.on("event", onEvent);
+    try {
+      const res = await post(f, `/v3/{p}/clusters/${clusterId}/restart?batchPercent=50`);
+      expect(res.statusCode, res.body).toBe(200);
+      await f.idle();
+    } finally {
+      f.t.app.keelson.runner.events.off("event", onEvent);
+    }
+    const [m] = masters.map((a) => a.hostname);
+    const [w1, w2, w3, w4] = workers.map((a) => a.hostname);
+    // 50% of 4 workers: batches of 2.
+    expect(seen).toEqual([
+      `restart-masters 1/1 started: ${m}`,
+      `restart-masters 1/1 done: ${m}`,
+      "restart-masters done",
+      `restart-workers 1/2 started: ${w1},${w2}`,
+      `restart-workers 1/2 done: ${w1},${w2}`,
+      `restart-workers 2/2 started: ${w3},${w4}`,
+      `restart-workers 2/2 done: ${w3},${w4}`,
+      "restart-workers done",
+      "settle done",
+    ]);
+    // Each node's restart is sent between its batch's started and done.
+    expect(sentThen).toEqual(["started 0", "done 1", "started 0,0", "done 1,1", "started 0,0", "done 1,1"]);
   });
 
   it("a stale converging then ok, arriving after the command left but before it is accepted, is not the node back", async () => {

@@ -4,7 +4,6 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { WebSocket } from "ws";
 import { loadWebCliKey } from "../src/domain/webcli/key.ts";
 import { issueWebCliToken } from "../src/domain/webcli/tokens.ts";
 import { splitCommandLine } from "../src/webcli/argv.ts";
@@ -12,6 +11,7 @@ import { decide } from "../src/webcli/policy.ts";
 import { WebCliServer } from "../src/webcli/server.ts";
 import { EXIT } from "../src/webcli/session.ts";
 import { createTestApp, type TestApp } from "./helpers.ts";
+import { Client, openSession } from "./webcli-client.ts";
 
 /**
  * The web CLI's server side over a real WebSocket with the real kubectl (/usr/bin/kubectl):
@@ -19,57 +19,6 @@ import { createTestApp, type TestApp } from "./helpers.ts";
  * and refusals; test/e2e/kubectl.test.ts runs `kubectl get nodes` in a session against a
  * cluster Keelson built.
  */
-
-type Frame = { type: string; [key: string]: unknown };
-
-/** A client that records every server frame and the close. */
-class Client {
-  readonly frames: Frame[] = [];
-  closed: Promise<{ code: number; reason: string }>;
-  private readonly ws: WebSocket;
-  constructor(url: string) {
-    this.ws = new WebSocket(url);
-    this.ws.on("message", (data) => this.frames.push(JSON.parse(String(data)) as Frame));
-    this.closed = new Promise((resolve) =>
-      this.ws.on("close", (code, reason) => resolve({ code, reason: String(reason) })),
-    );
-  }
-  opened(): Promise<void> {
-    return new Promise((resolve, reject) => {
-      this.ws.once("open", () => resolve());
-      this.ws.once("error", reject);
-    });
-  }
-  send(frame: unknown): void {
-    this.ws.send(typeof frame === "string" ? frame : JSON.stringify(frame));
-  }
-  async next(type: string, from = 0, timeoutMs = 15_000): Promise<Frame> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const found = this.frames.slice(from).find((f) => f.type === type || f.type === "error");
-      if (found) return found;
-      if (Date.now() > deadline) throw new Error(`no ${type} frame; got ${JSON.stringify(this.frames)}`);
-      await new Promise((r) => setTimeout(r, 10));
-    }
-  }
-  /** Sends one line and returns its output (stdout, stderr) and exit code. */
-  async run(line: string): Promise<{ stdout: string; stderr: string; code: number }> {
-    const from = this.frames.length;
-    this.send({ type: "input", data: line });
-    const exit = await this.next("exit", from);
-    if (exit.type === "error") throw new Error(`error frame: ${JSON.stringify(exit)}`);
-    const out = this.frames.slice(from).filter((f) => f.type === "output");
-    const text = (stream: string) =>
-      out
-        .filter((f) => f.stream === stream)
-        .map((f) => f.data)
-        .join("");
-    return { stdout: text("stdout"), stderr: text("stderr"), code: exit.code as number };
-  }
-  close(): void {
-    this.ws.close();
-  }
-}
 
 let t: TestApp;
 let url: string;
@@ -84,12 +33,7 @@ const tokenFor = (cluster: string, options: { now?: Date; ttlSeconds?: number } 
     ...options,
   }).token;
 
-async function session(token: string, query = ""): Promise<Client> {
-  const client = new Client(`${url}${query}`);
-  await client.opened();
-  client.send({ type: "auth", token });
-  return client;
-}
+const session = (token: string, query = ""): Promise<Client> => openSession(`${url}${query}`, token);
 
 beforeAll(async () => {
   t = await createTestApp();

@@ -355,3 +355,19 @@ export const keelsonSchema = sqliteTable("keelson_schema", {
   id: integer("id").primaryKey().default(1),
   minBinaryVersion: text("min_binary_version").notNull(),
 });
+
+/**
+ * Web CLI token ids that opened a session (README "Web CLI"), kept until the token expires.
+ * The primary key makes spending one statement that only one replica can win; a session that
+ * failed to open deletes its row, so the token can be used again.
+ */
+export const webcliSpentTokens = sqliteTable(
+  "webcli_spent_tokens",
+  {
+    /** The token's `jti` claim. */
+    id: text("id").primaryKey(),
+    /** The token's expiry: the row is useless after it and is deleted. */
+    expiresAt: text("expires_at").notNull(),
+  },
+  (t) => [index("webcli_spent_tokens_expires_at").on(t.expiresAt)],
+);

@@ -1,5 +1,6 @@
 export * from "./agent-package.ts";
 export * from "./agent-upgrade.ts";
+export * from "./api-records.ts";
 export * from "./backoff.ts";
 export * from "./ca-hash.ts";
 export * from "./close-codes.ts";

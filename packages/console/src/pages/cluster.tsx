@@ -1,3 +1,4 @@
+import type { StepBatch } from "@keelson/protocol/api-records";
 import { useEffect, useState } from "preact/hooks";
 import { call, request, v3, v4 } from "../api.ts";
 import { followEvents, type LiveEvent } from "../events.ts";
@@ -45,6 +46,13 @@ export function ClusterPage({ session, clusterId }: { session: Session; clusterI
     const onEvent = (e: LiveEvent) => {
       const d = e.data;
       if (e.name.startsWith("operation.") && d.targetId === clusterId) {
+        const batch = d.batch as StepBatch | undefined;
+        if (batch) {
+          // A rollout's batch: the nodes' own reports below update the page, so nothing to reload.
+          const names = batch.nodes.map((n) => n.name).join(", ");
+          say(`${String(d.kind)} ${d.step}: batch ${batch.number} of ${batch.of} ${batch.state}: ${names}`);
+          return;
+        }
         const what = `${String(d.kind)} ${e.name === "operation.step" ? `step ${d.step} done` : e.name.slice(10)}`;
         say(`${what}${d.state ? ` (${d.state})` : ""}${d.error ? `: ${d.error}` : ""}`);
         data.reload();
@@ -203,7 +211,7 @@ export function ClusterPage({ session, clusterId }: { session: Session; clusterI
                 <strong>{n.name}</strong> <span>{n.isMaster === 1 ? "master" : "worker"}</span>{" "}
                 <StatusBadge value={n.status} /> <span>agent {n.agentConnected ? "connected" : "disconnected"}</span>{" "}
                 <span>
-                  {n.actualKubeRoleVersion || cluster.kubeRoleVersion} · agent {host?.host_agent.version ?? "?"}
+                  {cluster.kubeRoleVersion} · agent {host?.host_agent.version ?? "?"}
                 </span>{" "}
                 <button type="button" class="secondary" onClick={() => detach(n)}>
                   Detach {n.name}

@@ -1,18 +1,11 @@
+import type { NodeRecordV4 } from "@keelson/protocol/api-records";
 import { useState } from "preact/hooks";
 import { call, v3, v4 } from "../api.ts";
 import type { Session } from "../session.ts";
 import { ErrorNote, Field } from "../ui.tsx";
 
-export interface ClusterNode {
-  uuid: string;
-  name: string;
-  primaryIp: string;
-  status: string;
-  isMaster: number;
-  api_responding: number;
-  agentConnected: boolean;
-  actualKubeRoleVersion?: string;
-}
+/** A node of `GET /v4/{project}/clusters/{uuid}/nodes`: the server's own record type. */
+export type ClusterNode = NodeRecordV4;
 
 /**
  * The order the control plane will go in (README "Rolling restarts and upgrades"): masters one at a

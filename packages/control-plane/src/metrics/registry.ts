@@ -1,4 +1,5 @@
-import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
+import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import { registerProcessMetrics } from "./process-metrics.ts";
 
 /**
  * The control plane's Prometheus metrics (README "Metrics"): one registry per app, not
@@ -76,7 +77,7 @@ export class ControlPlaneMetrics {
 
   constructor() {
     // Process CPU, memory, file descriptors, GC and event-loop lag (nodejs_eventloop_lag_seconds).
-    collectDefaultMetrics({ register: this.registry });
+    registerProcessMetrics(this.registry);
   }
 
   /** A gauge whose value is read at scrape time (for counts held elsewhere). */

@@ -1,4 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
+import { NodeV4 } from "@keelson/protocol";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { Type } from "typebox";
 import { createCluster, deleteCluster, updateCluster, type WriteResult } from "../domain/clusters/clusters.ts";
@@ -8,7 +9,6 @@ import type { ApiVersion } from "../domain/clusters/spec/fields.ts";
 import { findCluster, getClusterView, listClusterViews } from "../domain/clusters/views.ts";
 import { listClusterNodeViews } from "../domain/nodes/nodes.ts";
 import { presentNodeV4 } from "../domain/nodes/present.ts";
-import { NodeV4 } from "../domain/nodes/schemas.ts";
 import { sendCachedJson } from "../http/json-answer.ts";
 import { sendNoBody } from "../http/no-body.ts";
 import { PAGING_EXTENSION, PageQuery, pageOf, pageRequest } from "../http/paging.ts";

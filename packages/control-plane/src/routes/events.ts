@@ -9,7 +9,7 @@ const HEARTBEAT_MS = 15_000;
 
 /**
  * `GET /v4/{project_uuid}/events` (extension): server-sent events of the project's operations
- * (`operation.started`, `operation.step` — a step is a batch of a rollout —, `operation.finished`)
+ * (`operation.started`, `operation.step` — a step done, or a rollout batch started or done —, `operation.finished`)
  * and nodes (`node.report`, `node.connected`, `node.disconnected`, `node.agent`), each with a
  * JSON `data:` line, so a client shows progress without polling. Authenticated like every
  * route, with the X-Auth-Token header. No replay: a client that reconnects reads current state

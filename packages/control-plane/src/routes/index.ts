@@ -28,6 +28,7 @@ import { projectTokenRoutes } from "./project-tokens.ts";
 import { projectRoutes } from "./projects.ts";
 import { replicaRoutes } from "./replicas.ts";
 import { userRoutes } from "./users.ts";
+import { webcliSessionRoutes } from "./webcli-session.ts";
 
 /** Every HTTP route of the control plane. Each module stays thin: parse, call the domain, present. */
 export const registerRoutes: FastifyPluginAsyncTypebox = async (app) => {
@@ -44,6 +45,7 @@ export const registerRoutes: FastifyPluginAsyncTypebox = async (app) => {
   await app.register(clusterRoutes);
   await app.register(clusterActionRoutes);
   await app.register(kubeconfigRoutes);
+  await app.register(webcliSessionRoutes);
   await app.register(catalogueRoutes);
   await app.register(cloudProviderRoutes);
   await app.register(cloudRegionRoutes);

@@ -1,8 +1,8 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
+import { NodeV3, NodeV4 } from "@keelson/protocol";
 import { Type } from "typebox";
 import { getNodeView, listNodeViews, updateNode } from "../domain/nodes/nodes.ts";
 import { presentNodeV3, presentNodeV4 } from "../domain/nodes/present.ts";
-import { NodeV3, NodeV4 } from "../domain/nodes/schemas.ts";
 import { sendTaggedJson } from "../http/json-answer.ts";
 import { sendNoBody } from "../http/no-body.ts";
 import { PAGING_EXTENSION, PageQuery, pageForRequest } from "../http/paging.ts";

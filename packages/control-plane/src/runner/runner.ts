@@ -1,5 +1,6 @@
 import { EventEmitter } from "node:events";
 import { type Db, databaseUnavailable, operations, type StorageFull, storageFull } from "@keelson/db";
+import type { StepBatch } from "@keelson/protocol";
 import type { FastifyBaseLogger } from "fastify";
 import { logWriteFailure } from "../storage/log-failure.ts";
 import {
@@ -346,6 +347,8 @@ export class OperationRunner {
           claim.stop.abort(err);
         }
       },
+      announceBatch: (batch) =>
+        this.emit(op, "operation.step", "running", cursor.stepName, undefined, undefined, batch),
     };
   }
 
@@ -384,6 +387,7 @@ export class OperationRunner {
     step?: string,
     error?: string | null,
     durationMs?: number,
+    batch?: StepBatch,
   ): void {
     const event: OperationEvent = {
       type,
@@ -393,6 +397,7 @@ export class OperationRunner {
       targetId: op.targetId,
       state,
       ...(step === undefined ? {} : { step }),
+      ...(batch === undefined ? {} : { batch }),
       ...(error === undefined ? {} : { error }),
       ...(durationMs === undefined ? {} : { durationMs }),
     };

@@ -1,4 +1,5 @@
 import type { Db, operations } from "@keelson/db";
+import type { StepBatch } from "@keelson/protocol";
 import type { FastifyBaseLogger } from "fastify";
 
 export type OperationRow = typeof operations.$inferSelect;
@@ -13,6 +14,8 @@ export interface StepContext {
   /** Progress inside a step (for example the nodes a rollout already finished), kept across restarts. */
   readonly progress: Record<string, unknown>;
   saveProgress(patch: Record<string, unknown>): Promise<void>;
+  /** Tells the event stream that a batch of this step started or is done (`operation.step` with `batch`). */
+  announceBatch(batch: StepBatch): void;
 }
 
 export interface OperationStep {
@@ -45,6 +48,8 @@ export interface OperationEvent {
   targetId: string;
   state: OperationState;
   step?: string;
+  /** operation.step of a rollout batch; without it, the named step is done. */
+  batch?: StepBatch;
   error?: string | null;
   /** operation.finished: from its first start (before any restart of the control plane) to its end. */
   durationMs?: number;

@@ -4,6 +4,7 @@ import { type WebSocket, WebSocketServer } from "ws";
 import { rejectUpgrade } from "../agents/upgrade-refusal.ts";
 import type { Keelson } from "../context.ts";
 import { issueKubeconfig } from "../domain/kubeconfig/kubeconfig.ts";
+import { releaseWebCliToken, spendWebCliToken } from "../domain/webcli/spent-tokens.ts";
 import { verifyWebCliToken, type WebCliClaims } from "../domain/webcli/tokens.ts";
 import { ApiError } from "../http/errors.ts";
 import { encodeServerFrame, MAX_CLIENT_FRAME_BYTES, parseClientFrame, WEBCLI_PATH } from "./frames.ts";
@@ -16,9 +17,11 @@ export const AUTH_TIMEOUT_MS = 10_000;
  * `GET /v1/webcli/session` (README "Web CLI"): the WebSocket the console's terminal talks to.
  * A browser cannot set headers on a WebSocket, so the web CLI token comes in the first frame;
  * it is the only credential taken here (an X-Auth-Token grants nothing). A token opens one
- * session: its id is remembered until it expires, so it cannot be replayed once its session
- * ended (in this process; replicas do not share the memory). `?cluster=<uuid>`, when given,
- * must be the token's cluster.
+ * session on any replica: it is spent in the database (spent-tokens.ts) before the session is
+ * opened, and given back when the session fails to open, that is when the server cannot send
+ * `ready`: the cluster has no API endpoint yet or is gone, the session's directory cannot be
+ * made, the store fails, or the socket closed first. Once `ready` is sent it stays spent.
+ * `?cluster=<uuid>`, when given, must be the token's cluster.
  */
 export class WebCliServer {
   private readonly wss = new WebSocketServer({
@@ -27,8 +30,6 @@ export class WebCliServer {
     maxPayload: 4 * MAX_CLIENT_FRAME_BYTES,
     perMessageDeflate: false,
   });
-  /** Token ids already used, with their expiry (ms), forgotten once expired. */
-  private readonly used = new Map<string, number>();
   private readonly sockets = new Set<WebSocket>();
   private readonly sessions = new Set<WebCliSession>();
   private closing = false;
@@ -75,12 +76,18 @@ export class WebCliServer {
         if (frame.type !== "auth") return fail("bad_frame", `the first frame must be auth, not ${frame.type}`);
         authorising = true;
         clearTimeout(authTimer);
-        this.authorise(frame.token, expectedCluster)
+        let spent: WebCliClaims | undefined;
+        this.authorise(frame.token, expectedCluster, (claims) => {
+          spent = claims;
+        })
           .then(async ({ claims, kubeconfig }) => {
-            if (ws.readyState !== ws.OPEN) return;
+            if (ws.readyState !== ws.OPEN) return void (await this.release(claims));
             const opened = await WebCliSession.open(ws, kubeconfig, this.keelson.settings, this.keelson.log);
             // Closed while the directory was made: the close handler saw no session to end.
-            if (ws.readyState !== ws.OPEN) return void opened.close();
+            if (ws.readyState !== ws.OPEN) {
+              await opened.close();
+              return void (await this.release(claims));
+            }
             session = opened;
             this.sessions.add(session);
             sessionTimer = setTimeout(
@@ -94,8 +101,9 @@ export class WebCliServer {
             sessionTimer.unref();
             session.send({ type: "ready", cluster: claims.clusterId });
           })
-          // Refused tokens, and a session dir that could not be made: an error frame, never a crash.
-          .catch((err: unknown) => {
+          // Refused tokens, and a session that could not be opened: an error frame, never a crash.
+          .catch(async (err: unknown) => {
+            if (spent) await this.release(spent);
             if (err instanceof ApiError) return fail(err.code, err.message);
             this.keelson.log.error({ err }, "web CLI: opening a session failed");
             fail("unavailable", "the session could not be opened; try again");
@@ -129,14 +137,25 @@ export class WebCliServer {
     await session.close().catch((err: unknown) => this.keelson.log.warn({ err }, "web CLI: cleaning a session failed"));
   }
 
-  /** The token's claims and a kubeconfig for its session, or an ApiError saying why not. */
+  /** Gives a token back whose session did not open; a failure here leaves it spent (logged). */
+  private async release(claims: WebCliClaims): Promise<void> {
+    await releaseWebCliToken(this.keelson.db, claims.jti).catch((err: unknown) =>
+      this.keelson.log.warn({ err }, "web CLI: a token whose session did not open stays spent"),
+    );
+  }
+
+  /**
+   * The token's claims and a kubeconfig for its session, or an ApiError saying why not. The
+   * token is spent (`onSpent`) before the kubeconfig's credential is issued, so two sockets
+   * with one token never both get one.
+   */
   private async authorise(
     token: string,
     expectedCluster: string | null,
+    onSpent: (claims: WebCliClaims) => void,
   ): Promise<{ claims: WebCliClaims; kubeconfig: string }> {
-    const now = Date.now();
-    for (const [jti, exp] of this.used) if (exp <= now) this.used.delete(jti);
-    const claims = verifyWebCliToken(this.keelson.dataDir, token, new Date(now));
+    const now = new Date();
+    const claims = verifyWebCliToken(this.keelson.dataDir, token, now);
     if (!claims)
       throw new ApiError(401, "invalid_token", "the web CLI token is not valid or has expired; ask for a new one");
     if (expectedCluster !== null && expectedCluster !== claims.clusterId) {
@@ -146,10 +165,10 @@ export class WebCliServer {
         `the web CLI token is for cluster ${claims.clusterId}, not ${expectedCluster}`,
       );
     }
-    if (this.used.has(claims.jti)) {
+    if (!(await spendWebCliToken(this.keelson.db, claims, now))) {
       throw new ApiError(401, "token_used", "this web CLI token already opened a session; ask for a new one");
     }
-    this.used.set(claims.jti, claims.exp * 1000);
+    onSpent(claims);
     const { yaml } = await issueKubeconfig(this.keelson, {
       projectId: claims.projectId,
       clusterId: claims.clusterId,

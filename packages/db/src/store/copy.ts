@@ -23,6 +23,8 @@ export const TABLES_IN_ORDER: readonly Table[] = [
   schema.addons,
   schema.clusterAccessTokens,
   schema.auditEvents,
+  // Unexpired spent tokens stay spent on the new database.
+  schema.webcliSpentTokens,
 ];
 
 const BATCH_ROWS = 500;

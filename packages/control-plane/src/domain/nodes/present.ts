@@ -1,4 +1,5 @@
 import type { nodes } from "@keelson/db";
+import type { NodeRecordV3, NodeRecordV4 } from "@keelson/protocol";
 
 /**
  * Node rows -> the v4 and v3 node records of spec §2.2, plus Keelson's `agentConnected` and
@@ -12,32 +13,6 @@ export interface NodeExtras {
   nodePool: { uuid: string; name: string };
   cloudProvider: { uuid: string; type: string };
   cluster: { uuid: string; name: string; kubeRoleVersion: string; masterless: boolean } | null;
-}
-
-export interface NodeRecordV4 {
-  uuid: string;
-  name: string;
-  primaryIp: string;
-  status: string;
-  isMaster: number;
-  api_responding: number;
-  clusterName: string | null;
-  clusterUuid: string | null;
-  cloudProviderType: string;
-  nodePoolName: string;
-  nodePoolUuid: string;
-  projectId: string;
-  agentConnected: boolean;
-  lastSeen: string | null;
-}
-
-export interface NodeRecordV3 extends NodeRecordV4 {
-  actualKubeRoleVersion: string;
-  cloudInstanceId: string;
-  cloudProviderUuid: string;
-  clusterKubeRoleVersion: string | null;
-  startKube: number;
-  masterless: number;
 }
 
 export function presentNodeV4(row: NodeRow, extras: NodeExtras): NodeRecordV4 {

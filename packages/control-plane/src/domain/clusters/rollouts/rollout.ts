@@ -95,8 +95,10 @@ function mastersStep(k: Keelson, name: string, masters: RolloutNode[], plan: Rol
       const progress = new NodeProgress(ctx, plan.recordDone);
       const clusterId = ctx.op.targetId;
       const skipped = (await plan.skip?.(masters)) ?? new Set();
-      for (const master of masters) {
-        if (progress.done.has(master.id) || skipped.has(master.id)) continue;
+      const todo = masters.filter((m) => !progress.done.has(m.id) && !skipped.has(m.id));
+      for (const [i, master] of todo.entries()) {
+        const announce = announcer(ctx, i, todo.length, [master]);
+        announce("started");
         const resumed = progress.started.has(master.id);
         if (!resumed) progress.start([master.id]);
         const deadline = deadlineIn(k.settings.nodeRestartTimeoutMs, ctx);
@@ -107,9 +109,16 @@ function mastersStep(k: Keelson, name: string, masters: RolloutNode[], plan: Rol
         await waitForEtcdWhole(k, ctx, master, (await clusterNodes(ctx.db, clusterId)).masters, since, deadline);
         progress.finish(master.id);
         await progress.flush();
+        announce("done");
       }
     },
   };
+}
+
+/** Announces one batch of a step on the event stream (README "Live progress"): started, then done. */
+function announcer(ctx: StepContext, index: number, of: number, group: RolloutNode[]) {
+  const nodes = group.map((n) => ({ id: n.id, name: n.name }));
+  return (state: "started" | "done") => ctx.announceBatch({ number: index + 1, of, nodes, state });
 }
 
 /**
@@ -138,7 +147,9 @@ function workersStep(
       for (let i = 0; i < fresh.length; i += size) batches.push({ nodes: fresh.slice(i, i + size), resumed: false });
       const action = await plan.action(clusterId);
       try {
-        for (const { nodes: group, resumed } of batches) {
+        for (const [i, { nodes: group, resumed }] of batches.entries()) {
+          const announce = announcer(ctx, i, batches.length, group);
+          announce("started");
           if (!resumed) progress.start(group.map((n) => n.id));
           const deadline = deadlineIn(k.settings.nodeRestartTimeoutMs, ctx);
           await settleAll(
@@ -150,6 +161,7 @@ function workersStep(
             }),
           );
           await progress.flush();
+          announce("done");
         }
       } finally {
         await progress.flush();

@@ -1,4 +1,13 @@
-import { Type } from "typebox";
+import { type Static, Type } from "typebox";
+
+/**
+ * Records of the API that the console reads too: declared once here, for the control plane's
+ * response schemas and presenters and for the console's types, so they cannot drift apart.
+ * The console imports this file by its own path (`@keelson/protocol/api-records`), which needs
+ * nothing of Node.
+ *
+ * The node records: spec §2.2, v4 and v3 sets, plus Keelson's agentConnected and lastSeen.
+ */
 
 const NullableString = (description: string) => Type.Union([Type.String(), Type.Null()], { description });
 
@@ -35,3 +44,18 @@ export const NodeV3 = Type.Object(
   },
   { description: "Node record (v3 set of spec §2.2)" },
 );
+
+export type NodeRecordV4 = Static<typeof NodeV4>;
+export type NodeRecordV3 = Static<typeof NodeV3>;
+
+/**
+ * `batch` of an `operation.step` event (README "Live progress"): one batch of a rollout step, a
+ * master alone or workers together, announced when it starts and when it is done.
+ */
+export interface StepBatch {
+  /** 1-based, of the `of` batches this run of the step takes (a resumed step counts what is left). */
+  number: number;
+  of: number;
+  nodes: { id: string; name: string }[];
+  state: "started" | "done";
+}
