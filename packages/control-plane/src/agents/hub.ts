@@ -338,7 +338,7 @@ export class AgentHub {
     if (!this.registry.removeIfCurrent(session)) return;
     this.presence.disconnected(session.hostId);
     this.log.info({ hostId: session.hostId, session: session.id, code, reason }, "agent disconnected");
-    this.nodeEvents.emit({ type: "link", hostId: session.hostId, connected: false });
+    this.nodeEvents.emit({ type: "link", hostId: session.hostId, projectId: session.projectId, connected: false });
   }
 
   private async onMessage(session: AgentSession, data: RawFrame): Promise<void> {
@@ -369,6 +369,7 @@ export class AgentHub {
         this.nodeEvents.emit({
           type: "agent",
           hostId: session.hostId,
+          projectId: session.projectId,
           agentVersion: frame.agentVersion,
           agentStatus: frame.agentStatus,
           agentError: frame.agentError ?? null,
@@ -441,10 +442,11 @@ export class AgentHub {
     // answers from its record instead of running them again.
     for (const command of this.pending.forHost(session.hostId)) session.send(command);
     this.log.info({ hostId: session.hostId, session: session.id, agentVersion: hello.agentVersion }, "agent connected");
-    this.nodeEvents.emit({ type: "link", hostId: session.hostId, connected: true });
+    this.nodeEvents.emit({ type: "link", hostId: session.hostId, projectId: session.projectId, connected: true });
     this.nodeEvents.emit({
       type: "agent",
       hostId: session.hostId,
+      projectId: session.projectId,
       agentVersion: hello.agentVersion,
       agentStatus: hello.agentStatus,
       agentError: hello.agentError ?? null,
