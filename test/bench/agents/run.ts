@@ -3,7 +3,7 @@
 // `ws` server (the baseline): the server's RSS and CPU holding the links at a 5 s heartbeat, a
 // command to every agent, and a reconnect storm (every link dropped at once; time until all N
 // are linked again, and the server's CPU for it). BENCH_SIZES=1000 for a quick run;
-// BENCH_SERVERS=http,bare for some of the three servers; BENCH_PROFILE_DIR=<dir> writes each
+// BENCH_SERVERS=http,bare for some of the three servers (and `before`: BENCH_BEFORE_ROOT); BENCH_PROFILE_DIR=<dir> writes each
 // server's CPU profile (--cpu-prof) and a heap snapshot at the end of its steady window, with the
 // window's bounds for `node --import tsx test/bench/support/cpu-profile-top.ts`. Prints figures;
 // never fails on a time.
@@ -14,7 +14,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ControlPlaneTrust, caCertHash } from "../../sim/deps.ts";
 import { markdownTable } from "../support/markdown-table.ts";
-import { ask, spawnNode, stopChild, waitMessage } from "./children.ts";
+import { ask, REPO_ROOT, spawnNode, stopChild, waitMessage } from "./children.ts";
 import { cpuSeconds, memoryMiB, sampleWindow } from "./proc-stats.ts";
 
 const SIZES = (process.env.BENCH_SIZES ?? "1000,5000,10000").split(",").map(Number);
@@ -25,6 +25,8 @@ const STORM_TIMEOUT_MS = Number(process.env.BENCH_STORM_TIMEOUT_S ?? 300) * 1000
 const ADMIN_TOKEN = "bench-admin-token";
 const SERVERS = (process.env.BENCH_SERVERS ?? "http,https,bare").split(",");
 const PROFILE_DIR = process.env.BENCH_PROFILE_DIR;
+/** BENCH_BEFORE_ROOT=<worktree of an older commit> with BENCH_SERVERS=before,http,bare: before/after in one run. */
+const BEFORE_ROOT = process.env.BENCH_BEFORE_ROOT;
 
 /**
  * Node flags of a server under study: its CPU profile at exit (CPU.<date>.<pid>.<thread>…; the
@@ -78,7 +80,7 @@ interface PingReport {
   latencyMs: { min: number; p50: number; p95: number; p99: number; max: number } | null;
 }
 
-type ServerKind = "keelson http" | "keelson https" | "bare ws";
+type ServerKind = "keelson http" | "keelson https" | "keelson http (before)" | "bare ws";
 
 interface Storm {
   /** Undefined: not every agent was linked again within the storm's timeout (see `failure`). */
@@ -159,13 +161,17 @@ async function reconnectStorm(worker: ChildProcess, serverPid: number, count: nu
   };
 }
 
-async function runKeelson(count: number, tls: boolean): Promise<Row> {
-  const label: ServerKind = tls ? "keelson https" : "keelson http";
+/**
+ * `root`: the checkout whose keelson-server runs (BENCH_BEFORE_ROOT: an older commit's worktree,
+ * measured in the same run as this one's for a before/after).
+ */
+async function runKeelson(count: number, tls: boolean, root = REPO_ROOT): Promise<Row> {
+  const label: ServerKind = root !== REPO_ROOT ? "keelson http (before)" : tls ? "keelson https" : "keelson http";
   const port = await freePort();
   const dataDir = mkdtempSync(join(tmpdir(), "keelson-bench-"));
   const url = `${tls ? "https" : "http"}://127.0.0.1:${port}`;
   const server = spawnNode(
-    [...profileFlags(), "packages/control-plane/bin/keelson-server.mjs"],
+    [...profileFlags(), join(root, "packages/control-plane/bin/keelson-server.mjs")],
     {
       KEELSON_LISTEN: `127.0.0.1:${port}`,
       KEELSON_DATA_DIR: dataDir,
@@ -359,11 +365,13 @@ for (const count of SIZES) {
   const runs = {
     http: () => runKeelson(count, false),
     https: () => runKeelson(count, true),
+    before: () => runKeelson(count, false, BEFORE_ROOT ?? REPO_ROOT),
     bare: () => runBaseline(count),
   } as Record<string, () => Promise<Row>>;
   for (const name of SERVERS) {
     const run = runs[name];
-    if (!run) throw new Error(`BENCH_SERVERS: unknown server ${name} (http, https, bare)`);
+    if (!run || (name === "before" && !BEFORE_ROOT))
+      throw new Error(`BENCH_SERVERS: unknown server ${name} (http, https, bare; before with BENCH_BEFORE_ROOT)`);
     const row = await run();
     rows.push(row);
     // Each row as it lands: a long run that fails later still leaves its figures.
