@@ -1,5 +1,5 @@
 import { readdirSync, readFileSync } from "node:fs";
-import { join } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
 
 const SRC = join(import.meta.dirname, "..", "..", "packages", "control-plane", "src");
@@ -27,5 +27,25 @@ describe("control-plane layers", () => {
     const imports = importsOf("runner");
     expect(imports.length).toBeGreaterThan(3);
     expect(imports.filter(({ spec }) => /(^|\/)domain\//.test(spec))).toEqual([]);
+  });
+
+  it("the server loads no AWS SDK module at start: its static imports from main.ts reach none (aws/load.ts loads them on use)", () => {
+    const seen = new Set<string>();
+    const packages = new Set<string>();
+    const visit = (file: string) => {
+      if (seen.has(file)) return;
+      seen.add(file);
+      // Type-only imports are erased; `import("...")` is a load on use, not at start.
+      const text = readFileSync(file, "utf8").replace(/^import type [^;]+;/gm, "");
+      for (const m of text.matchAll(/^(?:import|export)\s[^;]*?from\s*"([^"]+)"|^import\s*"([^"]+)"/gm)) {
+        const spec = (m[1] ?? m[2]) as string;
+        if (spec.startsWith(".")) visit(resolve(dirname(file), spec));
+        else packages.add(spec);
+      }
+    };
+    visit(join(SRC, "main.ts"));
+    expect(seen.size).toBeGreaterThan(100);
+    expect([...packages].filter((p) => p.startsWith("fastify")).length).toBeGreaterThan(0);
+    expect([...packages].filter((p) => p.startsWith("@aws-sdk/"))).toEqual([]);
   });
 });

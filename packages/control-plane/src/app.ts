@@ -12,6 +12,7 @@ import { pruneAuditRecords } from "./audit/records.ts";
 import type { Keelson } from "./context.ts";
 import { loadCatalogue } from "./domain/catalogue/catalogue.ts";
 import { AwsClientCache } from "./domain/cloud-providers/aws/client-cache.ts";
+import { warmAwsApi } from "./domain/cloud-providers/aws/load.ts";
 import { followClusterHealth } from "./domain/clusters/health/health-follower.ts";
 import { hostLinkDomain } from "./domain/hosts/link-domain.ts";
 import type { PresenceOptions } from "./domain/hosts/presence.ts";
@@ -142,6 +143,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   const webcli = new WebCliServer(keelson);
   agents.serveUpgrade(WEBCLI_PATH, webcli.onUpgrade);
   app.addHook("onClose", async () => keelson.awsClients.destroy());
+  void warmAwsApi(keelson.db, app.log);
   await ensureDefaultProject(keelson);
   registerOperationKinds(keelson);
   const stopFollowingHealth = followClusterHealth(keelson);

@@ -18,7 +18,7 @@ import WebSocket from "ws";
 import { ensureRegistered, PENDING_REGISTRATION_FILE } from "../../agent/src/registration.ts";
 import { CommandFailedError, CommandTimeoutError, HostOfflineError } from "../src/agents/errors.ts";
 import { SessionRegistry } from "../src/agents/sessions.ts";
-import { PresenceWriter } from "../src/domain/hosts/presence.ts";
+import { PresenceWriter, SEEN_BATCH_HOSTS, seenBatches } from "../src/domain/hosts/presence.ts";
 import { hashSecret } from "../src/domain/identity/token-hash.ts";
 import { ADMIN_TOKEN, createTestApp, type TestApp } from "./helpers.ts";
 
@@ -591,11 +591,27 @@ describe("SessionRegistry (stale-socket guard)", () => {
 });
 
 describe("PresenceWriter", () => {
+  it("writes the heartbeats of hosts seen in the same second in one statement per 500 hosts", () => {
+    const origin = Date.parse("2030-01-01T00:00:00.000Z");
+    const seen: [string, number][] = [
+      ...Array.from({ length: 1200 }, (_, i): [string, number] => [`a${i}`, 0]),
+      ...Array.from({ length: 5 }, (_, i): [string, number] => [`b${i}`, 7]),
+    ];
+    const batches = seenBatches(seen, origin);
+    expect(batches.map((b) => [b.at, b.hostIds.length])).toEqual([
+      ["2030-01-01T00:00:00.000Z", SEEN_BATCH_HOSTS],
+      ["2030-01-01T00:00:00.000Z", SEEN_BATCH_HOSTS],
+      ["2030-01-01T00:00:00.000Z", 1200 - 2 * SEEN_BATCH_HOSTS],
+      ["2030-01-01T00:00:07.000Z", 5],
+    ]);
+    expect(new Set(batches.flatMap((b) => b.hostIds)).size).toBe(1205);
+  });
+
   it("keeps heartbeats in memory and writes them in one batch", async () => {
     const { t } = await start();
     const hosts = await Promise.all([register(t, "p1"), register(t, "p2"), register(t, "p3")]);
     const writer = new PresenceWriter(t.db, t.app.log, { seenIntervalMs: 60_000, flushDelayMs: 60_000 });
-    for (const h of hosts) writer.touch(h.hostId, new Date("2030-01-01T00:00:00.000Z"));
+    for (const h of hosts) writer.touch(h.hostId, Date.parse("2030-01-01T00:00:00.400Z"));
     // Nothing written until the periodic flush.
     for (const h of hosts) expect((await nodeRow(t, h.hostId))?.lastSeen).toBeNull();
     const changes = async () => (await t.db.get<[number]>(sql`select total_changes()`))[0];

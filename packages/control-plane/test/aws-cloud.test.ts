@@ -43,7 +43,8 @@ describe("AWS accounts on the AWS SDK", () => {
     });
     expect(res.statusCode, res.body).toBe(200);
     aws = res.json().uuid;
-  });
+    // The first AWS account of the app loads the AWS SDK (aws/load.ts): seconds on a busy machine.
+  }, 60_000);
   afterAll(async () => {
     await t.close();
     await standin.close();

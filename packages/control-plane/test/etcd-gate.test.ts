@@ -122,6 +122,7 @@ describe("waitForEtcdWhole", () => {
       k.agents.nodeEvents.emit({
         type: "node-report",
         hostId: a.hostId,
+        projectId: f.t.projectId,
         clusterId,
         report: { status: "ok", phases: a.phases } as NodePhaseReport,
         apiResponding: true,
@@ -139,6 +140,7 @@ describe("waitForEtcdWhole", () => {
     k.agents.nodeEvents.emit({
       type: "node-report",
       hostId: a.hostId,
+      projectId: f.t.projectId,
       clusterId,
       report: { status: "converging", phases: a.phases } as NodePhaseReport,
       apiResponding: false,

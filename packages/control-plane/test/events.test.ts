@@ -109,7 +109,11 @@ describe("GET /v4/{project_uuid}/events", () => {
     const before = runnerEvents.listenerCount("event");
     const stream = await openStream(url, f.t.token);
     expect(runnerEvents.listenerCount("event")).toBe(before + 1);
+    // Every stream shares one follower of the runner and the hub (each event is encoded once).
+    const second = await openStream(url, f.t.token);
+    expect(runnerEvents.listenerCount("event")).toBe(before + 1);
     stream.close();
+    second.close();
     await waitFor("listeners removed", () => runnerEvents.listenerCount("event") === before);
     expect(f.t.app.keelson.agents.nodeEvents.all.listenerCount("agent")).toBe(0);
   });

@@ -41,7 +41,8 @@ describe("external clusters", () => {
         payload: { name: "az", type: "azure", ...AZURE },
       })
     ).json().uuid;
-  });
+    // The first AWS account of the app loads the AWS SDK (aws/load.ts): seconds on a busy machine.
+  }, 60_000);
   afterAll(async () => {
     await t.close();
     await standin.close();

@@ -97,4 +97,7 @@ process.on("message", async (message: { type: string; timeoutMs?: number }) => {
   }
 });
 
+// A plain exit on SIGTERM, so a --cpu-prof run (BENCH_PROFILE_DIR) writes its profile.
+process.on("SIGTERM", () => process.exit(0));
+
 server.listen(port, "127.0.0.1", () => process.send?.({ type: "listening" }));

@@ -2,16 +2,19 @@
 // (KEELSON_TLS=auto, the fleet pinned by KEELSON_CA_HASH) side by side in one run, against a bare
 // `ws` server (the baseline): the server's RSS and CPU holding the links at a 5 s heartbeat, a
 // command to every agent, and a reconnect storm (every link dropped at once; time until all N
-// are linked again, and the server's CPU for it). BENCH_SIZES=1000 for a quick run. Prints
-// figures; never fails on a time.
+// are linked again, and the server's CPU for it). BENCH_SIZES=1000 for a quick run;
+// BENCH_SERVERS=http,bare for some of the three servers (and `before`: BENCH_BEFORE_ROOT); BENCH_PROFILE_DIR=<dir> writes each
+// server's CPU profile (--cpu-prof) and a heap snapshot at the end of its steady window, with the
+// window's bounds for `node --import tsx test/bench/support/cpu-profile-top.ts`. Prints figures;
+// never fails on a time.
 import type { ChildProcess } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ControlPlaneTrust, caCertHash } from "../../sim/deps.ts";
 import { markdownTable } from "../support/markdown-table.ts";
-import { ask, spawnNode, stopChild, waitMessage } from "./children.ts";
+import { ask, REPO_ROOT, spawnNode, stopChild, waitMessage } from "./children.ts";
 import { cpuSeconds, memoryMiB, sampleWindow } from "./proc-stats.ts";
 
 const SIZES = (process.env.BENCH_SIZES ?? "1000,5000,10000").split(",").map(Number);
@@ -20,6 +23,54 @@ const HEARTBEAT_MS = Number(process.env.BENCH_HEARTBEAT_MS ?? 5000);
 const SETTLE_S = 5;
 const STORM_TIMEOUT_MS = Number(process.env.BENCH_STORM_TIMEOUT_S ?? 300) * 1000;
 const ADMIN_TOKEN = "bench-admin-token";
+const SERVERS = (process.env.BENCH_SERVERS ?? "http,https,bare").split(",");
+const PROFILE_DIR = process.env.BENCH_PROFILE_DIR;
+/** BENCH_BEFORE_ROOT=<worktree of an older commit> with BENCH_SERVERS=before,http,bare: before/after in one run. */
+const BEFORE_ROOT = process.env.BENCH_BEFORE_ROOT;
+
+/**
+ * Node flags of a server under study: its CPU profile at exit (CPU.<date>.<pid>.<thread>…; the
+ * server's main thread is the largest file of its pid, tsx's loader thread another), a heap
+ * snapshot on SIGWINCH (SIGUSR2 would stop keelson-server: close-with-grace ends on it).
+ */
+function profileFlags(): string[] {
+  if (!PROFILE_DIR) return [];
+  return [
+    "--cpu-prof",
+    `--cpu-prof-dir=${PROFILE_DIR}`,
+    `--diagnostic-dir=${PROFILE_DIR}`,
+    "--heapsnapshot-signal=SIGWINCH",
+  ];
+}
+
+/** Waits until the server's heap snapshot file stops growing, then lets it settle (it blocks the server). */
+async function heapSnapshotWritten(dir: string, pid: number): Promise<void> {
+  let last = -1;
+  for (let i = 0; i < 600; i++) {
+    await new Promise((r) => setTimeout(r, 1000));
+    const file = readdirSync(dir).find((f) => f.endsWith(".heapsnapshot") && f.includes(`.${pid}.`));
+    const size = file ? statSync(join(dir, file)).size : -1;
+    if (size > 0 && size === last) break;
+    last = size;
+  }
+  await new Promise((r) => setTimeout(r, 5000));
+}
+
+/**
+ * The steady window in the profile's clock (monotonic µs, as V8 stamps its samples), and a heap
+ * snapshot of the server taken right after it.
+ */
+async function profiledWindow(pid: number, label: string, count: number): Promise<ReturnType<typeof sampleWindow>> {
+  const startUs = Number(process.hrtime.bigint() / 1000n);
+  const window = await sampleWindow(pid, WINDOW_S);
+  if (PROFILE_DIR) {
+    const endUs = Number(process.hrtime.bigint() / 1000n);
+    log(`${label} ${count}: pid ${pid}, profile window ${startUs} ${endUs} (µs); heap snapshot requested`);
+    process.kill(pid, "SIGWINCH");
+    await heapSnapshotWritten(PROFILE_DIR, pid);
+  }
+  return window;
+}
 
 interface PingReport {
   hosts: number;
@@ -29,7 +80,7 @@ interface PingReport {
   latencyMs: { min: number; p50: number; p95: number; p99: number; max: number } | null;
 }
 
-type ServerKind = "keelson http" | "keelson https" | "bare ws";
+type ServerKind = "keelson http" | "keelson https" | "keelson http (before)" | "bare ws";
 
 interface Storm {
   /** Undefined: not every agent was linked again within the storm's timeout (see `failure`). */
@@ -110,13 +161,17 @@ async function reconnectStorm(worker: ChildProcess, serverPid: number, count: nu
   };
 }
 
-async function runKeelson(count: number, tls: boolean): Promise<Row> {
-  const label: ServerKind = tls ? "keelson https" : "keelson http";
+/**
+ * `root`: the checkout whose keelson-server runs (BENCH_BEFORE_ROOT: an older commit's worktree,
+ * measured in the same run as this one's for a before/after).
+ */
+async function runKeelson(count: number, tls: boolean, root = REPO_ROOT): Promise<Row> {
+  const label: ServerKind = root !== REPO_ROOT ? "keelson http (before)" : tls ? "keelson https" : "keelson http";
   const port = await freePort();
   const dataDir = mkdtempSync(join(tmpdir(), "keelson-bench-"));
   const url = `${tls ? "https" : "http"}://127.0.0.1:${port}`;
   const server = spawnNode(
-    ["packages/control-plane/bin/keelson-server.mjs"],
+    [...profileFlags(), join(root, "packages/control-plane/bin/keelson-server.mjs")],
     {
       KEELSON_LISTEN: `127.0.0.1:${port}`,
       KEELSON_DATA_DIR: dataDir,
@@ -155,7 +210,7 @@ async function runKeelson(count: number, tls: boolean): Promise<Row> {
     if (started.tls !== (tls ? count : 0)) throw new Error(`${label}: ${started.tls}/${count} links are TLS`);
     log(`${label} ${count}: ${started.connected} connected; settling ${SETTLE_S} s, then measuring ${WINDOW_S} s`);
     await new Promise((r) => setTimeout(r, SETTLE_S * 1000));
-    const window = await sampleWindow(pid, WINDOW_S);
+    const window = await profiledWindow(pid, label, count);
     const ping = await pingAll(url, doFetch());
     const pingWarm = await pingAll(url, doFetch());
     log(`${label} ${count}: reconnect storm`);
@@ -192,7 +247,7 @@ async function pingAll(url: string, doFetch: typeof fetch): Promise<PingReport> 
 async function runBaseline(count: number): Promise<Row> {
   const port = await freePort();
   const server = spawnNode(
-    ["--import", "tsx", "test/bench/agents/baseline-server.ts"],
+    [...profileFlags(), "--import", "tsx", "test/bench/agents/baseline-server.ts"],
     { PORT: String(port), HEARTBEAT_MS: String(HEARTBEAT_MS) },
     { ipc: true },
   );
@@ -209,7 +264,7 @@ async function runBaseline(count: number): Promise<Row> {
     );
     log(`bare ws ${count}: ${started.connected} connected; settling ${SETTLE_S} s, then measuring ${WINDOW_S} s`);
     await new Promise((r) => setTimeout(r, SETTLE_S * 1000));
-    const window = await sampleWindow(pid, WINDOW_S);
+    const window = await profiledWindow(pid, "bare ws", count);
     const ping = (await ask<{ report: PingReport }>(server, { type: "ping", timeoutMs: 60_000 }, "pinged")).report;
     const pingWarm = (await ask<{ report: PingReport }>(server, { type: "ping", timeoutMs: 60_000 }, "pinged")).report;
     log(`bare ws ${count}: reconnect storm`);
@@ -307,7 +362,16 @@ function table(rows: Row[]): string {
 
 const rows: Row[] = [];
 for (const count of SIZES) {
-  for (const run of [() => runKeelson(count, false), () => runKeelson(count, true), () => runBaseline(count)]) {
+  const runs = {
+    http: () => runKeelson(count, false),
+    https: () => runKeelson(count, true),
+    before: () => runKeelson(count, false, BEFORE_ROOT ?? REPO_ROOT),
+    bare: () => runBaseline(count),
+  } as Record<string, () => Promise<Row>>;
+  for (const name of SERVERS) {
+    const run = runs[name];
+    if (!run || (name === "before" && !BEFORE_ROOT))
+      throw new Error(`BENCH_SERVERS: unknown server ${name} (http, https, bare; before with BENCH_BEFORE_ROOT)`);
     const row = await run();
     rows.push(row);
     // Each row as it lands: a long run that fails later still leaves its figures.

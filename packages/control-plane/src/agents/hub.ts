@@ -28,7 +28,7 @@ import type { LinkDomain, Presence } from "./link-domain.ts";
 import { NodeEvents } from "./node-events.ts";
 import { NodeFrameAnswers } from "./node-frames.ts";
 import { PendingCommands } from "./pending-commands.ts";
-import { AgentSession, SessionRegistry } from "./sessions.ts";
+import { AgentSession, CapabilitySets, SessionRegistry } from "./sessions.ts";
 import { rejectUpgrade } from "./upgrade-refusal.ts";
 
 export interface AgentHubOptions {
@@ -71,6 +71,7 @@ export class AgentHub {
   private readonly nodeFrames: NodeFrameAnswers;
   private readonly wss: WebSocketServer;
   private readonly registry = new SessionRegistry<AgentSession>();
+  private readonly capabilitySets = new CapabilitySets();
   /** Every open socket, helloed or not, so a drain reaches them all. */
   private readonly sockets = new Set<AgentSession>();
   private readonly pending = new PendingCommands();
@@ -315,11 +316,16 @@ export class AgentHub {
     // One frame at a time per link, in arrival order: a node's reports must be stored in the
     // order it sent them, and handling a frame may wait for the database.
     ws.on("message", (data: RawFrame) => {
-      session.inbox = session.inbox
+      const handled = (session.inbox ?? Promise.resolve())
         .then(() => this.onMessage(session, data))
         .catch((err: unknown) =>
           this.log.error({ err, hostId, session: session.id }, "handling an agent frame failed"),
         );
+      session.inbox = handled;
+      // An idle link holds no settled promise (thousands of links, each idle most of the time).
+      void handled.then(() => {
+        if (session.inbox === handled) session.inbox = undefined;
+      });
     });
     ws.on("pong", () => {
       session.missedPongs = 0;
@@ -338,7 +344,7 @@ export class AgentHub {
     if (!this.registry.removeIfCurrent(session)) return;
     this.presence.disconnected(session.hostId);
     this.log.info({ hostId: session.hostId, session: session.id, code, reason }, "agent disconnected");
-    this.nodeEvents.emit({ type: "link", hostId: session.hostId, connected: false });
+    this.nodeEvents.emit({ type: "link", hostId: session.hostId, projectId: session.projectId, connected: false });
   }
 
   private async onMessage(session: AgentSession, data: RawFrame): Promise<void> {
@@ -349,7 +355,7 @@ export class AgentHub {
       return;
     }
     const frame: AgentFrame = parsed.frame;
-    if (!session.helloAt && frame.type !== "hello") {
+    if (!session.helloed && frame.type !== "hello") {
       session.close(CloseCode.BAD_FRAME, `the first frame must be hello, not ${frame.type}`);
       return;
     }
@@ -369,6 +375,7 @@ export class AgentHub {
         this.nodeEvents.emit({
           type: "agent",
           hostId: session.hostId,
+          projectId: session.projectId,
           agentVersion: frame.agentVersion,
           agentStatus: frame.agentStatus,
           agentError: frame.agentError ?? null,
@@ -406,7 +413,7 @@ export class AgentHub {
   }
 
   private onHello(session: AgentSession, hello: HelloFrame): void {
-    if (session.helloAt) {
+    if (session.helloed) {
       session.close(CloseCode.BAD_FRAME, "hello may be sent only once per connection");
       return;
     }
@@ -415,8 +422,9 @@ export class AgentHub {
       return;
     }
     clearTimeout(session.helloTimer);
-    session.helloAt = new Date();
-    session.capabilities = new Set(hello.capabilities ?? []);
+    session.helloTimer = undefined;
+    session.helloed = true;
+    session.capabilities = this.capabilitySets.of(hello.capabilities ?? []);
     const previous = this.registry.replace(session);
     if (previous) {
       this.log.info(
@@ -425,7 +433,7 @@ export class AgentHub {
       );
       previous.close(CloseCode.SUPERSEDED, "superseded by a newer connection of this host");
     }
-    this.presence.connected(session.hostId, hello, session.helloAt);
+    this.presence.connected(session.hostId, hello);
     session.send({
       type: "welcome",
       protocolVersion: PROTOCOL_VERSION,
@@ -441,10 +449,11 @@ export class AgentHub {
     // answers from its record instead of running them again.
     for (const command of this.pending.forHost(session.hostId)) session.send(command);
     this.log.info({ hostId: session.hostId, session: session.id, agentVersion: hello.agentVersion }, "agent connected");
-    this.nodeEvents.emit({ type: "link", hostId: session.hostId, connected: true });
+    this.nodeEvents.emit({ type: "link", hostId: session.hostId, projectId: session.projectId, connected: true });
     this.nodeEvents.emit({
       type: "agent",
       hostId: session.hostId,
+      projectId: session.projectId,
       agentVersion: hello.agentVersion,
       agentStatus: hello.agentStatus,
       agentError: hello.agentError ?? null,

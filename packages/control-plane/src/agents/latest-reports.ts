@@ -16,7 +16,6 @@ import type { NodeReportEvent } from "./node-events.ts";
 
 export interface LatestReport {
   seq: number;
-  receivedAt: Date;
   /** The cluster the report was stored for (the node's, as the control plane has it). */
   clusterId: string | null;
   phases: unknown[];
@@ -33,11 +32,10 @@ export class LatestReports {
   private readonly latest = new Map<string, LatestReport>();
   private seq = 0;
 
-  record(event: NodeReportEvent, now = new Date()): void {
+  record(event: NodeReportEvent): void {
     this.seq++;
     this.latest.set(event.hostId, {
       seq: this.seq,
-      receivedAt: now,
       clusterId: event.clusterId,
       phases: event.report.phases,
       status: event.report.status,

@@ -61,7 +61,8 @@ export interface Presence {
   connected(hostId: string, hello: HelloFrame, now?: Date): void;
   disconnected(hostId: string, now?: Date): void;
   change(hostId: string, patch: PresencePatch): void;
-  touch(hostId: string, now?: Date): void;
+  /** A heartbeat (pong) of the host, at `nowMs` (default: now). */
+  touch(hostId: string, nowMs?: number): void;
   flush(): Promise<void>;
   close(): Promise<void>;
 }

@@ -5,6 +5,8 @@ import type { EtcdMemberHealth, NodePhaseReport } from "@keelson/protocol";
 export interface NodeReportEvent {
   type: "node-report";
   hostId: string;
+  /** The host's project (from its credential): an event stream filters on it without a lookup. */
+  projectId: string;
   clusterId: string | null;
   report: NodePhaseReport;
   apiResponding: boolean;
@@ -23,6 +25,7 @@ export interface NodeReportEvent {
 export interface NodeLinkEvent {
   type: "link";
   hostId: string;
+  projectId: string;
   connected: boolean;
 }
 
@@ -33,6 +36,7 @@ export interface NodeLinkEvent {
 export interface NodeAgentEvent {
   type: "agent";
   hostId: string;
+  projectId: string;
   agentVersion: string;
   agentStatus: string;
   agentError: string | null;

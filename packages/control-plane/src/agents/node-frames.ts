@@ -39,6 +39,7 @@ export class NodeFrameAnswers {
     this.nodeEvents.emit({
       type: "node-report",
       hostId: session.hostId,
+      projectId: session.projectId,
       clusterId: frame.clusterId,
       report: frame.report,
       apiResponding: frame.apiResponding,

@@ -4,19 +4,26 @@ import type WebSocket from "ws";
 
 let nextSessionId = 1;
 
-/** One authenticated agent connection. */
+const NO_CAPABILITIES: ReadonlySet<string> = new Set();
+
+/**
+ * One authenticated agent connection. A hub holds thousands for hours, so a session keeps only
+ * what the link needs between frames: no Date, no timer once helloed, no settled promise, and
+ * its capability set shared with every agent that declared the same list.
+ */
 export class AgentSession {
   /** For logs: tells apart the sockets of one host across reconnects. */
   readonly id = nextSessionId++;
   /** Set once the hello was accepted; until then the session is not in the registry. */
-  helloAt: Date | undefined;
+  helloed = false;
   /** Pings sent since the last pong. */
   missedPongs = 0;
+  /** Until the hello: the timer that closes a link that sends none. */
   helloTimer: NodeJS.Timeout | undefined;
   /** What the agent declared in its hello (AGENT_CAPABILITIES); empty for an agent older than the field. */
-  capabilities: ReadonlySet<string> = new Set();
-  /** The frames being handled, one after another (hub.ts). */
-  inbox: Promise<void> = Promise.resolve();
+  capabilities: ReadonlySet<string> = NO_CAPABILITIES;
+  /** The frames being handled, one after another (hub.ts); undefined while none is. */
+  inbox: Promise<void> | undefined;
 
   constructor(
     readonly socket: WebSocket,
@@ -37,6 +44,28 @@ export class AgentSession {
   close(code: number, reason: string): void {
     if (this.socket.readyState === this.socket.CLOSED) return;
     this.socket.close(code, closeReason(reason));
+  }
+}
+
+/** Capability lists seen in hellos beyond this many get a set of their own each (a bound on the cache). */
+const SHARED_CAPABILITY_LISTS = 64;
+
+/**
+ * One read-only set per distinct capability list: a fleet of one agent version declares one
+ * list, and 15,000 sessions share its set.
+ */
+export class CapabilitySets {
+  private readonly byList = new Map<string, ReadonlySet<string>>();
+
+  of(list: readonly string[]): ReadonlySet<string> {
+    if (list.length === 0) return NO_CAPABILITIES;
+    const key = list.join("\n");
+    let set = this.byList.get(key);
+    if (!set) {
+      set = new Set(list);
+      if (this.byList.size < SHARED_CAPABILITY_LISTS) this.byList.set(key, set);
+    }
+    return set;
   }
 }
 

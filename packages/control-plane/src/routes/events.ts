@@ -1,7 +1,7 @@
 import type { ServerResponse } from "node:http";
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
-import { followProjectEvents } from "../domain/events/project-events.ts";
+import { ProjectEventFanout } from "../domain/events/project-events.ts";
 import { ErrorBody, READER } from "./common-schemas.ts";
 
 /** A comment line this often keeps proxies and clients from timing an idle stream out. */
@@ -18,6 +18,8 @@ const HEARTBEAT_MS = 15_000;
 export const eventRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const k = app.keelson;
   const open = new Set<ServerResponse>();
+  // One follower of the runner and the hub for every stream: each event is encoded once.
+  const fanout = new ProjectEventFanout(k.runner.events, k.agents.nodeEvents.all);
 
   // An open stream would hold app.close() until the client leaves; end them all first.
   app.addHook("preClose", async () => {
@@ -47,9 +49,9 @@ export const eventRoutes: FastifyPluginAsyncTypebox = async (app) => {
       });
       res.write(": keelson events\n\n");
       let seq = 0;
-      const stop = followProjectEvents(k, request.params.project_uuid, (name, data) => {
+      const stop = fanout.follow(request.params.project_uuid, (block) => {
         seq++;
-        res.write(`id: ${seq}\nevent: ${name}\ndata: ${JSON.stringify(data)}\n\n`);
+        res.write(`id: ${seq}\n${block}`);
       });
       const heartbeat = setInterval(() => res.write(": heartbeat\n\n"), HEARTBEAT_MS);
       heartbeat.unref();

@@ -1,8 +1,8 @@
 import type { Keelson } from "../../context.ts";
 import { badRequest } from "../../http/errors.ts";
-import { checkAwsCredentials, importAwsKeyPair, listAwsRegions, requireAwsRegion } from "./aws/account.ts";
 import type { AwsAccount } from "./aws/clients.ts";
-import { awsRegionDetail, type RegionDetail } from "./aws/region-detail.ts";
+import { awsApi } from "./aws/load.ts";
+import type { RegionDetail } from "./aws/region-detail.ts";
 import { getProvider, storedCredentials } from "./cloud-providers.ts";
 import type { Credentials } from "./credentials.ts";
 import type { ProviderType } from "./provider-types.ts";
@@ -24,7 +24,11 @@ export async function verifyWithCloud(
   credentials: Credentials,
 ): Promise<void> {
   if (type === "aws")
-    await checkAwsCredentials({ settings: keelson.settings, credentials, clients: keelson.awsClients });
+    await (await awsApi()).checkAwsCredentials({
+      settings: keelson.settings,
+      credentials,
+      clients: keelson.awsClients,
+    });
 }
 
 export type CloudKeelson = Pick<Keelson, "db" | "cipher" | "settings" | "awsClients">;
@@ -48,7 +52,7 @@ async function awsAccountOf(keelson: CloudKeelson, projectId: string, id: string
 export async function providerRegions(keelson: CloudKeelson, projectId: string, id: string): Promise<Region[]> {
   const provider = await getProvider(keelson.db, projectId, id);
   if (provider.type !== "aws") return regionsOf(provider.type);
-  return listAwsRegions(await storedAccount(keelson, id));
+  return (await awsApi()).listAwsRegions(await storedAccount(keelson, id));
 }
 
 export async function providerRegionDetail(
@@ -58,8 +62,9 @@ export async function providerRegionDetail(
   regionId: string,
 ): Promise<RegionDetail> {
   const account = await awsAccountOf(keelson, projectId, id, "region detail");
-  await requireAwsRegion(account, regionId);
-  return awsRegionDetail(account, regionId);
+  const aws = await awsApi();
+  await aws.requireAwsRegion(account, regionId);
+  return aws.awsRegionDetail(account, regionId);
 }
 
 /** Key pair names EC2 accepts: up to 255 ASCII characters. */
@@ -77,6 +82,7 @@ export async function uploadSshKey(
     throw badRequest("name", "name must be 1-255 printable ASCII characters (EC2's rule for key pair names)");
   }
   const account = await awsAccountOf(keelson, projectId, id, "SSH key upload");
-  await requireAwsRegion(account, regionId);
-  await importAwsKeyPair(account, regionId, body.name, body.key.trim());
+  const aws = await awsApi();
+  await aws.requireAwsRegion(account, regionId);
+  await aws.importAwsKeyPair(account, regionId, body.name, body.key.trim());
 }

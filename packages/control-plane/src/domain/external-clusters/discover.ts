@@ -1,6 +1,5 @@
 import type { ApiError } from "../../http/errors.ts";
-import { listAwsRegions } from "../cloud-providers/aws/account.ts";
-import { listEksClusterNames } from "../cloud-providers/aws/eks.ts";
+import { awsApi } from "../cloud-providers/aws/load.ts";
 import { type CloudKeelson, storedAccount } from "../cloud-providers/cloud-checks.ts";
 import { listProviders } from "../cloud-providers/cloud-providers.ts";
 import { listExternalClusters } from "./external-clusters.ts";
@@ -41,7 +40,7 @@ export async function discoverExternalClusters(keelson: CloudKeelson, projectId:
         const account = await storedAccount(keelson, provider.id);
         let regions: string[];
         try {
-          regions = (await listAwsRegions(account)).map((r) => r.RegionName);
+          regions = (await (await awsApi()).listAwsRegions(account)).map((r) => r.RegionName);
         } catch (err) {
           warnings.push(`account ${provider.name} (${provider.id}): ${reasonOf(err)}`);
           return [];
@@ -49,7 +48,7 @@ export async function discoverExternalClusters(keelson: CloudKeelson, projectId:
         const perRegion = await Promise.all(
           regions.map(async (region) => {
             try {
-              return (await listEksClusterNames(account, region)).map((name) => ({
+              return (await (await awsApi()).listEksClusterNames(account, region)).map((name) => ({
                 id: name,
                 provider: "eks" as const,
                 cloudProviderID: provider.id,

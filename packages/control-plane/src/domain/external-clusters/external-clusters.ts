@@ -2,8 +2,7 @@ import { randomUUID } from "node:crypto";
 import { type Db, externalClusters, firstRow, type Tx } from "@keelson/db";
 import { and, eq, or } from "drizzle-orm";
 import { badRequest, conflict, notFound } from "../../http/errors.ts";
-import { listAwsRegions } from "../cloud-providers/aws/account.ts";
-import { describeEksCluster } from "../cloud-providers/aws/eks.ts";
+import { awsApi } from "../cloud-providers/aws/load.ts";
 import { type CloudKeelson, storedAccount } from "../cloud-providers/cloud-checks.ts";
 import { getProvider } from "../cloud-providers/cloud-providers.ts";
 
@@ -102,13 +101,14 @@ export async function registerExternalCluster(
 ): Promise<ExternalClusterRow> {
   const { provider, region } = await checkRegistration(keelson.db, projectId, body);
   const account = await storedAccount(keelson, body.cloudProviderID);
-  if (!(await listAwsRegions(account)).some((r) => r.RegionName === region)) {
+  const aws = await awsApi();
+  if (!(await aws.listAwsRegions(account)).some((r) => r.RegionName === region)) {
     throw badRequest(
       "providerDetails.region",
       `providerDetails.region "${region.slice(0, 64)}" is not a region of this AWS account (EC2 DescribeRegions)`,
     );
   }
-  const cluster = await describeEksCluster(account, region, body.id);
+  const cluster = await aws.describeEksCluster(account, region, body.id);
   if (!cluster) throw notFound(`eks cluster in ${region}`, body.id);
   const row: ExternalClusterRow = {
     id: randomUUID(),

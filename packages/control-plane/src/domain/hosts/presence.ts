@@ -1,8 +1,36 @@
 import { type Db, databaseUnavailable, nodes } from "@keelson/db";
 import type { HelloFrame } from "@keelson/protocol";
-import { eq } from "drizzle-orm";
+import { eq, inArray } from "drizzle-orm";
 import type { FastifyBaseLogger } from "fastify";
 import type { Presence, PresencePatch } from "../../agents/link-domain.ts";
+
+/** Hosts named in one heartbeat UPDATE: well under SQLite's and PostgreSQL's bound parameters. */
+export const SEEN_BATCH_HOSTS = 500;
+
+/**
+ * The heartbeat part of a flush as UPDATE statements: hosts last seen in the same second share
+ * one statement (`... WHERE id IN (...)`), at most SEEN_BATCH_HOSTS each. The hub pings every
+ * host in one sweep, so their pongs fall in one or two seconds: 15,000 hosts are about 30
+ * statements, not 15,000 (each one built by the query builder and run on its own).
+ */
+export function seenBatches(
+  seen: Iterable<[hostId: string, second: number]>,
+  originMs: number,
+): { at: string; hostIds: string[] }[] {
+  const bySecond = new Map<number, string[]>();
+  for (const [hostId, second] of seen) {
+    const ids = bySecond.get(second);
+    if (ids) ids.push(hostId);
+    else bySecond.set(second, [hostId]);
+  }
+  const batches: { at: string; hostIds: string[] }[] = [];
+  for (const [second, ids] of bySecond) {
+    const at = new Date(originMs + second * 1000).toISOString();
+    for (let i = 0; i < ids.length; i += SEEN_BATCH_HOSTS)
+      batches.push({ at, hostIds: ids.slice(i, i + SEEN_BATCH_HOSTS) });
+  }
+  return batches;
+}
 
 /** How soon a batch the database could not take is tried again. */
 const PRESENCE_RETRY_MS = 2_000;
@@ -10,7 +38,7 @@ const PRESENCE_RETRY_MS = 2_000;
 export interface PresenceOptions {
   /** State changes (connect, disconnect, facts, status) reach the table within this. Default 100 ms. */
   flushDelayMs?: number;
-  /** Heartbeat-only `lastSeen` updates are written at most this often per host. Default 30 s. */
+  /** Heartbeat-only `lastSeen` updates (to the second) are written at most this often per host. Default 30 s. */
   seenIntervalMs?: number;
 }
 
@@ -23,7 +51,9 @@ export interface PresenceOptions {
  */
 export class PresenceWriter implements Presence {
   private readonly changes = new Map<string, PresencePatch>();
-  private readonly seen = new Map<string, string>();
+  /** Host → second (since originMs) of its last heartbeat; lastSeen is written to the second. */
+  private readonly seen = new Map<string, number>();
+  private readonly originMs = Math.floor(Date.now() / 1000) * 1000;
   private readonly flushDelayMs: number;
   private readonly seenTimer: NodeJS.Timeout;
   private changeTimer: NodeJS.Timeout | undefined;
@@ -77,10 +107,14 @@ export class PresenceWriter implements Presence {
     this.changeTimer ??= setTimeout(() => void this.flush(), this.flushDelayMs);
   }
 
-  /** A heartbeat: remembered now, written with the next periodic flush. */
-  touch(hostId: string, now = new Date()): void {
+  /**
+   * A heartbeat: remembered now, written with the next periodic flush. Every agent's pong comes
+   * here (3,000 a second with 15,000 agents at a 5 s heartbeat), so it stores a small integer
+   * (whole seconds since the writer started) and nothing else: no Date, no string.
+   */
+  touch(hostId: string, nowMs = Date.now()): void {
     if (this.closed) return;
-    this.seen.set(hostId, now.toISOString());
+    this.seen.set(hostId, Math.floor((nowMs - this.originMs) / 1000));
   }
 
   /** Writes everything pending in one transaction. */
@@ -95,7 +129,8 @@ export class PresenceWriter implements Presence {
     try {
       await this.db.transaction(async (tx) => {
         for (const [hostId, patch] of changes) await tx.update(nodes).set(patch).where(eq(nodes.id, hostId));
-        for (const [hostId, at] of seen) await tx.update(nodes).set({ lastSeen: at }).where(eq(nodes.id, hostId));
+        for (const batch of seenBatches(seen, this.originMs))
+          await tx.update(nodes).set({ lastSeen: batch.at }).where(inArray(nodes.id, batch.hostIds));
       });
     } catch (err) {
       const away = databaseUnavailable(err);
