@@ -131,3 +131,4 @@ export const clusterAccessTokens = pgTwin(sqlite.clusterAccessTokens);
 export const auditEvents = pgTwin(sqlite.auditEvents);
 export const keelsonSchema = pgTwin(sqlite.keelsonSchema);
 export const replicas = pgTwin(sqlite.replicas);
+export const loginFailures = pgTwin(sqlite.loginFailures);
