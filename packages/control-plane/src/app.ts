@@ -106,7 +106,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     heartbeat: replicaHeartbeat(options.store.db, replica, settings.replicaRetentionMs, () => agents.links.open),
   });
   const identity = new IdentityResolver(options.store.db, hashSecret(options.adminToken));
-  const metrics = new ControlPlaneMetrics();
+  const metrics = new ControlPlaneMetrics(settings.replicaId);
   const { presence, ...hubTuning } = options.agentHub ?? {};
   const openFiles = readOpenFileLimit();
   const agents = new AgentHub({
