@@ -688,4 +688,23 @@ describe("ensureRegistered", () => {
     expect(identity.hostId).toBe("h");
     expect(bodies).toHaveLength(2);
   });
+
+  it("with several control planes, a failed try moves to the next URL (a dead replica, then one answering 5xx)", async () => {
+    // A port where nothing listens any more: connection refused.
+    const gone = createServer();
+    await new Promise<void>((r) => gone.listen(0, "127.0.0.1", r));
+    const dead = { url: `http://127.0.0.1:${(gone.address() as AddressInfo).port}` };
+    await new Promise<void>((r) => gone.close(() => r()));
+    const failing = await registrar([{ status: 503, body: { message: "fenced" } }]);
+    const live = await registrar([{ status: 201, body: { hostId: "h", credential: "c", projectId: "p" } }]);
+    const identity = await ensureRegistered({
+      controlPlane: new ControlPlanes([dead.url, failing.url, live.url], () => 0),
+      stateDir: tempDir(),
+      joinToken: "kjt",
+      hostname: "n",
+      backoff: { initialMs: 10 },
+    });
+    expect(identity).toMatchObject({ hostId: "h", controlPlane: live.url });
+    expect([failing.bodies.length, live.bodies.length]).toEqual([1, 1]);
+  });
 });
