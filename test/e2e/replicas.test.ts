@@ -1,4 +1,6 @@
 import { afterAll, describe, expect, it } from "vitest";
+import { startAgent } from "./support/agents.ts";
+import { issueJoinToken } from "./support/join-tokens.ts";
 import {
   api,
   freePort,
@@ -9,6 +11,7 @@ import {
   startServer,
   storeEnv,
   tempDir,
+  waitUntil,
 } from "./support/processes.ts";
 
 /**
@@ -45,6 +48,13 @@ interface Replica {
   id: string;
   live: boolean;
   url: string;
+  agentsHeld: number;
+}
+
+/** The agent links `s` holds now, by its own count (its own row in its answer). */
+async function linksHeld(s: ServerProc, id: string): Promise<number> {
+  const { body } = await api<Replica[]>(`${s.url}/v1/replicas`, s.adminToken);
+  return body.find((r) => r.id === id)?.agentsHeld ?? 0;
 }
 
 describe("control-plane replicas on one database", () => {
@@ -92,5 +102,54 @@ describe("control-plane replicas on one database", () => {
     const { body } = await api<Replica[]>(`${restarted.url}/v1/replicas`, restarted.adminToken);
     expect(body.map((r) => [r.id, r.live])).toEqual([["cp-1", true]]);
     await restarted.stop();
+  });
+
+  it("an agent given several control-plane URLs links to a live one, and to another replica when its own is killed", async () => {
+    const dataDir = tempDir("keelson-e2e-replicas-");
+    const first = await server(dataDir, "cp-1");
+    const projects = await api<{ projects: { id: string; name: string }[] }>(
+      `${first.url}/v1/projects`,
+      first.adminToken,
+    );
+    const projectId = projects.body.projects.find((p) => p.name === "default")?.id as string;
+    const join = await issueJoinToken(first, projectId);
+    // On SQLite one server runs; the other URL is a port where nothing listens (a dead replica).
+    const second = serverDialect() === "postgres" ? await server(dataDir, "cp-2") : undefined;
+    const secondUrl = second?.url ?? `http://127.0.0.1:${await freePort()}`;
+    const agent = await startAgent({
+      name: "host-r",
+      controlPlane: `${first.url},${secondUrl}`,
+      joinToken: join.token,
+    });
+    procs.push(agent);
+    const replicas = second
+      ? [
+          { id: "cp-1", s: first },
+          { id: "cp-2", s: second },
+        ]
+      : [{ id: "cp-1", s: first }];
+    const holder = await waitUntil(
+      `the agent linked\n${agent.output()}`,
+      async () => {
+        for (const r of replicas) if ((await linksHeld(r.s, r.id)) === 1) return r;
+        return undefined;
+      },
+      60_000,
+    );
+    if (!second) {
+      expect(holder.id).toBe("cp-1");
+    } else {
+      await holder.s.stop("SIGKILL");
+      const survivor = replicas.find((r) => r !== holder) as (typeof replicas)[number];
+      await waitUntil(
+        `the agent linked to ${survivor.id}\n${agent.output()}`,
+        async () => (await linksHeld(survivor.s, survivor.id)) === 1,
+        60_000,
+      );
+      expect(agent.output()).toContain("moving to the next control plane");
+    }
+    expect(await agent.stop()).toBe(0);
+    await first.stop();
+    await second?.stop();
   });
 });

@@ -2,6 +2,7 @@ import { buildHostRecord, type HelloPayload, type HostFacts, validateUpgradeRequ
 import pino, { type Logger } from "pino";
 import { EtcdBackups } from "./backups/index.ts";
 import { FactsMonitor } from "./facts.ts";
+import { ControlPlanes } from "./link/control-planes.ts";
 import { LinkClient } from "./link/index.ts";
 import { type ControlPlaneTrust, establishTrust, TrustError } from "./link/trust.ts";
 import { AgentMetrics } from "./local-api/metrics.ts";
@@ -47,6 +48,8 @@ const RESUME_RETRY_MS = 15_000;
 export class Agent {
   readonly stateDir: StateDir;
   readonly facts: FactsMonitor;
+  /** KEELSON_CONTROL_PLANE's URLs and the one linked to now (the link moves on when one fails). */
+  readonly planes: ControlPlanes;
   /** Settles with the exit code once the agent has stopped, by `stop()` or by itself. */
   readonly stopped: Promise<number>;
   readonly log: Logger;
@@ -61,6 +64,7 @@ export class Agent {
   ) {
     this.log = options.log ?? pino({ name: "keelson-agent", level: settings.logLevel });
     this.stateDir = new StateDir(settings.stateDir).ensure();
+    this.planes = new ControlPlanes(settings.controlPlanes);
     this.facts = new FactsMonitor({
       hostname: settings.hostname,
       primaryIp: settings.primaryIp,
@@ -81,7 +85,7 @@ export class Agent {
     try {
       // Before the join token or the credential goes anywhere: whom to trust.
       trust = await establishTrust({
-        controlPlane: settings.controlPlane,
+        controlPlane: this.planes.current,
         caHash: settings.caHash,
         stateDir: settings.stateDir,
         log: this.log,
@@ -90,7 +94,7 @@ export class Agent {
       });
       identity = await ensureRegistered({
         fetch: trust.fetch,
-        controlPlane: settings.controlPlane,
+        controlPlane: this.planes,
         stateDir: settings.stateDir,
         joinToken: settings.joinToken,
         hostname: first.hostname,
@@ -214,7 +218,7 @@ class Running {
       ...(this.upgrader.error ? { agentError: clip(this.upgrader.error) } : {}),
     });
     this.link = new LinkClient({
-      url: settings.controlPlane,
+      url: agent.planes,
       tls: () => trust.tlsOptions(),
       hostId,
       credential: identity.credential,
@@ -245,7 +249,7 @@ class Running {
     this.node = new NodeController({
       stateDir: settings.stateDir,
       nodePackage: settings.nodePackage,
-      controlPlane: settings.controlPlane,
+      controlPlane: () => agent.planes.current,
       fetch: trust.fetch,
       hostRoot: settings.hostRoot,
       host: () => ({ hostId, hostname: facts.current.hostname, primaryIp: facts.current.primaryIp }),
@@ -265,7 +269,7 @@ class Running {
     });
     this.link.on("connected", () => {
       // A CA rotation under way: the bundle, read over the verified link's server, may name a next CA.
-      void trust.refresh(settings.controlPlane, settings.stateDir, log);
+      void trust.refresh(agent.planes.current, settings.stateDir, log);
       this.linkUp = true;
       this.metrics.linkConnected();
       this.node.connected();

@@ -1,6 +1,7 @@
 import { createHash, randomBytes } from "node:crypto";
 import { rmSync } from "node:fs";
 import { Backoff, type BackoffOptions } from "@keelson/protocol";
+import { ControlPlanes } from "./link/control-planes.ts";
 import { StateDir } from "./state-dir.ts";
 
 /** What the agent keeps after registering; `<state dir>/identity.json`, mode 0600. */
@@ -28,8 +29,8 @@ interface PendingRegistration {
 }
 
 export interface RegistrationOptions {
-  /** The control plane's http(s) URL. */
-  controlPlane: string;
+  /** The control plane's http(s) URL, or the replicas' (each failed try moves to the next). */
+  controlPlane: string | ControlPlanes;
   stateDir: string;
   /** Needed only until the first registration succeeded. */
   joinToken?: string;
@@ -75,7 +76,9 @@ export async function ensureRegistered(options: RegistrationOptions): Promise<Ho
     );
   }
   const doFetch = options.fetch ?? fetch;
-  const url = `${options.controlPlane.replace(/\/+$/, "")}/v1/agents/register`;
+  const planes =
+    typeof options.controlPlane === "string" ? new ControlPlanes([options.controlPlane]) : options.controlPlane;
+  const registerUrl = () => `${planes.current.replace(/\/+$/, "")}/v1/agents/register`;
   const credential = pendingCredential(state, options.joinToken);
   const body = JSON.stringify({
     joinToken: options.joinToken,
@@ -89,6 +92,7 @@ export async function ensureRegistered(options: RegistrationOptions): Promise<Ho
     options.signal?.throwIfAborted();
     let response: Response | undefined;
     let problem = "";
+    const url = registerUrl();
     try {
       response = await doFetch(url, {
         method: "POST",
@@ -103,7 +107,7 @@ export async function ensureRegistered(options: RegistrationOptions): Promise<Ho
     if (response) {
       const answer = (await response.json().catch(() => ({}))) as Record<string, unknown>;
       if (response.status === 201 || response.status === 200) {
-        const identity = toIdentity(answer, options.controlPlane);
+        const identity = toIdentity(answer, planes.current);
         state.writeJson(IDENTITY_FILE, identity);
         rmSync(state.path(PENDING_REGISTRATION_FILE), { force: true });
         options.log?.info(
@@ -120,6 +124,8 @@ export async function ensureRegistered(options: RegistrationOptions): Promise<Ho
       problem = `registration failed with HTTP ${response.status}: ${message}`;
     }
     const delay = backoff.next();
+    // Another replica may answer: the next try goes to the next URL (one URL: the same again).
+    planes.next();
     options.log?.warn({ problem, retryInMs: delay }, "registration failed; retrying");
     await sleep(delay, options.signal);
   }

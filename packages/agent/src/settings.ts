@@ -3,6 +3,7 @@ import { resolve } from "node:path";
 import { CA_HASH_PATTERN } from "@keelson/protocol";
 import { parseListen, parseSettings, Setting } from "@keelson/settings";
 import { type Static, type TSchema, Type } from "typebox";
+import { CONTROL_PLANES_RULE, checkControlPlanes, splitControlPlanes } from "./link/control-planes.ts";
 import { pinnedHashes } from "./link/trust.ts";
 import { DEFAULT_TIMEOUTS } from "./phases/config.ts";
 import { DEFAULT_RECONCILE } from "./phases/reconciler.ts";
@@ -21,7 +22,13 @@ const optionalText = (env: string, rule: string, description: string, check?: (v
   Type.Optional(Type.String({ env, rule, description, ...(check ? { check } : {}) }));
 
 export const AgentSettingsSchema = Type.Object({
-  controlPlane: Setting.httpUrl("KEELSON_CONTROL_PLANE", "The control plane's URL."),
+  controlPlane: Type.String({
+    env: "KEELSON_CONTROL_PLANE",
+    check: checkControlPlanes,
+    rule: CONTROL_PLANES_RULE,
+    description:
+      "The control plane's URL: one address (a load balancer or VIP that checks `/readyz` works), or the replicas' URLs comma-separated, of which the agent starts at a random one and moves to the next when a link attempt fails or a link ends.",
+  }),
   caHash: Type.Optional(
     Type.String({
       env: "KEELSON_CA_HASH",
@@ -178,7 +185,9 @@ export const AgentSettingsSchema = Type.Object({
 type Parsed = Static<typeof AgentSettingsSchema>;
 
 export type AgentSettings = Readonly<
-  Omit<Parsed, "stateDir" | "reconnectInitialMs"> & {
+  Omit<Parsed, "controlPlane" | "stateDir" | "reconnectInitialMs"> & {
+    /** KEELSON_CONTROL_PLANE's URLs, trailing slashes removed (one, or the replicas'). */
+    controlPlanes: readonly string[];
     stateDir: string;
     reconnectInitialMs: number;
     /** From `agentListen`, split once. */
@@ -198,10 +207,10 @@ export function readAgentSettings(
   env: Record<string, string | undefined>,
   argv: readonly string[] = [],
 ): AgentSettings {
-  const parsed = parseSettings(AgentSettingsSchema, { env, argv, check: reconnectRule });
+  const { controlPlane, ...parsed } = parseSettings(AgentSettingsSchema, { env, argv, check: reconnectRule });
   return Object.freeze({
     ...parsed,
-    controlPlane: parsed.controlPlane.replace(/\/+$/, ""),
+    controlPlanes: Object.freeze(splitControlPlanes(controlPlane)),
     stateDir: stateDirOf(parsed.stateDir, env),
     nodePackage: resolve(parsed.nodePackage),
     hostRoot: resolve(parsed.hostRoot),

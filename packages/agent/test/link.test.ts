@@ -18,6 +18,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { type WebSocket, WebSocketServer } from "ws";
 import { retryAfterOf } from "../src/link/client.ts";
 import { COMMAND_RECORD_FILE, CommandRecord } from "../src/link/command-record.ts";
+import { ControlPlanes } from "../src/link/control-planes.ts";
 import { type CommandHandlers, LinkClient, type LinkCloseInfo, LinkUnavailableError } from "../src/link/index.ts";
 import { linkUrl } from "../src/link/url.ts";
 import { ensureRegistered, IDENTITY_FILE, RegistrationError } from "../src/registration.ts";
@@ -431,6 +432,45 @@ describe("LinkClient", () => {
     expect(client.connected).toBe(true);
   });
 
+  it("with several control planes, moves to the next when a link ends or an attempt fails, around the list", async () => {
+    const hubs = [new FakeHub(), new FakeHub(), new FakeHub()];
+    const urls: string[] = [];
+    for (const hub of hubs) {
+      urls.push(await hub.listen());
+      cleanups.push(() => hub.close());
+    }
+    // Starts at the second (the random pick), as `() => 0.4` chooses.
+    const client = new LinkClient({
+      url: new ControlPlanes(urls, () => 0.4),
+      hostId: HOST,
+      credential: CREDENTIAL,
+      stateDir: tempDir(),
+      log: silentLog,
+      hello: helloPayload,
+      handlers: {},
+      backoff: { initialMs: 20, maxMs: 100 },
+    });
+    cleanups.push(() => client.stop({ graceMs: 50 }));
+    const [a, b, c] = hubs as [FakeHub, FakeHub, FakeHub];
+    const onB = b.nextConnection();
+    client.start();
+    const first = await onB;
+    await once(client, "connected");
+    // The replica dies: the socket ends without a close frame (1006); the next is tried.
+    const onC = c.nextConnection();
+    c.refuse = { status: 502, body: { message: "bad gateway" } };
+    const onA = a.nextConnection();
+    first.ws.terminate();
+    // c refuses the attempt, so it moves on again, around to a.
+    await onA;
+    await once(client, "connected");
+    expect(c.upgradeAt.length).toBeGreaterThanOrEqual(1);
+    expect(c.connections).toHaveLength(0);
+    expect(a.connections).toHaveLength(1);
+    expect(b.connections).toHaveLength(1);
+    void onC;
+  });
+
   it("waits the Retry-After of a control plane at its link ceiling (503) before trying again", async () => {
     const hub = new FakeHub();
     hub.refuse = {
@@ -647,5 +687,24 @@ describe("ensureRegistered", () => {
     });
     expect(identity.hostId).toBe("h");
     expect(bodies).toHaveLength(2);
+  });
+
+  it("with several control planes, a failed try moves to the next URL (a dead replica, then one answering 5xx)", async () => {
+    // A port where nothing listens any more: connection refused.
+    const gone = createServer();
+    await new Promise<void>((r) => gone.listen(0, "127.0.0.1", r));
+    const dead = { url: `http://127.0.0.1:${(gone.address() as AddressInfo).port}` };
+    await new Promise<void>((r) => gone.close(() => r()));
+    const failing = await registrar([{ status: 503, body: { message: "fenced" } }]);
+    const live = await registrar([{ status: 201, body: { hostId: "h", credential: "c", projectId: "p" } }]);
+    const identity = await ensureRegistered({
+      controlPlane: new ControlPlanes([dead.url, failing.url, live.url], () => 0),
+      stateDir: tempDir(),
+      joinToken: "kjt",
+      hostname: "n",
+      backoff: { initialMs: 10 },
+    });
+    expect(identity).toMatchObject({ hostId: "h", controlPlane: live.url });
+    expect([failing.bodies.length, live.bodies.length]).toEqual([1, 1]);
   });
 });

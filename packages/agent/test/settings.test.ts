@@ -9,7 +9,7 @@ describe("agent settings", () => {
   it("applies DESIGN.md's defaults", () => {
     const config = readAgentSettings(base);
     expect(config).toMatchObject({
-      controlPlane: "http://127.0.0.1:8080",
+      controlPlanes: ["http://127.0.0.1:8080"],
       joinToken: undefined,
       stateDir: "/var/lib/keelson-agent",
       listen: { host: "127.0.0.1", port: 8082 },
@@ -25,6 +25,24 @@ describe("agent settings", () => {
       backupMinuteMs: 60_000,
       serviceManager: undefined,
     });
+  });
+
+  it("takes several control-plane URLs comma-separated, and names a bad or repeated one (exit 78's message)", () => {
+    expect(
+      readAgentSettings({ KEELSON_CONTROL_PLANE: "http://10.0.0.1:8080/, https://cp-2.example:8443,http://[::1]:8080" })
+        .controlPlanes,
+    ).toEqual(["http://10.0.0.1:8080", "https://cp-2.example:8443", "http://[::1]:8080"]);
+    expect(() => readAgentSettings({ KEELSON_CONTROL_PLANE: "http://10.0.0.1:8080,ftp://cp-2:21" })).toThrow(
+      new SettingsError(
+        'KEELSON_CONTROL_PLANE="http://10.0.0.1:8080,ftp://cp-2:21": entry 2 ("ftp://cp-2:21") must be an http:// or https:// URL',
+      ),
+    );
+    expect(() => readAgentSettings({ KEELSON_CONTROL_PLANE: "http://10.0.0.1:8080,,http://10.0.0.2:8080" })).toThrow(
+      /KEELSON_CONTROL_PLANE=.*: entry 2 \(""\) must be an http:\/\/ or https:\/\/ URL/,
+    );
+    expect(() => readAgentSettings({ KEELSON_CONTROL_PLANE: "http://10.0.0.1:8080,http://10.0.0.1:8080/" })).toThrow(
+      /entry 2 \(http:\/\/10\.0\.0\.1:8080\) repeats entry 1/,
+    );
   });
 
   it("takes systemd's STATE_DIRECTORY, and KEELSON_STATE_DIR over it", () => {

@@ -9,6 +9,7 @@ import { hostUpgradeCommands } from "./commands/host-upgrades.ts";
 import { hostCommands } from "./commands/hosts.ts";
 import { operationCommands } from "./commands/operations.ts";
 import { isLocalCommand, runLocal } from "./commands/release.ts";
+import { replicaCommands } from "./commands/replicas.ts";
 import { upgradeMgmtCommand } from "./commands/upgrade-mgmt.ts";
 import { CliError, EXIT } from "./errors.ts";
 import { colours } from "./output.ts";
@@ -75,6 +76,7 @@ configure-hosts and upgrade-hosts --config FILE.`,
   hostCommands(program, wrap);
   clusterActionCommands(program, wrap);
   operationCommands(program, wrap);
+  replicaCommands(program, wrap);
   hostStatusCommand(program, wrap);
   hostUpgradeCommands(program, wrap);
   upgradeMgmtCommand(program, wrap);

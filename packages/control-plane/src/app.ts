@@ -29,7 +29,7 @@ import { commandObserver, observeEvents } from "./metrics/observe.ts";
 import { ControlPlaneMetrics } from "./metrics/registry.ts";
 import { registerScrapeGauges } from "./metrics/scrape-gauges.ts";
 import { registerOperationKinds } from "./operation-kinds.ts";
-import { deregisterReplica, heartbeat, registerReplica } from "./replicas/registry.ts";
+import { deregisterReplica, registerReplica, replicaHeartbeat } from "./replicas/registry.ts";
 import { replicaSelf } from "./replicas/self.ts";
 import { registerRoutes } from "./routes/index.ts";
 import { OperationRunner } from "./runner/runner.ts";
@@ -106,10 +106,10 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     leaseMs: settings.operationLeaseMs,
     renewMs: settings.operationLeaseRenewMs,
     deadlineMs: settings.operationLeaseDeadlineMs,
-    heartbeat: () => heartbeat(options.store.db, replica, agents.links.open),
+    heartbeat: replicaHeartbeat(options.store.db, replica, settings.replicaRetentionMs, () => agents.links.open),
   });
   const identity = new IdentityResolver(options.store.db, hashSecret(options.adminToken));
-  const metrics = new ControlPlaneMetrics();
+  const metrics = new ControlPlaneMetrics(settings.replicaId);
   const { presence, ...hubTuning } = options.agentHub ?? {};
   const openFiles = readOpenFileLimit();
   const agents = new AgentHub({

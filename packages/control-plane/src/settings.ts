@@ -369,6 +369,15 @@ export const ServerSettingsSchema = Type.Object({
     description:
       "A replica that has not renewed its leases for this long stops acting on its operations (and /readyz answers 503) until it renews again; below the lease, so it stops before anyone takes over.",
   }),
+  replicaRetentionMs: Type.Integer({
+    env: "KEELSON_REPLICA_RETENTION_MS",
+    default: 86_400_000,
+    minimum: 10_000,
+    maximum: 31_536_000_000,
+    unit: "milliseconds",
+    description:
+      "How long GET /v1/replicas keeps listing a replica that stopped heartbeating without a graceful stop (a crash); more than the lease.",
+  }),
   nodeEnv: Setting.nodeEnv(),
   printSummary: Type.Boolean({
     env: "KEELSON_PRINT_SUMMARY",
@@ -409,6 +418,11 @@ function checkLeaseTimes(s: Static<typeof ServerSettingsSchema>): void {
   if (s.operationLeaseDeadlineMs >= s.operationLeaseMs) {
     throw new SettingsError(
       `KEELSON_OPERATION_LEASE_DEADLINE_MS: must be less than KEELSON_OPERATION_LEASE_MS (${s.operationLeaseMs}), got ${s.operationLeaseDeadlineMs}`,
+    );
+  }
+  if (s.replicaRetentionMs <= s.operationLeaseMs) {
+    throw new SettingsError(
+      `KEELSON_REPLICA_RETENTION_MS: must be more than KEELSON_OPERATION_LEASE_MS (${s.operationLeaseMs}), got ${s.replicaRetentionMs}`,
     );
   }
   if (s.operationLeaseRenewMs * 2 > s.operationLeaseDeadlineMs) {

@@ -397,6 +397,19 @@ describe("Keystone login throttle", () => {
     expect((await login("dave", "dave-password")).statusCode).toBe(201);
   });
 
+  it("two replicas on one database share the budget: 5 failures on each, then both answer 429", async () => {
+    const { t, project } = await appWithUsers(["frank"], { replicaId: "cp-1" });
+    const other = await createTestApp({ runOperations: false, dataDir: t.dataDir, settings: { replicaId: "cp-2" } });
+    const login = (app: TestApp, password: string) =>
+      app.request({ method: "POST", url: LOGIN, token: null, payload: authBody("frank", password, project) });
+    for (let i = 0; i < 5; i++) {
+      expect((await login(t, "wrong")).statusCode).toBe(401);
+      expect((await login(other, "wrong")).statusCode).toBe(401);
+    }
+    expect((await login(t, "frank-password")).statusCode).toBe(429);
+    expect((await login(other, "frank-password")).statusCode).toBe(429);
+  });
+
   it("behind a trusted proxy (KEELSON_TRUST_PROXY) counts the client addresses of X-Forwarded-For, one by one", async () => {
     const { t, project } = await appWithUsers(["erin"], { trustProxy: "127.0.0.1" });
     const login = (password: string, client: string) =>

@@ -38,6 +38,16 @@ describe("GET /metrics against what happened", () => {
     expect(sampleValue(parsed, "keelson_agent_link_disconnects_total")).toBe(0);
     expect(sampleValue(parsed, "keelson_hosts", { agent: "connected" })).toBe(3);
     expect(sampleValue(parsed, "keelson_hosts", { agent: "disconnected" })).toBe(0);
+    // This replica's series carry its id; the whole service's (the same on every replica) none.
+    const replica = f.t.settings.replicaId;
+    for (const name of ["keelson_agent_links_open", "keelson_agent_link_connects_total", "process_cpu_seconds_total"]) {
+      expect(samples(parsed, name).map((s) => s.labels.replica)).toEqual([replica]);
+    }
+    for (const name of ["keelson_hosts", "keelson_operations", "keelson_rollout_nodes", "keelson_rollout_nodes_done"]) {
+      const found = samples(parsed, name);
+      expect(found.length).toBeGreaterThan(0);
+      for (const s of found) expect(s.labels.replica).toBeUndefined();
+    }
 
     const joins = f.sent.filter((c) => c.name === "node.join").length;
     expect(joins).toBe(3);

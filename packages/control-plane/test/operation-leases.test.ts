@@ -8,7 +8,7 @@ import pino from "pino";
 import { afterEach, describe, expect, it } from "vitest";
 import { dropDatabaseFor } from "../../../test/support/postgres-database.ts";
 import { createProject } from "../src/domain/projects/projects.ts";
-import { claimOperation, LeaseLost, type LeaseOptions } from "../src/runner/leases.ts";
+import { claimableOperations, claimOperation, LeaseLost, type LeaseOptions } from "../src/runner/leases.ts";
 import { OperationRunner } from "../src/runner/runner.ts";
 import { recordOperation } from "../src/runner/store.ts";
 import { OperationInterrupted, type OperationKind, type StepContext } from "../src/runner/types.ts";
@@ -66,7 +66,7 @@ async function until(what: string, check: () => boolean | Promise<boolean>, time
 /** replica-a's lease runs out (it was paused, say) and replica-b claims the operation. */
 async function takeOver(sb: Store, id: string) {
   await sb.db.update(operations).set({ leaseUntil: "2000-01-01T00:00:00.000Z" }).where(eq(operations.id, id));
-  return await claimOperation(sb.db, id, "replica-b", 60_000);
+  return await claimOperation(sb.db, id, "replica-b", 60_000, ["held"]);
 }
 
 /** Resolves with the step context once the step of a `held` operation runs; it then waits for its signal. */
@@ -287,5 +287,56 @@ describe("operations claimed with leases and fences", () => {
     process.stdout.write(`[leases] ${TEST_DIALECT}: graceful stop to the other replica's step: ${handover} ms\n`);
     expect(handover).toBeLessThan(1_000);
     expect(await row(sb, op.id)).toMatchObject({ owner: "replica-b", fence: 2, attempts: 2 });
+  });
+
+  it("leaves an operation of a kind it does not know pending for a replica that knows it", async () => {
+    const [sa, sb] = (await storesOnOneDatabase(2)) as [Store, Store];
+    const projectId = (await createProject(sa.db, "p")).id;
+    const older = runnerOn(sa, "replica-old");
+    const ran: string[] = [];
+    const kind = (name: string, replica: string): OperationKind => ({
+      kind: name,
+      steps: () => [{ name: "only", run: () => void ran.push(`${name} by ${replica}`) }],
+    });
+    older.register(kind("known", "replica-old"));
+    const newer = await recordOperation(sa.db, { projectId, kind: "newer", targetType: "cluster", targetId: "t1" });
+    const known = await recordOperation(sa.db, { projectId, kind: "known", targetType: "cluster", targetId: "t2" });
+    await older.start();
+    older.enqueue(newer);
+    older.enqueue(known);
+    await until("the known kind succeeds", async () => (await row(sa, known.id))?.state === "succeeded");
+    await older.renew();
+    await older.idle();
+    expect(await row(sa, newer.id)).toMatchObject({ state: "pending", owner: null, attempts: 0, error: null });
+
+    const upgraded = runnerOn(sb, "replica-new");
+    upgraded.register(kind("known", "replica-new"));
+    upgraded.register(kind("newer", "replica-new"));
+    await upgraded.start();
+    await until("the newer kind succeeds", async () => (await row(sb, newer.id))?.state === "succeeded");
+    expect(ran).toEqual(["known by replica-old", "newer by replica-new"]);
+    expect(await row(sb, newer.id)).toMatchObject({ owner: "replica-new", attempts: 1 });
+  });
+
+  it("two operations on one target recorded in the same millisecond: only the lower id may be claimed until it ends", async () => {
+    const [sa, sb] = (await storesOnOneDatabase(2)) as [Store, Store];
+    const projectId = (await createProject(sa.db, "p")).id;
+    const ops = [];
+    for (let i = 0; i < 2; i++) {
+      ops.push(await recordOperation(sa.db, { projectId, kind: "held", targetType: "cluster", targetId: "t" }));
+    }
+    const stamp = "2026-01-01T00:00:00.000Z";
+    await sa.db.update(operations).set({ createdAt: stamp });
+    const [first, second] = ops.map((o) => o.id).sort() as [string, string];
+    expect(await claimableOperations(sb.db, "replica-b", 10, ["held"])).toEqual([
+      { id: first, targetId: "t" },
+      { id: second, targetId: "t" },
+    ]);
+    // The later one first, from another replica: refused while the earlier one is unfinished.
+    expect(await claimOperation(sb.db, second, "replica-b", 60_000, ["held"])).toBeUndefined();
+    expect(await claimOperation(sa.db, first, "replica-a", 60_000, ["held"])).toMatchObject({ owner: "replica-a" });
+    expect(await claimOperation(sb.db, second, "replica-b", 60_000, ["held"])).toBeUndefined();
+    await sa.db.update(operations).set({ state: "succeeded" }).where(eq(operations.id, first));
+    expect(await claimOperation(sb.db, second, "replica-b", 60_000, ["held"])).toMatchObject({ owner: "replica-b" });
   });
 });

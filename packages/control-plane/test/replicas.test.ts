@@ -79,6 +79,26 @@ describe("replicas", () => {
     expect((await t.request({ method: "GET", url: "/readyz", token: null })).statusCode).toBe(200);
   });
 
+  it("prunes the rows of replicas gone (no graceful stop) for longer than the retention; younger ones stay listed, not live", async () => {
+    const t = await createTestApp({ settings: { ...SHORT, replicaId: "cp-1", replicaRetentionMs: 10_000 } });
+    const ago = (ms: number) => databaseTime(dialectOf(t.db), -ms);
+    const row = { url: "http://10.0.0.9:8080", version: "0.1.0", host: "elsewhere.example", pid: 4242 };
+    await t.db.insert(replicas).values([
+      { ...row, id: "crashed-long-ago", startedAt: ago(60_000), heartbeatAt: ago(20_000) },
+      { ...row, id: "crashed-lately", startedAt: ago(60_000), heartbeatAt: ago(5_000) },
+    ]);
+    // Pruning runs at most every tenth of the retention (1 s here), with a heartbeat.
+    await until(
+      "the old row pruned",
+      async () => !(await t.db.select().from(replicas)).some((r) => r.id === "crashed-long-ago"),
+    );
+    const listed = (await t.request({ method: "GET", url: "/v1/replicas", token: ADMIN_TOKEN })).json();
+    expect(listed.map((r: { id: string; live: boolean }) => [r.id, r.live])).toEqual([
+      ["cp-1", true],
+      ["crashed-lately", false],
+    ]);
+  });
+
   it("refuses a second live holder of one replica id, and on SQLite any second server; a dead process on this machine is no obstacle", async () => {
     const t = await createTestApp({ settings: { ...SHORT, replicaId: "cp-1" } });
     const self = (id: string): ReplicaSelf => ({
@@ -119,6 +139,11 @@ describe("replicas", () => {
     );
     expect(() => readServerSettings({ KEELSON_OPERATION_LEASE_RENEW_MS: "4000" })).toThrow(
       /KEELSON_OPERATION_LEASE_RENEW_MS: must be at most half of KEELSON_OPERATION_LEASE_DEADLINE_MS \(7000\), got 4000/,
+    );
+    expect(() => readServerSettings({ KEELSON_REPLICA_RETENTION_MS: "10000" })).toThrow(
+      new SettingsError(
+        "KEELSON_REPLICA_RETENTION_MS: must be more than KEELSON_OPERATION_LEASE_MS (10000), got 10000",
+      ),
     );
     expect(() => readServerSettings({ KEELSON_REPLICA_ID: "no spaces" })).toThrow(/KEELSON_REPLICA_ID/);
     expect(readServerSettings({}).replicaId).toBe(defaultReplicaId(hostname()));

@@ -132,3 +132,4 @@ export const auditEvents = pgTwin(sqlite.auditEvents);
 export const keelsonSchema = pgTwin(sqlite.keelsonSchema);
 export const replicas = pgTwin(sqlite.replicas);
 export const webcliSpentTokens = pgTwin(sqlite.webcliSpentTokens);
+export const loginFailures = pgTwin(sqlite.loginFailures);

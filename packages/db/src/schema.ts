@@ -346,6 +346,18 @@ export const replicas = sqliteTable("replicas", {
 });
 
 /**
+ * Failed Keystone logins, counted per key (an address and a user, or an address alone) in a
+ * window that starts at the key's first failure (domain/identity/login-throttle.ts). In the
+ * database so that every replica counts against one budget.
+ */
+export const loginFailures = sqliteTable("login_failures", {
+  key: text("key").primaryKey(),
+  failures: integer("failures").notNull(),
+  /** When the window began, by the database's clock. */
+  since: text("since").notNull(),
+});
+
+/**
  * The oldest keelson-server that can run on this schema, in the one row (id 1). Each migration
  * that older servers must not run on raises it in its own SQL; a server older than it refuses to
  * start, naming both versions (store/compat.ts). A newer schema alone is no reason to refuse:

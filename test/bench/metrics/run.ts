@@ -114,7 +114,7 @@ async function main(): Promise<void> {
     const ready = await series("GET /readyz (baseline)", `${base}/readyz`, pid);
     const metrics = await series("GET /metrics", `${base}/metrics`, pid);
     // The scrape must be of the fleet under test, or its time says nothing about N agents.
-    const links = Number(/^keelson_agent_links_open (\d+)$/m.exec(metrics.last)?.[1]);
+    const links = Number(/^keelson_agent_links_open\{replica="[^"]*"\} (\d+)$/m.exec(metrics.last)?.[1]);
     const hosts = Number(/^keelson_hosts\{agent="connected"\} (\d+)$/m.exec(metrics.last)?.[1]);
     if (links !== AGENTS || hosts !== AGENTS) {
       throw new Error(`the scrape reports ${links} links open and ${hosts} hosts connected, not ${AGENTS}`);

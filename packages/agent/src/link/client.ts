@@ -34,6 +34,7 @@ import {
 } from "@keelson/protocol";
 import WebSocket from "ws";
 import { COMMAND_RECORD_FILE, type CommandOutcome, CommandRecord } from "./command-record.ts";
+import { ControlPlanes } from "./control-planes.ts";
 import { isCertificateError } from "./trust.ts";
 import { linkUrl } from "./url.ts";
 
@@ -59,8 +60,8 @@ export type CommandHandler<N extends CommandName> = (
 export type CommandHandlers = { [N in CommandName]?: CommandHandler<N> };
 
 export interface LinkClientOptions {
-  /** The control plane's http(s) URL, or the link's ws(s) URL. */
-  url: string;
+  /** The control plane's http(s) URL, or the link's ws(s) URL; or several replicas' (moved through on failures). */
+  url: string | ControlPlanes;
   hostId: string;
   credential: string;
   /** The CA the server's certificate must chain to (link/trust.ts); none: the system's store. */
@@ -153,7 +154,7 @@ interface Waiter {
  * passed in. The command dispatch (runCommand and its record) is the part that can leave next.
  */
 export class LinkClient extends EventEmitter<LinkClientEvents> {
-  private readonly url: string;
+  private readonly planes: ControlPlanes;
   private readonly backoff: Backoff;
   private readonly record: CommandRecord;
   private readonly running = new Map<string, { controller: AbortController; done: Promise<void> }>();
@@ -167,7 +168,9 @@ export class LinkClient extends EventEmitter<LinkClientEvents> {
 
   constructor(private readonly options: LinkClientOptions) {
     super();
-    this.url = linkUrl(options.url);
+    this.planes = typeof options.url === "string" ? new ControlPlanes([options.url]) : options.url;
+    // Every URL checked now (the settings did too): a bad one fails at construction, not at a reconnect.
+    for (const url of this.planes.urls) linkUrl(url);
     this.backoff = new Backoff(options.backoff);
     this.record = new CommandRecord(join(options.stateDir, COMMAND_RECORD_FILE), options.recordLimit);
   }
@@ -334,7 +337,7 @@ export class LinkClient extends EventEmitter<LinkClientEvents> {
 
   private connect(): void {
     if (this.stopped) return;
-    const ws = new WebSocket(this.url, {
+    const ws = new WebSocket(linkUrl(this.planes.current), {
       headers: { authorization: `Bearer ${this.options.credential}`, "x-keelson-host-id": this.options.hostId },
       handshakeTimeout: 10_000,
       ...this.options.tls?.(),
@@ -488,6 +491,11 @@ export class LinkClient extends EventEmitter<LinkClientEvents> {
   /** `atLeastMs`: the control plane's Retry-After, spread by up to 20% so refused agents do not return at once. */
   private scheduleReconnect(atLeastMs?: number): void {
     if (this.stopped) return;
+    // With several replicas' URLs, the next attempt goes to the next one: the one that failed or
+    // ended the link may be dead or stopping.
+    if (this.planes.urls.length > 1) {
+      this.options.log.info({ from: this.planes.current, to: this.planes.next() }, "moving to the next control plane");
+    }
     this.backoff.disconnected();
     const backoff = this.backoff.next();
     const delay = atLeastMs === undefined ? backoff : Math.max(backoff, atLeastMs * (1 + Math.random() * 0.2));

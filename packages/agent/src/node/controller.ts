@@ -69,8 +69,8 @@ export interface NodeControllerOptions {
   stateDir: string;
   /** The host's own node package (KEELSON_NODE_PACKAGE), for clusters the control plane serves none to. */
   nodePackage: string;
-  /** The control plane's URL, which the node package URLs of node.join/node.upgrade are relative to. */
-  controlPlane?: string;
+  /** The URL of the control plane linked to now, which the node package URLs of node.join/node.upgrade are relative to. */
+  controlPlane?: () => string;
   /** Package downloads with the control plane's trust (link/trust.ts). */
   fetch?: typeof fetch;
   hostRoot: string;
@@ -131,7 +131,7 @@ export class NodeController {
     this.desired = loadDesiredState(this.desiredFile);
     this.packages = new NodePackages({
       stateDir: options.stateDir,
-      controlPlane: options.controlPlane ?? "",
+      controlPlane: options.controlPlane ?? (() => ""),
       ...(options.fetch ? { fetch: options.fetch } : {}),
       hostPackage: options.nodePackage,
       log: options.log.child({ component: "node-packages" }),

@@ -25,8 +25,8 @@ export class NodePackageError extends Error {
 
 export interface NodePackagesOptions {
   stateDir: string;
-  /** The control plane's URL: package URLs are relative to it. */
-  controlPlane: string;
+  /** The URL of the control plane linked to now (ControlPlanes): package URLs are relative to it. */
+  controlPlane: () => string;
   /** KEELSON_NODE_PACKAGE: the host's own package, for clusters the control plane serves none to. */
   hostPackage: string;
   /** Downloads with the control plane's trust (link/trust.ts). */
@@ -86,7 +86,7 @@ export class NodePackages {
 
   private async install(ref: NodePackageRef, dir: string, signal?: AbortSignal): Promise<string> {
     mkdirSync(this.root, { recursive: true });
-    const url = new URL(ref.url, `${this.options.controlPlane}/`).href;
+    const url = new URL(ref.url, `${this.options.controlPlane()}/`).href;
     const stamp = randomUUID();
     const tarball = join(this.root, `.download-${stamp}.tar.gz`);
     const staged = join(this.root, `.unpack-${stamp}`);

@@ -61,7 +61,7 @@ afterAll(async () => {
 });
 
 function store(stateDir: string, hostPackage = join(root, "host-package")): NodePackages {
-  return new NodePackages({ stateDir, controlPlane: base, hostPackage, log: testLog() });
+  return new NodePackages({ stateDir, controlPlane: () => base, hostPackage, log: testLog() });
 }
 
 describe("NodePackages", () => {
@@ -150,7 +150,7 @@ describe("node.join / node.upgrade with node packages", () => {
       const c = new NodeController(
         fakeNodeControllerOptions(
           { root, stateDir, hostRoot, link, calls, services: noServices() },
-          { controlPlane: base },
+          { controlPlane: () => base },
         ),
       );
       controllers.push(c);

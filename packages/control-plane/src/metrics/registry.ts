@@ -9,9 +9,15 @@ import { registerProcessMetrics } from "./process-metrics.ts";
  * without limit and would make every scrape and the monitoring store grow with it.
  * What the database holds for the whole service (operations, hosts, rollout progress) is
  * computed at scrape time (scrape-gauges.ts), so counters here hold only what this process saw.
+ *
+ * Two registries, one scrape: what this replica saw or holds carries a `replica` label
+ * (KEELSON_REPLICA_ID; sum those over replicas), while the whole service's figures, the same on
+ * every replica, carry none (take `max`, not `sum`): a label would make them look like parts.
  */
 export class ControlPlaneMetrics {
   readonly registry = new Registry();
+  /** The whole service's gauges, read from the database: no replica label. */
+  private readonly wholeService = new Registry();
 
   readonly agentLinkConnects = new Counter({
     name: "keelson_agent_link_connects_total",
@@ -75,23 +81,35 @@ export class ControlPlaneMetrics {
     registers: [this.registry],
   });
 
-  constructor() {
+  constructor(replicaId: string) {
+    this.registry.setDefaultLabels({ replica: replicaId });
     // Process CPU, memory, file descriptors, GC and event-loop lag (nodejs_eventloop_lag_seconds).
     registerProcessMetrics(this.registry);
   }
 
-  /** A gauge whose value is read at scrape time (for counts held elsewhere). */
+  readonly contentType = this.registry.contentType;
+
+  /** The scrape: this replica's series, then the whole service's. */
+  async text(): Promise<string> {
+    return `${await this.registry.metrics()}\n${await this.wholeService.metrics()}`;
+  }
+
+  /**
+   * A gauge whose value is read at scrape time (for counts held elsewhere); `service`: a figure
+   * of the whole service (the same on every replica), without the replica label.
+   */
   gauge(
     name: string,
     help: string,
     labelNames: readonly string[],
     collect: (gauge: Gauge<string>) => void | Promise<void>,
+    scope: "replica" | "service" = "replica",
   ): Gauge<string> {
     return new Gauge({
       name,
       help,
       labelNames,
-      registers: [this.registry],
+      registers: [scope === "service" ? this.wholeService : this.registry],
       async collect() {
         await collect(this);
       },

@@ -66,15 +66,22 @@ export function registerScrapeGauges(metrics: ControlPlaneMetrics, keelson: Keel
       g.set({ agent: "disconnected" }, 0);
       for (const r of rows) g.inc({ agent: r.connected ? "connected" : "disconnected" }, Number(r.n));
     },
+    "service",
   );
-  metrics.gauge("keelson_operations", "Operations recorded, by kind and state.", ["kind", "state"], async (g) => {
-    const rows = await db
-      .select({ kind: operations.kind, state: operations.state, n: count() })
-      .from(operations)
-      .groupBy(operations.kind, operations.state);
-    g.reset();
-    for (const r of rows) g.set({ kind: r.kind, state: r.state }, Number(r.n));
-  });
+  metrics.gauge(
+    "keelson_operations",
+    "Operations recorded, by kind and state.",
+    ["kind", "state"],
+    async (g) => {
+      const rows = await db
+        .select({ kind: operations.kind, state: operations.state, n: count() })
+        .from(operations)
+        .groupBy(operations.kind, operations.state);
+      g.reset();
+      for (const r of rows) g.set({ kind: r.kind, state: r.state }, Number(r.n));
+    },
+    "service",
+  );
   // Labelled by kind, not by operation: one series per operation id would grow without bound.
   // A cluster runs one rollout at a time, so per kind this is the fleet's rollouts in sum;
   // which cluster is where is in the API's operations and events.
@@ -84,11 +91,17 @@ export function registerScrapeGauges(metrics: ControlPlaneMetrics, keelson: Keel
       .from(operations)
       .where(and(eq(operations.state, "running"), inArray(operations.kind, ROLLOUT_KINDS)));
   const rolloutGauge = (name: string, help: string, pick: "done" | "total") =>
-    metrics.gauge(name, help, ["kind"], async (g) => {
-      g.reset();
-      for (const kind of ROLLOUT_KINDS) g.set({ kind }, 0);
-      for (const r of await rollouts()) g.inc({ kind: r.kind }, rolloutProgress(r)[pick]);
-    });
+    metrics.gauge(
+      name,
+      help,
+      ["kind"],
+      async (g) => {
+        g.reset();
+        for (const kind of ROLLOUT_KINDS) g.set({ kind }, 0);
+        for (const r of await rollouts()) g.inc({ kind: r.kind }, rolloutProgress(r)[pick]);
+      },
+      "service",
+    );
   rolloutGauge("keelson_rollout_nodes_done", "Nodes finished in the running rollouts, by kind.", "done");
   rolloutGauge("keelson_rollout_nodes", "Nodes in the running rollouts, by kind.", "total");
   metrics.gauge("keelson_database_up", "1 when the database answered this scrape's ping, else 0.", [], async (g) => {

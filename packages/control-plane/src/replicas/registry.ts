@@ -1,4 +1,4 @@
-import { type Db, databaseTime, dialectOf, operations, replicas, storageFull } from "@keelson/db";
+import { type Db, databaseTime, dialectOf, operations, replicas, storageFull, type Tx } from "@keelson/db";
 import { and, count, eq, gt, lte, type SQL } from "drizzle-orm";
 
 /**
@@ -32,7 +32,7 @@ function processAlive(pid: number): boolean {
   }
 }
 
-function heartbeatWithin(db: Db, ms: number): SQL {
+function heartbeatWithin(db: Tx, ms: number): SQL {
   return gt(replicas.heartbeatAt, databaseTime(dialectOf(db), -ms));
 }
 
@@ -43,11 +43,26 @@ function heartbeatWithin(db: Db, ms: number): SQL {
  * another app of this same process (tests build several).
  */
 export async function registerReplica(db: Db, self: ReplicaSelf, leaseMs: number): Promise<void> {
-  const single = dialectOf(db) === "sqlite";
-  const live = await db
+  try {
+    // On SQLite the check and the write are one IMMEDIATE transaction: of two servers starting
+    // at once on one file, the second waits for the first's write lock, then sees its row.
+    if (dialectOf(db) === "sqlite") {
+      await db.transaction((tx) => checkAndRecord(tx, self, leaseMs), { behavior: "immediate" });
+    } else await checkAndRecord(db, self, leaseMs);
+  } catch (err) {
+    // A server starts on a full disk (serving reads, refusing writes): its row is written by the
+    // first heartbeat after space returns.
+    if (!storageFull(err)) throw err;
+  }
+}
+
+async function checkAndRecord(tx: Tx, self: ReplicaSelf, leaseMs: number): Promise<void> {
+  const dialect = dialectOf(tx);
+  const single = dialect === "sqlite";
+  const live = await tx
     .select()
     .from(replicas)
-    .where(single ? heartbeatWithin(db, leaseMs) : and(eq(replicas.id, self.id), heartbeatWithin(db, leaseMs)));
+    .where(single ? heartbeatWithin(tx, leaseMs) : and(eq(replicas.id, self.id), heartbeatWithin(tx, leaseMs)));
   for (const other of live) {
     if (other.host === self.host && (other.pid === self.pid || !processAlive(other.pid))) continue;
     const holder = `pid ${other.pid} on ${other.host}, started ${other.startedAt}, last heartbeat ${other.heartbeatAt}`;
@@ -58,21 +73,27 @@ export async function registerReplica(db: Db, self: ReplicaSelf, leaseMs: number
     );
   }
   // On SQLite every other row is a server that is gone: the list shows the one that runs.
-  if (single) await db.delete(replicas).where(lte(replicas.heartbeatAt, databaseTime("sqlite", -leaseMs)));
-  const now = databaseTime(dialectOf(db));
-  try {
-    await db
-      .insert(replicas)
-      .values({ ...self, startedAt: now, heartbeatAt: now, agentsHeld: 0 })
-      .onConflictDoUpdate({
-        target: replicas.id,
-        set: { url: self.url, version: self.version, host: self.host, pid: self.pid, startedAt: now, heartbeatAt: now },
-      });
-  } catch (err) {
-    // A server starts on a full disk (serving reads, refusing writes): its row is written by the
-    // first heartbeat after space returns.
-    if (!storageFull(err)) throw err;
-  }
+  if (single) await tx.delete(replicas).where(lte(replicas.heartbeatAt, databaseTime("sqlite", -leaseMs)));
+  const now = databaseTime(dialect);
+  await tx
+    .insert(replicas)
+    .values({ ...self, startedAt: now, heartbeatAt: now, agentsHeld: 0 })
+    .onConflictDoUpdate({
+      target: replicas.id,
+      set: { url: self.url, version: self.version, host: self.host, pid: self.pid, startedAt: now, heartbeatAt: now },
+    });
+}
+
+/**
+ * Removes the rows of replicas whose last heartbeat is older than `retentionMs` (crashed ones:
+ * a graceful stop removes its own row), so the list does not keep every replica that ever ran.
+ */
+export async function pruneReplicas(db: Db, retentionMs: number): Promise<number> {
+  const gone = await db
+    .delete(replicas)
+    .where(lte(replicas.heartbeatAt, databaseTime(dialectOf(db), -retentionMs)))
+    .returning({ id: replicas.id });
+  return gone.length;
 }
 
 /**
@@ -95,6 +116,29 @@ export async function heartbeat(db: Db, self: ReplicaSelf, agentsHeld: number): 
   // Another process took the id (this one was paused past its lease): the renewal fails, and the
   // runner fences itself at its deadline.
   if (written.length === 0) throw new Error(`replica ${self.id}: its id is held by another process`);
+}
+
+/** The longest time between two prunings of gone replicas' rows. */
+const PRUNE_EVERY_MS = 60_000;
+
+/**
+ * What the runner calls at every renewal: this replica's heartbeat, and now and then (a tenth
+ * of the retention, at most a minute apart) the pruning of replicas gone for longer than it.
+ */
+export function replicaHeartbeat(
+  db: Db,
+  self: ReplicaSelf,
+  retentionMs: number,
+  agentsHeld: () => number,
+): () => Promise<void> {
+  const every = Math.min(PRUNE_EVERY_MS, retentionMs / 10);
+  let prunedAt = Number.NEGATIVE_INFINITY;
+  return async () => {
+    await heartbeat(db, self, agentsHeld());
+    if (performance.now() - prunedAt < every) return;
+    prunedAt = performance.now();
+    await pruneReplicas(db, retentionMs);
+  };
 }
 
 /** A graceful stop: the row goes, so the list shows only replicas that run or died. */

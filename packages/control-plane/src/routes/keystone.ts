@@ -119,7 +119,7 @@ function withSubject(reply: FastifyReply, token: string): FastifyReply {
 export const keystoneRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const { db } = app.keelson;
   const ttlHours = app.keelson.settings.sessionTtlHours;
-  const throttle = new LoginThrottle();
+  const throttle = new LoginThrottle(db);
 
   app.post(
     "/keystone/v3/auth/tokens",

@@ -15,9 +15,9 @@ export const metricsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
     },
     async (_request, reply) => {
-      const { registry } = app.keelson.metrics;
-      reply.type(registry.contentType);
-      return registry.metrics();
+      const { metrics } = app.keelson;
+      reply.type(metrics.contentType);
+      return metrics.text();
     },
   );
 };

@@ -49,21 +49,30 @@ function claimable(db: Db, owner: string): SQL {
 
 /**
  * No unfinished operation on the same target was recorded before it: operations on one target
- * run one at a time, in order, whichever replicas hold them. (Two recorded in the same
- * millisecond may run side by side on two replicas; on one replica its per-target chain orders them.)
+ * run one at a time, in order, whichever replicas hold them. Two recorded in the same
+ * millisecond are ordered by id (as `claimableOperations` lists them), so exactly one of them is first.
  */
-const firstOnItsTarget = sql`not exists (select 1 from operations as earlier where earlier.target_id = operations.target_id and earlier.state in ('pending', 'running') and earlier.created_at < operations.created_at)`;
+const firstOnItsTarget = sql`not exists (select 1 from operations as earlier where earlier.target_id = operations.target_id and earlier.state in ('pending', 'running') and (earlier.created_at < operations.created_at or (earlier.created_at = operations.created_at and earlier.id < operations.id)))`;
+
+/**
+ * Only the kinds this binary runs: during a rolling upgrade an older replica leaves a newer
+ * kind for a replica that knows it, rather than failing it.
+ */
+function knownKind(kinds: readonly string[]): SQL {
+  return kinds.length > 0 ? inArray(operations.kind, [...kinds]) : sql`false`;
+}
 
 /**
  * Claims operation `id` for `owner` for `leaseMs`: one conditional UPDATE … RETURNING, so of
  * two replicas claiming at once exactly one gets the row. Undefined: finished, held by another
- * replica whose lease runs, or waiting for an earlier operation on its target.
+ * replica whose lease runs, waiting for an earlier operation on its target, or of a kind not in `kinds`.
  */
 export async function claimOperation(
   db: Db,
   id: string,
   owner: string,
   leaseMs: number,
+  kinds: readonly string[],
 ): Promise<OperationRow | undefined> {
   const dialect = dialectOf(db);
   const [row] = await db
@@ -76,7 +85,7 @@ export async function claimOperation(
       attempts: sql`${operations.attempts} + 1`,
       startedAt: sql`coalesce(${operations.startedAt}, ${databaseTime(dialect)})`,
     })
-    .where(and(eq(operations.id, id), isUnfinished(), claimable(db, owner), firstOnItsTarget))
+    .where(and(eq(operations.id, id), isUnfinished(), knownKind(kinds), claimable(db, owner), firstOnItsTarget))
     .returning();
   return row;
 }
@@ -114,16 +123,20 @@ export async function releaseLeases(db: Db, owner: string, ids: readonly string[
     .where(and(eq(operations.owner, owner), inArray(operations.id, [...ids])));
 }
 
-/** Unfinished operations `owner` may claim now, oldest first (pending, its own, or whose lease ran out). */
+/**
+ * Unfinished operations of `kinds` that `owner` may claim now (pending, its own, or whose lease
+ * ran out), oldest first, ties by id.
+ */
 export async function claimableOperations(
   db: Db,
   owner: string,
   limit: number,
+  kinds: readonly string[],
 ): Promise<Pick<OperationRow, "id" | "targetId">[]> {
   return await db
     .select({ id: operations.id, targetId: operations.targetId })
     .from(operations)
-    .where(and(isUnfinished(), claimable(db, owner)))
-    .orderBy(asc(operations.createdAt))
+    .where(and(isUnfinished(), knownKind(kinds), claimable(db, owner)))
+    .orderBy(asc(operations.createdAt), asc(operations.id))
     .limit(limit);
 }

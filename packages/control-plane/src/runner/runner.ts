@@ -138,7 +138,7 @@ export class OperationRunner {
   /** Schedules what this replica may claim now; the claim in executeOnce decides. */
   private async pickUp(): Promise<void> {
     if (!this.isRunning || this.fenced) return;
-    for (const op of await claimableOperations(this.db, this.replicaId, PICK_UP_BATCH)) {
+    for (const op of await claimableOperations(this.db, this.replicaId, PICK_UP_BATCH, [...this.kinds.keys()])) {
       this.schedule(op.id, op.targetId);
     }
   }
@@ -265,20 +265,17 @@ export class OperationRunner {
 
   private async executeOnce(id: string): Promise<void> {
     if (this.abort.signal.aborted || this.fenced) return;
-    const op = await claimOperation(this.db, id, this.replicaId, this.lease.leaseMs);
-    // Finished, held by a live replica, or behind an earlier operation on its target.
-    if (!op) return;
+    const op = await claimOperation(this.db, id, this.replicaId, this.lease.leaseMs, [...this.kinds.keys()]);
+    // Finished, held by a live replica, behind an earlier operation on its target, or of a kind
+    // this binary does not know (left pending for a replica that does).
+    const kind = op && this.kinds.get(op.kind);
+    if (!op || !kind) return;
     const claim: Held = { owner: this.replicaId, fence: op.fence, stop: new AbortController() };
     this.held.set(id, claim);
     const signal = AbortSignal.any([this.abort.signal, claim.stop.signal]);
-    const kind = this.kinds.get(op.kind);
     const cursor: Cursor = { step: 0, progress: {}, ...(op.cursor as Partial<Cursor> | null) };
     const ctx = this.contextFor(op, cursor, claim, signal);
     try {
-      if (!kind) {
-        await this.finish(op, claim, "failed", `no handler for operation kind ${op.kind}`);
-        return;
-      }
       this.emit(op, "operation.started", "running");
       try {
         // Inside the try: params a kind cannot read fail the operation instead of leaving it running.

@@ -55,7 +55,7 @@ export async function unfinishedParams(
     .select({ params: operations.params })
     .from(operations)
     .where(and(where, eq(operations.kind, kind), isUnfinished()))
-    .orderBy(asc(operations.createdAt));
+    .orderBy(asc(operations.createdAt), asc(operations.id));
   return rows.map((r) => r.params);
 }
 
@@ -76,7 +76,8 @@ export async function activeOperationFor(
       .select({ id: operations.id, kind: operations.kind, state: operations.state })
       .from(operations)
       .where(and(...conditions))
-      .orderBy(operations.createdAt)
+      // Ties by id, as the runner's claims order them (leases.ts).
+      .orderBy(asc(operations.createdAt), asc(operations.id))
       .limit(1),
   );
 }

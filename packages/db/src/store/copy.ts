@@ -7,7 +7,8 @@ import * as schema from "../schema.ts";
 
 /**
  * Every table with the service's data, parents before children (the order the foreign keys
- * need). Not `keelson_schema`: the target's own migrations wrote it.
+ * need). Not `keelson_schema`: the target's own migrations wrote it; nor what lives for
+ * seconds or minutes (`replicas`' heartbeats, `login_failures`' windows).
  */
 export const TABLES_IN_ORDER: readonly Table[] = [
   schema.projects,

@@ -67,7 +67,7 @@ export async function throttledLogin(
   ttlHours: number,
 ): Promise<{ token: string; session: Session }> {
   const subject = loginSubject(body);
-  const waitMs = throttle.blockedFor(client, subject);
+  const waitMs = await throttle.blockedFor(client, subject);
   if (waitMs > 0) {
     throw new ApiError(
       429,
@@ -79,10 +79,10 @@ export async function throttledLogin(
   }
   try {
     const login = await passwordLogin(db, body, ttlHours);
-    throttle.succeeded(client, subject);
+    await throttle.succeeded(client, subject);
     return login;
   } catch (err) {
-    if (err instanceof ApiError && err.statusCode === 401) throttle.failed(client, subject);
+    if (err instanceof ApiError && err.statusCode === 401) await throttle.failed(client, subject);
     throw err;
   }
 }

@@ -1,0 +1,70 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { ADMIN_TOKEN, createTestApp, type TestApp } from "../../control-plane/test/helpers.ts";
+import { databaseTime, dialectOf, replicas } from "../../db/src/index.ts";
+import { keelson } from "./run-cli.ts";
+
+/** `keelson replicas` through the real binary against a control plane listening on loopback. */
+vi.setConfig({ testTimeout: 120_000 });
+
+let t: TestApp;
+let base: string;
+let dir: string;
+
+beforeAll(async () => {
+  t = await createTestApp({ runOperations: true, settings: { replicaId: "cp-1" } });
+  base = await t.app.listen({ host: "127.0.0.1", port: 0 });
+  // A replica that crashed a minute ago: still listed, not live.
+  const ago = (ms: number) => databaseTime(dialectOf(t.db), -ms);
+  await t.db.insert(replicas).values({
+    id: "cp-0",
+    url: "https://10.0.0.9:8443",
+    version: "0.0.9",
+    host: "elsewhere.example",
+    pid: 4242,
+    startedAt: ago(3_600_000),
+    heartbeatAt: ago(60_000),
+    agentsHeld: 7,
+  });
+  dir = mkdtempSync(join(tmpdir(), "keelson-cli-replicas-"));
+}, 60_000);
+afterAll(async () => {
+  await t?.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const env = (token: string) => ({
+  KEELSON_URL: base,
+  KEELSON_TOKEN: token,
+  KEELSON_CONFIG: join(dir, "c.yaml"),
+  HOME: dir,
+});
+
+describe("keelson replicas", () => {
+  it("lists every replica as a table (live or gone, heartbeat age, agents, operations) and as JSON", async () => {
+    const table = await keelson(["replicas"], { env: env(ADMIN_TOKEN) });
+    expect(table.code, table.stderr).toBe(0);
+    const lines = table.stdout.trimEnd().split("\n");
+    expect(lines[0]).toMatch(/^ID\s+URL\s+VERSION\s+STATUS\s+HEARTBEAT\s+STARTED\s+AGENTS\s+OPERATIONS$/);
+    expect(lines[1]).toMatch(/^cp-0\s+https:\/\/10\.0\.0\.9:8443\s+0\.0\.9\s+gone\s+1m\d\ds ago\s+\S+\s+7\s+0$/);
+    // Its URL is the one its settings name (the test app listens elsewhere).
+    expect(lines[2]).toMatch(/^cp-1\s+http:\/\/127\.0\.0\.1:\d+\s+\S+\s+live\s+\d+\.\ds ago\s+\S+\s+0\s+0$/);
+    expect(lines).toHaveLength(3);
+
+    const json = await keelson(["replicas", "-o", "json"], { env: env(ADMIN_TOKEN) });
+    expect(json.code, json.stderr).toBe(0);
+    expect(JSON.parse(json.stdout).map((r: { id: string; live: boolean }) => [r.id, r.live])).toEqual([
+      ["cp-0", false],
+      ["cp-1", true],
+    ]);
+  });
+
+  it("a project token is refused (403, exit 3), nothing listed", async () => {
+    const res = await keelson(["replicas"], { env: env(t.token) });
+    expect(res.code).toBe(3);
+    expect(res.stderr).toContain("403");
+    expect(res.stdout).toBe("");
+  });
+});
