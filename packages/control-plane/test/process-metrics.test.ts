@@ -11,7 +11,7 @@ describe("process metrics at a cost flat in open sockets", () => {
   });
 
   it("counts open descriptors without listing them, and walks no handle list", async () => {
-    const metrics = new ControlPlaneMetrics();
+    const metrics = new ControlPlaneMetrics("test-replica");
     const scrape = async () => parseScrape(await metrics.registry.metrics());
     const before = sampleValue(await scrape(), "process_open_fds");
     expect(before).toBeGreaterThan(0);
