@@ -168,10 +168,14 @@ export async function joinNode(
   const result = await sendWhenOnline(k.agents, nodeId, "node.join", join.payload, deadline, label);
   if (!result.accepted) throw new NodeFailedError(`${label} did not accept node.join for cluster ${join.cluster.name}`);
   ctx.log.debug({ nodeId, role }, "node accepted node.join");
-  // A worker waiting for its role label asks for a master's sweep rather than its next pass.
+  // A worker waiting for its role label asks for a master's sweep rather than its next pass:
+  // once each time it starts waiting (the stored row and the report may both show it).
   const askSweep = role === "worker" ? shared?.onWaitingForLabel : undefined;
+  let waiting = false;
   const watch = (node: ObservedNode | undefined): Verdict<true> => {
-    if (askSweep && node && waitsForRoleLabel(node.phases)) askSweep();
+    const now = node !== undefined && waitsForRoleLabel(node.phases);
+    if (askSweep && now && !waiting) askSweep();
+    waiting = now;
     return judge(node);
   };
   await waitForNode(
