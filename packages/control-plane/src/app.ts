@@ -5,6 +5,7 @@ import { keelsonSchema, type Store, storageFull } from "@keelson/db";
 import { sql } from "drizzle-orm";
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from "fastify";
 import { AgentHub, type AgentHubOptions } from "./agents/hub.ts";
+import { LinkBook } from "./agents/link-book.ts";
 import { defaultLinkLimit, readOpenFileLimit } from "./agents/link-capacity.ts";
 import { installAudit } from "./audit/http.ts";
 import { pruneAuditRecords } from "./audit/records.ts";
@@ -26,6 +27,7 @@ import { commandObserver, observeEvents } from "./metrics/observe.ts";
 import { ControlPlaneMetrics } from "./metrics/registry.ts";
 import { registerScrapeGauges } from "./metrics/scrape-gauges.ts";
 import { registerOperationKinds } from "./operation-kinds.ts";
+import { type Channels, channelsOf } from "./replicas/channels.ts";
 import { deregisterReplica, heartbeat, registerReplica } from "./replicas/registry.ts";
 import { replicaSelf } from "./replicas/self.ts";
 import { registerRoutes } from "./routes/index.ts";
@@ -56,9 +58,11 @@ export interface AppOptions {
   /** How often a full storage is probed for space (tests shorten it). */
   storageProbeIntervalMs?: number;
   /** Agent hub tuning beyond the settings (tests shorten the heartbeat below its floor). */
-  agentHub?: Omit<AgentHubOptions, "domain" | "log"> & { presence?: PresenceOptions };
+  agentHub?: Omit<AgentHubOptions, "domain" | "log" | "links"> & { presence?: PresenceOptions };
   /** HTTPS (KEELSON_TLS=auto or files, tls/server-tls.ts); plain HTTP without it. */
   tls?: ServerTls;
+  /** How replicas wake each other; by default the store's (channels.ts). Tests running two apps on one SQLite file pass one to both. */
+  channels?: Channels;
   /** The scrape token of /metrics (KEELSON_METRICS_TOKEN_FILE, read by main.ts). */
   scrapeToken?: string;
 }
@@ -103,12 +107,26 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     leaseMs: settings.operationLeaseMs,
     renewMs: settings.operationLeaseRenewMs,
     deadlineMs: settings.operationLeaseDeadlineMs,
-    heartbeat: () => heartbeat(options.store.db, replica, agents.links.open),
+    heartbeat: async () => {
+      await heartbeat(options.store.db, replica, agents.links.open);
+      // Not part of the renewal: a failure here must not fence the replica.
+      await agents
+        .reapDeadLinks()
+        .catch((err: unknown) => logWriteFailure(app.log, err, {}, "reaping dead replicas' agent links failed"));
+    },
   });
   const identity = new IdentityResolver(options.store.db, hashSecret(options.adminToken));
   const metrics = new ControlPlaneMetrics();
   const { presence, ...hubTuning } = options.agentHub ?? {};
   const openFiles = readOpenFileLimit();
+  const channels = options.channels ?? channelsOf(options.store);
+  const links = new LinkBook({
+    db: options.store.db,
+    channels,
+    replicaId: settings.replicaId,
+    leaseMs: settings.operationLeaseMs,
+    log: app.log,
+  });
   const agents = new AgentHub({
     heartbeatMs: settings.agentHeartbeatMs,
     linkLimit: settings.agentLinkLimit ?? (openFiles ? defaultLinkLimit(openFiles.soft) : undefined),
@@ -116,7 +134,9 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     commands: commandObserver(metrics),
     domain: hostLinkDomain({ db: options.store.db, identity, cipher: options.cipher, log: app.log, presence }),
     log: app.log,
+    links,
   });
+  await links.listen();
   await startWrite(storage, app.log, "marking hosts disconnected", () => agents.resetStalePresence());
   agents.attach(app.server);
   const keelson: Keelson = {

@@ -131,3 +131,5 @@ export const clusterAccessTokens = pgTwin(sqlite.clusterAccessTokens);
 export const auditEvents = pgTwin(sqlite.auditEvents);
 export const keelsonSchema = pgTwin(sqlite.keelsonSchema);
 export const replicas = pgTwin(sqlite.replicas);
+export const agentLinks = pgTwin(sqlite.agentLinks);
+export const agentCommands = pgTwin(sqlite.agentCommands);

@@ -23,6 +23,7 @@ import type { FastifyBaseLogger } from "fastify";
 import { type WebSocket, WebSocketServer } from "ws";
 import type { CommandObserver } from "../metrics/observe.ts";
 import { CommandTimeoutError, HostOfflineError } from "./errors.ts";
+import type { LinkBook } from "./link-book.ts";
 import { CAPACITY_RETRY_AFTER_S, LinkCapacity } from "./link-capacity.ts";
 import type { LinkDomain, Presence } from "./link-domain.ts";
 import { NodeEvents } from "./node-events.ts";
@@ -48,6 +49,8 @@ export interface AgentHubOptions {
   linkLimit?: number;
   /** Told of every command sent and how it ended (metrics). */
   commands?: CommandObserver;
+  /** Which replica holds each host's link, cluster-wide (agent_links). */
+  links: LinkBook;
 }
 
 /**
@@ -67,6 +70,7 @@ export class AgentHub {
   private readonly log: FastifyBaseLogger;
   private readonly domain: LinkDomain;
   private readonly presence: Presence;
+  private readonly linkBook: LinkBook;
   private readonly capacity: LinkCapacity;
   private readonly nodeFrames: NodeFrameAnswers;
   private readonly wss: WebSocketServer;
@@ -88,6 +92,8 @@ export class AgentHub {
     this.log = options.log;
     this.domain = options.domain;
     this.presence = options.domain.presence;
+    this.linkBook = options.links;
+    this.linkBook.onTaken = (hostId, epoch) => this.onTakenElsewhere(hostId, epoch);
     this.commands = options.commands;
     this.nodeFrames = new NodeFrameAnswers(options.domain, this.nodeEvents, options.log);
     this.capacity = new LinkCapacity(options.linkLimit ?? Number.POSITIVE_INFINITY, (open, limit) =>
@@ -103,10 +109,23 @@ export class AgentHub {
     });
   }
 
-  /** At start, before the first link: hosts a previous process left marked connected are not. */
+  /**
+   * At start, before the first link: the links this replica's previous process and dead
+   * replicas held are removed, and the hosts no live replica holds are marked disconnected
+   * (hosts linked to another live replica stay connected).
+   */
   async resetStalePresence(): Promise<void> {
-    const stale = await this.presence.resetAll();
+    await this.linkBook.reapAtStart();
+    const stale = await this.presence.resetUnlinked();
     if (stale > 0) this.log.info({ hosts: stale }, "marked hosts disconnected after a restart");
+  }
+
+  /** Run with each replica heartbeat: the links of replicas that died are removed, their hosts marked disconnected. */
+  async reapDeadLinks(): Promise<void> {
+    const hosts = await this.linkBook.reap();
+    if (hosts.length === 0) return;
+    await this.presence.resetUnlinked();
+    for (const hostId of hosts) this.nodeEvents.emit({ type: "link", hostId, connected: false });
   }
 
   /** Serves the link on `server` (the control plane's own listener). */
@@ -122,8 +141,9 @@ export class AgentHub {
     this.otherUpgrades.set(path, handler);
   }
 
+  /** Whether the host's agent is linked to any replica (this one, or another live one). */
   isConnected(hostId: string): boolean {
-    return this.registry.get(hostId)?.open === true;
+    return this.registry.get(hostId)?.open === true || this.linkBook.heldElsewhere(hostId);
   }
 
   /**
@@ -244,8 +264,14 @@ export class AgentHub {
     ]);
     clearTimeout(timer);
     for (const s of this.sockets) s.socket.terminate();
-    // Close events of terminated sockets may come later; record the hosts as gone now.
-    for (const s of this.registry.values()) this.presence.disconnected(s.hostId);
+    // Close events of terminated sockets may come later; record the hosts as gone now (those
+    // whose link was still this replica's: one statement for all).
+    const dropped = await this.linkBook.dropAllHere().catch((err: unknown) => {
+      this.log.warn({ err }, "could not remove this replica's agent links");
+      return [...this.registry.values()].map((s) => s.hostId);
+    });
+    for (const hostId of dropped) this.presence.disconnected(hostId);
+    await this.linkBook.close();
     await this.presence.close();
     this.wss.close();
   }
@@ -336,7 +362,13 @@ export class AgentHub {
     // The stale-socket guard: a superseded session's late close must not unregister its
     // successor or mark the host offline.
     if (!this.registry.removeIfCurrent(session)) return;
-    this.presence.disconnected(session.hostId);
+    // A drain removes every link of this replica at once (close()).
+    if (!this.draining) {
+      void this.linkBook.drop(session.hostId, session.epoch).then((stillOurs) => {
+        // Taken by another replica meanwhile: the host is connected there.
+        if (stillOurs) this.presence.disconnected(session.hostId);
+      });
+    }
     this.log.info({ hostId: session.hostId, session: session.id, code, reason }, "agent disconnected");
     this.nodeEvents.emit({ type: "link", hostId: session.hostId, connected: false });
   }
@@ -355,7 +387,7 @@ export class AgentHub {
     }
     switch (frame.type) {
       case "hello":
-        this.onHello(session, frame);
+        await this.onHello(session, frame);
         return;
       case "facts":
         this.presence.change(session.hostId, { facts: frame.facts, primaryIp: frame.facts.primaryIp });
@@ -405,7 +437,7 @@ export class AgentHub {
     }
   }
 
-  private onHello(session: AgentSession, hello: HelloFrame): void {
+  private async onHello(session: AgentSession, hello: HelloFrame): Promise<void> {
     if (session.helloAt) {
       session.close(CloseCode.BAD_FRAME, "hello may be sent only once per connection");
       return;
@@ -417,6 +449,13 @@ export class AgentHub {
     clearTimeout(session.helloTimer);
     session.helloAt = new Date();
     session.capabilities = new Set(hello.capabilities ?? []);
+    session.epoch = await this.linkBook.take(session.hostId);
+    if (!session.open || (session.epoch !== undefined && this.linkBook.supersedes(session.hostId, session.epoch))) {
+      // Closed, or linked again elsewhere, while the link was being recorded.
+      session.close(CloseCode.SUPERSEDED, "superseded by a newer connection of this host");
+      if (session.epoch !== undefined) await this.linkBook.drop(session.hostId, session.epoch);
+      return;
+    }
     const previous = this.registry.replace(session);
     if (previous) {
       this.log.info(
@@ -449,6 +488,14 @@ export class AgentHub {
       agentStatus: hello.agentStatus,
       agentError: hello.agentError ?? null,
     });
+  }
+
+  /** Another replica took a host's link at `epoch`: a link this replica holds with an older epoch ends. */
+  private onTakenElsewhere(hostId: string, epoch: number): void {
+    const session = this.registry.get(hostId);
+    if (!session || (session.epoch !== undefined && session.epoch >= epoch)) return;
+    this.log.info({ hostId, session: session.id, epoch }, "agent linked to another replica; closing the old link");
+    session.close(CloseCode.SUPERSEDED, "superseded by a newer connection of this host to another replica");
   }
 
   private tick(): void {

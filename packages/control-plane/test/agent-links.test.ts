@@ -1,0 +1,181 @@
+import type { AddressInfo } from "node:net";
+import { hostname } from "node:os";
+import { setTimeout as sleep } from "node:timers/promises";
+import { agentLinks, databaseTime, dialectOf, firstRow, nodes, replicas } from "@keelson/db";
+import { AGENT_LINK_PATH } from "@keelson/protocol";
+import { eq } from "drizzle-orm";
+import { describe, expect, it } from "vitest";
+import { registerFleet, SimAgent } from "../../../test/sim/index.ts";
+import { inProcessChannels } from "../src/replicas/channels.ts";
+import { dropLink, linksElsewhere, reapLinks, takeLink } from "../src/replicas/links.ts";
+import { ADMIN_TOKEN, createTestApp, TEST_DIALECT, type TestApp } from "./helpers.ts";
+import { insertHost } from "./node-fixtures.ts";
+
+const SHORT = { operationLeaseMs: 3_000, operationLeaseRenewMs: 100, operationLeaseDeadlineMs: 600 };
+
+async function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(20);
+  }
+}
+
+/** A replica row heartbeating `agoMs` ago by the database's clock (of this process, which SQLite's one-server check allows). */
+async function replicaRow(t: TestApp, id: string, agoMs: number): Promise<void> {
+  const at = databaseTime(dialectOf(t.db), -agoMs);
+  await t.db.insert(replicas).values({
+    id,
+    url: "http://10.0.0.9:8080",
+    version: "0.1.0",
+    host: hostname(),
+    pid: process.pid,
+    startedAt: at,
+    heartbeatAt: at,
+  });
+}
+
+async function listening(t: TestApp): Promise<{ base: string; link: string }> {
+  await t.app.listen({ host: "127.0.0.1", port: 0 });
+  const { port } = t.app.server.address() as AddressInfo;
+  return { base: `http://127.0.0.1:${port}`, link: `ws://127.0.0.1:${port}${AGENT_LINK_PATH}` };
+}
+
+function agentOn(link: string, id: { hostId: string; credential: string }): SimAgent {
+  return new SimAgent({
+    index: 1,
+    hostname: "worker-1",
+    hostId: id.hostId,
+    credential: id.credential,
+    linkUrl: link,
+    behaviour: { latencyMs: 0, failureRate: 0, random: Math.random, reconnect: false, phaseTimeMs: 0 },
+  });
+}
+
+/** Two control planes on one database (on SQLite one file, sharing in-process channels as one process would). */
+async function twoReplicas(): Promise<[TestApp, TestApp]> {
+  // On PostgreSQL each app has its own LISTEN connection, as two processes would.
+  const channels = TEST_DIALECT === "sqlite" ? inProcessChannels() : undefined;
+  const a = await createTestApp({
+    ...(channels ? { channels } : {}),
+    settings: { ...SHORT, replicaId: "cp-a" },
+  });
+  const b = await createTestApp({
+    ...(channels ? { channels } : {}),
+    dataDir: a.dataDir,
+    settings: { ...SHORT, replicaId: "cp-b" },
+  });
+  // The second closes first and keeps the shared data; the first removes it.
+  const closeB = b.close.bind(b);
+  b.close = () => closeB(true);
+  return [a, b];
+}
+
+const linkRow = async (t: TestApp, hostId: string) =>
+  firstRow(await t.db.select().from(agentLinks).where(eq(agentLinks.hostId, hostId)));
+const connectedFlag = async (t: TestApp, hostId: string) =>
+  firstRow(await t.db.select({ c: nodes.agentConnected }).from(nodes).where(eq(nodes.id, hostId)))?.c;
+
+describe("agent_links table", () => {
+  it("a take raises the epoch; a drop only removes the holder's own epoch; reaping removes dead replicas' links only", async () => {
+    const t = await createTestApp({ runOperations: false, settings: { ...SHORT, replicaId: "cp-a" } });
+    const h1 = await insertHost(t.db, t.projectId, { name: "h1" });
+    const h2 = await insertHost(t.db, t.projectId, { name: "h2" });
+    const h3 = await insertHost(t.db, t.projectId, { name: "h3" });
+    expect(await takeLink(t.db, h1.id, "cp-a")).toBe(1);
+    expect(await takeLink(t.db, h1.id, "cp-b")).toBe(2);
+    expect(await dropLink(t.db, h1.id, "cp-a", 1)).toBe(false);
+    expect(await linkRow(t, h1.id)).toMatchObject({ replica: "cp-b", epoch: 2 });
+    expect(await dropLink(t.db, h1.id, "cp-b", 2)).toBe(true);
+    expect(await linkRow(t, h1.id)).toBeUndefined();
+
+    await replicaRow(t, "cp-live", 0);
+    await replicaRow(t, "cp-dead", 60_000);
+    await takeLink(t.db, h1.id, "cp-live");
+    await takeLink(t.db, h2.id, "cp-dead");
+    await takeLink(t.db, h3.id, "cp-a");
+    expect((await linksElsewhere(t.db, "cp-a", 3_000)).map((l) => l.hostId)).toEqual([h1.id]);
+    expect((await reapLinks(t.db, "cp-a", 3_000)).map((l) => l.hostId)).toEqual([h2.id]);
+    expect(await linkRow(t, h3.id)).toMatchObject({ replica: "cp-a" });
+    // At its start a replica also removes what its previous process held.
+    expect((await reapLinks(t.db, "cp-a", 3_000, true)).map((l) => l.hostId)).toEqual([h3.id]);
+    expect(await linkRow(t, h1.id)).toMatchObject({ replica: "cp-live", epoch: 1 });
+  });
+});
+
+describe("one link per host across replicas", () => {
+  it("a host linked to B is connected on A; relinking to A supersedes B's link and the host stays connected", async () => {
+    const [a, b] = await twoReplicas();
+    const onA = await listening(a);
+    const onB = await listening(b);
+    const [id] = await registerFleet(onA.base, ["worker-1"], { adminToken: ADMIN_TOKEN, projectId: a.projectId });
+    if (!id) throw new Error("no host registered");
+    const first = agentOn(onB.link, id);
+    const second = agentOn(onA.link, id);
+    try {
+      expect(await first.connect(10_000)).toBe(true);
+      expect(await linkRow(a, id.hostId)).toMatchObject({ replica: "cp-b", epoch: 1 });
+      await until("A sees the link B holds", () => a.app.keelson.agents.isConnected(id.hostId));
+      expect(b.app.keelson.agents.isConnected(id.hostId)).toBe(true);
+
+      expect(await second.connect(10_000)).toBe(true);
+      await until("B closes its older link", () => !first.connected);
+      expect(await linkRow(a, id.hostId)).toMatchObject({ replica: "cp-a", epoch: 2 });
+      await until("B sees the link A holds", () => b.app.keelson.agents.isConnected(id.hostId));
+      expect(a.app.keelson.agents.isConnected(id.hostId)).toBe(true);
+      // B's close of its superseded link does not mark the host disconnected.
+      await sleep(200);
+      await a.app.keelson.agents.flushPresence();
+      await b.app.keelson.agents.flushPresence();
+      expect(await connectedFlag(a, id.hostId)).toBe(1);
+
+      await second.stop();
+      await until("the link row gone", async () => (await linkRow(a, id.hostId)) === undefined);
+      await until("B no longer sees a link", () => !b.app.keelson.agents.isConnected(id.hostId));
+      await until("the host marked disconnected", async () => {
+        await a.app.keelson.agents.flushPresence();
+        return (await connectedFlag(a, id.hostId)) === 0;
+      });
+    } finally {
+      await first.stop();
+      await second.stop();
+    }
+  });
+
+  it("the links of a replica whose heartbeat ran out are reaped by a live one, and their hosts marked disconnected", async () => {
+    const t = await createTestApp({ runOperations: true, settings: { ...SHORT, replicaId: "cp-a" } });
+    const host = await insertHost(t.db, t.projectId, { name: "h1", agentConnected: 1 });
+    await replicaRow(t, "cp-dead", 0);
+    await takeLink(t.db, host.id, "cp-dead");
+    // cp-dead never heartbeats again: its row ages past the 3 s lease.
+    expect(await linkRow(t, host.id)).toMatchObject({ replica: "cp-dead" });
+    await until("the dead replica's link reaped", async () => (await linkRow(t, host.id)) === undefined, 8_000);
+    // Then (the next statement of the same heartbeat) the host is marked disconnected.
+    await until("the host marked disconnected", async () => (await connectedFlag(t, host.id)) === 0, 2_000);
+    expect(t.app.keelson.agents.isConnected(host.id)).toBe(false);
+  });
+
+  it("a starting replica keeps hosts linked to another live replica connected, and marks the rest disconnected", async () => {
+    const t = await createTestApp({ runOperations: false, settings: { ...SHORT, replicaId: "cp-a" } });
+    const linked = await insertHost(t.db, t.projectId, { name: "linked", agentConnected: 1 });
+    const stale = await insertHost(t.db, t.projectId, { name: "stale", agentConnected: 1 });
+    const own = await insertHost(t.db, t.projectId, { name: "own", agentConnected: 1 });
+    await replicaRow(t, "cp-live", 0);
+    await takeLink(t.db, linked.id, "cp-live");
+    await takeLink(t.db, own.id, "cp-c");
+    const c = await createTestApp({
+      runOperations: false,
+      dataDir: t.dataDir,
+      settings: { ...SHORT, replicaId: "cp-c" },
+    });
+    const closeC = c.close.bind(c);
+    c.close = () => closeC(true);
+    expect(await connectedFlag(t, linked.id)).toBe(1);
+    expect(await connectedFlag(t, stale.id)).toBe(0);
+    // Its own previous process's link is gone with it.
+    expect(await connectedFlag(t, own.id)).toBe(0);
+    expect(await linkRow(t, own.id)).toBeUndefined();
+    expect(c.app.keelson.agents.isConnected(linked.id)).toBe(true);
+    expect(c.app.keelson.agents.isConnected(stale.id)).toBe(false);
+  });
+});
