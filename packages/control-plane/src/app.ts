@@ -58,7 +58,7 @@ export interface AppOptions {
   /** How often a full storage is probed for space (tests shorten it). */
   storageProbeIntervalMs?: number;
   /** Agent hub tuning beyond the settings (tests shorten the heartbeat below its floor). */
-  agentHub?: Omit<AgentHubOptions, "domain" | "log" | "links"> & { presence?: PresenceOptions };
+  agentHub?: Omit<AgentHubOptions, "domain" | "log" | "links" | "relay"> & { presence?: PresenceOptions };
   /** HTTPS (KEELSON_TLS=auto or files, tls/server-tls.ts); plain HTTP without it. */
   tls?: ServerTls;
   /** How replicas wake each other; by default the store's (channels.ts). Tests running two apps on one SQLite file pass one to both. */
@@ -135,8 +135,9 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     domain: hostLinkDomain({ db: options.store.db, identity, cipher: options.cipher, log: app.log, presence }),
     log: app.log,
     links,
+    relay: { db: options.store.db, channels, retentionMs: settings.agentCommandRetentionMinutes * 60_000 },
   });
-  await links.listen();
+  await agents.listen();
   await startWrite(storage, app.log, "marking hosts disconnected", () => agents.resetStalePresence());
   agents.attach(app.server);
   const keelson: Keelson = {

@@ -1,75 +1,12 @@
-import type { AddressInfo } from "node:net";
-import { hostname } from "node:os";
 import { setTimeout as sleep } from "node:timers/promises";
-import { agentLinks, databaseTime, dialectOf, firstRow, nodes, replicas } from "@keelson/db";
-import { AGENT_LINK_PATH } from "@keelson/protocol";
+import { agentLinks, firstRow, nodes } from "@keelson/db";
 import { eq } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
-import { registerFleet, SimAgent } from "../../../test/sim/index.ts";
-import { inProcessChannels } from "../src/replicas/channels.ts";
+import { registerFleet } from "../../../test/sim/index.ts";
 import { dropLink, linksElsewhere, reapLinks, takeLink } from "../src/replicas/links.ts";
-import { ADMIN_TOKEN, createTestApp, TEST_DIALECT, type TestApp } from "./helpers.ts";
+import { ADMIN_TOKEN, createTestApp, type TestApp } from "./helpers.ts";
 import { insertHost } from "./node-fixtures.ts";
-
-const SHORT = { operationLeaseMs: 3_000, operationLeaseRenewMs: 100, operationLeaseDeadlineMs: 600 };
-
-async function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(20);
-  }
-}
-
-/** A replica row heartbeating `agoMs` ago by the database's clock (of this process, which SQLite's one-server check allows). */
-async function replicaRow(t: TestApp, id: string, agoMs: number): Promise<void> {
-  const at = databaseTime(dialectOf(t.db), -agoMs);
-  await t.db.insert(replicas).values({
-    id,
-    url: "http://10.0.0.9:8080",
-    version: "0.1.0",
-    host: hostname(),
-    pid: process.pid,
-    startedAt: at,
-    heartbeatAt: at,
-  });
-}
-
-async function listening(t: TestApp): Promise<{ base: string; link: string }> {
-  await t.app.listen({ host: "127.0.0.1", port: 0 });
-  const { port } = t.app.server.address() as AddressInfo;
-  return { base: `http://127.0.0.1:${port}`, link: `ws://127.0.0.1:${port}${AGENT_LINK_PATH}` };
-}
-
-function agentOn(link: string, id: { hostId: string; credential: string }): SimAgent {
-  return new SimAgent({
-    index: 1,
-    hostname: "worker-1",
-    hostId: id.hostId,
-    credential: id.credential,
-    linkUrl: link,
-    behaviour: { latencyMs: 0, failureRate: 0, random: Math.random, reconnect: false, phaseTimeMs: 0 },
-  });
-}
-
-/** Two control planes on one database (on SQLite one file, sharing in-process channels as one process would). */
-async function twoReplicas(): Promise<[TestApp, TestApp]> {
-  // On PostgreSQL each app has its own LISTEN connection, as two processes would.
-  const channels = TEST_DIALECT === "sqlite" ? inProcessChannels() : undefined;
-  const a = await createTestApp({
-    ...(channels ? { channels } : {}),
-    settings: { ...SHORT, replicaId: "cp-a" },
-  });
-  const b = await createTestApp({
-    ...(channels ? { channels } : {}),
-    dataDir: a.dataDir,
-    settings: { ...SHORT, replicaId: "cp-b" },
-  });
-  // The second closes first and keeps the shared data; the first removes it.
-  const closeB = b.close.bind(b);
-  b.close = () => closeB(true);
-  return [a, b];
-}
+import { agentOn, listening, replicaRow, SHORT, twoReplicas, until } from "./replica-fixtures.ts";
 
 const linkRow = async (t: TestApp, hostId: string) =>
   firstRow(await t.db.select().from(agentLinks).where(eq(agentLinks.hostId, hostId)));

@@ -22,13 +22,13 @@ import {
 import type { FastifyBaseLogger } from "fastify";
 import { type WebSocket, WebSocketServer } from "ws";
 import type { CommandObserver } from "../metrics/observe.ts";
-import { CommandTimeoutError, HostOfflineError } from "./errors.ts";
+import { type CommandIssuer, CommandRelay, type CommandRelayOptions } from "./command-relay.ts";
+import { HostOfflineError } from "./errors.ts";
 import type { LinkBook } from "./link-book.ts";
 import { CAPACITY_RETRY_AFTER_S, LinkCapacity } from "./link-capacity.ts";
 import type { LinkDomain, Presence } from "./link-domain.ts";
 import { NodeEvents } from "./node-events.ts";
 import { NodeFrameAnswers } from "./node-frames.ts";
-import { PendingCommands } from "./pending-commands.ts";
 import { AgentSession, SessionRegistry } from "./sessions.ts";
 import { rejectUpgrade } from "./upgrade-refusal.ts";
 
@@ -51,6 +51,8 @@ export interface AgentHubOptions {
   commands?: CommandObserver;
   /** Which replica holds each host's link, cluster-wide (agent_links). */
   links: LinkBook;
+  /** Where commands are kept (agent_commands) and how replicas are woken for them. */
+  relay: Pick<CommandRelayOptions, "db" | "channels" | "retentionMs">;
 }
 
 /**
@@ -77,7 +79,7 @@ export class AgentHub {
   private readonly registry = new SessionRegistry<AgentSession>();
   /** Every open socket, helloed or not, so a drain reaches them all. */
   private readonly sockets = new Set<AgentSession>();
-  private readonly pending = new PendingCommands();
+  private readonly relay: CommandRelay;
   private readonly commands: CommandObserver | undefined;
   private heartbeat: NodeJS.Timeout | undefined;
   /** WebSocket endpoints other than the agent link served on the same listener (the web CLI). */
@@ -94,6 +96,15 @@ export class AgentHub {
     this.presence = options.domain.presence;
     this.linkBook = options.links;
     this.linkBook.onTaken = (hostId, epoch) => this.onTakenElsewhere(hostId, epoch);
+    this.relay = new CommandRelay({
+      ...options.relay,
+      log: options.log,
+      observer: options.commands,
+      sessionOf: (hostId) => {
+        const session = this.registry.get(hostId);
+        return session?.open ? session : undefined;
+      },
+    });
     this.commands = options.commands;
     this.nodeFrames = new NodeFrameAnswers(options.domain, this.nodeEvents, options.log);
     this.capacity = new LinkCapacity(options.linkLimit ?? Number.POSITIVE_INFINITY, (open, limit) =>
@@ -126,6 +137,12 @@ export class AgentHub {
     if (hosts.length === 0) return;
     await this.presence.resetUnlinked();
     for (const hostId of hosts) this.nodeEvents.emit({ type: "link", hostId, connected: false });
+  }
+
+  /** Listens for link changes and commands of the other replicas (before serving the link). */
+  async listen(): Promise<void> {
+    await this.linkBook.listen();
+    await this.relay.listen();
   }
 
   /** Serves the link on `server` (the control plane's own listener). */
@@ -176,9 +193,10 @@ export class AgentHub {
   }
 
   /**
-   * Sends a command and resolves with its validated result. Rejects at once with
-   * HostOfflineError when the host has no link; if the link drops after sending, the command
-   * waits for its timeout and is re-delivered (same id) when the host reconnects.
+   * Sends a command (through any replica: command-relay.ts) and resolves with its validated
+   * result. Rejects at once with HostOfflineError when no replica holds the host's link; if the
+   * link drops after sending, the command waits for its timeout and is re-delivered (same id)
+   * when the host links again, to any replica.
    */
   sendCommand<N extends CommandName>(
     hostId: string,
@@ -187,11 +205,11 @@ export class AgentHub {
     /**
      * `id`: a caller that may send the same command again after a control-plane restart gives
      * it a stable id; the agent's command record then answers a repeat without running it twice.
+     * `issuer`: the operation and fence it is sent for; never sent once the fence moved on.
      */
-    options: { timeoutMs?: number; id?: string } = {},
+    options: { timeoutMs?: number; id?: string; issuer?: CommandIssuer } = {},
   ): Promise<CommandResult<N>> {
-    const session = this.registry.get(hostId);
-    if (this.draining || !session?.open) {
+    if (this.draining || !this.isConnected(hostId)) {
       this.commands?.settled(name, "offline", 0);
       const why = this.draining ? "the control plane is shutting down" : undefined;
       return Promise.reject(new HostOfflineError(hostId, why));
@@ -200,28 +218,11 @@ export class AgentHub {
       Math.max(1, Math.round(options.timeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS)),
       MAX_COMMAND_TIMEOUT_MS,
     );
-    if (options.id !== undefined && this.pending.has(options.id)) {
-      return Promise.reject(new Error(`command ${options.id} is already waiting for its result`));
-    }
-    const { frame, result } = this.pending.create(hostId, name, payload, timeoutMs, options.id);
-    session.send(frame);
-    return this.commands ? this.observed(name, result, this.commands) : result;
-  }
-
-  private observed<T>(name: string, result: Promise<T>, observer: CommandObserver): Promise<T> {
-    const sentAt = performance.now();
-    observer.sent(name);
-    const seconds = () => (performance.now() - sentAt) / 1000;
-    return result.then(
-      (value) => {
-        observer.settled(name, "succeeded", seconds());
-        return value;
-      },
-      (err: unknown) => {
-        observer.settled(name, err instanceof CommandTimeoutError ? "timeout" : "failed", seconds());
-        throw err;
-      },
-    );
+    return this.relay.issue(hostId, name, payload, {
+      timeoutMs,
+      ...(options.id === undefined ? {} : { id: options.id }),
+      ...(options.issuer ? { issuer: options.issuer } : {}),
+    });
   }
 
   /**
@@ -246,7 +247,7 @@ export class AgentHub {
     this.draining = true;
     this.server?.off("upgrade", this.onUpgrade);
     if (this.heartbeat) clearInterval(this.heartbeat);
-    this.pending.rejectAll((hostId) => new HostOfflineError(hostId, "the control plane is shutting down"));
+    await this.relay.close("the control plane is shutting down");
     const sessions = [...this.sockets];
     const closed = sessions.map(
       (s) =>
@@ -406,15 +407,9 @@ export class AgentHub {
           agentError: frame.agentError ?? null,
         });
         return;
-      case "result": {
-        const outcome = this.pending.settle(session.hostId, frame);
-        if (outcome !== "settled") {
-          // Late (after a timeout) or duplicate results are expected now and then; a result
-          // for another host's command is not, but neither is worth dropping the link.
-          this.log.debug({ hostId: session.hostId, id: frame.id, outcome }, "result ignored");
-        }
+      case "result":
+        this.relay.onResult(session.hostId, frame);
         return;
-      }
       case "token.verify": {
         const valid = await this.domain.tokenGrantsProject(frame.token, session.projectId);
         session.send({ type: "token.verified", id: frame.id, valid });
@@ -476,9 +471,11 @@ export class AgentHub {
         ? { capabilities: [CONTROL_CAPABILITIES.reportCommand] }
         : {}),
     });
-    // Commands sent on a link that dropped before their result: same ids, so the agent
-    // answers from its record instead of running them again.
-    for (const command of this.pending.forHost(session.hostId)) session.send(command);
+    // Commands sent on a link that dropped before their result (on any replica): same ids, so
+    // the agent answers from its record instead of running them again.
+    await this.relay
+      .onLinked(session)
+      .catch((err: unknown) => this.log.warn({ err, hostId: session.hostId }, "could not re-send unanswered commands"));
     this.log.info({ hostId: session.hostId, session: session.id, agentVersion: hello.agentVersion }, "agent connected");
     this.nodeEvents.emit({ type: "link", hostId: session.hostId, connected: true });
     this.nodeEvents.emit({
