@@ -1,8 +1,6 @@
-import type { IncomingMessage, Server } from "node:http";
-import type { Duplex } from "node:stream";
+import type { Server } from "node:http";
 import {
   AGENT_CAPABILITIES,
-  AGENT_LINK_PATH,
   type AgentFrame,
   assertNever,
   CloseCode,
@@ -25,12 +23,13 @@ import type { CommandObserver } from "../metrics/observe.ts";
 import { type CommandIssuer, CommandRelay, type CommandRelayOptions } from "./command-relay.ts";
 import { HostOfflineError } from "./errors.ts";
 import type { LinkBook } from "./link-book.ts";
-import { CAPACITY_RETRY_AFTER_S, LinkCapacity } from "./link-capacity.ts";
+import { LinkCapacity } from "./link-capacity.ts";
 import type { LinkDomain, Presence } from "./link-domain.ts";
+import { closeAll, pingAll } from "./link-drain.ts";
+import { UpgradeGate, type UpgradeHandler } from "./link-upgrade.ts";
 import { NodeEvents } from "./node-events.ts";
 import { NodeFrameAnswers } from "./node-frames.ts";
 import { AgentSession, SessionRegistry } from "./sessions.ts";
-import { rejectUpgrade } from "./upgrade-refusal.ts";
 
 export interface AgentHubOptions {
   /** Everything the link asks of the domain (authentication, presence, reports, signing). */
@@ -60,8 +59,10 @@ export interface AgentHubOptions {
  * upgrade, validates every frame, keeps one session per host, pings, relays commands and
  * records presence in the nodes table. Node reports are stored and announced on `nodeEvents`
  * (operations wait on them); certificate and cluster-token requests are answered here.
- * Over 400 lines on purpose: the upgrade, the session table and the frame dispatch share each
- * session's lifecycle; what a frame is answered with lives in node-frames.ts.
+ * Which replica holds each link cluster-wide is link-book.ts's; commands go through
+ * command-relay.ts; the upgrade's admission is link-upgrade.ts's. Over 400 lines on purpose:
+ * the session table, the hello and the frame dispatch share each session's lifecycle; what a
+ * frame is answered with lives in node-frames.ts.
  */
 export class AgentHub {
   readonly heartbeatMs: number;
@@ -82,10 +83,9 @@ export class AgentHub {
   private readonly relay: CommandRelay;
   private readonly commands: CommandObserver | undefined;
   private heartbeat: NodeJS.Timeout | undefined;
-  /** WebSocket endpoints other than the agent link served on the same listener (the web CLI). */
-  private readonly otherUpgrades = new Map<string, (request: IncomingMessage, socket: Duplex, head: Buffer) => void>();
+  /** The upgrade listener: the link's admission, and the other WebSocket endpoints (the web CLI). */
+  private readonly gate: UpgradeGate;
   private draining = false;
-  private server: Server | undefined;
 
   constructor(options: AgentHubOptions) {
     this.heartbeatMs = options.heartbeatMs ?? DEFAULT_HEARTBEAT_MS;
@@ -118,6 +118,15 @@ export class AgentHub {
       maxPayload: 4 * MAX_FRAME_BYTES,
       perMessageDeflate: false,
     });
+    this.gate = new UpgradeGate({
+      log: options.log,
+      capacity: this.capacity,
+      authenticate: (headers) => this.domain.authenticate(headers),
+      open: () => this.sockets.size,
+      draining: () => this.draining,
+      admit: (request, socket, head, auth) =>
+        this.wss.handleUpgrade(request, socket, head, (ws) => this.onConnection(ws, auth.hostId, auth.projectId)),
+    });
   }
 
   /**
@@ -147,15 +156,14 @@ export class AgentHub {
 
   /** Serves the link on `server` (the control plane's own listener). */
   attach(server: Server): void {
-    this.server = server;
-    server.on("upgrade", this.onUpgrade);
-    this.heartbeat = setInterval(() => this.tick(), this.heartbeatMs);
+    this.gate.attach(server);
+    this.heartbeat = setInterval(() => pingAll(this.registry.values(), this.log), this.heartbeatMs);
     this.heartbeat.unref();
   }
 
   /** Hands upgrades of `path` to `handler`: one upgrade listener, so an unknown path still gets its 404. */
-  serveUpgrade(path: string, handler: (request: IncomingMessage, socket: Duplex, head: Buffer) => void): void {
-    this.otherUpgrades.set(path, handler);
+  serveUpgrade(path: string, handler: UpgradeHandler): void {
+    this.gate.serve(path, handler);
   }
 
   /** Whether the host's agent is linked to any replica (this one, or another live one). */
@@ -245,26 +253,10 @@ export class AgentHub {
   async close(): Promise<void> {
     if (this.draining) return;
     this.draining = true;
-    this.server?.off("upgrade", this.onUpgrade);
+    this.gate.detach();
     if (this.heartbeat) clearInterval(this.heartbeat);
     await this.relay.close("the control plane is shutting down");
-    const sessions = [...this.sockets];
-    const closed = sessions.map(
-      (s) =>
-        new Promise<void>((resolve) =>
-          s.socket.readyState === s.socket.CLOSED ? resolve() : s.socket.once("close", () => resolve()),
-        ),
-    );
-    for (const s of sessions) s.close(CloseCode.GOING_AWAY, "control plane shutting down");
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([
-      Promise.all(closed),
-      new Promise<void>((resolve) => {
-        timer = setTimeout(resolve, this.drainTimeoutMs);
-      }),
-    ]);
-    clearTimeout(timer);
-    for (const s of this.sockets) s.socket.terminate();
+    await closeAll(this.sockets, this.drainTimeoutMs);
     // Close events of terminated sockets may come later; record the hosts as gone now (those
     // whose link was still this replica's: one statement for all).
     const dropped = await this.linkBook.dropAllHere().catch((err: unknown) => {
@@ -278,54 +270,6 @@ export class AgentHub {
   }
 
   // ---- connection lifecycle -------------------------------------------------------------
-
-  private readonly onUpgrade = (request: IncomingMessage, socket: Duplex, head: Buffer): void => {
-    const path = (request.url ?? "").split("?")[0] ?? "";
-    const other = this.otherUpgrades.get(path);
-    if (other) {
-      other(request, socket, head);
-      return;
-    }
-    if (path !== AGENT_LINK_PATH) {
-      // Other upgrade listeners may serve other paths; answer only if nobody else will.
-      if (this.server?.listenerCount("upgrade") === 1)
-        rejectUpgrade(socket, 404, "not_found", `no WebSocket endpoint at ${path}`);
-      return;
-    }
-    if (this.draining) {
-      rejectUpgrade(socket, 503, "shutting_down", "the control plane is shutting down");
-      return;
-    }
-    if (!this.capacity.admits(this.sockets.size)) {
-      this.log.warn({ open: this.sockets.size, limit: this.capacity.limit }, "agent link refused: at the link ceiling");
-      rejectUpgrade(
-        socket,
-        503,
-        "link_capacity",
-        `the control plane holds ${this.sockets.size} agent links, its ceiling; retry later`,
-        { "Retry-After": String(CAPACITY_RETRY_AFTER_S) },
-      );
-      return;
-    }
-    // Authenticate before completing the upgrade: an unknown peer never gets a socket.
-    this.domain.authenticate(request.headers).then(
-      (auth) => {
-        if (!auth.ok) {
-          this.log.warn({ code: auth.code, remote: request.socket.remoteAddress }, "agent link refused");
-          rejectUpgrade(socket, auth.status, auth.code, auth.message);
-          return;
-        }
-        if (socket.destroyed || this.draining) return;
-        this.wss.handleUpgrade(request, socket, head, (ws) => this.onConnection(ws, auth.hostId, auth.projectId));
-      },
-      (err: unknown) => {
-        this.log.error({ err }, "could not check an agent's credential");
-        rejectUpgrade(socket, 503, "unavailable", "the control plane could not check the credential; retry later", {
-          "Retry-After": String(CAPACITY_RETRY_AFTER_S),
-        });
-      },
-    );
-  };
 
   private onConnection(ws: WebSocket, hostId: string, projectId: string): void {
     const session = new AgentSession(ws, hostId, projectId);
@@ -493,24 +437,5 @@ export class AgentHub {
     if (!session || (session.epoch !== undefined && session.epoch >= epoch)) return;
     this.log.info({ hostId, session: session.id, epoch }, "agent linked to another replica; closing the old link");
     session.close(CloseCode.SUPERSEDED, "superseded by a newer connection of this host to another replica");
-  }
-
-  private tick(): void {
-    for (const session of this.registry.values()) {
-      if (session.missedPongs >= 2) {
-        this.log.warn(
-          { hostId: session.hostId, session: session.id },
-          "agent missed two heartbeats; terminating its link",
-        );
-        session.socket.terminate();
-        continue;
-      }
-      session.missedPongs++;
-      try {
-        session.socket.ping();
-      } catch {
-        // Socket already closing: its close event will clean up.
-      }
-    }
   }
 }
