@@ -3,7 +3,6 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { agentCommands, databaseTime, dialectOf, firstRow, operations } from "@keelson/db";
 import { eq } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
-import { registerFleet } from "../../../test/sim/index.ts";
 import { CommandTimeoutError } from "../src/agents/errors.ts";
 import {
   answerOf,
@@ -13,9 +12,9 @@ import {
   pruneCommands,
   recordAnswers,
 } from "../src/replicas/commands.ts";
-import { ADMIN_TOKEN, createTestApp, type TestApp } from "./helpers.ts";
+import { createTestApp, type TestApp } from "./helpers.ts";
 import { insertHost } from "./node-fixtures.ts";
-import { agentOn, listening, twoReplicas, until } from "./replica-fixtures.ts";
+import { agentOn, twoReplicasAndAHost, until } from "./replica-fixtures.ts";
 
 const commandRow = async (t: TestApp, id: string) =>
   firstRow(await t.db.select().from(agentCommands).where(eq(agentCommands.id, id)));
@@ -109,11 +108,7 @@ describe("agent_commands table", () => {
 
 describe("commands across replicas", () => {
   it("a command issued on A for a host linked to B is sent by B, and its result reaches A", async () => {
-    const [a, b] = await twoReplicas();
-    const onA = await listening(a);
-    const onB = await listening(b);
-    const [id] = await registerFleet(onA.base, ["worker-1"], { adminToken: ADMIN_TOKEN, projectId: a.projectId });
-    if (!id) throw new Error("no host registered");
+    const { a, onB, id } = await twoReplicasAndAHost();
     const agent = agentOn(onB.link, id);
     try {
       expect(await agent.connect(10_000)).toBe(true);
@@ -128,11 +123,7 @@ describe("commands across replicas", () => {
   });
 
   it("an agent that links again to another replica gets its unanswered command with the same id; the issuer gets the answer", async () => {
-    const [a, b] = await twoReplicas();
-    const onA = await listening(a);
-    const onB = await listening(b);
-    const [id] = await registerFleet(onA.base, ["worker-1"], { adminToken: ADMIN_TOKEN, projectId: a.projectId });
-    if (!id) throw new Error("no host registered");
+    const { a, onA, onB, id } = await twoReplicasAndAHost();
     // Takes the command and dies before answering.
     const slow = agentOn(onB.link, id, { latencyMs: 60_000 });
     const next = agentOn(onA.link, id);
@@ -153,11 +144,7 @@ describe("commands across replicas", () => {
   });
 
   it("a command carrying a stale fence is never sent: the issuer times out and the agent sees nothing", async () => {
-    const [a, b] = await twoReplicas();
-    const onA = await listening(a);
-    const onB = await listening(b);
-    const [id] = await registerFleet(onA.base, ["worker-1"], { adminToken: ADMIN_TOKEN, projectId: a.projectId });
-    if (!id) throw new Error("no host registered");
+    const { a, onB, id } = await twoReplicasAndAHost();
     const op = await runningOperation(a, 5);
     const agent = agentOn(onB.link, id);
     try {

@@ -2,11 +2,10 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { agentLinks, firstRow, nodes } from "@keelson/db";
 import { eq } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
-import { registerFleet } from "../../../test/sim/index.ts";
 import { dropLink, linksElsewhere, reapLinks, takeLink } from "../src/replicas/links.ts";
-import { ADMIN_TOKEN, createTestApp, type TestApp } from "./helpers.ts";
+import { createTestApp, type TestApp } from "./helpers.ts";
 import { insertHost } from "./node-fixtures.ts";
-import { agentOn, listening, replicaRow, SHORT, twoReplicas, until } from "./replica-fixtures.ts";
+import { agentOn, replicaRow, SHORT, twoReplicasAndAHost, until } from "./replica-fixtures.ts";
 
 const linkRow = async (t: TestApp, hostId: string) =>
   firstRow(await t.db.select().from(agentLinks).where(eq(agentLinks.hostId, hostId)));
@@ -42,11 +41,7 @@ describe("agent_links table", () => {
 
 describe("one link per host across replicas", () => {
   it("a host linked to B is connected on A; relinking to A supersedes B's link and the host stays connected", async () => {
-    const [a, b] = await twoReplicas();
-    const onA = await listening(a);
-    const onB = await listening(b);
-    const [id] = await registerFleet(onA.base, ["worker-1"], { adminToken: ADMIN_TOKEN, projectId: a.projectId });
-    if (!id) throw new Error("no host registered");
+    const { a, b, onA, onB, id } = await twoReplicasAndAHost();
     const first = agentOn(onB.link, id);
     const second = agentOn(onA.link, id);
     try {

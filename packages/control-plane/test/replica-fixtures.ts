@@ -3,9 +3,9 @@ import { hostname } from "node:os";
 import { setTimeout as sleep } from "node:timers/promises";
 import { databaseTime, dialectOf, replicas } from "@keelson/db";
 import { AGENT_LINK_PATH } from "@keelson/protocol";
-import { SimAgent, type SimBehaviour } from "../../../test/sim/index.ts";
+import { registerFleet, SimAgent, type SimBehaviour } from "../../../test/sim/index.ts";
 import { inProcessChannels } from "../src/replicas/channels.ts";
-import { createTestApp, TEST_DIALECT, type TestApp } from "./helpers.ts";
+import { ADMIN_TOKEN, createTestApp, TEST_DIALECT, type TestApp } from "./helpers.ts";
 
 /** Control planes as replicas of one database, and agents linked to one of them (agent-links, agent-commands tests). */
 
@@ -71,4 +71,14 @@ export async function twoReplicas(): Promise<[TestApp, TestApp]> {
   const closeB = b.close.bind(b);
   b.close = () => closeB(true);
   return [a, b];
+}
+
+/** Two replicas listening on loopback, and one host registered (not linked yet). */
+export async function twoReplicasAndAHost() {
+  const [a, b] = await twoReplicas();
+  const onA = await listening(a);
+  const onB = await listening(b);
+  const [id] = await registerFleet(onA.base, ["worker-1"], { adminToken: ADMIN_TOKEN, projectId: a.projectId });
+  if (!id) throw new Error("no host registered");
+  return { a, b, onA, onB, id };
 }
