@@ -6,6 +6,7 @@ import { keelsonSchema, type Store, storageFull } from "@keelson/db";
 import { sql } from "drizzle-orm";
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from "fastify";
 import { AgentHub, type AgentHubOptions } from "./agents/hub.ts";
+import { LinkBook } from "./agents/link-book.ts";
 import { defaultLinkLimit, readOpenFileLimit } from "./agents/link-capacity.ts";
 import { installAudit } from "./audit/http.ts";
 import { pruneAuditRecords } from "./audit/records.ts";
@@ -29,6 +30,7 @@ import { commandObserver, observeEvents } from "./metrics/observe.ts";
 import { ControlPlaneMetrics } from "./metrics/registry.ts";
 import { registerScrapeGauges } from "./metrics/scrape-gauges.ts";
 import { registerOperationKinds } from "./operation-kinds.ts";
+import { type Channels, channelsOf } from "./replicas/channels.ts";
 import { deregisterReplica, registerReplica, replicaHeartbeat } from "./replicas/registry.ts";
 import { replicaSelf } from "./replicas/self.ts";
 import { registerRoutes } from "./routes/index.ts";
@@ -59,9 +61,11 @@ export interface AppOptions {
   /** How often a full storage is probed for space (tests shorten it). */
   storageProbeIntervalMs?: number;
   /** Agent hub tuning beyond the settings (tests shorten the heartbeat below its floor). */
-  agentHub?: Omit<AgentHubOptions, "domain" | "log"> & { presence?: PresenceOptions };
+  agentHub?: Omit<AgentHubOptions, "domain" | "log" | "links" | "relay"> & { presence?: PresenceOptions };
   /** HTTPS (KEELSON_TLS=auto or files, tls/server-tls.ts); plain HTTP without it. */
   tls?: ServerTls;
+  /** How replicas wake each other; by default the store's (channels.ts). Tests running two apps on one SQLite file pass one to both. */
+  channels?: Channels;
   /** The scrape token of /metrics (KEELSON_METRICS_TOKEN_FILE, read by main.ts). */
   scrapeToken?: string;
 }
@@ -101,17 +105,32 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   storage.lookAtStart();
   const replica = replicaSelf(settings, Boolean(tls));
   await registerReplica(options.store.db, replica, settings.operationLeaseMs);
+  const replicaBeat = replicaHeartbeat(options.store.db, replica, settings.replicaRetentionMs, () => agents.links.open);
   const runner = new OperationRunner(options.store.db, app.log, (full) => storage.full(full), {
     replicaId: settings.replicaId,
     leaseMs: settings.operationLeaseMs,
     renewMs: settings.operationLeaseRenewMs,
     deadlineMs: settings.operationLeaseDeadlineMs,
-    heartbeat: replicaHeartbeat(options.store.db, replica, settings.replicaRetentionMs, () => agents.links.open),
+    heartbeat: async () => {
+      await replicaBeat();
+      // Not part of the renewal: a failure here must not fence the replica.
+      await agents
+        .reapDeadLinks()
+        .catch((err: unknown) => logWriteFailure(app.log, err, {}, "reaping dead replicas' agent links failed"));
+    },
   });
   const identity = new IdentityResolver(options.store.db, hashSecret(options.adminToken));
   const metrics = new ControlPlaneMetrics(settings.replicaId);
   const { presence, ...hubTuning } = options.agentHub ?? {};
   const openFiles = readOpenFileLimit();
+  const channels = options.channels ?? channelsOf(options.store);
+  const links = new LinkBook({
+    db: options.store.db,
+    channels,
+    replicaId: settings.replicaId,
+    leaseMs: settings.operationLeaseMs,
+    log: app.log,
+  });
   const agents = new AgentHub({
     heartbeatMs: settings.agentHeartbeatMs,
     linkLimit: settings.agentLinkLimit ?? (openFiles ? defaultLinkLimit(openFiles.soft) : undefined),
@@ -119,7 +138,10 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     commands: commandObserver(metrics),
     domain: hostLinkDomain({ db: options.store.db, identity, cipher: options.cipher, log: app.log, presence }),
     log: app.log,
+    links,
+    relay: { db: options.store.db, channels, retentionMs: settings.agentCommandRetentionMinutes * 60_000 },
   });
+  await agents.listen();
   await startWrite(storage, app.log, "marking hosts disconnected", () => agents.resetStalePresence());
   agents.attach(app.server);
   const keelson: Keelson = {

@@ -154,6 +154,15 @@ export const ServerSettingsSchema = Type.Object({
     unit: "days",
     description: "How long audit records are kept (GET /v1/audit); older ones are pruned hourly. 0: kept forever.",
   }),
+  agentCommandRetentionMinutes: Type.Integer({
+    env: "KEELSON_AGENT_COMMAND_RETENTION_MINUTES",
+    default: 60,
+    minimum: 1,
+    maximum: 10_080,
+    unit: "minutes",
+    description:
+      "How long a command to an agent is kept after its timeout (answered or not), so that a step issuing it again gets its answer; then it is deleted.",
+  }),
   publicUrl: Type.Optional(
     Setting.httpUrl("KEELSON_PUBLIC_URL", "The control plane's URL as hosts reach it, for package downloads.", {
       defaultText: "the address of the request",

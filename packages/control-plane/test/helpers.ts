@@ -102,6 +102,7 @@ export async function createTestApp(
     storageProbeIntervalMs?: number;
     tls?: AppOptions["tls"];
     scrapeToken?: string;
+    channels?: AppOptions["channels"];
   } = {},
 ): Promise<TestApp> {
   const settings: MutableSettings = { ...defaultServerSettings(), awsEndpointUrl: NO_CLOUD, ...options.settings };
@@ -120,6 +121,7 @@ export async function createTestApp(
     ...(options.storageProbeIntervalMs ? { storageProbeIntervalMs: options.storageProbeIntervalMs } : {}),
     ...(options.tls ? { tls: options.tls } : {}),
     ...(options.scrapeToken ? { scrapeToken: options.scrapeToken } : {}),
+    ...(options.channels ? { channels: options.channels } : {}),
   });
   await app.ready();
   const projectId = (await defaultProjectId(db)) as string;

@@ -133,3 +133,5 @@ export const keelsonSchema = pgTwin(sqlite.keelsonSchema);
 export const replicas = pgTwin(sqlite.replicas);
 export const webcliSpentTokens = pgTwin(sqlite.webcliSpentTokens);
 export const loginFailures = pgTwin(sqlite.loginFailures);
+export const agentLinks = pgTwin(sqlite.agentLinks);
+export const agentCommands = pgTwin(sqlite.agentCommands);

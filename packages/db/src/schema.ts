@@ -358,6 +358,55 @@ export const loginFailures = sqliteTable("login_failures", {
 });
 
 /**
+ * Which replica holds each host's agent link now (DESIGN.md "Replicas"): one row per host,
+ * cluster-wide. A host that links elsewhere raises the epoch and takes the row; the replica
+ * whose epoch is lower closes its socket when it learns. Rows of a replica whose heartbeat ran
+ * out are removed by the others.
+ */
+export const agentLinks = sqliteTable(
+  "agent_links",
+  {
+    hostId: text("host_id")
+      .primaryKey()
+      .references(() => nodes.id, { onDelete: "cascade" }),
+    replica: text("replica").notNull(),
+    epoch: integer("epoch").notNull(),
+    connectedAt: text("connected_at").notNull(),
+  },
+  (t) => [index("agent_links_replica").on(t.replica)],
+);
+
+/**
+ * Commands to agents, durable (DESIGN.md "Replicas"): inserted by whichever replica issues one,
+ * sent by the replica holding the host's link, answered into `result`, read back by the issuer.
+ * A command of an operation carries the fence it was issued under and is never sent once the
+ * operation's fence moved on. Answered and expired rows are deleted after a retention.
+ */
+export const agentCommands = sqliteTable(
+  "agent_commands",
+  {
+    /** Stable for commands that may be issued again (an operation's step): the agent runs an id once. */
+    id: text("id").primaryKey(),
+    hostId: text("host_id")
+      .notNull()
+      .references(() => nodes.id, { onDelete: "cascade" }),
+    name: text("name").notNull(),
+    payload: text("payload", { mode: "json" }).notNull().$type<unknown>(),
+    timeoutMs: integer("timeout_ms").notNull(),
+    operationId: text("operation_id"),
+    fence: integer("fence"),
+    state: text("state", { enum: ["pending", "sent", "answered", "expired"] })
+      .notNull()
+      .default("pending"),
+    /** The agent's answer: `{ok: true, result}` or `{ok: false, error: {code, message}}`. */
+    result: text("result", { mode: "json" }).$type<unknown>(),
+    createdAt: createdAt(),
+    expiresAt: text("expires_at").notNull(),
+  },
+  (t) => [index("agent_commands_host_state").on(t.hostId, t.state), index("agent_commands_expires").on(t.expiresAt)],
+);
+
+/**
  * The oldest keelson-server that can run on this schema, in the one row (id 1). Each migration
  * that older servers must not run on raises it in its own SQL; a server older than it refuses to
  * start, naming both versions (store/compat.ts). A newer schema alone is no reason to refuse:

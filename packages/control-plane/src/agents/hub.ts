@@ -1,8 +1,6 @@
-import type { IncomingMessage, Server } from "node:http";
-import type { Duplex } from "node:stream";
+import type { Server } from "node:http";
 import {
   AGENT_CAPABILITIES,
-  AGENT_LINK_PATH,
   type AgentFrame,
   assertNever,
   CloseCode,
@@ -22,14 +20,16 @@ import {
 import type { FastifyBaseLogger } from "fastify";
 import { type WebSocket, WebSocketServer } from "ws";
 import type { CommandObserver } from "../metrics/observe.ts";
-import { CommandTimeoutError, HostOfflineError } from "./errors.ts";
-import { CAPACITY_RETRY_AFTER_S, LinkCapacity } from "./link-capacity.ts";
+import { type CommandIssuer, CommandRelay, type CommandRelayOptions } from "./command-relay.ts";
+import { HostOfflineError } from "./errors.ts";
+import type { LinkBook } from "./link-book.ts";
+import { LinkCapacity } from "./link-capacity.ts";
 import type { LinkDomain, Presence } from "./link-domain.ts";
+import { closeAll, pingAll } from "./link-drain.ts";
+import { UpgradeGate, type UpgradeHandler } from "./link-upgrade.ts";
 import { NodeEvents } from "./node-events.ts";
 import { NodeFrameAnswers } from "./node-frames.ts";
-import { PendingCommands } from "./pending-commands.ts";
 import { AgentSession, CapabilitySets, SessionRegistry } from "./sessions.ts";
-import { rejectUpgrade } from "./upgrade-refusal.ts";
 
 export interface AgentHubOptions {
   /** Everything the link asks of the domain (authentication, presence, reports, signing). */
@@ -48,6 +48,10 @@ export interface AgentHubOptions {
   linkLimit?: number;
   /** Told of every command sent and how it ended (metrics). */
   commands?: CommandObserver;
+  /** Which replica holds each host's link, cluster-wide (agent_links). */
+  links: LinkBook;
+  /** Where commands are kept (agent_commands) and how replicas are woken for them. */
+  relay: Pick<CommandRelayOptions, "db" | "channels" | "retentionMs">;
 }
 
 /**
@@ -55,8 +59,10 @@ export interface AgentHubOptions {
  * upgrade, validates every frame, keeps one session per host, pings, relays commands and
  * records presence in the nodes table. Node reports are stored and announced on `nodeEvents`
  * (operations wait on them); certificate and cluster-token requests are answered here.
- * Over 400 lines on purpose: the upgrade, the session table and the frame dispatch share each
- * session's lifecycle; what a frame is answered with lives in node-frames.ts.
+ * Which replica holds each link cluster-wide is link-book.ts's; commands go through
+ * command-relay.ts; the upgrade's admission is link-upgrade.ts's. Over 400 lines on purpose:
+ * the session table, the hello and the frame dispatch share each session's lifecycle; what a
+ * frame is answered with lives in node-frames.ts.
  */
 export class AgentHub {
   readonly heartbeatMs: number;
@@ -67,6 +73,7 @@ export class AgentHub {
   private readonly log: FastifyBaseLogger;
   private readonly domain: LinkDomain;
   private readonly presence: Presence;
+  private readonly linkBook: LinkBook;
   private readonly capacity: LinkCapacity;
   private readonly nodeFrames: NodeFrameAnswers;
   private readonly wss: WebSocketServer;
@@ -74,13 +81,12 @@ export class AgentHub {
   private readonly capabilitySets = new CapabilitySets();
   /** Every open socket, helloed or not, so a drain reaches them all. */
   private readonly sockets = new Set<AgentSession>();
-  private readonly pending = new PendingCommands();
+  private readonly relay: CommandRelay;
   private readonly commands: CommandObserver | undefined;
   private heartbeat: NodeJS.Timeout | undefined;
-  /** WebSocket endpoints other than the agent link served on the same listener (the web CLI). */
-  private readonly otherUpgrades = new Map<string, (request: IncomingMessage, socket: Duplex, head: Buffer) => void>();
+  /** The upgrade listener: the link's admission, and the other WebSocket endpoints (the web CLI). */
+  private readonly gate: UpgradeGate;
   private draining = false;
-  private server: Server | undefined;
 
   constructor(options: AgentHubOptions) {
     this.heartbeatMs = options.heartbeatMs ?? DEFAULT_HEARTBEAT_MS;
@@ -89,6 +95,17 @@ export class AgentHub {
     this.log = options.log;
     this.domain = options.domain;
     this.presence = options.domain.presence;
+    this.linkBook = options.links;
+    this.linkBook.onTaken = (hostId, epoch) => this.onTakenElsewhere(hostId, epoch);
+    this.relay = new CommandRelay({
+      ...options.relay,
+      log: options.log,
+      observer: options.commands,
+      sessionOf: (hostId) => {
+        const session = this.registry.get(hostId);
+        return session?.open ? session : undefined;
+      },
+    });
     this.commands = options.commands;
     this.nodeFrames = new NodeFrameAnswers(options.domain, this.nodeEvents, options.log);
     this.capacity = new LinkCapacity(options.linkLimit ?? Number.POSITIVE_INFINITY, (open, limit) =>
@@ -102,29 +119,58 @@ export class AgentHub {
       maxPayload: 4 * MAX_FRAME_BYTES,
       perMessageDeflate: false,
     });
+    this.gate = new UpgradeGate({
+      log: options.log,
+      capacity: this.capacity,
+      authenticate: (headers) => this.domain.authenticate(headers),
+      open: () => this.sockets.size,
+      draining: () => this.draining,
+      admit: (request, socket, head, auth) =>
+        this.wss.handleUpgrade(request, socket, head, (ws) => this.onConnection(ws, auth.hostId, auth.projectId)),
+    });
   }
 
-  /** At start, before the first link: hosts a previous process left marked connected are not. */
+  /**
+   * At start, before the first link: the links this replica's previous process and dead
+   * replicas held are removed, and the hosts no live replica holds are marked disconnected
+   * (hosts linked to another live replica stay connected).
+   */
   async resetStalePresence(): Promise<void> {
-    const stale = await this.presence.resetAll();
+    await this.linkBook.reapAtStart();
+    const stale = await this.presence.resetUnlinked();
     if (stale > 0) this.log.info({ hosts: stale }, "marked hosts disconnected after a restart");
+  }
+
+  /** Run with each replica heartbeat: the links of replicas that died are removed, their hosts marked disconnected. */
+  async reapDeadLinks(): Promise<void> {
+    const hosts = await this.linkBook.reap();
+    if (hosts.length === 0) return;
+    await this.presence.resetUnlinked();
+    for (const { hostId, projectId } of hosts)
+      this.nodeEvents.emit({ type: "link", hostId, projectId, connected: false });
+  }
+
+  /** Listens for link changes and commands of the other replicas (before serving the link). */
+  async listen(): Promise<void> {
+    await this.linkBook.listen();
+    await this.relay.listen();
   }
 
   /** Serves the link on `server` (the control plane's own listener). */
   attach(server: Server): void {
-    this.server = server;
-    server.on("upgrade", this.onUpgrade);
-    this.heartbeat = setInterval(() => this.tick(), this.heartbeatMs);
+    this.gate.attach(server);
+    this.heartbeat = setInterval(() => pingAll(this.registry.values(), this.log), this.heartbeatMs);
     this.heartbeat.unref();
   }
 
   /** Hands upgrades of `path` to `handler`: one upgrade listener, so an unknown path still gets its 404. */
-  serveUpgrade(path: string, handler: (request: IncomingMessage, socket: Duplex, head: Buffer) => void): void {
-    this.otherUpgrades.set(path, handler);
+  serveUpgrade(path: string, handler: UpgradeHandler): void {
+    this.gate.serve(path, handler);
   }
 
+  /** Whether the host's agent is linked to any replica (this one, or another live one). */
   isConnected(hostId: string): boolean {
-    return this.registry.get(hostId)?.open === true;
+    return this.registry.get(hostId)?.open === true || this.linkBook.heldElsewhere(hostId);
   }
 
   /**
@@ -157,9 +203,10 @@ export class AgentHub {
   }
 
   /**
-   * Sends a command and resolves with its validated result. Rejects at once with
-   * HostOfflineError when the host has no link; if the link drops after sending, the command
-   * waits for its timeout and is re-delivered (same id) when the host reconnects.
+   * Sends a command (through any replica: command-relay.ts) and resolves with its validated
+   * result. Rejects at once with HostOfflineError when no replica holds the host's link; if the
+   * link drops after sending, the command waits for its timeout and is re-delivered (same id)
+   * when the host links again, to any replica.
    */
   sendCommand<N extends CommandName>(
     hostId: string,
@@ -168,11 +215,11 @@ export class AgentHub {
     /**
      * `id`: a caller that may send the same command again after a control-plane restart gives
      * it a stable id; the agent's command record then answers a repeat without running it twice.
+     * `issuer`: the operation and fence it is sent for; never sent once the fence moved on.
      */
-    options: { timeoutMs?: number; id?: string } = {},
+    options: { timeoutMs?: number; id?: string; issuer?: CommandIssuer } = {},
   ): Promise<CommandResult<N>> {
-    const session = this.registry.get(hostId);
-    if (this.draining || !session?.open) {
+    if (this.draining || !this.isConnected(hostId)) {
       this.commands?.settled(name, "offline", 0);
       const why = this.draining ? "the control plane is shutting down" : undefined;
       return Promise.reject(new HostOfflineError(hostId, why));
@@ -181,28 +228,11 @@ export class AgentHub {
       Math.max(1, Math.round(options.timeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS)),
       MAX_COMMAND_TIMEOUT_MS,
     );
-    if (options.id !== undefined && this.pending.has(options.id)) {
-      return Promise.reject(new Error(`command ${options.id} is already waiting for its result`));
-    }
-    const { frame, result } = this.pending.create(hostId, name, payload, timeoutMs, options.id);
-    session.send(frame);
-    return this.commands ? this.observed(name, result, this.commands) : result;
-  }
-
-  private observed<T>(name: string, result: Promise<T>, observer: CommandObserver): Promise<T> {
-    const sentAt = performance.now();
-    observer.sent(name);
-    const seconds = () => (performance.now() - sentAt) / 1000;
-    return result.then(
-      (value) => {
-        observer.settled(name, "succeeded", seconds());
-        return value;
-      },
-      (err: unknown) => {
-        observer.settled(name, err instanceof CommandTimeoutError ? "timeout" : "failed", seconds());
-        throw err;
-      },
-    );
+    return this.relay.issue(hostId, name, payload, {
+      timeoutMs,
+      ...(options.id === undefined ? {} : { id: options.id }),
+      ...(options.issuer ? { issuer: options.issuer } : {}),
+    });
   }
 
   /**
@@ -225,81 +255,23 @@ export class AgentHub {
   async close(): Promise<void> {
     if (this.draining) return;
     this.draining = true;
-    this.server?.off("upgrade", this.onUpgrade);
+    this.gate.detach();
     if (this.heartbeat) clearInterval(this.heartbeat);
-    this.pending.rejectAll((hostId) => new HostOfflineError(hostId, "the control plane is shutting down"));
-    const sessions = [...this.sockets];
-    const closed = sessions.map(
-      (s) =>
-        new Promise<void>((resolve) =>
-          s.socket.readyState === s.socket.CLOSED ? resolve() : s.socket.once("close", () => resolve()),
-        ),
-    );
-    for (const s of sessions) s.close(CloseCode.GOING_AWAY, "control plane shutting down");
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([
-      Promise.all(closed),
-      new Promise<void>((resolve) => {
-        timer = setTimeout(resolve, this.drainTimeoutMs);
-      }),
-    ]);
-    clearTimeout(timer);
-    for (const s of this.sockets) s.socket.terminate();
-    // Close events of terminated sockets may come later; record the hosts as gone now.
-    for (const s of this.registry.values()) this.presence.disconnected(s.hostId);
+    await this.relay.close("the control plane is shutting down");
+    await closeAll(this.sockets, this.drainTimeoutMs);
+    // Close events of terminated sockets may come later; record the hosts as gone now (those
+    // whose link was still this replica's: one statement for all).
+    const dropped = await this.linkBook.dropAllHere().catch((err: unknown) => {
+      this.log.warn({ err }, "could not remove this replica's agent links");
+      return [...this.registry.values()].map((s) => s.hostId);
+    });
+    for (const hostId of dropped) this.presence.disconnected(hostId);
+    await this.linkBook.close();
     await this.presence.close();
     this.wss.close();
   }
 
   // ---- connection lifecycle -------------------------------------------------------------
-
-  private readonly onUpgrade = (request: IncomingMessage, socket: Duplex, head: Buffer): void => {
-    const path = (request.url ?? "").split("?")[0] ?? "";
-    const other = this.otherUpgrades.get(path);
-    if (other) {
-      other(request, socket, head);
-      return;
-    }
-    if (path !== AGENT_LINK_PATH) {
-      // Other upgrade listeners may serve other paths; answer only if nobody else will.
-      if (this.server?.listenerCount("upgrade") === 1)
-        rejectUpgrade(socket, 404, "not_found", `no WebSocket endpoint at ${path}`);
-      return;
-    }
-    if (this.draining) {
-      rejectUpgrade(socket, 503, "shutting_down", "the control plane is shutting down");
-      return;
-    }
-    if (!this.capacity.admits(this.sockets.size)) {
-      this.log.warn({ open: this.sockets.size, limit: this.capacity.limit }, "agent link refused: at the link ceiling");
-      rejectUpgrade(
-        socket,
-        503,
-        "link_capacity",
-        `the control plane holds ${this.sockets.size} agent links, its ceiling; retry later`,
-        { "Retry-After": String(CAPACITY_RETRY_AFTER_S) },
-      );
-      return;
-    }
-    // Authenticate before completing the upgrade: an unknown peer never gets a socket.
-    this.domain.authenticate(request.headers).then(
-      (auth) => {
-        if (!auth.ok) {
-          this.log.warn({ code: auth.code, remote: request.socket.remoteAddress }, "agent link refused");
-          rejectUpgrade(socket, auth.status, auth.code, auth.message);
-          return;
-        }
-        if (socket.destroyed || this.draining) return;
-        this.wss.handleUpgrade(request, socket, head, (ws) => this.onConnection(ws, auth.hostId, auth.projectId));
-      },
-      (err: unknown) => {
-        this.log.error({ err }, "could not check an agent's credential");
-        rejectUpgrade(socket, 503, "unavailable", "the control plane could not check the credential; retry later", {
-          "Retry-After": String(CAPACITY_RETRY_AFTER_S),
-        });
-      },
-    );
-  };
 
   private onConnection(ws: WebSocket, hostId: string, projectId: string): void {
     const session = new AgentSession(ws, hostId, projectId);
@@ -342,7 +314,13 @@ export class AgentHub {
     // The stale-socket guard: a superseded session's late close must not unregister its
     // successor or mark the host offline.
     if (!this.registry.removeIfCurrent(session)) return;
-    this.presence.disconnected(session.hostId);
+    // A drain removes every link of this replica at once (close()).
+    if (!this.draining) {
+      void this.linkBook.drop(session.hostId, session.epoch).then((stillOurs) => {
+        // Taken by another replica meanwhile: the host is connected there.
+        if (stillOurs) this.presence.disconnected(session.hostId);
+      });
+    }
     this.log.info({ hostId: session.hostId, session: session.id, code, reason }, "agent disconnected");
     this.nodeEvents.emit({ type: "link", hostId: session.hostId, projectId: session.projectId, connected: false });
   }
@@ -361,7 +339,7 @@ export class AgentHub {
     }
     switch (frame.type) {
       case "hello":
-        this.onHello(session, frame);
+        await this.onHello(session, frame);
         return;
       case "facts":
         this.presence.change(session.hostId, { facts: frame.facts, primaryIp: frame.facts.primaryIp });
@@ -381,15 +359,9 @@ export class AgentHub {
           agentError: frame.agentError ?? null,
         });
         return;
-      case "result": {
-        const outcome = this.pending.settle(session.hostId, frame);
-        if (outcome !== "settled") {
-          // Late (after a timeout) or duplicate results are expected now and then; a result
-          // for another host's command is not, but neither is worth dropping the link.
-          this.log.debug({ hostId: session.hostId, id: frame.id, outcome }, "result ignored");
-        }
+      case "result":
+        this.relay.onResult(session.hostId, frame);
         return;
-      }
       case "token.verify": {
         const valid = await this.domain.tokenGrantsProject(frame.token, session.projectId);
         session.send({ type: "token.verified", id: frame.id, valid });
@@ -412,7 +384,7 @@ export class AgentHub {
     }
   }
 
-  private onHello(session: AgentSession, hello: HelloFrame): void {
+  private async onHello(session: AgentSession, hello: HelloFrame): Promise<void> {
     if (session.helloed) {
       session.close(CloseCode.BAD_FRAME, "hello may be sent only once per connection");
       return;
@@ -425,6 +397,13 @@ export class AgentHub {
     session.helloTimer = undefined;
     session.helloed = true;
     session.capabilities = this.capabilitySets.of(hello.capabilities ?? []);
+    session.epoch = await this.linkBook.take(session.hostId);
+    if (!session.open || (session.epoch !== undefined && this.linkBook.supersedes(session.hostId, session.epoch))) {
+      // Closed, or linked again elsewhere, while the link was being recorded.
+      session.close(CloseCode.SUPERSEDED, "superseded by a newer connection of this host");
+      if (session.epoch !== undefined) await this.linkBook.drop(session.hostId, session.epoch);
+      return;
+    }
     const previous = this.registry.replace(session);
     if (previous) {
       this.log.info(
@@ -445,9 +424,11 @@ export class AgentHub {
         ? { capabilities: [CONTROL_CAPABILITIES.reportCommand] }
         : {}),
     });
-    // Commands sent on a link that dropped before their result: same ids, so the agent
-    // answers from its record instead of running them again.
-    for (const command of this.pending.forHost(session.hostId)) session.send(command);
+    // Commands sent on a link that dropped before their result (on any replica): same ids, so
+    // the agent answers from its record instead of running them again.
+    await this.relay
+      .onLinked(session)
+      .catch((err: unknown) => this.log.warn({ err, hostId: session.hostId }, "could not re-send unanswered commands"));
     this.log.info({ hostId: session.hostId, session: session.id, agentVersion: hello.agentVersion }, "agent connected");
     this.nodeEvents.emit({ type: "link", hostId: session.hostId, projectId: session.projectId, connected: true });
     this.nodeEvents.emit({
@@ -460,22 +441,11 @@ export class AgentHub {
     });
   }
 
-  private tick(): void {
-    for (const session of this.registry.values()) {
-      if (session.missedPongs >= 2) {
-        this.log.warn(
-          { hostId: session.hostId, session: session.id },
-          "agent missed two heartbeats; terminating its link",
-        );
-        session.socket.terminate();
-        continue;
-      }
-      session.missedPongs++;
-      try {
-        session.socket.ping();
-      } catch {
-        // Socket already closing: its close event will clean up.
-      }
-    }
+  /** Another replica took a host's link at `epoch`: a link this replica holds with an older epoch ends. */
+  private onTakenElsewhere(hostId: string, epoch: number): void {
+    const session = this.registry.get(hostId);
+    if (!session || (session.epoch !== undefined && session.epoch >= epoch)) return;
+    this.log.info({ hostId, session: session.id, epoch }, "agent linked to another replica; closing the old link");
+    session.close(CloseCode.SUPERSEDED, "superseded by a newer connection of this host to another replica");
   }
 }

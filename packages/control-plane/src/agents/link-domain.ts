@@ -56,8 +56,8 @@ export interface PresencePatch {
 }
 
 export interface Presence {
-  /** At start: every host disconnected (no link survives a restart); how many were marked. */
-  resetAll(): Promise<number>;
+  /** Hosts marked connected whose link no replica holds (agent_links) marked not; how many. */
+  resetUnlinked(): Promise<number>;
   connected(hostId: string, hello: HelloFrame, now?: Date): void;
   disconnected(hostId: string, now?: Date): void;
   change(hostId: string, patch: PresencePatch): void;

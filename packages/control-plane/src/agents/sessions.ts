@@ -22,6 +22,8 @@ export class AgentSession {
   helloTimer: NodeJS.Timeout | undefined;
   /** What the agent declared in its hello (AGENT_CAPABILITIES); empty for an agent older than the field. */
   capabilities: ReadonlySet<string> = NO_CAPABILITIES;
+  /** The link's epoch in agent_links (link-book.ts); undefined until recorded, or if it could not be. */
+  epoch: number | undefined;
   /** The frames being handled, one after another (hub.ts); undefined while none is. */
   inbox: Promise<void> | undefined;
 

@@ -331,6 +331,7 @@ export class OperationRunner {
       db: this.db,
       log: this.log.child({ operation: op.id, kind: op.kind }),
       signal,
+      fence: claim.fence,
       progress: cursor.progress,
       saveProgress: async (patch) => {
         Object.assign(cursor.progress, patch);

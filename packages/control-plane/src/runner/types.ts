@@ -11,6 +11,8 @@ export interface StepContext {
   readonly log: FastifyBaseLogger;
   /** Aborted when the control plane shuts down: long waits must give up and let the step re-run on resume. */
   readonly signal: AbortSignal;
+  /** The fence of this replica's claim (leases.ts): commands the step sends carry it (node-link.ts). */
+  readonly fence: number;
   /** Progress inside a step (for example the nodes a rollout already finished), kept across restarts. */
   readonly progress: Record<string, unknown>;
   saveProgress(patch: Record<string, unknown>): Promise<void>;

@@ -1,6 +1,6 @@
-import { type Db, databaseUnavailable, nodes } from "@keelson/db";
+import { agentLinks, type Db, databaseUnavailable, nodes } from "@keelson/db";
 import type { HelloFrame } from "@keelson/protocol";
-import { eq, inArray } from "drizzle-orm";
+import { and, eq, inArray, notExists, sql } from "drizzle-orm";
 import type { FastifyBaseLogger } from "fastify";
 import type { Presence, PresencePatch } from "../../agents/link-domain.ts";
 
@@ -70,14 +70,20 @@ export class PresenceWriter implements Presence {
   }
 
   /**
-   * A control plane that died without draining left hosts marked connected; nothing is
-   * connected to a process that just started.
+   * Hosts marked connected whose link no replica holds (agent_links, replicas/links.ts): left
+   * so by a process that died without draining, this one's previous process included. Hosts
+   * linked to another live replica stay connected.
    */
-  async resetAll(): Promise<number> {
+  async resetUnlinked(): Promise<number> {
     const reset = await this.db
       .update(nodes)
       .set({ agentConnected: 0 })
-      .where(eq(nodes.agentConnected, 1))
+      .where(
+        and(
+          eq(nodes.agentConnected, 1),
+          notExists(this.db.select({ one: sql`1` }).from(agentLinks).where(eq(agentLinks.hostId, nodes.id))),
+        ),
+      )
       .returning({ id: nodes.id });
     return reset.length;
   }

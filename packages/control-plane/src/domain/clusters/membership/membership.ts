@@ -11,6 +11,7 @@ import {
   NodeDeadlineError,
   type ObservedNode,
   sendWhenOnline,
+  stepCommand,
   type Verdict,
   waitForNode,
 } from "./node-link.ts";
@@ -165,7 +166,15 @@ export async function joinNode(
 
   const refused = join.payload.nodePackage ? nodePackageRefusal(k.agents, nodeId, label) : undefined;
   if (refused) throw new NodeFailedError(refused);
-  const result = await sendWhenOnline(k.agents, nodeId, "node.join", join.payload, deadline, label);
+  const result = await sendWhenOnline(
+    k.agents,
+    nodeId,
+    "node.join",
+    join.payload,
+    deadline,
+    label,
+    stepCommand(ctx, nodeId, "node.join"),
+  );
   if (!result.accepted) throw new NodeFailedError(`${label} did not accept node.join for cluster ${join.cluster.name}`);
   ctx.log.debug({ nodeId, role }, "node accepted node.join");
   // A worker waiting for its role label asks for a master's sweep rather than its next pass:
@@ -254,6 +263,7 @@ export async function leaveNode(
     { clusterId, lastNode: !(await hasOtherNodes(ctx.db, clusterId, nodeId)) },
     deadline,
     label,
+    stepCommand(ctx, nodeId, "node.leave"),
   );
   if (!result.clean) throw new NodeFailedError(`${label} left the cluster but could not clean up after itself`);
   await releaseNode(ctx.db, nodeId);

@@ -1,10 +1,11 @@
 import { setMaxListeners } from "node:events";
 import type { CommandName, CommandPayload, CommandResult } from "@keelson/protocol";
 import { MAX_COMMAND_TIMEOUT_MS } from "@keelson/protocol";
+import type { CommandIssuer } from "../../../agents/command-relay.ts";
 import { CommandFailedError, CommandTimeoutError, HostOfflineError } from "../../../agents/errors.ts";
 import type { AgentHub } from "../../../agents/hub.ts";
 import type { NodeEvent } from "../../../agents/node-events.ts";
-import { OperationInterrupted } from "../../../runner/types.ts";
+import { OperationInterrupted, type StepContext } from "../../../runner/types.ts";
 
 /**
  * Talking to one node from inside an operation step: commands that wait for an offline host to
@@ -36,6 +37,26 @@ export interface Deadline {
   /** Epoch ms. */
   at: number;
   signal: AbortSignal;
+}
+
+/** A command of an operation's step: its stable id, and the claim it is sent under. */
+export interface StepCommand {
+  id: string;
+  issuer: CommandIssuer;
+}
+
+/**
+ * The command `name` of a step to `hostId`, with an id stable across restarts and replicas (the
+ * agent runs an id once; a former owner's copy is never sent: command-relay.ts). `suffix` tells
+ * apart a deliberate second sending of it.
+ */
+export function stepCommand(
+  ctx: Pick<StepContext, "op" | "fence">,
+  hostId: string,
+  name: CommandName,
+  suffix = "",
+): StepCommand {
+  return { id: `${ctx.op.id}:${hostId}:${name}${suffix}`, issuer: { operationId: ctx.op.id, fence: ctx.fence } };
 }
 
 function remaining(deadline: Deadline): number {
@@ -103,8 +124,8 @@ export async function sendWhenOnline<N extends CommandName>(
   payload: CommandPayload<N>,
   deadline: Deadline,
   describe: string,
-  /** A stable id makes a repeat after a control-plane restart safe: the agent runs an id once. */
-  commandId?: string,
+  /** The command's stable id and its step (stepCommand): a repeat, after a restart or from another replica, is safe. */
+  command: StepCommand,
 ): Promise<CommandResult<N>> {
   for (;;) {
     if (deadline.signal.aborted) throw new OperationInterrupted();
@@ -113,7 +134,8 @@ export async function sendWhenOnline<N extends CommandName>(
     if (hub.isConnected(hostId)) {
       const sent = hub.sendCommand(hostId, name, payload, {
         timeoutMs: Math.min(left, MAX_COMMAND_TIMEOUT_MS),
-        ...(commandId === undefined ? {} : { id: commandId }),
+        id: command.id,
+        issuer: command.issuer,
       });
       // The command may settle after an abort made us stop listening; never leave it unhandled.
       sent.catch(() => undefined);

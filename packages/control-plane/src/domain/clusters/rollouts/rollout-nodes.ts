@@ -11,7 +11,9 @@ import {
   NodeCommandFailed,
   NodeDeadlineError,
   type ObservedNode,
+  type StepCommand,
   sendWhenOnline,
+  stepCommand,
   type Verdict,
   waitForNode,
 } from "../membership/node-link.ts";
@@ -132,10 +134,10 @@ export async function rollNode(
   const book = latestReports(hub);
   const clusterId = action.payload.clusterId;
   const what = action.name === "node.restart" ? "restart" : "upgrade";
-  const commandId = `${ctx.op.id}:${node.id}:${action.name}`;
+  const command = stepCommand(ctx, node.id, action.name);
   // Reports naming this id show this node's restart: the command's own, or its repeat after
   // the agent restarted during it.
-  let awaited = commandId;
+  let awaited = command.id;
   // Agents that do not name their command (older than `node-report-command`) are judged by
   // arrival order instead, which a report still on its way when the command left can fool:
   // the agent reports `converging` before it answers: seeing that proves this restart began,
@@ -156,7 +158,7 @@ export async function rollNode(
       const refused = nodePackageRefusal(hub, node.id, label(node));
       if (refused) throw new Error(refused);
     }
-    const send = async (id: string) => {
+    const send = async (sending: StepCommand) => {
       const result = await sendWhenOnline(
         hub,
         node.id,
@@ -164,12 +166,12 @@ export async function rollNode(
         action.payload as never,
         deadline,
         label(node),
-        id,
+        sending,
       );
       if (!(result as { accepted: boolean }).accepted) throw new Error(`${label(node)} did not accept ${action.name}`);
     };
     try {
-      await send(commandId);
+      await send(command);
     } catch (err) {
       if (!(err instanceof NodeCommandFailed && err.agentCode === CommandErrorCode.INTERRUPTED)) throw err;
       // The agent itself restarted while it ran the command, so the node's restart never
@@ -177,8 +179,9 @@ export async function rollNode(
       // agent reports `converging` before it answers, so the wait below cannot mistake the
       // node's state from before for the end of this restart.
       ctx.log.warn({ nodeId: node.id, command: action.name }, "agent restarted during the command; sending it again");
-      awaited = `${commandId}:after-interrupt`;
-      await send(awaited);
+      const again = stepCommand(ctx, node.id, action.name, ":after-interrupt");
+      awaited = again.id;
+      await send(again);
     }
     ctx.log.debug({ nodeId: node.id, command: action.name, resumed }, "node accepted");
     await waitForNode(

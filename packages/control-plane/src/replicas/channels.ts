@@ -1,0 +1,88 @@
+import { EventEmitter } from "node:events";
+import type { PostgresStore, Store } from "@keelson/db";
+
+/**
+ * How replicas wake each other (DESIGN.md "Replicas"): PostgreSQL's LISTEN/NOTIFY on
+ * PostgreSQL, an in-process emitter on SQLite (one replica, so "every replica" is this one).
+ *
+ * - One LISTEN connection per replica, outside the pool: postgres.js opens it on the first
+ *   `listen` and, when it drops, reconnects and subscribes again, then calls `onListen`.
+ *   Notifications sent while it was away are lost, so a listener catches up in `onListen`
+ *   (reads what it may have missed from the tables): the notification is a wake-up, the row
+ *   is the truth.
+ * - Payloads are ids, never documents: NOTIFY refuses more than 8,000 bytes, and the reader
+ *   reads the row anyway. `notify` refuses a payload over the limit before sending it.
+ * - A NOTIFY also reaches its own sender's listeners (as the emitter does on SQLite).
+ */
+
+/** The channels, by what they carry; their names in the database are the values. */
+export const CHANNELS = {
+  /** A command inserted: its id, for the replica holding its host's link. */
+  commands: "keelson_commands",
+  /** A command answered: its id, for the replica waiting for it. */
+  commandResults: "keelson_command_results",
+  /** A host's link taken or dropped (links.ts). */
+  links: "keelson_links",
+} as const;
+
+export type Channel = keyof typeof CHANNELS;
+
+/** PostgreSQL's limit on a NOTIFY payload, in bytes. */
+export const NOTIFY_PAYLOAD_LIMIT = 7_999;
+
+export interface Channels {
+  /**
+   * Calls `handler` with each payload notified on `channel`, and `onListen` each time the
+   * subscription is (re)established, the first time included. Resolves once listening; the
+   * answer unsubscribes.
+   */
+  listen(channel: Channel, handler: (payload: string) => void, onListen?: () => void): Promise<() => Promise<void>>;
+  notify(channel: Channel, payload: string): Promise<void>;
+}
+
+function checkPayload(channel: Channel, payload: string): void {
+  if (Buffer.byteLength(payload) > NOTIFY_PAYLOAD_LIMIT) {
+    throw new Error(
+      `a notification on ${channel} carries ${Buffer.byteLength(payload)} bytes; NOTIFY takes at most ${NOTIFY_PAYLOAD_LIMIT}`,
+    );
+  }
+}
+
+/** The store's channels: LISTEN/NOTIFY on PostgreSQL, in-process on SQLite. */
+export function channelsOf(store: Store): Channels {
+  return store.dialect === "postgres" ? postgresChannels(store as PostgresStore) : inProcessChannels();
+}
+
+function postgresChannels(store: PostgresStore): Channels {
+  const sql = store.client;
+  return {
+    async listen(channel, handler, onListen) {
+      const meta = await sql.listen(CHANNELS[channel], handler, onListen);
+      return () => meta.unlisten();
+    },
+    async notify(channel, payload) {
+      checkPayload(channel, payload);
+      await sql.notify(CHANNELS[channel], payload);
+    },
+  };
+}
+
+/** Channels within this process (SQLite's one replica; tests that run two apps on one SQLite file share one). */
+export function inProcessChannels(): Channels {
+  const emitter = new EventEmitter();
+  emitter.setMaxListeners(0);
+  return {
+    async listen(channel, handler, onListen) {
+      emitter.on(channel, handler);
+      onListen?.();
+      return async () => {
+        emitter.off(channel, handler);
+      };
+    },
+    async notify(channel, payload) {
+      checkPayload(channel, payload);
+      // Delivered after the notifier's turn, as a NOTIFY would be.
+      setImmediate(() => emitter.emit(channel, payload));
+    },
+  };
+}

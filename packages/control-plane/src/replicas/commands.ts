@@ -1,0 +1,184 @@
+import { agentCommands, type Db, databaseTime, dialectOf, operations } from "@keelson/db";
+import { and, eq, exists, gt, inArray, isNull, lt, or, type SQL, sql } from "drizzle-orm";
+
+/**
+ * The agent_commands table (DESIGN.md "Replicas"): commands to agents, durable, so that the
+ * replica issuing one need not be the one holding the host's link, and an agent that links
+ * again (to any replica) gets its unanswered commands with the same ids. The statements take
+ * many rows at once (agents/statement-batch.ts).
+ */
+
+export interface NewCommand {
+  id: string;
+  hostId: string;
+  name: string;
+  payload: unknown;
+  timeoutMs: number;
+  /** The operation that issues it and the fence of its claim: never sent once the fence moved on. */
+  operationId: string | null;
+  fence: number | null;
+}
+
+/** A command as inserted, or as it already was: an id answered before keeps its answer. */
+export interface IssuedCommand {
+  id: string;
+  state: string;
+  result: unknown;
+}
+
+/** What a replica needs to send a command on a link. */
+export interface SendableCommand {
+  id: string;
+  hostId: string;
+  name: string;
+  payload: unknown;
+  timeoutMs: number;
+}
+
+export interface Answer {
+  id: string;
+  hostId: string;
+  /** The result frame without its type: `{ok: true, result}` or `{ok: false, error}`. */
+  result: unknown;
+}
+
+/**
+ * Inserts commands; an id already there (a step issuing it again, after a restart or on another
+ * replica) is waiting again under the new fence and expiry, unless it was answered: then its
+ * answer stands. One statement for all.
+ */
+export async function insertCommands(db: Db, rows: readonly NewCommand[]): Promise<IssuedCommand[]> {
+  if (rows.length === 0) return [];
+  const dialect = dialectOf(db);
+  return await db
+    .insert(agentCommands)
+    .values(rows.map((r) => ({ ...r, expiresAt: databaseTime(dialect, r.timeoutMs) })))
+    .onConflictDoUpdate({
+      target: agentCommands.id,
+      set: {
+        state: sql`case when ${agentCommands.state} = 'answered' then 'answered' else 'pending' end`,
+        expiresAt: sql`excluded.expires_at`,
+        timeoutMs: sql`excluded.timeout_ms`,
+        operationId: sql`excluded.operation_id`,
+        fence: sql`excluded.fence`,
+      },
+    })
+    .returning({ id: agentCommands.id, state: agentCommands.state, result: agentCommands.result });
+}
+
+/**
+ * The condition under which a command may go out: unanswered, unexpired, and either of no
+ * operation or of one whose claim still has the fence it was issued under.
+ */
+function sendable(db: Db): SQL {
+  const fenceHolds = or(
+    isNull(agentCommands.operationId),
+    exists(
+      db
+        .select({ one: sql`1` })
+        .from(operations)
+        .where(
+          and(
+            eq(operations.id, agentCommands.operationId),
+            eq(operations.fence, agentCommands.fence),
+            eq(operations.state, "running"),
+          ),
+        ),
+    ),
+  );
+  return and(
+    inArray(agentCommands.state, ["pending", "sent"]),
+    gt(agentCommands.expiresAt, databaseTime(dialectOf(db))),
+    fenceHolds,
+  ) as SQL;
+}
+
+/**
+ * Marks as sent, and answers, the commands that may go out now: of `ids`, or every unanswered
+ * one of `hostIds` (a host that just linked). The fence is checked in this same statement, so a
+ * command of a former owner is never sent.
+ */
+export async function markSent(
+  db: Db,
+  which: { ids: readonly string[] } | { hostIds: readonly string[] },
+): Promise<SendableCommand[]> {
+  const scope =
+    "ids" in which ? inArray(agentCommands.id, [...which.ids]) : inArray(agentCommands.hostId, [...which.hostIds]);
+  if (("ids" in which ? which.ids : which.hostIds).length === 0) return [];
+  return await db
+    .update(agentCommands)
+    .set({ state: "sent" })
+    .where(and(scope, sendable(db)))
+    .returning({
+      id: agentCommands.id,
+      hostId: agentCommands.hostId,
+      name: agentCommands.name,
+      payload: agentCommands.payload,
+      timeoutMs: agentCommands.timeoutMs,
+    });
+}
+
+/**
+ * Records agents' answers, each only for a command of the host that answers it and not
+ * answered yet; answers the ids recorded (a late or repeated answer is not).
+ */
+export async function recordAnswers(db: Db, answers: readonly Answer[]): Promise<Set<string>> {
+  if (answers.length === 0) return new Set();
+  const byId = (value: (a: Answer) => string) =>
+    sql`case ${agentCommands.id} ${sql.join(
+      answers.map((a) => sql`when ${a.id} then ${value(a)}`),
+      sql` `,
+    )} end`;
+  const rows = await db
+    .update(agentCommands)
+    .set({ state: "answered", result: byId((a) => JSON.stringify(a.result)) })
+    .where(
+      and(
+        inArray(
+          agentCommands.id,
+          answers.map((a) => a.id),
+        ),
+        eq(
+          agentCommands.hostId,
+          byId((a) => a.hostId),
+        ),
+        inArray(agentCommands.state, ["pending", "sent", "expired"]),
+      ),
+    )
+    .returning({ id: agentCommands.id });
+  return new Set(rows.map((r) => r.id));
+}
+
+/** The answer of a command, if it has one. */
+export async function answerOf(db: Db, ids: readonly string[]): Promise<{ id: string; result: unknown }[]> {
+  if (ids.length === 0) return [];
+  return await db
+    .select({ id: agentCommands.id, result: agentCommands.result })
+    .from(agentCommands)
+    .where(and(inArray(agentCommands.id, [...ids]), eq(agentCommands.state, "answered")));
+}
+
+/** A command whose issuer stopped waiting (its timeout): never sent from now on. */
+export async function expireCommand(db: Db, id: string): Promise<void> {
+  await db
+    .update(agentCommands)
+    .set({ state: "expired" })
+    .where(and(eq(agentCommands.id, id), inArray(agentCommands.state, ["pending", "sent"])));
+}
+
+/** Commands waiting to be sent (a replica catching up after its LISTEN connection was away). */
+export async function unsentCommands(db: Db): Promise<{ id: string; hostId: string }[]> {
+  return await db
+    .select({ id: agentCommands.id, hostId: agentCommands.hostId })
+    .from(agentCommands)
+    .where(and(eq(agentCommands.state, "pending"), gt(agentCommands.expiresAt, databaseTime(dialectOf(db)))));
+}
+
+/** Deletes commands answered or expired more than `retentionMs` ago; answers how many. */
+export async function pruneCommands(db: Db, retentionMs: number): Promise<number> {
+  const gone = await db
+    .delete(agentCommands)
+    .where(lt(agentCommands.expiresAt, databaseTime(dialectOf(db), -retentionMs)))
+    .returning({ id: agentCommands.id });
+  return gone.length;
+}

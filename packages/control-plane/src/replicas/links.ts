@@ -1,0 +1,76 @@
+import { agentLinks, type Db, databaseTime, dialectOf, replicas } from "@keelson/db";
+import { and, eq, gt, inArray, ne, notInArray, or, sql } from "drizzle-orm";
+
+/**
+ * The agent_links table (DESIGN.md "Replicas"): which replica holds each host's link, one row per
+ * host cluster-wide. Taking a link raises its epoch, so of two replicas that both think they hold
+ * a host, the one with the lower epoch knows it was superseded; dropping one is conditional on
+ * the epoch, so a late close never removes its successor's row.
+ */
+
+export interface LinkRow {
+  hostId: string;
+  replica: string;
+  epoch: number;
+}
+
+/** Makes `replica` the holder of `hostId`'s link: one upsert; answers the new epoch. */
+export async function takeLink(db: Db, hostId: string, replica: string): Promise<number> {
+  const now = databaseTime(dialectOf(db));
+  const [row] = await db
+    .insert(agentLinks)
+    .values({ hostId, replica, epoch: 1, connectedAt: now })
+    .onConflictDoUpdate({
+      target: agentLinks.hostId,
+      set: { replica, epoch: sql`${agentLinks.epoch} + 1`, connectedAt: now },
+    })
+    .returning({ epoch: agentLinks.epoch });
+  if (!row) throw new Error(`taking the link of host ${hostId} wrote no row`);
+  return row.epoch;
+}
+
+/** Removes the link if it is still `replica`'s at `epoch`; false when another took it since. */
+export async function dropLink(db: Db, hostId: string, replica: string, epoch: number): Promise<boolean> {
+  const gone = await db
+    .delete(agentLinks)
+    .where(and(eq(agentLinks.hostId, hostId), eq(agentLinks.replica, replica), eq(agentLinks.epoch, epoch)))
+    .returning({ hostId: agentLinks.hostId });
+  return gone.length > 0;
+}
+
+/** Removes every link `replica` holds (its graceful stop); answers them. */
+export async function dropLinksOf(db: Db, replica: string): Promise<LinkRow[]> {
+  return await db
+    .delete(agentLinks)
+    .where(eq(agentLinks.replica, replica))
+    .returning({ hostId: agentLinks.hostId, replica: agentLinks.replica, epoch: agentLinks.epoch });
+}
+
+/** Ids of the replicas whose heartbeat is younger than `leaseMs` (by the database's clock). */
+function liveReplicaIds(db: Db, leaseMs: number) {
+  return db
+    .select({ id: replicas.id })
+    .from(replicas)
+    .where(gt(replicas.heartbeatAt, databaseTime(dialectOf(db), -leaseMs)));
+}
+
+/** Links held by live replicas other than `self` (what this replica learns at start and after a LISTEN gap). */
+export async function linksElsewhere(db: Db, self: string, leaseMs: number): Promise<LinkRow[]> {
+  return await db
+    .select({ hostId: agentLinks.hostId, replica: agentLinks.replica, epoch: agentLinks.epoch })
+    .from(agentLinks)
+    .where(and(ne(agentLinks.replica, self), inArray(agentLinks.replica, liveReplicaIds(db, leaseMs))));
+}
+
+/**
+ * Removes the links of replicas whose heartbeat ran out (they died holding them), never
+ * `self`'s (its own row may be missing for a while: a start on a full disk). With `ownToo` (a
+ * start) also `self`'s own, left by its previous process. Answers the rows removed.
+ */
+export async function reapLinks(db: Db, self: string, leaseMs: number, ownToo = false): Promise<LinkRow[]> {
+  const dead = and(ne(agentLinks.replica, self), notInArray(agentLinks.replica, liveReplicaIds(db, leaseMs)));
+  return await db
+    .delete(agentLinks)
+    .where(ownToo ? or(eq(agentLinks.replica, self), dead) : dead)
+    .returning({ hostId: agentLinks.hostId, replica: agentLinks.replica, epoch: agentLinks.epoch });
+}

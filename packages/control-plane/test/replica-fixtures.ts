@@ -1,0 +1,84 @@
+import type { AddressInfo } from "node:net";
+import { hostname } from "node:os";
+import { setTimeout as sleep } from "node:timers/promises";
+import { databaseTime, dialectOf, replicas } from "@keelson/db";
+import { AGENT_LINK_PATH } from "@keelson/protocol";
+import { registerFleet, SimAgent, type SimBehaviour } from "../../../test/sim/index.ts";
+import { inProcessChannels } from "../src/replicas/channels.ts";
+import { ADMIN_TOKEN, createTestApp, TEST_DIALECT, type TestApp } from "./helpers.ts";
+
+/** Control planes as replicas of one database, and agents linked to one of them (agent-links, agent-commands tests). */
+
+export const SHORT = { operationLeaseMs: 3_000, operationLeaseRenewMs: 100, operationLeaseDeadlineMs: 600 };
+
+export async function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(20);
+  }
+}
+
+/** A replica row heartbeating `agoMs` ago by the database's clock (of this process, which SQLite's one-server check allows). */
+export async function replicaRow(t: TestApp, id: string, agoMs: number): Promise<void> {
+  const at = databaseTime(dialectOf(t.db), -agoMs);
+  await t.db.insert(replicas).values({
+    id,
+    url: "http://10.0.0.9:8080",
+    version: "0.1.0",
+    host: hostname(),
+    pid: process.pid,
+    startedAt: at,
+    heartbeatAt: at,
+  });
+}
+
+export async function listening(t: TestApp): Promise<{ base: string; link: string }> {
+  await t.app.listen({ host: "127.0.0.1", port: 0 });
+  const { port } = t.app.server.address() as AddressInfo;
+  return { base: `http://127.0.0.1:${port}`, link: `ws://127.0.0.1:${port}${AGENT_LINK_PATH}` };
+}
+
+export function agentOn(
+  link: string,
+  id: { hostId: string; credential: string },
+  behaviour: Partial<SimBehaviour> = {},
+): SimAgent {
+  return new SimAgent({
+    index: 1,
+    hostname: "worker-1",
+    hostId: id.hostId,
+    credential: id.credential,
+    linkUrl: link,
+    behaviour: { latencyMs: 0, failureRate: 0, random: Math.random, reconnect: false, phaseTimeMs: 0, ...behaviour },
+  });
+}
+
+/** Two control planes on one database (on SQLite one file, sharing in-process channels as one process would). */
+export async function twoReplicas(): Promise<[TestApp, TestApp]> {
+  // On PostgreSQL each app has its own LISTEN connection, as two processes would.
+  const channels = TEST_DIALECT === "sqlite" ? inProcessChannels() : undefined;
+  const a = await createTestApp({
+    ...(channels ? { channels } : {}),
+    settings: { ...SHORT, replicaId: "cp-a" },
+  });
+  const b = await createTestApp({
+    ...(channels ? { channels } : {}),
+    dataDir: a.dataDir,
+    settings: { ...SHORT, replicaId: "cp-b" },
+  });
+  // The second closes first and keeps the shared data; the first removes it.
+  const closeB = b.close.bind(b);
+  b.close = () => closeB(true);
+  return [a, b];
+}
+
+/** Two replicas listening on loopback, and one host registered (not linked yet). */
+export async function twoReplicasAndAHost() {
+  const [a, b] = await twoReplicas();
+  const onA = await listening(a);
+  const onB = await listening(b);
+  const [id] = await registerFleet(onA.base, ["worker-1"], { adminToken: ADMIN_TOKEN, projectId: a.projectId });
+  if (!id) throw new Error("no host registered");
+  return { a, b, onA, onB, id };
+}
