@@ -9,7 +9,7 @@ import { startPostgres } from "../../support/postgres.ts";
 import { ask, spawnNode, stopChild } from "../agents/children.ts";
 import { cpuSeconds, memoryMiB } from "../agents/proc-stats.ts";
 import { apiAs } from "../support/admin-api.ts";
-import { startBenchFleet } from "../support/bench-fleet.ts";
+import { linkAgents, startBenchFleet } from "../support/bench-fleet.ts";
 import { markdownTable } from "../support/markdown-table.ts";
 
 const WORKERS = Number(process.env.BENCH_WORKERS ?? 1000);
@@ -59,18 +59,11 @@ async function main(): Promise<void> {
     env: pg ? { KEELSON_DATABASE_URL: await pg.createDatabase() } : {},
   });
   const subscribers = spawnNode(["--import", "tsx", "test/bench/events/subscribers.ts"], {}, { ipc: true });
-  const { base, worker, pid, projectId } = fleet;
+  const { base, pid, projectId } = fleet;
   const rows: Row[] = [];
   try {
     log(`${DIALECT}: registering and connecting ${WORKERS + 1} simulated agents (phase time ${PHASE_MS} ms)...`);
-    await ask(
-      worker,
-      { type: "start", url: base, adminToken: ADMIN_TOKEN, projectId, count: WORKERS + 1, phaseTimeMs: PHASE_MS },
-      "started",
-    );
-    const hosts = (await api<{ uuid: string; name: string }[]>(`${base}/v4/${projectId}/nodes`)).body.sort((a, b) =>
-      a.name.localeCompare(b.name),
-    );
+    const hosts = await linkAgents(fleet, { adminToken: ADMIN_TOKEN, count: WORKERS + 1, phaseTimeMs: PHASE_MS });
     const clusterId = (
       await api<{ uuid: string }>(`${base}/v4/${projectId}/clusters`, {
         method: "POST",

@@ -2,7 +2,7 @@ import { startPostgres } from "../../support/postgres.ts";
 import { ask, spawnNode, stopChild, waitMessage } from "../agents/children.ts";
 import { cpuSeconds, memoryMiB } from "../agents/proc-stats.ts";
 import { apiAs, freePort } from "../support/admin-api.ts";
-import { startBenchFleet } from "../support/bench-fleet.ts";
+import { linkAgents, startBenchFleet } from "../support/bench-fleet.ts";
 
 const WORKERS = Number(process.env.BENCH_WORKERS ?? 1000);
 const PHASE_MS = Number(process.env.BENCH_PHASE_MS ?? 1000);
@@ -111,14 +111,7 @@ async function rollWith(dialect: string, env: Record<string, string>): Promise<D
   const { base, worker, pid, projectId } = fleet;
   try {
     log(`${dialect}: registering and connecting ${WORKERS + 1} simulated agents (phase time ${PHASE_MS} ms)...`);
-    await ask(
-      worker,
-      { type: "start", url: base, adminToken: ADMIN_TOKEN, projectId, count: WORKERS + 1, phaseTimeMs: PHASE_MS },
-      "started",
-    );
-    const hosts = (await api<{ uuid: string; name: string }[]>(`${base}/v4/${projectId}/nodes`)).body.sort((a, b) =>
-      a.name.localeCompare(b.name),
-    );
+    const hosts = await linkAgents(fleet, { adminToken: ADMIN_TOKEN, count: WORKERS + 1, phaseTimeMs: PHASE_MS });
     const created = await api<{ uuid: string }>(`${base}/v4/${projectId}/clusters`, {
       method: "POST",
       body: { name: "bench-rollout", kubeRoleVersion: FROM },

@@ -56,3 +56,17 @@ export async function startBenchFleet(options: {
     throw err;
   }
 }
+
+/**
+ * Registers and links `count` simulated agents through the fleet's worker (the rollout sim
+ * worker: nodes take `phaseTimeMs` to converge); the hosts as the API lists them, by name.
+ */
+export async function linkAgents(
+  fleet: Awaited<ReturnType<typeof startBenchFleet>>,
+  options: { adminToken: string; count: number; phaseTimeMs: number },
+): Promise<{ uuid: string; name: string }[]> {
+  const { base, worker, projectId } = fleet;
+  await ask(worker, { type: "start", url: base, projectId, ...options }, "started");
+  const listed = await apiAs(options.adminToken)<{ uuid: string; name: string }[]>(`${base}/v4/${projectId}/nodes`);
+  return listed.body.sort((a, b) => a.name.localeCompare(b.name));
+}
