@@ -260,4 +260,37 @@ describe(`the control plane's install, upgrade and rollback (${dialect})`, () =>
     expect(up.code, up.stderr).toBe(0);
     expect((await api(`${url}/readyz`, admin)).status).toBe(200);
   }, 120_000);
+
+  it("configure-localhost: the server comes back on the new address and port; a re-run changes nothing", async () => {
+    const port = await freePort();
+    const args = ["configure-localhost", "--ipv4", "127.0.0.2", "--port", String(port), "--root", root];
+    const envFile = join(root, "etc", "keelson", "server.env");
+    const supervisor = () =>
+      (
+        JSON.parse(readFileSync(join(root, "run", "keelson", "supervisor.json"), "utf8")) as {
+          serverPid: number | null;
+        }
+      ).serverPid;
+    const pidBefore = supervisor();
+    const run = await keelson(args, 180_000);
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stderr).toMatch(new RegExp(`KEELSON_LISTEN: 127\\.0\\.0\\.1:\\d+ -> 127\\.0\\.0\\.2:${port}`));
+    expect(readFileSync(envFile, "utf8")).toContain(`KEELSON_LISTEN=127.0.0.2:${port}\n`);
+    // A new process on the new listener, the old address closed, the same data behind it.
+    expect(supervisor()).not.toBe(pidBefore);
+    await expect(fetch(`${url}/healthz`)).rejects.toThrow();
+    const moved = `http://127.0.0.2:${port}`;
+    expect((await api(`${moved}/readyz`, admin)).status).toBe(200);
+    url = moved;
+    expect(await clusterNames()).toContain("alpha");
+
+    const envBefore = readFileSync(envFile, "utf8");
+    const pid = supervisor();
+    const again = await keelson(args, 60_000);
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stderr).toContain("has these settings already: nothing to do");
+    expect(readFileSync(envFile, "utf8")).toBe(envBefore);
+    expect(supervisor()).toBe(pid);
+    expect((await api(`${moved}/readyz`, admin)).status).toBe(200);
+  }, 240_000);
 });

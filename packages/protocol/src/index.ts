@@ -11,6 +11,7 @@ export * from "./frames.ts";
 export * from "./host-record.ts";
 export * from "./ipv4.ts";
 export * from "./kube-groups.ts";
+export * from "./loopback.ts";
 export * from "./node-package.ts";
 export * from "./package-verify.ts";
 export * from "./phases.ts";

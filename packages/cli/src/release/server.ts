@@ -1,6 +1,7 @@
 import { spawn } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
+import { isLoopbackHost } from "@keelson/protocol";
 import { Api } from "../api.ts";
 import { type HostRow, listHosts } from "./agents-back.ts";
 import { type Layout, readEnvFile, releaseDir } from "./layout.ts";
@@ -76,7 +77,8 @@ export function serverApiUrl(layout: Layout): string {
   let host = listen.slice(0, colon).replace(/^\[|\]$/g, "");
   if (host === "0.0.0.0" || host === "") host = "127.0.0.1";
   if (host === "::") host = "::1";
-  const loopback = host === "127.0.0.1" || host === "::1" || host === "localhost";
+  // The server's own rule for its default (plain HTTP on any loopback address, 127.0.0.2 too).
+  const loopback = isLoopbackHost(host);
   const tls = env.KEELSON_TLS ? env.KEELSON_TLS !== "off" : !loopback;
   return `${tls ? "https" : "http"}://${host.includes(":") ? `[${host}]` : host}:${listen.slice(colon + 1)}`;
 }

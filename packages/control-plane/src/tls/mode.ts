@@ -1,4 +1,4 @@
-import { isIP } from "node:net";
+import { isLoopbackHost } from "@keelson/protocol";
 import { SettingsError } from "@keelson/settings";
 
 export type TlsMode = "auto" | "files" | "off";
@@ -12,18 +12,6 @@ export interface TlsModeInput {
   insecureHttp: boolean;
   /** The listen address's host. */
   host: string;
-}
-
-/**
- * Whether a listen host is reachable from this machine only. A name other than `localhost`
- * could resolve anywhere, and the wildcard addresses listen on every interface: not loopback.
- */
-export function isLoopbackHost(host: string): boolean {
-  const h = host.toLowerCase();
-  if (h === "localhost") return true;
-  if (isIP(h) === 4) return h.startsWith("127.");
-  if (isIP(h) === 6) return h === "::1" || /^::ffff:127\./.test(h);
-  return false;
 }
 
 /**

@@ -1,8 +1,7 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { CA_HASH_PATTERN } from "@keelson/protocol";
+import { CA_HASH_PATTERN, isLoopbackHost } from "@keelson/protocol";
 import { ApiError } from "../../http/errors.ts";
-import { isLoopbackHost } from "../../tls/mode.ts";
 import type { PackageShelf, StoredPackage } from "../packages/shelf.ts";
 
 /**
