@@ -9,6 +9,7 @@ import { findCluster, getClusterView, listClusterViews } from "../domain/cluster
 import { listClusterNodeViews } from "../domain/nodes/nodes.ts";
 import { presentNodeV4 } from "../domain/nodes/present.ts";
 import { NodeV4 } from "../domain/nodes/schemas.ts";
+import { baseUrlOf } from "../http/base-url.ts";
 import { sendNoBody } from "../http/no-body.ts";
 import { SnapshotCache } from "../http/snapshot-cache.ts";
 import { warnIgnoredFields } from "../http/warnings.ts";
@@ -67,7 +68,10 @@ export const clusterRoutes: FastifyPluginAsyncTypebox = async (app) => {
       async (request, reply) => {
         const params = request.params as { projectId?: string; project_uuid?: string };
         const projectId = (params.projectId ?? params.project_uuid) as string;
-        const result = await createCluster(k, projectId, request.body, writeOptions(version, request.query));
+        const result = await createCluster(k, projectId, request.body, {
+          ...writeOptions(version, request.query),
+          controlPlane: baseUrlOf(k.settings.publicUrl, request),
+        });
         reportIgnored(reply, request.query, result);
         const base = request.originalUrl.split("?")[0]?.replace(/\/$/, "");
         reply.header("location", `${base}/${result.cluster.id}`);

@@ -14,6 +14,9 @@ export const CLUSTER_OPS = {
   delete: "cluster.delete",
   attach: "cluster.attach",
   detach: "cluster.detach",
+  /** Auto deploy on AWS (auto-deploy/aws-operations.ts). */
+  awsCreate: "cluster.aws-create",
+  awsDelete: "cluster.aws-delete",
 } as const;
 
 /** A failed cluster task leaves the cluster's own status alone and records the task's error. */
@@ -23,7 +26,7 @@ const recordFailure = (ctx: StepContext, error: Error) => recordTaskFailure(ctx,
  * A failed membership task also settles the cluster's status from its nodes: `creating` was
  * the task's doing and must not outlive it (a failed first master reads `error`, none `pending`).
  */
-const recordMembershipFailure =
+export const recordMembershipFailure =
   (k: Keelson) =>
   async (ctx: StepContext, error: Error): Promise<void> => {
     await recordTaskFailure(ctx, error, { status: await currentClusterStatus(k, ctx.db, ctx.op.targetId) });
