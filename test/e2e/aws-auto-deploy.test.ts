@@ -144,4 +144,54 @@ describe("auto deploy on AWS (stand-in)", () => {
     const left = (await api<{ cloudInstanceId: string }[]>(`${server.url}/v3/${projectId}/nodes`, ADMIN)).body;
     expect(left.filter((n) => n.cloudInstanceId !== "")).toEqual([]);
   }, 600_000);
+
+  it("resumes a create cut off by SIGKILL of the server from its cursor, launching no instance twice", async () => {
+    const before = standin.world.instances.size;
+    standin.latencyMs = 150;
+    const res = await create(body({ name: "auto-2", httpProxy: undefined }));
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    const clusterId = res.body.uuid as string;
+    // Killed right after EC2 was asked for the master: its answer may never have been saved.
+    await waitUntil(
+      "the master's RunInstances",
+      async () => standin.calls.some((c) => c.action === "RunInstances"),
+      60_000,
+      20,
+    );
+    await server.stop("SIGKILL");
+    standin.latencyMs = 0;
+    server = await startServer({
+      adminToken: ADMIN,
+      dataDir: server.dataDir,
+      port: Number(new URL(server.url).port),
+      env: { AWS_ENDPOINT_URL: standin.url, KEELSON_AGENT_HEARTBEAT_MS: "2000" },
+    });
+    const cluster = async () =>
+      (await api<Record<string, unknown>>(`${server.url}/v3/${projectId}/clusters/${clusterId}`, ADMIN)).body;
+    await waitUntil(
+      "the resumed cluster ok",
+      async () => {
+        const c = await cluster();
+        return (
+          c.taskStatus === "error" || (c.status === "ok" && c.taskStatus === "success" && c.workerStatus === "healthy")
+        );
+      },
+      300_000,
+      1000,
+    );
+    expect((await cluster()).taskError).toBe("");
+    // One master and one worker, ever: the resumed step found the first launch by its client token.
+    expect(standin.world.instances.size - before).toBe(2);
+
+    expect((await api(`${server.url}/v4/${projectId}/clusters/${clusterId}`, ADMIN, { method: "DELETE" })).status).toBe(
+      200,
+    );
+    await waitUntil(
+      "the cluster deleted",
+      async () => (await api(`${server.url}/v4/${projectId}/clusters/${clusterId}`, ADMIN)).status === 404,
+      180_000,
+      1000,
+    );
+    expect(standin.world.live()).toEqual([]);
+  }, 600_000);
 });
