@@ -17,7 +17,9 @@ import { ApiError, badRequest, conflict } from "../../http/errors.ts";
 import { createClusterCa } from "../../pki/cluster-ca.ts";
 import { recordOperation } from "../../runner/store.ts";
 import type { OperationRow } from "../../runner/types.ts";
+import { storedAccount } from "../cloud-providers/cloud-checks.ts";
 import { agentInstallCommand } from "../install/agent-install.ts";
+import { resolveAwsDnsName } from "./auto-deploy/aws-dns.ts";
 import type { AwsCreateParams } from "./auto-deploy/aws-operations.ts";
 import { checkAwsCreate } from "./auto-deploy/aws-spec.ts";
 import { assertNotDeleting } from "./deleting.ts";
@@ -106,7 +108,7 @@ async function checkAutoDeploy(
   spec: ClusterSpec,
   parsed: { masterNodes: string[]; workerNodes: string[] },
   options: WriteOptions,
-): Promise<AwsCreateParams | undefined> {
+): Promise<{ params: AwsCreateParams; spec: ClusterSpec } | undefined> {
   if (placement.providerType === "local") return undefined;
   if (placement.providerType !== "aws") {
     throw badRequest(
@@ -126,7 +128,9 @@ async function checkAutoDeploy(
       "auto_deploy_unavailable",
     );
   }
-  return { controlPlane };
+  // Last, as it asks the cloud: the API's DNS name and its hosted zone.
+  const resolved = await resolveAwsDnsName(await storedAccount(k, placement.cloudProviderId), spec);
+  return { params: { controlPlane }, spec: resolved };
 }
 
 async function getProviderType(db: Db, projectId: string, clusterId: string): Promise<string | undefined> {
@@ -147,9 +151,9 @@ export async function createCluster(
   options: WriteOptions,
 ): Promise<WriteResult> {
   const parsed = parseClusterCreate(options.version, body, { catalogue: k.catalogue, strict: options.strict });
-  const { spec } = parsed;
-  const placement = await resolvePlacement(k.db, projectId, spec.nodePoolUuid);
-  const autoDeploy = await checkAutoDeploy(k, placement, spec, parsed, options);
+  const placement = await resolvePlacement(k.db, projectId, parsed.spec.nodePoolUuid);
+  const autoDeploy = await checkAutoDeploy(k, placement, parsed.spec, parsed, options);
+  const spec = autoDeploy?.spec ?? parsed.spec;
   const plan = await checkNamedNodes(k, k.db, projectId, parsed.masterNodes, parsed.workerNodes);
   await assertNameFree(k.db, projectId, spec.name);
 
@@ -199,7 +203,7 @@ export async function createCluster(
       targetType: "cluster",
       targetId: id,
       ...(autoDeploy
-        ? { kind: CLUSTER_OPS.awsCreate, params: autoDeploy }
+        ? { kind: CLUSTER_OPS.awsCreate, params: autoDeploy.params }
         : { kind: CLUSTER_OPS.create, params: { masterNodes: parsed.masterNodes, workerNodes: parsed.workerNodes } }),
     });
     return { cluster, operation };
