@@ -76,6 +76,42 @@ describe("auto deploy on AWS (stand-in)", () => {
       body: b,
     });
 
+  const clusterOf = async (clusterId: string) =>
+    (await api<Record<string, unknown>>(`${server.url}/v3/${projectId}/clusters/${clusterId}`, ADMIN)).body;
+
+  /** Waits for the create to end: ok with healthy workers, or failed (then the error shows). */
+  async function waitCreated(clusterId: string): Promise<void> {
+    await waitUntil(
+      "the auto-deployed cluster ok",
+      async () => {
+        const c = await clusterOf(clusterId);
+        return (
+          c.taskStatus === "error" || (c.status === "ok" && c.taskStatus === "success" && c.workerStatus === "healthy")
+        );
+      },
+      300_000,
+      1000,
+    ).catch(async (err: Error) => {
+      throw new Error(
+        `${err.message}\ncluster: ${JSON.stringify(await clusterOf(clusterId))}\n${standin.world.hostErrors}`,
+      );
+    });
+    expect((await clusterOf(clusterId)).taskError).toBe("");
+  }
+
+  /** Deletes the cluster and waits until it is gone; then nothing it made is left in the cloud. */
+  async function deleteAndCheck(clusterId: string): Promise<void> {
+    const del = await api(`${server.url}/v4/${projectId}/clusters/${clusterId}`, ADMIN, { method: "DELETE" });
+    expect(del.status).toBe(200);
+    await waitUntil(
+      "the cluster deleted",
+      async () => (await api(`${server.url}/v4/${projectId}/clusters/${clusterId}`, ADMIN)).status === 404,
+      180_000,
+      1000,
+    );
+    expect(standin.world.live()).toEqual([]);
+  }
+
   it("refuses an AWS create missing what the cloud needs, naming the field, and changes nothing", async () => {
     for (const [extra, field] of [
       [{ ami: undefined }, "ami"],
@@ -96,24 +132,7 @@ describe("auto deploy on AWS (stand-in)", () => {
     const res = await create(body());
     expect(res.status, JSON.stringify(res.body)).toBe(200);
     const clusterId = res.body.uuid as string;
-    const cluster = async () =>
-      (await api<Record<string, unknown>>(`${server.url}/v3/${projectId}/clusters/${clusterId}`, ADMIN)).body;
-    await waitUntil(
-      "the auto-deployed cluster ok",
-      async () => {
-        const c = await cluster();
-        // A failed create ends the wait at once; the check below shows why.
-        return (
-          c.taskStatus === "error" || (c.status === "ok" && c.taskStatus === "success" && c.workerStatus === "healthy")
-        );
-      },
-      300_000,
-      1000,
-    ).catch(async (err: Error) => {
-      throw new Error(`${err.message}\ncluster: ${JSON.stringify(await cluster())}\n${standin.world.hostErrors}`);
-    });
-
-    expect((await cluster()).taskError).toBe("");
+    await waitCreated(clusterId);
     const running = [...standin.world.instances.values()].filter((i) => i.state === "running");
     expect(running).toHaveLength(2);
     // The launch templates' user data reads the instance id from IMDS and exports the proxy.
@@ -132,21 +151,14 @@ describe("auto deploy on AWS (stand-in)", () => {
     expect(running.find((i) => i.instanceId === masterInstance)?.autoScalingGroup).toBeUndefined();
     expect(nodes.every((n) => n.status === "ok")).toBe(true);
 
-    const del = await api(`${server.url}/v4/${projectId}/clusters/${clusterId}`, ADMIN, { method: "DELETE" });
-    expect(del.status).toBe(200);
-    await waitUntil(
-      "the cluster deleted",
-      async () => (await api(`${server.url}/v4/${projectId}/clusters/${clusterId}`, ADMIN)).status === 404,
-      180_000,
-      1000,
-    );
-    expect(standin.world.live()).toEqual([]);
+    await deleteAndCheck(clusterId);
     const left = (await api<{ cloudInstanceId: string }[]>(`${server.url}/v3/${projectId}/nodes`, ADMIN)).body;
     expect(left.filter((n) => n.cloudInstanceId !== "")).toEqual([]);
   }, 600_000);
 
   it("resumes a create cut off by SIGKILL of the server from its cursor, launching no instance twice", async () => {
     const before = standin.world.instances.size;
+    const callsBefore = standin.calls.length;
     standin.latencyMs = 150;
     const res = await create(body({ name: "auto-2", httpProxy: undefined }));
     expect(res.status, JSON.stringify(res.body)).toBe(200);
@@ -154,7 +166,7 @@ describe("auto deploy on AWS (stand-in)", () => {
     // Killed right after EC2 was asked for the master: its answer may never have been saved.
     await waitUntil(
       "the master's RunInstances",
-      async () => standin.calls.some((c) => c.action === "RunInstances"),
+      async () => standin.calls.slice(callsBefore).some((c) => c.action === "RunInstances"),
       60_000,
       20,
     );
@@ -166,32 +178,10 @@ describe("auto deploy on AWS (stand-in)", () => {
       port: Number(new URL(server.url).port),
       env: { AWS_ENDPOINT_URL: standin.url, KEELSON_AGENT_HEARTBEAT_MS: "2000" },
     });
-    const cluster = async () =>
-      (await api<Record<string, unknown>>(`${server.url}/v3/${projectId}/clusters/${clusterId}`, ADMIN)).body;
-    await waitUntil(
-      "the resumed cluster ok",
-      async () => {
-        const c = await cluster();
-        return (
-          c.taskStatus === "error" || (c.status === "ok" && c.taskStatus === "success" && c.workerStatus === "healthy")
-        );
-      },
-      300_000,
-      1000,
-    );
-    expect((await cluster()).taskError).toBe("");
+    await waitCreated(clusterId);
     // One master and one worker, ever: the resumed step found the first launch by its client token.
     expect(standin.world.instances.size - before).toBe(2);
 
-    expect((await api(`${server.url}/v4/${projectId}/clusters/${clusterId}`, ADMIN, { method: "DELETE" })).status).toBe(
-      200,
-    );
-    await waitUntil(
-      "the cluster deleted",
-      async () => (await api(`${server.url}/v4/${projectId}/clusters/${clusterId}`, ADMIN)).status === 404,
-      180_000,
-      1000,
-    );
-    expect(standin.world.live()).toEqual([]);
+    await deleteAndCheck(clusterId);
   }, 600_000);
 });
