@@ -1,4 +1,5 @@
 import { setTimeout as sleep } from "node:timers/promises";
+import { type AutoScalingGroupsType, DescribeAutoScalingGroupsCommand } from "@aws-sdk/client-auto-scaling";
 import { DescribeInstancesCommand, type DescribeInstancesResult } from "@aws-sdk/client-ec2";
 import { clusters, type Db, firstRow, lockRows, nodes } from "@keelson/db";
 import { and, eq, inArray, isNotNull } from "drizzle-orm";
@@ -118,7 +119,7 @@ async function awaitHosts(
   k: Keelson,
   ctx: StepContext,
   what: string,
-  ready: (hosts: HostRow[]) => HostRow[] | undefined,
+  ready: (hosts: HostRow[]) => HostRow[] | undefined | Promise<HostRow[] | undefined>,
 ): Promise<HostRow[]> {
   const cluster = await clusterRow(ctx.db, ctx.op.targetId);
   const deadline = deadlineIn(k.settings.nodeConvergeTimeoutMs, ctx);
@@ -133,7 +134,7 @@ async function awaitHosts(
       .from(nodes)
       .where(and(eq(nodes.nodePoolId, cluster.nodePoolId), isNotNull(nodes.cloudInstanceId)));
     const live = rows.filter((r) => k.agents.isConnected(r.id) || r.agentConnected === 1);
-    const found = ready(live);
+    const found = await ready(live);
     if (found) return found;
     if (Date.now() > deadline.at)
       throw new Error(`${what} did not register within ${k.settings.nodeConvergeTimeoutMs} ms`);
@@ -173,15 +174,29 @@ const attachWorkersStep = (k: Keelson): OperationStep => ({
     const cluster = await clusterRow(ctx.db, ctx.op.targetId);
     const masters = new Set(stringList(ctx.progress.masters));
     const { DesiredCapacity } = workerSizes(awsDeploySpec(cluster.spec, ""));
-    const hosts = await awaitHosts(k, ctx, `the ${DesiredCapacity} worker instances`, (live) => {
-      // Another cluster's hosts on the same account are attached to it; this one's are ours or free.
-      const workers = live.filter((h) => !masters.has(h.id) && (h.clusterId === null || h.clusterId === cluster.id));
+    const target = await targetOf(k, cluster);
+    let group = new Set<string>();
+    const hosts = await awaitHosts(k, ctx, `the ${DesiredCapacity} worker instances`, async (live) => {
+      // The pool is the account's: only the instances of this cluster's group are its workers.
+      if (live.some((h) => !masters.has(h.id) && !group.has(h.cloudInstanceId ?? ""))) {
+        group = new Set(await groupInstanceIds(target, deployState(ctx).groupName as string));
+      }
+      const workers = live.filter((h) => !masters.has(h.id) && group.has(h.cloudInstanceId ?? ""));
       return workers.length >= DesiredCapacity ? workers.slice(0, DesiredCapacity) : undefined;
     });
     await attach(k, ctx, hosts, false);
     await ctx.saveProgress({ workers: hosts.map((h) => h.id) });
   },
 });
+
+async function groupInstanceIds(target: DeployTarget, groupName: string): Promise<string[]> {
+  const found = await send<AutoScalingGroupsType>(
+    target,
+    "autoscaling",
+    new DescribeAutoScalingGroupsCommand({ AutoScalingGroupNames: [groupName] }),
+  );
+  return (found?.AutoScalingGroups?.[0]?.Instances ?? []).map((i) => i.InstanceId as string);
+}
 
 /** The instances this cluster launched, in any state (EC2 keeps terminated ones listed for a while). */
 async function clusterInstanceIds(target: DeployTarget): Promise<string[]> {
