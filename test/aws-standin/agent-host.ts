@@ -21,7 +21,9 @@ export interface BootedAgent {
 /** What the install command in user data carries (undefined when it holds none). */
 export function installTarget(
   userDataBase64: string,
-): { controlPlane: string; joinToken: string; caHash?: string; env: Record<string, string> } | undefined {
+):
+  | { controlPlane: string; joinToken: string; caHash?: string; readsInstanceId: boolean; env: Record<string, string> }
+  | undefined {
   const script = Buffer.from(userDataBase64, "base64").toString("utf8");
   const joinToken = script.match(/KEELSON_JOIN_TOKEN='([^']*)'/)?.[1];
   const controlPlane = script.match(/--control-plane '([^']*)'/)?.[1] ?? script.match(/\bcp='([^']*)'/)?.[1];
@@ -30,7 +32,10 @@ export function installTarget(
   // Proxy settings the script exports for the host (httpProxy of the cluster).
   const env: Record<string, string> = {};
   for (const m of script.matchAll(/^export (HTTPS?_PROXY|NO_PROXY)='([^']*)'$/gm)) env[m[1] as string] = m[2] as string;
-  return { controlPlane, joinToken, ...(caHash ? { caHash } : {}), env };
+  // The script asks the instance metadata service for its instance id (auto deploy's user data);
+  // this host answers what that service would: the instance's own id.
+  const readsInstanceId = /169\.254\.169\.254\/latest\/meta-data\/instance-id/.test(script);
+  return { controlPlane, joinToken, ...(caHash ? { caHash } : {}), readsInstanceId, env };
 }
 
 export class AgentInstanceHost implements InstanceHost {
@@ -38,7 +43,11 @@ export class AgentInstanceHost implements InstanceHost {
   /** Instances whose user data held no install command (they boot, run nothing). */
   readonly idle: string[] = [];
 
-  constructor(private readonly extraEnv: Record<string, string> = {}) {}
+  /** `envFor`: env of one instance's agent (a node host's own root, say), beside `extraEnv`. */
+  constructor(
+    private readonly extraEnv: Record<string, string> = {},
+    private readonly envFor?: (instance: InstanceRecord) => Record<string, string>,
+  ) {}
 
   async start(instance: InstanceRecord, userDataBase64: string): Promise<void> {
     const target = installTarget(userDataBase64);
@@ -56,7 +65,9 @@ export class AgentInstanceHost implements InstanceHost {
       env: {
         KEELSON_PRIMARY_IP: ip,
         ...(target.caHash ? { KEELSON_CA_HASH: target.caHash } : {}),
+        ...(target.readsInstanceId ? { KEELSON_CLOUD_INSTANCE_ID: instance.instanceId } : {}),
         ...this.extraEnv,
+        ...this.envFor?.(instance),
       },
     });
     this.agents.set(instance.instanceId, { instance, agent });

@@ -100,6 +100,7 @@ export class Agent {
         hostname: first.hostname,
         primaryIp: first.primaryIp,
         agentVersion: AGENT_VERSION,
+        cloudInstanceId: settings.cloudInstanceId,
         log: this.log,
         signal: this.starting.signal,
         backoff: this.backoff(),

@@ -37,6 +37,8 @@ export interface RegistrationOptions {
   hostname: string;
   primaryIp?: string;
   agentVersion?: string;
+  /** The cloud's id of this machine, sent once at registration (an auto deploy's instances). */
+  cloudInstanceId?: string;
   log?: { info(obj: object, msg?: string): void; warn(obj: object, msg?: string): void };
   /** Stops the retries of an unreachable control plane. */
   signal?: AbortSignal;
@@ -86,6 +88,7 @@ export async function ensureRegistered(options: RegistrationOptions): Promise<Ho
     hostname: options.hostname,
     ...(options.primaryIp ? { primaryIp: options.primaryIp } : {}),
     ...(options.agentVersion ? { agentVersion: options.agentVersion } : {}),
+    ...(options.cloudInstanceId ? { cloudInstanceId: options.cloudInstanceId } : {}),
   });
   const backoff = new Backoff(options.backoff);
   for (;;) {

@@ -77,6 +77,13 @@ export const AgentSettingsSchema = Type.Object({
     "The address to report (default: the address of the default route).",
     (value) => (isIP(value) ? undefined : "must be an IPv4 or IPv6 address"),
   ),
+  cloudInstanceId: optionalText(
+    "KEELSON_CLOUD_INSTANCE_ID",
+    "letters, digits, `.`, `_`, `:` and `-`, at most 128",
+    "The cloud's id of this machine, sent at registration: an auto deploy's user data sets it from the instance metadata (EC2's instance-id).",
+    (value) =>
+      /^[A-Za-z0-9._:-]{1,128}$/.test(value) ? undefined : "must be 1-128 letters, digits, '.', '_', ':' or '-'",
+  ),
   logLevel: Setting.logLevel(),
   reconnectMaxMs: ms(
     "KEELSON_AGENT_RECONNECT_MAX_MS",

@@ -173,6 +173,8 @@ mkdir -p "$ROOT/etc/keelson"
   printf 'KEELSON_CONTROL_PLANE=%s\n' "$CONTROL_PLANE"
   [ -z "$CA_HASH" ] || printf 'KEELSON_CA_HASH=%s\n' "$CA_HASH"
   [ -z "$JOIN_TOKEN" ] || printf 'KEELSON_JOIN_TOKEN=%s\n' "$JOIN_TOKEN"
+  # An auto deploy's user data reads the instance's id from the instance metadata service.
+  [ -z "${KEELSON_CLOUD_INSTANCE_ID:-}" ] || printf 'KEELSON_CLOUD_INSTANCE_ID=%s\n' "$KEELSON_CLOUD_INSTANCE_ID"
 } >"$work/agent.env"
 if [ -f "$ENV_FILE" ] && cmp -s "$work/agent.env" "$ENV_FILE"; then
   say "$ENV_FILE is up to date"

@@ -39,6 +39,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { installTarget } from "../../../test/aws-standin/agent-host.ts";
 import { type AwsStandin, STANDIN_KEYS, startAwsStandin } from "../../../test/aws-standin/server.ts";
 import type { InstanceRecord } from "../../../test/aws-standin/world.ts";
+import { instanceUserData } from "../src/domain/clusters/auto-deploy/user-data.ts";
 import { agentInstallCommand } from "../src/domain/install/agent-install.ts";
 
 /**
@@ -308,12 +309,29 @@ describe("AWS stand-in: deploy-time services", () => {
       controlPlane: "https://10.0.0.5:8443",
       joinToken: "kjt_1",
       caHash: pin,
+      readsInstanceId: false,
       env: {},
     });
     expect(installTarget(encode(agentInstallCommand("http://127.0.0.1:8080", null, "kjt_2")))).toEqual({
       controlPlane: "http://127.0.0.1:8080",
       joinToken: "kjt_2",
+      readsInstanceId: false,
       env: {},
+    });
+    // An auto deploy's user data: the instance id from the metadata service, the proxy exported.
+    const boot = instanceUserData(agentInstallCommand("http://127.0.0.1:8080", null, "kjt_3") as string, {
+      controlPlane: "http://127.0.0.1:8080",
+      httpProxy: "http://proxy:3128",
+    });
+    expect(installTarget(Buffer.from(boot).toString("base64"))).toEqual({
+      controlPlane: "http://127.0.0.1:8080",
+      joinToken: "kjt_3",
+      readsInstanceId: true,
+      env: {
+        HTTP_PROXY: "http://proxy:3128",
+        HTTPS_PROXY: "http://proxy:3128",
+        NO_PROXY: "169.254.169.254,localhost,127.0.0.1,127.0.0.1",
+      },
     });
     expect(installTarget(encode("echo no agent here"))).toBeUndefined();
   });

@@ -77,6 +77,13 @@ export const joinTokens = sqliteTable("join_tokens", {
    * that registers with it is that cluster's, and deregistering the cluster revokes it.
    */
   externalClusterId: text("external_cluster_id").references(() => externalClusters.id),
+  /**
+   * Set on the token an auto deploy mints for its cluster's instances (one launch template
+   * serves every worker): reusable until it expires, never spent; a host registering with it
+   * lands in that cluster's node pool. The cluster's removal deletes it first (SQLite's ADD
+   * COLUMN cannot carry an ON DELETE action, so there is none on either dialect).
+   */
+  clusterId: text("cluster_id").references(() => clusters.id),
   createdAt: createdAt(),
 });
 
@@ -191,9 +198,15 @@ export const nodes = sqliteTable(
     backupStatus: text("backup_status"),
     backupError: text("backup_error"),
     backupClusterId: text("backup_cluster_id"),
+    /** The cloud's id of the machine (EC2's instance-id), as its agent registered it; unique. */
+    cloudInstanceId: text("cloud_instance_id"),
     createdAt: createdAt(),
   },
-  (t) => [index("nodes_project").on(t.projectId), index("nodes_cluster").on(t.clusterId)],
+  (t) => [
+    index("nodes_project").on(t.projectId),
+    index("nodes_cluster").on(t.clusterId),
+    uniqueIndex("nodes_cloud_instance").on(t.cloudInstanceId),
+  ],
 );
 
 /**

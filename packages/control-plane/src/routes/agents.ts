@@ -27,6 +27,14 @@ const RegisterBody = Type.Object(
       }),
     ),
     agentVersion: Type.Optional(Type.String({ maxLength: 128 })),
+    cloudInstanceId: Type.Optional(
+      Type.String({
+        pattern: "^[A-Za-z0-9._:-]{1,128}$",
+        description:
+          "The cloud's id of this machine (EC2: the instance metadata's instance-id). Required with a cluster's " +
+          "join token (an auto deploy's instances); the node's v3 `cloudInstanceId`.",
+      }),
+    ),
     credential: Type.Optional(
       Type.String({
         pattern: "^khc_[A-Za-z0-9_-]{43,128}$",

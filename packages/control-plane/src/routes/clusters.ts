@@ -9,6 +9,7 @@ import type { ApiVersion } from "../domain/clusters/spec/fields.ts";
 import { findCluster, getClusterView, listClusterViews } from "../domain/clusters/views.ts";
 import { listClusterNodeViews } from "../domain/nodes/nodes.ts";
 import { presentNodeV4 } from "../domain/nodes/present.ts";
+import { baseUrlOf } from "../http/base-url.ts";
 import { sendCachedJson } from "../http/json-answer.ts";
 import { sendNoBody } from "../http/no-body.ts";
 import { PAGING_EXTENSION, PageQuery, pageOf, pageRequest } from "../http/paging.ts";
@@ -71,7 +72,10 @@ export const clusterRoutes: FastifyPluginAsyncTypebox = async (app) => {
       async (request, reply) => {
         const params = request.params as { projectId?: string; project_uuid?: string };
         const projectId = (params.projectId ?? params.project_uuid) as string;
-        const result = await createCluster(k, projectId, request.body, writeOptions(version, request.query));
+        const result = await createCluster(k, projectId, request.body, {
+          ...writeOptions(version, request.query),
+          controlPlane: baseUrlOf(k.settings.publicUrl, request),
+        });
         reportIgnored(reply, request.query, result);
         const base = request.originalUrl.split("?")[0]?.replace(/\/$/, "");
         reply.header("location", `${base}/${result.cluster.id}`);

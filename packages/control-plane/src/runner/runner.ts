@@ -290,7 +290,7 @@ export class OperationRunner {
           await step.run(ctx);
           cursor.step = i + 1;
           cursor.stepName = steps[i + 1]?.name;
-          cursor.progress = {};
+          if (!kind.keepProgress) cursor.progress = {};
           await this.saveCursor(id, claim, cursor);
           this.emit(op, "operation.step", "running", step.name);
         }

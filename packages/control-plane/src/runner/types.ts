@@ -30,6 +30,11 @@ export interface OperationStep {
 export interface OperationKind {
   readonly kind: string;
   steps(op: OperationRow): readonly OperationStep[];
+  /**
+   * Progress carries from one step to the next instead of starting empty at each: for kinds
+   * whose later steps need what earlier ones learnt (the ids of an auto deploy's cloud resources).
+   */
+  readonly keepProgress?: boolean;
   /** Records the failure on the target (cluster taskStatus/taskError and the like). */
   onFailed?(ctx: StepContext, error: Error): void | Promise<void>;
 }

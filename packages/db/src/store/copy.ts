@@ -8,19 +8,22 @@ import * as schema from "../schema.ts";
 /**
  * Every table with the service's data, parents before children (the order the foreign keys
  * need). Not `keelson_schema`: the target's own migrations wrote it; nor what lives for
- * seconds or minutes (`replicas`' heartbeats, `login_failures`' windows).
+ * seconds or minutes (`replicas`' heartbeats, `login_failures`' windows); nor agent links and
+ * commands: a stopped control plane holds no link, and an operation that resumes on the new
+ * database issues its commands again with the same ids (the agent answers a repeat from its record).
  */
 export const TABLES_IN_ORDER: readonly Table[] = [
   schema.projects,
   schema.users,
   schema.tokens,
-  schema.joinTokens,
   schema.cloudProviders,
   schema.nodePools,
   schema.clusters,
   schema.nodes,
   schema.operations,
   schema.externalClusters,
+  // After clusters and external clusters: a join token may belong to either.
+  schema.joinTokens,
   schema.addons,
   schema.clusterAccessTokens,
   schema.auditEvents,

@@ -17,11 +17,16 @@ import { ApiError, badRequest, conflict } from "../../http/errors.ts";
 import { createClusterCa } from "../../pki/cluster-ca.ts";
 import { recordOperation } from "../../runner/store.ts";
 import type { OperationRow } from "../../runner/types.ts";
+import { storedAccount } from "../cloud-providers/cloud-checks.ts";
+import { agentInstallCommand } from "../install/agent-install.ts";
+import { resolveAwsDnsName } from "./auto-deploy/aws-dns.ts";
+import type { AwsCreateParams } from "./auto-deploy/aws-operations.ts";
+import { checkAwsCreate } from "./auto-deploy/aws-spec.ts";
 import { assertNotDeleting } from "./deleting.ts";
 import { assignNodes, checkAttachEntries, type MembershipPlan } from "./membership/attach.ts";
 import { chooseVrouterId } from "./membership/vrrp.ts";
 import { CLUSTER_OPS } from "./operations.ts";
-import type { ApiVersion } from "./spec/fields.ts";
+import type { ApiVersion, ClusterSpec } from "./spec/fields.ts";
 import { parseClusterCreate, parseClusterUpdate } from "./spec/spec.ts";
 import { startClusterTask } from "./start-task.ts";
 import type { ClusterRow } from "./views.ts";
@@ -30,6 +35,8 @@ export interface WriteOptions {
   version: ApiVersion;
   /** `?fieldValidation=Strict`: fields the version does not take are a 400 instead of a warning. */
   strict: boolean;
+  /** Where an auto deploy's hosts register: KEELSON_PUBLIC_URL, else the address the request came to. */
+  controlPlane?: string;
 }
 
 export interface WriteResult {
@@ -91,6 +98,52 @@ async function assertNameFree(db: Tx, projectId: string, name: string): Promise<
   if (clash) throw conflict(`a cluster named "${name}" already exists in this project`, "duplicate_name");
 }
 
+/**
+ * A cluster on a cloud node pool is auto-deployed: on AWS, after the checks of aws-spec.ts, by
+ * the operation of aws-operations.ts (its params returned here); other clouds are refused.
+ */
+async function checkAutoDeploy(
+  k: Keelson,
+  placement: Placement,
+  spec: ClusterSpec,
+  parsed: { masterNodes: string[]; workerNodes: string[] },
+  options: WriteOptions,
+): Promise<{ params: AwsCreateParams; spec: ClusterSpec } | undefined> {
+  if (placement.providerType === "local") return undefined;
+  if (placement.providerType !== "aws") {
+    throw badRequest(
+      "nodePoolUuid",
+      `node pool ${placement.nodePoolId} belongs to a ${placement.providerType} cloud provider: auto deploy runs on aws ` +
+        "node pools (and manual deploy on the local one)",
+      "auto_deploy_unavailable",
+    );
+  }
+  checkAwsCreate(spec, parsed.masterNodes.length + parsed.workerNodes.length);
+  const controlPlane = options.controlPlane ?? k.settings.publicUrl;
+  // The hosts must be able to trust where they register (probed with a stand-in token).
+  if (!controlPlane || !agentInstallCommand(controlPlane, k.tls?.caCertHash ?? null, "kjt_probe")) {
+    throw badRequest(
+      "nodePoolUuid",
+      `cloud hosts cannot be told to trust ${controlPlane ?? "this control plane"}: serve TLS (or set KEELSON_PUBLIC_URL to its TLS address)`,
+      "auto_deploy_unavailable",
+    );
+  }
+  // Last, as it asks the cloud: the API's DNS name and its hosted zone.
+  const resolved = await resolveAwsDnsName(await storedAccount(k, placement.cloudProviderId), spec);
+  return { params: { controlPlane }, spec: resolved };
+}
+
+async function getProviderType(db: Db, projectId: string, clusterId: string): Promise<string | undefined> {
+  const row = firstRow(
+    await db
+      .select({ type: cloudProviders.type })
+      .from(clusters)
+      .innerJoin(cloudProviders, eq(cloudProviders.id, clusters.cloudProviderId))
+      .where(and(eq(clusters.id, clusterId), eq(clusters.projectId, projectId))),
+  );
+  return row?.type;
+}
+
 export async function createCluster(
   k: Keelson,
   projectId: string,
@@ -98,16 +151,9 @@ export async function createCluster(
   options: WriteOptions,
 ): Promise<WriteResult> {
   const parsed = parseClusterCreate(options.version, body, { catalogue: k.catalogue, strict: options.strict });
-  const { spec } = parsed;
-  const placement = await resolvePlacement(k.db, projectId, spec.nodePoolUuid);
-  if (placement.providerType !== "local") {
-    throw badRequest(
-      "nodePoolUuid",
-      `node pool ${placement.nodePoolId} belongs to a ${placement.providerType} cloud provider, and this server deploys ` +
-        "no cloud machines: create the cluster without nodePoolUuid (manual deploy) and attach hosts",
-      "auto_deploy_unavailable",
-    );
-  }
+  const placement = await resolvePlacement(k.db, projectId, parsed.spec.nodePoolUuid);
+  const autoDeploy = await checkAutoDeploy(k, placement, parsed.spec, parsed, options);
+  const spec = autoDeploy?.spec ?? parsed.spec;
   const plan = await checkNamedNodes(k, k.db, projectId, parsed.masterNodes, parsed.workerNodes);
   await assertNameFree(k.db, projectId, spec.name);
 
@@ -131,8 +177,8 @@ export async function createCluster(
           nodePoolId: placement.nodePoolId,
           cloudProviderId: placement.cloudProviderId,
           kubeRoleVersion: spec.kubeRoleVersion,
-          // With masters named, the cluster is being created until the first one is ok.
-          status: plan.masters.length > 0 ? "creating" : "pending",
+          // With masters named or launched, the cluster is being created until the first one is ok.
+          status: plan.masters.length > 0 || autoDeploy ? "creating" : "pending",
           taskStatus: "creating",
           lastOp: "create",
           masterVipVrouterId: spec.masterVipIpv4 ? await chooseVrouterId(tx) : "",
@@ -154,10 +200,11 @@ export async function createCluster(
     await assignNodes(tx, id, plan);
     const operation = await recordOperation(tx, {
       projectId,
-      kind: CLUSTER_OPS.create,
       targetType: "cluster",
       targetId: id,
-      params: { masterNodes: parsed.masterNodes, workerNodes: parsed.workerNodes },
+      ...(autoDeploy
+        ? { kind: CLUSTER_OPS.awsCreate, params: autoDeploy.params }
+        : { kind: CLUSTER_OPS.create, params: { masterNodes: parsed.masterNodes, workerNodes: parsed.workerNodes } }),
     });
     return { cluster, operation };
   });
@@ -194,10 +241,12 @@ export async function updateCluster(
 }
 
 export async function deleteCluster(k: Keelson, projectId: string, clusterId: string): Promise<WriteResult> {
+  const onAws = (await getProviderType(k.db, projectId, clusterId)) === "aws";
   const { cluster, operation } = await startClusterTask(k, {
     projectId,
     clusterId,
-    kind: CLUSTER_OPS.delete,
+    // An auto-deployed cluster's delete also tears down what its create made in the cloud.
+    kind: onAws ? CLUSTER_OPS.awsDelete : CLUSTER_OPS.delete,
     mark: { status: "deleting", taskStatus: "deleting", lastOp: "delete" },
     first: (tx, current) => assertNotDeleting(tx, current),
   });

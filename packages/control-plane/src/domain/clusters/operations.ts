@@ -1,8 +1,9 @@
-import { clusters, type Db, firstRow } from "@keelson/db";
+import { clusters } from "@keelson/db";
 import { eq } from "drizzle-orm";
 import type { Keelson } from "../../context.ts";
 import { settleAll } from "../../runner/settle-all.ts";
 import type { OperationKind, OperationRow, OperationStep, StepContext } from "../../runner/types.ts";
+import { revokeClusterJoinTokens } from "../identity/join-tokens.ts";
 import { currentClusterStatus, recordTaskFailure, settleClusterTask } from "./health/settle.ts";
 import { attachedNodeIds, deadlineIn, joinNode, leaveNode, workerJoin } from "./membership/membership.ts";
 import { pushSettings } from "./membership/push-settings.ts";
@@ -14,6 +15,9 @@ export const CLUSTER_OPS = {
   delete: "cluster.delete",
   attach: "cluster.attach",
   detach: "cluster.detach",
+  /** Auto deploy on AWS (auto-deploy/aws-operations.ts). */
+  awsCreate: "cluster.aws-create",
+  awsDelete: "cluster.aws-delete",
 } as const;
 
 /** A failed cluster task leaves the cluster's own status alone and records the task's error. */
@@ -23,17 +27,13 @@ const recordFailure = (ctx: StepContext, error: Error) => recordTaskFailure(ctx,
  * A failed membership task also settles the cluster's status from its nodes: `creating` was
  * the task's doing and must not outlive it (a failed first master reads `error`, none `pending`).
  */
-const recordMembershipFailure =
+export const recordMembershipFailure =
   (k: Keelson) =>
   async (ctx: StepContext, error: Error): Promise<void> => {
     await recordTaskFailure(ctx, error, { status: await currentClusterStatus(k, ctx.db, ctx.op.targetId) });
   };
 
-async function clusterExists(db: Db, clusterId: string): Promise<boolean> {
-  return firstRow(await db.select({ id: clusters.id }).from(clusters).where(eq(clusters.id, clusterId))) !== undefined;
-}
-
-function stringList(value: unknown): string[] {
+export function stringList(value: unknown): string[] {
   return Array.isArray(value) ? value.filter((v): v is string => typeof v === "string") : [];
 }
 
@@ -55,12 +55,12 @@ function joinedSoFar(ctx: StepContext): Set<string> {
  * to a running cluster one by one). Progress names the masters that converged, so a resumed
  * operation does not join them again.
  */
-function joinMastersStep(k: Keelson, masters: string[]): OperationStep {
+export function joinMastersStep(k: Keelson, mastersOf: (ctx: StepContext) => string[]): OperationStep {
   return {
     name: "join-masters",
     run: async (ctx) => {
       const joined = joinedSoFar(ctx);
-      for (const id of masters) {
+      for (const id of mastersOf(ctx)) {
         if (joined.has(id)) continue;
         await joinNode(k, ctx, ctx.op.targetId, id, deadlineIn(k.settings.nodeConvergeTimeoutMs, ctx));
         joined.add(id);
@@ -97,14 +97,14 @@ function throttledProgress(ctx: StepContext, key: string, initial: Set<string>, 
 }
 
 /** Workers join together, under one deadline, once the masters of the request are ok. */
-function joinWorkersStep(k: Keelson, workers: string[]): OperationStep {
+export function joinWorkersStep(k: Keelson, workersOf: (ctx: StepContext) => string[]): OperationStep {
   return {
     name: "join-workers",
     run: async (ctx) => {
       const joined = joinedSoFar(ctx);
       const progress = throttledProgress(ctx, "joined", joined);
       const deadline = deadlineIn(k.settings.nodeConvergeTimeoutMs, ctx);
-      const todo = workers.filter((id) => !joined.has(id));
+      const todo = workersOf(ctx).filter((id) => !joined.has(id));
       if (todo.length === 0) return;
       const sweeps = sweepCoalescer(() => sweepNow(k, ctx.db, ctx.op.targetId, ctx.log));
       const shared = { ...(await workerJoin(k, ctx.db, ctx.op.targetId)), onWaitingForLabel: sweeps.request };
@@ -129,7 +129,7 @@ function joinWorkersStep(k: Keelson, workers: string[]): OperationStep {
  * the others' quorum); the last node of the cluster leaves as `lastNode`. Nodes no longer in
  * the cluster are skipped, so the step is safe to run again.
  */
-async function releaseNodes(k: Keelson, ctx: StepContext, only?: { masters: string[]; workers: string[] }) {
+export async function releaseNodes(k: Keelson, ctx: StepContext, only?: { masters: string[]; workers: string[] }) {
   const clusterId = ctx.op.targetId;
   const attached = await attachedNodeIds(ctx.db, clusterId);
   const workers = only ? only.workers : attached.filter((n) => n.isMaster === 0).map((n) => n.id);
@@ -147,11 +147,19 @@ async function releaseNodes(k: Keelson, ctx: StepContext, only?: { masters: stri
   for (const id of masters) await leaveNode(k, ctx, clusterId, id, deadlineIn(k.settings.nodeLeaveTimeoutMs, ctx));
 }
 
+/** The cluster's row goes, with its instance join token (which refers to it), in one transaction. */
+export async function removeCluster(ctx: StepContext): Promise<void> {
+  await ctx.db.transaction(async (tx) => {
+    await revokeClusterJoinTokens(tx, ctx.op.targetId);
+    await tx.delete(clusters).where(eq(clusters.id, ctx.op.targetId));
+  });
+}
+
 export function clusterOperationKinds(k: Keelson): OperationKind[] {
   // Create and attach alike: the nodes the request assigned join, masters first, then the task settles.
   const joinSteps = (op: OperationRow): OperationStep[] => [
-    joinMastersStep(k, joiningNodes(op).masters),
-    joinWorkersStep(k, joiningNodes(op).workers),
+    joinMastersStep(k, () => joiningNodes(op).masters),
+    joinWorkersStep(k, () => joiningNodes(op).workers),
     { name: "settle", run: (ctx) => settleClusterTask(k, ctx) },
   ];
   return [
@@ -189,14 +197,7 @@ export function clusterOperationKinds(k: Keelson): OperationKind[] {
       steps: () => [
         // A cluster goes only once every node left it clean.
         { name: "release-nodes", run: (ctx) => releaseNodes(k, ctx) },
-        {
-          name: "remove",
-          run: async (ctx) => {
-            if (await clusterExists(ctx.db, ctx.op.targetId)) {
-              await ctx.db.delete(clusters).where(eq(clusters.id, ctx.op.targetId));
-            }
-          },
-        },
+        { name: "remove", run: removeCluster },
       ],
       // Not left `deleting`: that would refuse every later request, a retried delete included.
       onFailed: recordMembershipFailure(k),

@@ -48,8 +48,11 @@ export class JoinTokenRejected extends ApiError {
 export async function createJoinToken(
   db: Db,
   projectId: string,
-  /** `externalClusterId`: minted for that external cluster's agent (its deployment YAML), never from a request body. */
-  input: { expiresInMinutes?: number; externalClusterId?: string },
+  /**
+   * `externalClusterId`: minted for that external cluster's agent (its deployment YAML);
+   * `clusterId`: the reusable token of an auto-deployed cluster's instances. Never from a request body.
+   */
+  input: { expiresInMinutes?: number; externalClusterId?: string; clusterId?: string },
   now = new Date(),
 ): Promise<IssuedJoinToken> {
   const minutes = requireIntegerInRange(
@@ -63,6 +66,7 @@ export async function createJoinToken(
     tokenHash: hashSecret(token),
     expiresAt: addMinutes(now, minutes),
     externalClusterId: input.externalClusterId ?? null,
+    clusterId: input.clusterId ?? null,
     createdAt: now.toISOString(),
   });
   return { id: row.id, token, projectId, expiresAt: row.expiresAt, createdAt: row.createdAt };
@@ -92,6 +96,36 @@ export async function joinTokenUse(tx: Tx, token: string): Promise<{ nodeId: str
       .where(eq(joinTokens.tokenHash, hashSecret(token))),
   );
   return row?.usedAt ? { nodeId: row.usedByNodeId } : undefined;
+}
+
+/** What a registration's join token grants: the project, and for a cluster's token that cluster. */
+export interface JoinTokenGrant {
+  projectId: string;
+  clusterId: string | null;
+}
+
+/**
+ * Uses a join token for the registration of `nodeId`: a cluster's token (an auto deploy's, one
+ * for all its instances) is checked for expiry and stays valid; any other is spent
+ * (consumeJoinToken).
+ */
+export async function useJoinToken(tx: Tx, token: string, nodeId: string, now = new Date()): Promise<JoinTokenGrant> {
+  const row = firstRow(
+    await tx
+      .select({ projectId: joinTokens.projectId, clusterId: joinTokens.clusterId, expiresAt: joinTokens.expiresAt })
+      .from(joinTokens)
+      .where(eq(joinTokens.tokenHash, hashSecret(token))),
+  );
+  if (row?.clusterId) {
+    if (isExpired(row.expiresAt, now)) throw new JoinTokenRejected("expired");
+    return { projectId: row.projectId, clusterId: row.clusterId };
+  }
+  return { projectId: await consumeJoinToken(tx, token, nodeId, now), clusterId: null };
+}
+
+/** Revokes a cluster's instance token (at the cluster's delete, before its row goes). */
+export async function revokeClusterJoinTokens(db: Tx, clusterId: string): Promise<void> {
+  await db.delete(joinTokens).where(eq(joinTokens.clusterId, clusterId));
 }
 
 /**

@@ -39,8 +39,8 @@ export function presentNodeV3(row: NodeRow, extras: NodeExtras): NodeRecordV3 {
   return {
     ...presentNodeV4(row, extras),
     actualKubeRoleVersion: row.actualKubeRoleVersion,
-    // Hosts of the local provider are not cloud instances.
-    cloudInstanceId: "",
+    // As the instance's agent registered it; hosts of the local provider are not cloud instances.
+    cloudInstanceId: row.cloudInstanceId ?? "",
     cloudProviderUuid: extras.cloudProvider.uuid,
     clusterKubeRoleVersion: extras.cluster?.kubeRoleVersion ?? null,
     // Kubernetes runs on a node once it is attached; stopping it per node comes with the phases.

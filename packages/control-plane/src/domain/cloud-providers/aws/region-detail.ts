@@ -139,6 +139,16 @@ async function vpcsOf(account: AwsAccount, ec2: EC2Client, region: string): Prom
   }));
 }
 
+/** The account's Route 53 hosted zones (the region detail's `domains`; Route 53 is global). */
+export async function awsHostedZones(account: AwsAccount): Promise<RegionDetail["domains"]> {
+  const lease = route53Client(account);
+  try {
+    return await domainsOf(account, lease.client);
+  } finally {
+    lease.release();
+  }
+}
+
 export async function awsRegionDetail(account: AwsAccount, region: string): Promise<RegionDetail> {
   const ec2Lease = ec2Client(account, region);
   const route53Lease = route53Client(account);

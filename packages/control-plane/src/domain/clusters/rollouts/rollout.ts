@@ -36,6 +36,8 @@ export const BUSY_KINDS = [
   "cluster.detach",
   "cluster.create",
   "cluster.delete",
+  "cluster.aws-create",
+  "cluster.aws-delete",
 ];
 
 export const DEFAULT_BATCH_PERCENT = 10;
