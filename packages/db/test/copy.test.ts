@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { freshDatabaseUrl } from "../../../test/support/postgres-database.ts";
 import { openSqliteConnection } from "../src/client.ts";
-import { cloudProviders, clusters, nodePools, nodes, operations, projects } from "../src/schema.ts";
+import { cloudProviders, clusters, joinTokens, nodePools, nodes, operations, projects } from "../src/schema.ts";
 import {
   type CopyProgress,
   copySqliteToPostgres,
@@ -53,6 +53,16 @@ async function seed(file: string): Promise<void> {
           phases: [{ name: "etcd", state: "running" }],
         });
       }
+      // A cluster's own join token (auto deploy): its row needs the cluster's first.
+      if (i % 100 === 0) {
+        await tx.insert(joinTokens).values({
+          id: randomUUID(),
+          projectId: "p",
+          tokenHash: `hash-${i}`,
+          expiresAt: "2030-01-01T00:00:00.000Z",
+          clusterId: id,
+        });
+      }
       for (let o = 0; o < 2; o++) {
         await tx.insert(operations).values({
           id: randomUUID(),
@@ -90,6 +100,7 @@ describe("copying a SQLite database into PostgreSQL", () => {
       expect(byTable.clusters).toMatchObject({ rows: 1000, copiedRows: 1000 });
       expect(byTable.nodes).toMatchObject({ rows: 3000, copiedRows: 3000 });
       expect(byTable.operations).toMatchObject({ rows: 2000, copiedRows: 2000 });
+      expect(byTable.join_tokens).toMatchObject({ rows: 10, copiedRows: 10 });
       for (const table of copied) {
         expect(table.copiedRows, table.table).toBe(table.rows);
         expect(table.targetChecksum, table.table).toBe(table.sourceChecksum);
