@@ -197,7 +197,7 @@ describe("LinkClient", () => {
     expect(await c.next("hello")).toEqual({
       type: "hello",
       protocolVersion: PROTOCOL_VERSION,
-      capabilities: ["node-packages", "node-report-command"],
+      capabilities: ["node-packages", "node-report-command", "node-sweep"],
       ...helloPayload(),
     });
     expect(await connected).toMatchObject({ type: "welcome", hostId: HOST, projectId: "p1" });
