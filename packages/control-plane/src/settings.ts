@@ -98,6 +98,15 @@ export const ServerSettingsSchema = Type.Object({
     description:
       "Most memory the cached answers of the cluster reads may take, their gzip and brotli encodings included (0 keeps none): 1,000 clusters take about 3.5 MB per API version.",
   }),
+  eventStreamBufferBytes: Type.Integer({
+    env: "KEELSON_EVENT_STREAM_BUFFER_BYTES",
+    default: 8_388_608,
+    minimum: 65_536,
+    maximum: 1_073_741_824,
+    unit: "bytes",
+    description:
+      "Most unsent bytes one `GET /v4/{project}/events` stream may hold for a client that stopped reading; past it the server ends that stream (the client reconnects).",
+  }),
   path: Type.String({
     env: "PATH",
     default: "/usr/sbin:/usr/bin:/sbin:/bin",

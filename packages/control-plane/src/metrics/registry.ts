@@ -73,6 +73,11 @@ export class ControlPlaneMetrics {
     labelNames: ["phase"] as const,
     registers: [this.registry],
   });
+  readonly eventStreamsEnded = new Counter({
+    name: "keelson_event_streams_ended_total",
+    help: "Event streams this process ended because their client stopped reading (more unsent than KEELSON_EVENT_STREAM_BUFFER_BYTES).",
+    registers: [this.registry],
+  });
   readonly httpDuration = new Histogram({
     name: "keelson_http_request_duration_seconds",
     help: "HTTP requests by method, route pattern (never the raw URL) and status code.",

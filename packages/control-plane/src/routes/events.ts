@@ -13,13 +13,15 @@ const HEARTBEAT_MS = 15_000;
  * and nodes (`node.report`, `node.connected`, `node.disconnected`, `node.agent`), each with a
  * JSON `data:` line, so a client shows progress without polling. Authenticated like every
  * route, with the X-Auth-Token header. No replay: a client that reconnects reads current state
- * from the REST resources, then follows the stream.
+ * from the REST resources, then follows the stream. A stream whose client stops reading is
+ * ended once KEELSON_EVENT_STREAM_BUFFER_BYTES wait unsent.
  */
 export const eventRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const k = app.keelson;
   const open = new Set<ServerResponse>();
   // One follower of the runner and the hub for every stream: each event is encoded once.
   const fanout = new ProjectEventFanout(k.runner.events, k.agents.nodeEvents.all);
+  const bufferLimit = k.settings.eventStreamBufferBytes;
 
   // An open stream would hold app.close() until the client leaves; end them all first.
   app.addHook("preClose", async () => {
@@ -47,13 +49,24 @@ export const eventRoutes: FastifyPluginAsyncTypebox = async (app) => {
         connection: "keep-alive",
         "x-accel-buffering": "no",
       });
-      res.write(": keelson events\n\n");
+      // A client that stops reading would make every event wait here without end: past the
+      // limit (response and socket buffers together) the stream is ended and the client
+      // reconnects, reading current state from the resources as after any drop.
+      const send = (text: string) => {
+        if (res.destroyed) return;
+        res.write(text);
+        if (res.writableLength > bufferLimit) {
+          k.metrics.eventStreamsEnded.inc();
+          res.destroy();
+        }
+      };
+      send(": keelson events\n\n");
       let seq = 0;
       const stop = fanout.follow(request.params.project_uuid, (block) => {
         seq++;
-        res.write(`id: ${seq}\n${block}`);
+        send(`id: ${seq}\n${block}`);
       });
-      const heartbeat = setInterval(() => res.write(": heartbeat\n\n"), HEARTBEAT_MS);
+      const heartbeat = setInterval(() => send(": heartbeat\n\n"), HEARTBEAT_MS);
       heartbeat.unref();
       open.add(res);
       const cleanup = () => {
