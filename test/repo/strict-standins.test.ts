@@ -255,6 +255,16 @@ describe("strict stand-ins: kube-controller-manager and kube-scheduler", () => {
         `error reading key for service account token controller: open ${ctx.paths.serviceAccountKey}: no such file`,
       );
     }
+    // The page spells some flags with "_"; the binaries normalise it to "-" (and name an unknown
+    // flag as given): 1.29 takes --concurrent_rc_syncs and refuses --log_dir.
+    const spelled = run(29, "kube-controller-manager", [
+      "--concurrent_rc_syncs=10",
+      "--leader-elect-lease-duration=bogus",
+    ]);
+    expect(spelled.stderr).toContain('invalid leader election leaseDuration \\"bogus\\"');
+    expect(run(29, "kube-controller-manager", ["--log_dir=/x"]).stderr.split("\n")[0]).toBe(
+      "Error: unknown flag: --log_dir",
+    );
     // A flag of the 1.21 page that left by 1.29 is refused by all three, in cobra's words.
     for (const flag of ["--deployment-controller-sync-period=30s", "--enable-taint-manager=true", "--log-dir=/x"]) {
       for (const minor of MINORS) {
