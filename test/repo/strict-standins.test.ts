@@ -4,6 +4,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
+import { controllerManagerSpec } from "../../packages/agent/src/phases/impl/controllers.ts";
+import { nodePaths } from "../../packages/agent/src/phases/paths.ts";
+import type { PhaseContext } from "../../packages/agent/src/phases/types.ts";
+import { nodeConfig } from "../../packages/agent/test/phases/helpers.ts";
 
 /**
  * The test node package's stand-ins refuse what the real Kubernetes binaries refuse, in their
@@ -220,6 +224,53 @@ describe("strict stand-ins: kube-controller-manager and kube-scheduler", () => {
       }
       const r = run(minor, "kube-scheduler", [...later, "--leader-elect-lease-duration=bogus"]);
       expect(r.stderr, `1.${minor}`).toContain('invalid leader election leaseDuration \\"bogus\\"');
+    }
+  });
+
+  it("kube-controller-manager: the command line Keelson's master phase starts is taken by every catalogue minor", async () => {
+    const { flagsFor } = await import(pathToFileURL(join(FIXTURE, "lib", "flags.mjs")).href);
+    const config = nodeConfig({
+      hostRoot: join(scratch, "kcm-host"),
+      primaryIp: "127.0.0.42",
+      cluster: { containersCidr: "10.20.0.0/16", servicesCidr: "10.21.0.0/16" },
+    });
+    for (const minor of MINORS) {
+      const ctx = {
+        config,
+        paths: nodePaths(config.hostRoot),
+        binary: (name: string) => join(packageFor(minor), "bin", name),
+      } as unknown as PhaseContext;
+      const { command, args } = controllerManagerSpec(ctx);
+      expect(command).toBe(join(packageFor(minor), "bin", "kube-controller-manager"));
+      const names = args.map((arg) => /^--([^=]+)=/.exec(arg)?.[1]);
+      expect(names, `1.${minor}: every argument is --name=value`).not.toContain(undefined);
+      const refused = names.filter((name) => !flagsFor("kube-controller-manager", minor).has(name));
+      expect(refused, `1.${minor}`).toEqual([]);
+      // The stand-in gets past the flags and stops on the first file it reads at start (none of
+      // the master's files exist here): the phase's command line is not what it refuses.
+      const r = run(minor, "kube-controller-manager", args);
+      expect(r.code, `1.${minor}`).toBe(1);
+      expect(r.stderr, `1.${minor}`).not.toContain("unknown flag");
+      expect(r.stderr, `1.${minor}`).toContain(
+        `error reading key for service account token controller: open ${ctx.paths.serviceAccountKey}: no such file`,
+      );
+    }
+    // The page spells some flags with "_"; the binaries normalise it to "-" (and name an unknown
+    // flag as given): 1.29 takes --concurrent_rc_syncs and refuses --log_dir.
+    const spelled = run(29, "kube-controller-manager", [
+      "--concurrent_rc_syncs=10",
+      "--leader-elect-lease-duration=bogus",
+    ]);
+    expect(spelled.stderr).toContain('invalid leader election leaseDuration \\"bogus\\"');
+    expect(run(29, "kube-controller-manager", ["--log_dir=/x"]).stderr.split("\n")[0]).toBe(
+      "Error: unknown flag: --log_dir",
+    );
+    // A flag of the 1.21 page that left by 1.29 is refused by all three, in cobra's words.
+    for (const flag of ["--deployment-controller-sync-period=30s", "--enable-taint-manager=true", "--log-dir=/x"]) {
+      for (const minor of MINORS) {
+        const r = run(minor, "kube-controller-manager", [flag]);
+        expect(r.stderr.split("\n")[0], `1.${minor} ${flag}`).toBe(`Error: unknown flag: ${flag.split("=")[0]}`);
+      }
     }
   });
 
