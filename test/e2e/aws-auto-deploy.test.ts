@@ -128,7 +128,7 @@ describe("auto deploy on AWS (stand-in)", () => {
     expect(standin.world.live()).toEqual([]);
   });
 
-  it("creates the cluster: instances boot agents that register, are attached master first, and the cluster is ok; delete leaves nothing", async () => {
+  it("creates the cluster: instances boot agents that register, are attached master first, and the cluster is ok; a resize adds a worker and takes one away; delete leaves nothing", async () => {
     const res = await create(body());
     expect(res.status, JSON.stringify(res.body)).toBe(200);
     const clusterId = res.body.uuid as string;
@@ -150,6 +150,36 @@ describe("auto deploy on AWS (stand-in)", () => {
     const masterInstance = nodes.find((n) => n.isMaster === 1)?.cloudInstanceId;
     expect(running.find((i) => i.instanceId === masterInstance)?.autoScalingGroup).toBeUndefined();
     expect(nodes.every((n) => n.status === "ok")).toBe(true);
+
+    // One worker more: the group launches an instance whose host registers, is attached and joins.
+    const grow = await api(`${server.url}/v4/${projectId}/clusters/${clusterId}`, ADMIN, {
+      method: "PUT",
+      body: { numWorkers: 2 },
+    });
+    expect(grow.status, JSON.stringify(grow.body)).toBe(200);
+    await waitCreated(clusterId);
+    const grown = (
+      await api<{ isMaster: number; status: string; cloudInstanceId: string; clusterUuid: string }[]>(
+        `${server.url}/v3/${projectId}/nodes`,
+        ADMIN,
+      )
+    ).body.filter((n) => n.clusterUuid === clusterId);
+    expect(grown.filter((n) => n.isMaster === 0 && n.status === "ok")).toHaveLength(2);
+    expect([...standin.world.instances.values()].filter((i) => i.state === "running")).toHaveLength(3);
+
+    // And back: the group terminates one, whose host the cluster forgets.
+    const shrink = await api(`${server.url}/v4/${projectId}/clusters/${clusterId}`, ADMIN, {
+      method: "PUT",
+      body: { numWorkers: 1 },
+    });
+    expect(shrink.status, JSON.stringify(shrink.body)).toBe(200);
+    await waitCreated(clusterId);
+    const stillRunning = [...standin.world.instances.values()].filter((i) => i.state === "running");
+    expect(stillRunning).toHaveLength(2);
+    const shrunk = (
+      await api<{ cloudInstanceId: string; clusterUuid: string }[]>(`${server.url}/v3/${projectId}/nodes`, ADMIN)
+    ).body.filter((n) => n.clusterUuid === clusterId);
+    expect(shrunk.map((n) => n.cloudInstanceId).sort()).toEqual(stillRunning.map((i) => i.instanceId).sort());
 
     await deleteAndCheck(clusterId);
     const left = (await api<{ cloudInstanceId: string }[]>(`${server.url}/v3/${projectId}/nodes`, ADMIN)).body;

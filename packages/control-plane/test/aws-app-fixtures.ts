@@ -1,15 +1,22 @@
 import { type AwsStandin, STANDIN_KEYS, startAwsStandin } from "../../../test/aws-standin/server.ts";
 import { createTestApp, type TestApp } from "./helpers.ts";
 
-/** A test app pointed at a fresh AWS stand-in, with one AWS account (named "aws") in its project. */
-export async function appWithAwsAccount(): Promise<{ t: TestApp; standin: AwsStandin; aws: string }> {
+/**
+ * A test app pointed at a fresh AWS stand-in, with one AWS account (named "aws") in its project;
+ * `pool` is that account's node pool (where an auto-deploy cluster goes).
+ */
+export async function appWithAwsAccount(
+  options: { runOperations?: boolean } = {},
+): Promise<{ t: TestApp; standin: AwsStandin; aws: string; pool: string }> {
   const standin = await startAwsStandin();
-  const t = await createTestApp({ settings: { awsEndpointUrl: standin.url } });
+  const t = await createTestApp({ ...options, settings: { awsEndpointUrl: standin.url } });
   const res = await t.request({
     method: "POST",
     url: `/v4/${t.projectId}/cloudProviders`,
     payload: { name: "aws", type: "aws", ...STANDIN_KEYS },
   });
   if (res.statusCode !== 200) throw new Error(`the AWS account was not created: ${res.body}`);
-  return { t, standin, aws: res.json().uuid };
+  const list = await t.request({ method: "GET", url: `/v4/${t.projectId}/cloudProviders` });
+  const pool = list.json().find((p: { name: string }) => p.name === "aws").nodePoolUuid;
+  return { t, standin, aws: res.json().uuid, pool };
 }

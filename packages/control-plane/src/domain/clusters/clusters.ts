@@ -26,6 +26,7 @@ import { assertNotDeleting } from "./deleting.ts";
 import { assignNodes, checkAttachEntries, type MembershipPlan } from "./membership/attach.ts";
 import { chooseVrouterId } from "./membership/vrrp.ts";
 import { CLUSTER_OPS } from "./operations.ts";
+import { assertNotBusy } from "./rollouts/rollout.ts";
 import type { ApiVersion, ClusterSpec } from "./spec/fields.ts";
 import { parseClusterCreate, parseClusterUpdate } from "./spec/spec.ts";
 import { startClusterTask } from "./start-task.ts";
@@ -212,6 +213,9 @@ export async function createCluster(
   return { cluster, operation, ignored: parsed.ignored };
 }
 
+/** The fields whose change on an auto-deployed cluster resizes its worker group (§2.1). */
+const WORKER_SIZES: readonly string[] = ["numWorkers", "numMinWorkers", "numMaxWorkers"];
+
 export async function updateCluster(
   k: Keelson,
   projectId: string,
@@ -220,6 +224,7 @@ export async function updateCluster(
   options: WriteOptions,
 ): Promise<WriteResult> {
   let ignored: string[] = [];
+  const onAws = (await getProviderType(k.db, projectId, clusterId)) === "aws";
   // Parsed against the spec as it is under the row lock: two updates at once each keep the
   // other's changes.
   const { cluster, operation } = await startClusterTask(k, {
@@ -234,7 +239,14 @@ export async function updateCluster(
         strict: options.strict,
       });
       ignored = parsed.ignored;
-      return { params: { changed: parsed.changed, version: options.version }, mark: { spec: parsed.spec } };
+      const resize = onAws && parsed.changed.some((field) => WORKER_SIZES.includes(field));
+      // The group is the create's: a resize waits until no other task (the create) runs.
+      if (resize) await assertNotBusy(tx, clusterId);
+      return {
+        ...(resize ? { kind: CLUSTER_OPS.awsResize } : {}),
+        params: { changed: parsed.changed, version: options.version },
+        mark: { spec: parsed.spec },
+      };
     },
   });
   return { cluster, operation, ignored };

@@ -18,6 +18,8 @@ export const CLUSTER_OPS = {
   /** Auto deploy on AWS (auto-deploy/aws-operations.ts). */
   awsCreate: "cluster.aws-create",
   awsDelete: "cluster.aws-delete",
+  /** An update of an auto-deployed cluster's worker counts: the group resizes, workers follow. */
+  awsResize: "cluster.aws-resize",
 } as const;
 
 /** A failed cluster task leaves the cluster's own status alone and records the task's error. */

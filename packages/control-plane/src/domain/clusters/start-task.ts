@@ -24,6 +24,8 @@ export interface ClusterTask {
 }
 
 export interface TaskAdditions {
+  /** Another kind than the task's, when what it does depends on the locked row (an AWS resize). */
+  kind?: string;
   params?: object;
   mark?: ClusterTask["mark"];
 }
@@ -58,7 +60,7 @@ export async function startClusterTask(
     const params = task.params || more?.params ? { ...task.params, ...more?.params } : undefined;
     const operation = await recordOperation(tx, {
       projectId: task.projectId,
-      kind: task.kind,
+      kind: more?.kind ?? task.kind,
       targetType: "cluster",
       targetId: task.clusterId,
       ...(params ? { params } : {}),

@@ -10,7 +10,13 @@ import {
   type OperationStep,
   type StepContext,
 } from "../../../runner/types.ts";
-import { DEPLOY_STEPS, type DeployState, workerSizes } from "../../cloud-providers/aws/deploy/create.ts";
+import {
+  DEPLOY_STEPS,
+  type DeployState,
+  resizeWorkers,
+  workerGroupName,
+  workerSizes,
+} from "../../cloud-providers/aws/deploy/create.ts";
 import { clusterFilter, type DeployTarget, send } from "../../cloud-providers/aws/deploy/target.ts";
 import { teardownAll } from "../../cloud-providers/aws/deploy/teardown.ts";
 import { storedAccount } from "../../cloud-providers/cloud-checks.ts";
@@ -179,7 +185,7 @@ const attachWorkersStep = (k: Keelson): OperationStep => ({
     const hosts = await awaitHosts(k, ctx, `the ${DesiredCapacity} worker instances`, async (live) => {
       // The pool is the account's: only the instances of this cluster's group are its workers.
       if (live.some((h) => !masters.has(h.id) && !group.has(h.cloudInstanceId ?? ""))) {
-        group = new Set(await groupInstanceIds(target, deployState(ctx).groupName as string));
+        group = new Set(await groupInstanceIds(target, workerGroupName(ctx.op.targetId)));
       }
       const workers = live.filter((h) => !masters.has(h.id) && group.has(h.cloudInstanceId ?? ""));
       return workers.length >= DesiredCapacity ? workers.slice(0, DesiredCapacity) : undefined;
@@ -208,6 +214,48 @@ async function clusterInstanceIds(target: DeployTarget): Promise<string[]> {
   return (found?.Reservations ?? []).flatMap((r) => r.Instances ?? []).map((i) => i.InstanceId as string);
 }
 
+/** Terminated instances' hosts never come back: their rows and agent links go. */
+async function forgetHosts(k: Keelson, ctx: StepContext, instances: string[], why: string): Promise<void> {
+  if (instances.length === 0) return;
+  const gone = await ctx.db
+    .delete(nodes)
+    .where(and(eq(nodes.projectId, ctx.op.projectId), inArray(nodes.cloudInstanceId, instances)))
+    .returning({ id: nodes.id });
+  for (const { id } of gone) k.agents.revoke(id, `its instance was terminated ${why}`);
+}
+
+/**
+ * Update of the worker counts (numWorkers, or the autoscaler's bounds): the group takes the
+ * stored spec's sizes; the hosts of instances the group terminated are forgotten; new instances'
+ * hosts are attached and joined as at create. The join token of the create is the cluster's
+ * (it lives a week); a resize after that needs the token renewed (not built yet).
+ */
+export const resizeSteps = (k: Keelson): OperationStep[] => [
+  {
+    name: "aws-resize-group",
+    run: async (ctx) => {
+      const cluster = await clusterRow(ctx.db, ctx.op.targetId);
+      await resizeWorkers(await targetOf(k, cluster), awsDeploySpec(cluster.spec, ""));
+    },
+  },
+  {
+    name: "aws-forget-removed",
+    run: async (ctx) => {
+      const cluster = await clusterRow(ctx.db, ctx.op.targetId);
+      const group = new Set(await groupInstanceIds(await targetOf(k, cluster), workerGroupName(cluster.id)));
+      const attached = await ctx.db
+        .select({ instance: nodes.cloudInstanceId })
+        .from(nodes)
+        .where(and(eq(nodes.clusterId, cluster.id), eq(nodes.isMaster, 0), isNotNull(nodes.cloudInstanceId)));
+      const removed = attached.map((r) => r.instance as string).filter((id) => !group.has(id));
+      await forgetHosts(k, ctx, removed, "when its cluster's workers were resized");
+    },
+  },
+  attachWorkersStep(k),
+  joinWorkersStep(k, (ctx) => stringList(ctx.progress.workers)),
+  { name: "settle", run: (ctx: StepContext) => settleClusterTask(k, ctx) },
+];
+
 function deleteSteps(k: Keelson): OperationStep[] {
   return [
     {
@@ -234,15 +282,7 @@ function deleteSteps(k: Keelson): OperationStep[] {
     {
       // The terminated instances' hosts will never come back; their rows and links go.
       name: "aws-forget-hosts",
-      run: async (ctx) => {
-        const instances = stringList(ctx.progress.instances);
-        if (instances.length === 0) return;
-        const gone = await ctx.db
-          .delete(nodes)
-          .where(and(eq(nodes.projectId, ctx.op.projectId), inArray(nodes.cloudInstanceId, instances)))
-          .returning({ id: nodes.id });
-        for (const { id } of gone) k.agents.revoke(id, "its instance was terminated with its cluster");
-      },
+      run: (ctx) => forgetHosts(k, ctx, stringList(ctx.progress.instances), "with its cluster"),
     },
     { name: "remove", run: removeCluster },
   ];
@@ -265,5 +305,6 @@ export function awsOperationKinds(k: Keelson, onFailed: (ctx: StepContext, error
       onFailed,
     },
     { kind: CLUSTER_OPS.awsDelete, keepProgress: true, steps: () => deleteSteps(k), onFailed },
+    { kind: CLUSTER_OPS.awsResize, keepProgress: true, steps: () => resizeSteps(k), onFailed },
   ];
 }

@@ -38,6 +38,7 @@ export const BUSY_KINDS = [
   "cluster.delete",
   "cluster.aws-create",
   "cluster.aws-delete",
+  "cluster.aws-resize",
 ];
 
 export const DEFAULT_BATCH_PERCENT = 10;

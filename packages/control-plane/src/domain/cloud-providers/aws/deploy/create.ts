@@ -222,6 +222,9 @@ async function masters(target: DeployTarget, spec: AwsDeploySpec, state: DeployS
 }
 
 /** The group's sizes: fixed at numWorkers, or the autoscaler's bounds. */
+/** The worker Auto Scaling group of a cluster: one per cluster, found again by this name. */
+export const workerGroupName = (clusterId: string) => `keelson-${clusterId}-workers`;
+
 export function workerSizes(spec: Pick<AwsDeploySpec, "enableCAS" | "numWorkers" | "numMinWorkers" | "numMaxWorkers">) {
   if (!spec.enableCAS) return { MinSize: spec.numWorkers, MaxSize: spec.numWorkers, DesiredCapacity: spec.numWorkers };
   const desired = Math.min(Math.max(spec.numWorkers, spec.numMinWorkers), spec.numMaxWorkers);
@@ -229,7 +232,7 @@ export function workerSizes(spec: Pick<AwsDeploySpec, "enableCAS" | "numWorkers"
 }
 
 async function workerGroup(target: DeployTarget, spec: AwsDeploySpec, state: DeployState) {
-  const name = `keelson-${target.clusterId}-workers`;
+  const name = workerGroupName(target.clusterId);
   const found = await send<AutoScalingGroupsType>(
     target,
     "autoscaling",
@@ -357,7 +360,7 @@ export async function resizeWorkers(
     target,
     "autoscaling",
     new UpdateAutoScalingGroupCommand({
-      AutoScalingGroupName: `keelson-${target.clusterId}-workers`,
+      AutoScalingGroupName: workerGroupName(target.clusterId),
       ...workerSizes(spec),
     }),
   );
