@@ -163,8 +163,10 @@ export class AgentHub {
   }
 
   /**
-   * Whether the host's agent, as connected now, declared `capability` in its hello; undefined
-   * while it is not connected (nothing is known until it says hello).
+   * Whether the host's agent, as linked to this replica now, declared `capability` in its
+   * hello; undefined while it is not linked here. A host linked to another replica is
+   * undefined too (its hello, and so its capabilities, are only that replica's): a caller
+   * that may go ahead on "unknown" sends the command and handles the agent's refusal.
    */
   supports(hostId: string, capability: string): boolean | undefined {
     const session = this.registry.get(hostId);
@@ -182,13 +184,12 @@ export class AgentHub {
     return this.registry.size;
   }
 
-  /** Hosts with a live link, optionally of one project. */
+  /** Hosts with a live link to any replica (this one, or another live one: link-book.ts), optionally of one project. */
   connectedHosts(projectId?: string): string[] {
-    const hosts: string[] = [];
-    for (const s of this.registry.values()) {
-      if (s.open && (projectId === undefined || s.projectId === projectId)) hosts.push(s.hostId);
-    }
-    return hosts;
+    const hosts = new Set(this.linkBook.hostsElsewhere(projectId));
+    for (const s of this.registry.values())
+      if (s.open && (projectId === undefined || s.projectId === projectId)) hosts.add(s.hostId);
+    return [...hosts];
   }
 
   /**
@@ -361,7 +362,7 @@ export class AgentHub {
     session.helloTimer = undefined;
     session.helloed = true;
     session.capabilities = this.capabilitySets.of(hello.capabilities ?? []);
-    session.epoch = await this.linkBook.take(session.hostId);
+    session.epoch = await this.linkBook.take(session.hostId, session.projectId);
     if (!session.open || (session.epoch !== undefined && this.linkBook.supersedes(session.hostId, session.epoch))) {
       // Closed, or linked again elsewhere, while the link was being recorded.
       session.close(CloseCode.SUPERSEDED, "superseded by a newer connection of this host");
