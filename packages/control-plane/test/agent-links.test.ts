@@ -1,9 +1,11 @@
+import { randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import { agentLinks, firstRow, nodes } from "@keelson/db";
+import { AGENT_CAPABILITIES } from "@keelson/protocol";
 import { eq } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
 import { dropLink, linksElsewhere, reapLinks, takeLink } from "../src/replicas/links.ts";
-import { createTestApp, type TestApp } from "./helpers.ts";
+import { ADMIN_TOKEN, createTestApp, type TestApp } from "./helpers.ts";
 import { insertHost } from "./node-fixtures.ts";
 import { agentOn, replicaRow, SHORT, twoReplicasAndAHost, until } from "./replica-fixtures.ts";
 
@@ -71,6 +73,37 @@ describe("one link per host across replicas", () => {
     } finally {
       await first.stop();
       await second.stop();
+    }
+  });
+
+  it("a host linked to B is among A's connected hosts of its project, and A's ping reaches it; its capabilities are unknown on A", async () => {
+    const { a, b, onB, id } = await twoReplicasAndAHost();
+    const agent = agentOn(onB.link, id);
+    try {
+      expect(a.app.keelson.agents.connectedHosts(a.projectId)).toEqual([]);
+      expect(await agent.connect(10_000)).toBe(true);
+      await until("A sees the link B holds", () => a.app.keelson.agents.connectedHosts(a.projectId).length === 1);
+      expect(a.app.keelson.agents.connectedHosts(a.projectId)).toEqual([id.hostId]);
+      expect(a.app.keelson.agents.connectedHosts()).toEqual([id.hostId]);
+      expect(a.app.keelson.agents.connectedHosts(randomUUID())).toEqual([]);
+      expect(b.app.keelson.agents.connectedHosts(a.projectId)).toEqual([id.hostId]);
+      // The hello, and so the capabilities, are B's only.
+      expect(b.app.keelson.agents.supports(id.hostId, AGENT_CAPABILITIES.nodePackages)).toBe(true);
+      expect(a.app.keelson.agents.supports(id.hostId, AGENT_CAPABILITIES.nodePackages)).toBeUndefined();
+
+      const res = await a.request({
+        method: "POST",
+        url: "/v1/agents/ping",
+        payload: { projectId: a.projectId },
+        token: ADMIN_TOKEN,
+      });
+      expect(res.statusCode).toBe(200);
+      expect(res.json()).toMatchObject({ hosts: 1, ok: 1, failed: 0, timedOut: 0, offline: 0 });
+
+      await agent.stop();
+      await until("A no longer lists the host", () => a.app.keelson.agents.connectedHosts(a.projectId).length === 0);
+    } finally {
+      await agent.stop();
     }
   });
 

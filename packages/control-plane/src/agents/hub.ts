@@ -1,10 +1,8 @@
 import type { Server } from "node:http";
 import {
-  AGENT_CAPABILITIES,
   type AgentFrame,
   assertNever,
   CloseCode,
-  CONTROL_CAPABILITIES,
   type CommandName,
   type CommandPayload,
   type CommandResult,
@@ -13,7 +11,6 @@ import {
   type HelloFrame,
   MAX_COMMAND_TIMEOUT_MS,
   MAX_FRAME_BYTES,
-  PROTOCOL_VERSION,
   parseAgentFrame,
   type RawFrame,
 } from "@keelson/protocol";
@@ -22,12 +19,14 @@ import { type WebSocket, WebSocketServer } from "ws";
 import type { CommandObserver } from "../metrics/observe.ts";
 import { type CommandIssuer, CommandRelay, type CommandRelayOptions } from "./command-relay.ts";
 import { HostOfflineError } from "./errors.ts";
+import { helloRefusal, welcomeFrame } from "./hello-answer.ts";
 import type { LinkBook } from "./link-book.ts";
 import { LinkCapacity } from "./link-capacity.ts";
 import type { LinkDomain, Presence } from "./link-domain.ts";
 import { closeAll, pingAll } from "./link-drain.ts";
+import { reapDeadLinks, resetStalePresence } from "./link-reap.ts";
 import { UpgradeGate, type UpgradeHandler } from "./link-upgrade.ts";
-import { NodeEvents } from "./node-events.ts";
+import { agentEvent, NodeEvents } from "./node-events.ts";
 import { NodeFrameAnswers } from "./node-frames.ts";
 import { AgentSession, CapabilitySets, SessionRegistry } from "./sessions.ts";
 
@@ -60,9 +59,9 @@ export interface AgentHubOptions {
  * records presence in the nodes table. Node reports are stored and announced on `nodeEvents`
  * (operations wait on them); certificate and cluster-token requests are answered here.
  * Which replica holds each link cluster-wide is link-book.ts's; commands go through
- * command-relay.ts; the upgrade's admission is link-upgrade.ts's. Over 400 lines on purpose:
- * the session table, the hello and the frame dispatch share each session's lifecycle; what a
- * frame is answered with lives in node-frames.ts.
+ * command-relay.ts; the upgrade's admission is link-upgrade.ts's; what a hello and a frame are
+ * answered with lives in hello-answer.ts and node-frames.ts; the start reset and the reaping of
+ * dead replicas' links in link-reap.ts; the drain and heartbeat in link-drain.ts.
  */
 export class AgentHub {
   readonly heartbeatMs: number;
@@ -130,24 +129,14 @@ export class AgentHub {
     });
   }
 
-  /**
-   * At start, before the first link: the links this replica's previous process and dead
-   * replicas held are removed, and the hosts no live replica holds are marked disconnected
-   * (hosts linked to another live replica stay connected).
-   */
-  async resetStalePresence(): Promise<void> {
-    await this.linkBook.reapAtStart();
-    const stale = await this.presence.resetUnlinked();
-    if (stale > 0) this.log.info({ hosts: stale }, "marked hosts disconnected after a restart");
+  /** At start, before the first link (link-reap.ts). */
+  resetStalePresence(): Promise<void> {
+    return resetStalePresence(this.linkBook, this.presence, this.log);
   }
 
-  /** Run with each replica heartbeat: the links of replicas that died are removed, their hosts marked disconnected. */
-  async reapDeadLinks(): Promise<void> {
-    const hosts = await this.linkBook.reap();
-    if (hosts.length === 0) return;
-    await this.presence.resetUnlinked();
-    for (const { hostId, projectId } of hosts)
-      this.nodeEvents.emit({ type: "link", hostId, projectId, connected: false });
+  /** With each replica heartbeat: dead replicas' links (link-reap.ts). */
+  reapDeadLinks(): Promise<void> {
+    return reapDeadLinks(this.linkBook, this.presence, this.nodeEvents);
   }
 
   /** Listens for link changes and commands of the other replicas (before serving the link). */
@@ -174,8 +163,10 @@ export class AgentHub {
   }
 
   /**
-   * Whether the host's agent, as connected now, declared `capability` in its hello; undefined
-   * while it is not connected (nothing is known until it says hello).
+   * Whether the host's agent, as linked to this replica now, declared `capability` in its
+   * hello; undefined while it is not linked here. A host linked to another replica is
+   * undefined too (its hello, and so its capabilities, are only that replica's): a caller
+   * that may go ahead on "unknown" sends the command and handles the agent's refusal.
    */
   supports(hostId: string, capability: string): boolean | undefined {
     const session = this.registry.get(hostId);
@@ -193,13 +184,12 @@ export class AgentHub {
     return this.registry.size;
   }
 
-  /** Hosts with a live link, optionally of one project. */
+  /** Hosts with a live link to any replica (this one, or another live one: link-book.ts), optionally of one project. */
   connectedHosts(projectId?: string): string[] {
-    const hosts: string[] = [];
-    for (const s of this.registry.values()) {
-      if (s.open && (projectId === undefined || s.projectId === projectId)) hosts.push(s.hostId);
-    }
-    return hosts;
+    const hosts = new Set(this.linkBook.hostsElsewhere(projectId));
+    for (const s of this.registry.values())
+      if (s.open && (projectId === undefined || s.projectId === projectId)) hosts.add(s.hostId);
+    return [...hosts];
   }
 
   /**
@@ -285,20 +275,12 @@ export class AgentHub {
       () => session.close(CloseCode.HELLO_TIMEOUT, `no hello within ${this.helloTimeoutMs} ms`),
       this.helloTimeoutMs,
     );
-    // One frame at a time per link, in arrival order: a node's reports must be stored in the
-    // order it sent them, and handling a frame may wait for the database.
-    ws.on("message", (data: RawFrame) => {
-      const handled = (session.inbox ?? Promise.resolve())
-        .then(() => this.onMessage(session, data))
-        .catch((err: unknown) =>
-          this.log.error({ err, hostId, session: session.id }, "handling an agent frame failed"),
-        );
-      session.inbox = handled;
-      // An idle link holds no settled promise (thousands of links, each idle most of the time).
-      void handled.then(() => {
-        if (session.inbox === handled) session.inbox = undefined;
-      });
-    });
+    ws.on("message", (data: RawFrame) =>
+      session.enqueue(
+        () => this.onMessage(session, data),
+        (err) => this.log.error({ err, hostId, session: session.id }, "handling an agent frame failed"),
+      ),
+    );
     ws.on("pong", () => {
       session.missedPongs = 0;
       this.presence.touch(hostId);
@@ -345,28 +327,14 @@ export class AgentHub {
         this.presence.change(session.hostId, { facts: frame.facts, primaryIp: frame.facts.primaryIp });
         return;
       case "status":
-        this.presence.change(session.hostId, {
-          agentStatus: frame.agentStatus,
-          agentVersion: frame.agentVersion,
-          agentError: frame.agentError ?? null,
-        });
-        this.nodeEvents.emit({
-          type: "agent",
-          hostId: session.hostId,
-          projectId: session.projectId,
-          agentVersion: frame.agentVersion,
-          agentStatus: frame.agentStatus,
-          agentError: frame.agentError ?? null,
-        });
+        this.nodeFrames.status(session, frame);
         return;
       case "result":
         this.relay.onResult(session.hostId, frame);
         return;
-      case "token.verify": {
-        const valid = await this.domain.tokenGrantsProject(frame.token, session.projectId);
-        session.send({ type: "token.verified", id: frame.id, valid });
+      case "token.verify":
+        await this.nodeFrames.tokenVerify(session, frame);
         return;
-      }
       case "node.report":
         await this.nodeFrames.nodeReport(session, frame);
         return;
@@ -385,19 +353,16 @@ export class AgentHub {
   }
 
   private async onHello(session: AgentSession, hello: HelloFrame): Promise<void> {
-    if (session.helloed) {
-      session.close(CloseCode.BAD_FRAME, "hello may be sent only once per connection");
-      return;
-    }
-    if (hello.hostId !== session.hostId) {
-      session.close(CloseCode.UNAUTHORIZED, `the credential belongs to host ${session.hostId}, not ${hello.hostId}`);
+    const refused = helloRefusal(session, hello);
+    if (refused) {
+      session.close(refused.code, refused.reason);
       return;
     }
     clearTimeout(session.helloTimer);
     session.helloTimer = undefined;
     session.helloed = true;
     session.capabilities = this.capabilitySets.of(hello.capabilities ?? []);
-    session.epoch = await this.linkBook.take(session.hostId);
+    session.epoch = await this.linkBook.take(session.hostId, session.projectId);
     if (!session.open || (session.epoch !== undefined && this.linkBook.supersedes(session.hostId, session.epoch))) {
       // Closed, or linked again elsewhere, while the link was being recorded.
       session.close(CloseCode.SUPERSEDED, "superseded by a newer connection of this host");
@@ -413,17 +378,7 @@ export class AgentHub {
       previous.close(CloseCode.SUPERSEDED, "superseded by a newer connection of this host");
     }
     this.presence.connected(session.hostId, hello);
-    session.send({
-      type: "welcome",
-      protocolVersion: PROTOCOL_VERSION,
-      hostId: session.hostId,
-      projectId: session.projectId,
-      heartbeatMs: this.heartbeatMs,
-      // Only to an agent that declared it: an older agent refuses a welcome field it does not know.
-      ...(session.capabilities.has(AGENT_CAPABILITIES.reportCommand)
-        ? { capabilities: [CONTROL_CAPABILITIES.reportCommand] }
-        : {}),
-    });
+    session.send(welcomeFrame(session, this.heartbeatMs));
     // Commands sent on a link that dropped before their result (on any replica): same ids, so
     // the agent answers from its record instead of running them again.
     await this.relay
@@ -431,14 +386,7 @@ export class AgentHub {
       .catch((err: unknown) => this.log.warn({ err, hostId: session.hostId }, "could not re-send unanswered commands"));
     this.log.info({ hostId: session.hostId, session: session.id, agentVersion: hello.agentVersion }, "agent connected");
     this.nodeEvents.emit({ type: "link", hostId: session.hostId, projectId: session.projectId, connected: true });
-    this.nodeEvents.emit({
-      type: "agent",
-      hostId: session.hostId,
-      projectId: session.projectId,
-      agentVersion: hello.agentVersion,
-      agentStatus: hello.agentStatus,
-      agentError: hello.agentError ?? null,
-    });
+    this.nodeEvents.emit(agentEvent(session, hello));
   }
 
   /** Another replica took a host's link at `epoch`: a link this replica holds with an older epoch ends. */

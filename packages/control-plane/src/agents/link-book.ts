@@ -2,7 +2,7 @@ import { type Db, nodes } from "@keelson/db";
 import { inArray } from "drizzle-orm";
 import type { FastifyBaseLogger } from "fastify";
 import type { Channels } from "../replicas/channels.ts";
-import { dropLink, dropLinksOf, type LinkRow, linksElsewhere, reapLinks, takeLink } from "../replicas/links.ts";
+import { dropLink, dropLinksOf, type HeldLink, linksElsewhere, reapLinks, takeLink } from "../replicas/links.ts";
 
 export interface LinkBookOptions {
   db: Db;
@@ -14,19 +14,20 @@ export interface LinkBookOptions {
 }
 
 /**
- * A link change as notified on the `links` channel: a host's link taken (`r`) or dropped
- * (`r` null) at epoch `e`, or every link of one replica gone (its drain, or its death).
+ * A link change as notified on the `links` channel: a host's link taken (`r`, the host's
+ * project `p`) or dropped (`r` null) at epoch `e`, or every link of one replica gone (its
+ * drain, or its death).
  */
-type LinkNotice = { h: string; r: string | null; e: number } | { gone: string };
+type LinkNotice = { h: string; r: string; e: number; p: string } | { h: string; r: null; e: number } | { gone: string };
 
 /**
  * This replica's view of the agent_links table (replicas/links.ts): it records the links it
  * takes and drops, and keeps in memory which hosts other live replicas hold, from the `links`
- * channel, so that "is this host connected anywhere" stays a synchronous lookup (the hub's
- * isConnected). On SQLite (one replica) nothing is ever held elsewhere.
+ * channel, so that "is this host connected anywhere" and "which hosts of a project are" stay
+ * synchronous lookups (the hub's isConnected and connectedHosts). On SQLite (one replica) nothing is ever held elsewhere.
  */
 export class LinkBook {
-  private readonly elsewhere = new Map<string, { replica: string; epoch: number }>();
+  private readonly elsewhere = new Map<string, { replica: string; epoch: number; projectId: string }>();
   private unlisten: (() => Promise<void>) | undefined;
   private loading: Promise<void> = Promise.resolve();
   /** Told when another replica took a host's link at `epoch` (the hub closes its own if older). */
@@ -62,17 +63,25 @@ export class LinkBook {
     return this.elsewhere.has(hostId);
   }
 
+  /** Hosts whose link another live replica holds, optionally of one project. */
+  hostsElsewhere(projectId?: string): string[] {
+    const hosts: string[] = [];
+    for (const [hostId, link] of this.elsewhere)
+      if (projectId === undefined || link.projectId === projectId) hosts.push(hostId);
+    return hosts;
+  }
+
   /** Whether another replica is known to hold the host's link at an epoch above `epoch`. */
   supersedes(hostId: string, epoch: number): boolean {
     return (this.elsewhere.get(hostId)?.epoch ?? 0) > epoch;
   }
 
   /** Records this replica as the host's link holder; answers the epoch (undefined: not recorded). */
-  async take(hostId: string): Promise<number | undefined> {
+  async take(hostId: string, projectId: string): Promise<number | undefined> {
     try {
       const epoch = await takeLink(this.options.db, hostId, this.options.replicaId);
       if (!this.supersedes(hostId, epoch)) this.elsewhere.delete(hostId);
-      await this.announce({ h: hostId, r: this.options.replicaId, e: epoch });
+      await this.announce({ h: hostId, r: this.options.replicaId, e: epoch, p: projectId });
       return epoch;
     } catch (err) {
       // The link still works here (a full disk, the database away): other replicas only
@@ -151,16 +160,17 @@ export class LinkBook {
     }
     if (notice.r === this.options.replicaId) return;
     const known = this.elsewhere.get(notice.h);
-    if (!known || known.epoch < notice.e) this.elsewhere.set(notice.h, { replica: notice.r, epoch: notice.e });
+    if (!known || known.epoch < notice.e)
+      this.elsewhere.set(notice.h, { replica: notice.r, epoch: notice.e, projectId: notice.p });
     this.onTaken(notice.h, notice.e);
   }
 
   private async reload(): Promise<void> {
     try {
-      const rows: LinkRow[] = await linksElsewhere(this.options.db, this.options.replicaId, this.options.leaseMs);
+      const rows: HeldLink[] = await linksElsewhere(this.options.db, this.options.replicaId, this.options.leaseMs);
       this.elsewhere.clear();
       for (const row of rows) {
-        this.elsewhere.set(row.hostId, { replica: row.replica, epoch: row.epoch });
+        this.elsewhere.set(row.hostId, { replica: row.replica, epoch: row.epoch, projectId: row.projectId });
         this.onTaken(row.hostId, row.epoch);
       }
     } catch (err) {

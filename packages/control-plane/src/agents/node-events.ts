@@ -44,6 +44,16 @@ export interface NodeAgentEvent {
 
 export type NodeEvent = NodeReportEvent | NodeLinkEvent | NodeAgentEvent;
 
+/** The agent event of what a host's agent said about itself (its hello or a status frame). */
+export function agentEvent(
+  host: { hostId: string; projectId: string },
+  said: { agentVersion: string; agentStatus: string; agentError?: string | undefined },
+): NodeAgentEvent {
+  const { hostId, projectId } = host;
+  const { agentVersion, agentStatus } = said;
+  return { type: "agent", hostId, projectId, agentVersion, agentStatus, agentError: said.agentError ?? null };
+}
+
 /**
  * In-process events about nodes, so operations waiting for a node wake up when it reports
  * instead of polling the database. `on(hostId, ...)` is keyed: an attach of 1,000 nodes keeps

@@ -5,19 +5,21 @@ import {
   type CertSignFrame,
   type ClusterTokenVerifyFrame,
   type NodeReportFrame,
+  type StatusFrame,
+  type TokenVerifyFrame,
 } from "@keelson/protocol";
 import type { FastifyBaseLogger } from "fastify";
 import type { LinkDomain } from "./link-domain.ts";
-import type { NodeEvents } from "./node-events.ts";
+import { agentEvent, type NodeEvents } from "./node-events.ts";
 import type { AgentSession } from "./sessions.ts";
 
 /** The longest wait between two tries of storing a node report while the database cannot take it. */
 const REPORT_RETRY_MAX_MS = 5_000;
 
 /**
- * The hub's answers to a node's frames: phase reports (stored, then announced on the node
- * events operations wait on), etcd backup reports, certificate requests and cluster-token
- * checks. Each asks the domain through LinkDomain and answers on the session it came from.
+ * The hub's answers to a node's frames: the agent's status (kept with its presence and
+ * announced), phase reports (stored, then announced on the node events operations wait on),
+ * etcd backup reports, certificate requests, join-token and cluster-token checks. Each asks the domain through LinkDomain and answers on the session it came from.
  */
 export class NodeFrameAnswers {
   constructor(
@@ -25,6 +27,17 @@ export class NodeFrameAnswers {
     private readonly nodeEvents: NodeEvents,
     private readonly log: FastifyBaseLogger,
   ) {}
+
+  status(session: AgentSession, frame: StatusFrame): void {
+    const { agentStatus, agentVersion } = frame;
+    this.domain.presence.change(session.hostId, { agentStatus, agentVersion, agentError: frame.agentError ?? null });
+    this.nodeEvents.emit(agentEvent(session, frame));
+  }
+
+  async tokenVerify(session: AgentSession, frame: TokenVerifyFrame): Promise<void> {
+    const valid = await this.domain.tokenGrantsProject(frame.token, session.projectId);
+    session.send({ type: "token.verified", id: frame.id, valid });
+  }
 
   async nodeReport(session: AgentSession, frame: NodeReportFrame): Promise<void> {
     const outcome = await this.untilStored(session, () => this.domain.applyNodeReport(session.hostId, frame));

@@ -24,8 +24,8 @@ export class AgentSession {
   capabilities: ReadonlySet<string> = NO_CAPABILITIES;
   /** The link's epoch in agent_links (link-book.ts); undefined until recorded, or if it could not be. */
   epoch: number | undefined;
-  /** The frames being handled, one after another (hub.ts); undefined while none is. */
-  inbox: Promise<void> | undefined;
+  /** The frames being handled, one after another (enqueue); undefined while none is. */
+  private inbox: Promise<void> | undefined;
 
   constructor(
     readonly socket: WebSocket,
@@ -41,6 +41,20 @@ export class AgentSession {
     if (!this.open) return false;
     this.socket.send(encodeFrame(frame));
     return true;
+  }
+
+  /**
+   * Runs `handle` once the frames before it were handled: one frame at a time per link, in
+   * arrival order (a node's reports must be stored in the order it sent them, and handling a
+   * frame may wait for the database).
+   */
+  enqueue(handle: () => Promise<void>, onError: (err: unknown) => void): void {
+    const handled = (this.inbox ?? Promise.resolve()).then(handle).catch(onError);
+    this.inbox = handled;
+    // An idle link holds no settled promise (thousands of links, each idle most of the time).
+    void handled.then(() => {
+      if (this.inbox === handled) this.inbox = undefined;
+    });
   }
 
   close(code: number, reason: string): void {

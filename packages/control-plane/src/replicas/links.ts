@@ -1,4 +1,4 @@
-import { agentLinks, type Db, databaseTime, dialectOf, replicas } from "@keelson/db";
+import { agentLinks, type Db, databaseTime, dialectOf, nodes, replicas } from "@keelson/db";
 import { and, eq, gt, inArray, ne, notInArray, or, sql } from "drizzle-orm";
 
 /**
@@ -12,6 +12,11 @@ export interface LinkRow {
   hostId: string;
   replica: string;
   epoch: number;
+}
+
+/** A link another replica holds, with the host's project (connected hosts of one project). */
+export interface HeldLink extends LinkRow {
+  projectId: string;
 }
 
 /** Makes `replica` the holder of `hostId`'s link: one upsert; answers the new epoch. */
@@ -55,10 +60,16 @@ function liveReplicaIds(db: Db, leaseMs: number) {
 }
 
 /** Links held by live replicas other than `self` (what this replica learns at start and after a LISTEN gap). */
-export async function linksElsewhere(db: Db, self: string, leaseMs: number): Promise<LinkRow[]> {
+export async function linksElsewhere(db: Db, self: string, leaseMs: number): Promise<HeldLink[]> {
   return await db
-    .select({ hostId: agentLinks.hostId, replica: agentLinks.replica, epoch: agentLinks.epoch })
+    .select({
+      hostId: agentLinks.hostId,
+      replica: agentLinks.replica,
+      epoch: agentLinks.epoch,
+      projectId: nodes.projectId,
+    })
     .from(agentLinks)
+    .innerJoin(nodes, eq(nodes.id, agentLinks.hostId))
     .where(and(ne(agentLinks.replica, self), inArray(agentLinks.replica, liveReplicaIds(db, leaseMs))));
 }
 

@@ -1,0 +1,35 @@
+import {
+  AGENT_CAPABILITIES,
+  CloseCode,
+  CONTROL_CAPABILITIES,
+  type HelloFrame,
+  PROTOCOL_VERSION,
+  type WelcomeFrame,
+} from "@keelson/protocol";
+import type { AgentSession } from "./sessions.ts";
+
+/** Why a session's hello is refused (the link is closed with `code`); undefined when it is accepted. */
+export function helloRefusal(session: AgentSession, hello: HelloFrame): { code: number; reason: string } | undefined {
+  if (session.helloed) return { code: CloseCode.BAD_FRAME, reason: "hello may be sent only once per connection" };
+  if (hello.hostId !== session.hostId)
+    return {
+      code: CloseCode.UNAUTHORIZED,
+      reason: `the credential belongs to host ${session.hostId}, not ${hello.hostId}`,
+    };
+  return undefined;
+}
+
+/** The answer to a session's accepted hello: who it is now, how often it is pinged, what the control plane offers it. */
+export function welcomeFrame(session: AgentSession, heartbeatMs: number): WelcomeFrame {
+  return {
+    type: "welcome",
+    protocolVersion: PROTOCOL_VERSION,
+    hostId: session.hostId,
+    projectId: session.projectId,
+    heartbeatMs,
+    // Only to an agent that declared it: an older agent refuses a welcome field it does not know.
+    ...(session.capabilities.has(AGENT_CAPABILITIES.reportCommand)
+      ? { capabilities: [CONTROL_CAPABILITIES.reportCommand] }
+      : {}),
+  };
+}
