@@ -189,8 +189,16 @@ describe("agents end to end", () => {
       env: serverEnv,
     });
     await waitUntil("agents back after the restart", () => connected(names), 30_000);
-    // Each agent saw its link drop and was welcomed again, by the new process.
-    expect(welcomes()).toEqual(welcomedBefore.map((n) => n + 1));
+    // Each agent saw its link drop and was welcomed again, by the new process. The API can say
+    // connected a moment before an agent has handled its welcome, and its log line reaches this
+    // test through a pipe: wait for the lines (bounded), then check there is exactly one more each.
+    const welcomedAgain = welcomedBefore.map((n) => n + 1);
+    await waitUntil(
+      "each agent's welcome by the new process logged",
+      async () => welcomes().every((n, i) => n >= (welcomedAgain[i] ?? 0)),
+      10_000,
+    ).catch(() => undefined);
+    expect(welcomes()).toEqual(welcomedAgain);
     expect((await nodes()).map((n) => n.uuid).sort()).toEqual(before);
   });
 
