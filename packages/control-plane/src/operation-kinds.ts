@@ -1,6 +1,6 @@
 import type { Keelson } from "./context.ts";
 import { addonOperationKinds } from "./domain/addons/operations.ts";
-import { awsOperationKinds } from "./domain/clusters/auto-deploy/aws-operations.ts";
+import { awsOperationKinds } from "./domain/clusters/auto-deploy/aws-kinds.ts";
 import { clusterOperationKinds, recordMembershipFailure } from "./domain/clusters/operations.ts";
 import { rolloutOperationKinds } from "./domain/clusters/rollouts/rollout.ts";
 import { hostUpgradeKind } from "./domain/hosts/agent-rollout.ts";

@@ -279,7 +279,7 @@ export class OperationRunner {
       this.emit(op, "operation.started", "running");
       try {
         // Inside the try: params a kind cannot read fail the operation instead of leaving it running.
-        const steps = kind.steps(op);
+        const steps = await kind.steps(op);
         const named = cursor.stepName ? steps.findIndex((s) => s.name === cursor.stepName) : -1;
         for (let i = named >= 0 ? named : cursor.step; i < steps.length; i++) {
           const step = steps[i];

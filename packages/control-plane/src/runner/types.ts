@@ -29,7 +29,8 @@ export interface OperationStep {
 
 export interface OperationKind {
   readonly kind: string;
-  steps(op: OperationRow): readonly OperationStep[];
+  /** A promise where the steps' code is loaded on first use (the AWS kinds: aws/load.ts says why). */
+  steps(op: OperationRow): readonly OperationStep[] | Promise<readonly OperationStep[]>;
   /**
    * Progress carries from one step to the next instead of starting empty at each: for kinds
    * whose later steps need what earlier ones learnt (the ids of an auto deploy's cloud resources).

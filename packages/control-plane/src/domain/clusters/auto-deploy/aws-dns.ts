@@ -1,6 +1,6 @@
 import { badRequest } from "../../../http/errors.ts";
 import type { AwsAccount } from "../../cloud-providers/aws/clients.ts";
-import { awsHostedZones } from "../../cloud-providers/aws/region-detail.ts";
+import { awsApi } from "../../cloud-providers/aws/load.ts";
 import type { ClusterSpec } from "../spec/fields.ts";
 
 /**
@@ -20,7 +20,7 @@ export async function resolveAwsDnsName(account: AwsAccount, spec: ClusterSpec):
     throw badRequest("domainId", `domainId (a Route 53 hosted zone of the account) is required when ${why}`);
   }
   const id = spec.domainId.replace(/^\/hostedzone\//, "");
-  const zone = (await awsHostedZones(account)).find((z) => z.id === id);
+  const zone = (await (await awsApi()).awsHostedZones(account)).find((z) => z.id === id);
   if (!zone) throw badRequest("domainId", `domainId ${spec.domainId} is not a Route 53 hosted zone of this account`);
   const zoneName = zone.name.toLowerCase();
   if (spec.externalDnsName !== undefined) {

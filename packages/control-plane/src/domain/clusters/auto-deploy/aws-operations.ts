@@ -4,12 +4,7 @@ import { DescribeInstancesCommand, type DescribeInstancesResult } from "@aws-sdk
 import { clusters, type Db, firstRow, lockRows, nodes } from "@keelson/db";
 import { and, eq, inArray, isNotNull } from "drizzle-orm";
 import type { Keelson } from "../../../context.ts";
-import {
-  OperationInterrupted,
-  type OperationRow,
-  type OperationStep,
-  type StepContext,
-} from "../../../runner/types.ts";
+import { OperationInterrupted, type OperationStep, type StepContext } from "../../../runner/types.ts";
 import {
   DEPLOY_STEPS,
   type DeployState,
@@ -288,12 +283,11 @@ function deleteSteps(k: Keelson): OperationStep[] {
   ];
 }
 
-export function awsOperationKinds(k: Keelson, onFailed: (ctx: StepContext, error: Error) => Promise<void>) {
-  return [
-    {
-      kind: CLUSTER_OPS.awsCreate,
-      keepProgress: true,
-      steps: (_op: OperationRow) => [
+/** The steps of each auto-deploy kind (aws-kinds.ts registers the kinds without loading this module). */
+export function awsSteps(k: Keelson, kind: string): OperationStep[] {
+  switch (kind) {
+    case CLUSTER_OPS.awsCreate:
+      return [
         tokenStep(k),
         ...cloudSteps(k),
         attachMastersStep(k),
@@ -301,10 +295,12 @@ export function awsOperationKinds(k: Keelson, onFailed: (ctx: StepContext, error
         attachWorkersStep(k),
         joinWorkersStep(k, (ctx) => stringList(ctx.progress.workers)),
         { name: "settle", run: (ctx: StepContext) => settleClusterTask(k, ctx) },
-      ],
-      onFailed,
-    },
-    { kind: CLUSTER_OPS.awsDelete, keepProgress: true, steps: () => deleteSteps(k), onFailed },
-    { kind: CLUSTER_OPS.awsResize, keepProgress: true, steps: () => resizeSteps(k), onFailed },
-  ];
+      ];
+    case CLUSTER_OPS.awsDelete:
+      return deleteSteps(k);
+    case CLUSTER_OPS.awsResize:
+      return resizeSteps(k);
+    default:
+      throw new Error(`not an auto-deploy kind: ${kind}`);
+  }
 }
