@@ -35,6 +35,10 @@ describe("OperationRunner", () => {
       const record = (kind: string) =>
         recordOperation(db, { projectId, kind, targetType: "cluster", targetId: "target-1" });
       const broken = await record("broken");
+      // Operations on one target are claimed in the order (created_at, id): recorded in the same
+      // millisecond, a random id could put "fine" first, and "broken" would wait for the next
+      // pickup. A few milliseconds apart, the order is the one recorded.
+      await new Promise((resolve) => setTimeout(resolve, 5));
       const fine = await record("fine");
       runner.enqueue(broken);
       runner.enqueue(fine);
