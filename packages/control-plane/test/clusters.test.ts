@@ -202,10 +202,13 @@ describe("operations survive a restart", () => {
 
     const second = await createTestApp({ dataDir: first.dataDir });
     try {
+      // The create's last step settles the cluster; the runner records the operation's end just
+      // after it: wait for both.
       await waitFor(async () => {
         const c = (await second.request({ method: "GET", url: `/v4/${second.projectId}/clusters/${uuid}` })).json();
         return c.taskStatus === "success";
       });
+      await second.app.keelson.runner.idle();
       const op = firstRow(await second.db.select().from(operations).where(eq(operations.targetId, uuid)));
       expect(op?.state).toBe("succeeded");
       expect(op?.attempts).toBe(1);

@@ -1,4 +1,6 @@
 import { randomUUID } from "node:crypto";
+import { setTimeout as sleep } from "node:timers/promises";
+import { isDeepStrictEqual } from "node:util";
 import { clusters, firstRow, nodes } from "@keelson/db";
 import type { CommandPayload } from "@keelson/protocol";
 import { eq } from "drizzle-orm";
@@ -51,7 +53,15 @@ async function expectRefused(
   status: number,
   expected: Record<string, unknown>,
 ): Promise<string> {
-  const before = await f.snapshot();
+  // A failed node's later reports and the health follower settle after failNode returns: take
+  // the "before" once the rows stop moving (bounded), so a change seen after the refusal is its.
+  let before = await f.snapshot();
+  for (let i = 0; i < 20; i++) {
+    await sleep(150);
+    const again = await f.snapshot();
+    if (isDeepStrictEqual(again, before)) break;
+    before = again;
+  }
   const sent = f.sent.length;
   const res = await f.detach(clusterId, body);
   expect(res.statusCode, res.body).toBe(status);
