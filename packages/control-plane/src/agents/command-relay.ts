@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import type { Db } from "@keelson/db";
+import { type Db, StatementBatch } from "@keelson/db";
 import {
   CommandErrorCode,
   type CommandFrame,
@@ -27,7 +27,6 @@ import {
 } from "../replicas/commands.ts";
 import { CommandFailedError, CommandTimeoutError, HostOfflineError } from "./errors.ts";
 import type { AgentSession } from "./sessions.ts";
-import { StatementBatch } from "./statement-batch.ts";
 
 /** The operation a command is issued for, and the fence of its claim (runner/leases.ts). */
 export interface CommandIssuer {

@@ -3,6 +3,9 @@ import { fileURLToPath } from "node:url";
 import { keelsonSchema } from "../schema.ts";
 import { assertBinaryCanRun } from "./compat.ts";
 import { openPostgresStore, type PostgresOptions } from "./postgres-store.ts";
+
+export { StatementBatch, type StatementBatchOptions } from "./statement-batch.ts";
+
 import { openSqliteStore } from "./sqlite-store.ts";
 import { firstRow, type Store } from "./types.ts";
 

@@ -1,4 +1,4 @@
-import { type Db, dialectOf, firstRow, nodes, rowsOfJson } from "@keelson/db";
+import { type Db, dialectOf, firstRow, nodes, rowsOfJson, StatementBatch } from "@keelson/db";
 import type { NodeReportFrame } from "@keelson/protocol";
 import { and, eq, isNull, or, sql } from "drizzle-orm";
 import type { ReportOutcome } from "../../agents/link-domain.ts";
@@ -6,19 +6,18 @@ import type { ReportOutcome } from "../../agents/link-domain.ts";
 /** Reports written by one statement at most (its one JSON parameter stays a few MB). */
 const MAX_BATCH = 1_000;
 
-interface Pending {
+interface Report {
   hostId: string;
   frame: NodeReportFrame;
-  resolve(outcome: ReportOutcome): void;
-  reject(err: unknown): void;
 }
 
 /**
  * Stores a node's phase report (nodes.status, api_responding, phases). Reports are written at
  * once, not delayed like presence: an operation may be waiting for exactly this row. But the
  * reports that arrive together (a rollout batch of a hundred nodes reports within a few
- * milliseconds, twice per node) are written by one statement: those received in the same turn
- * of the event loop, and those received while the previous statement ran. Each caller's promise
+ * milliseconds, twice per node) are written by one statement (StatementBatch: those of one
+ * event-loop turn, and those received while the previous statement ran), a host's second report
+ * in the next statement so its rows are written in the order received. Each caller's promise
  * settles when its row is written (or refused), so the event that follows still comes after the
  * row.
  *
@@ -28,8 +27,10 @@ interface Pending {
  * node's state would make a converging node look ok, or an unattached one look attached.
  */
 export class NodeReportWriter {
-  private queue: Pending[] = [];
-  private writing = false;
+  private readonly batch = new StatementBatch<Report, ReportOutcome>((reports) => this.write(reports), {
+    maxItems: MAX_BATCH,
+    keyOf: (report) => report.hostId,
+  });
 
   constructor(private readonly db: Db) {}
 
@@ -43,45 +44,7 @@ export class NodeReportWriter {
   }
 
   apply(hostId: string, frame: NodeReportFrame): Promise<ReportOutcome> {
-    return new Promise((resolve, reject) => {
-      this.queue.push({ hostId, frame, resolve, reject });
-      if (this.writing) return;
-      this.writing = true;
-      // The rest of this turn's frames (other links' data events) join the first statement.
-      setImmediate(() => void this.drain());
-    });
-  }
-
-  private async drain(): Promise<void> {
-    while (this.queue.length > 0) {
-      const batch = this.takeBatch();
-      try {
-        const outcomes = await this.write(batch);
-        for (const [i, pending] of batch.entries()) pending.resolve(outcomes[i] as ReportOutcome);
-      } catch (err) {
-        for (const pending of batch) pending.reject(err);
-      }
-    }
-    this.writing = false;
-  }
-
-  /**
-   * The oldest reports, one per host: a host's second report stays queued for the next
-   * statement, so its rows are written in the order received (an UPDATE … FROM with two source
-   * rows for one target row may take either).
-   */
-  private takeBatch(): Pending[] {
-    const batch: Pending[] = [];
-    const rest: Pending[] = [];
-    const hosts = new Set<string>();
-    for (const pending of this.queue) {
-      if (batch.length < MAX_BATCH && !hosts.has(pending.hostId)) {
-        hosts.add(pending.hostId);
-        batch.push(pending);
-      } else rest.push(pending);
-    }
-    this.queue = rest;
-    return batch;
+    return this.batch.add({ hostId, frame });
   }
 
   /**
@@ -89,7 +52,7 @@ export class NodeReportWriter {
    * write can come between them. Only a report refused for its cluster costs a read, to say
    * which was expected.
    */
-  private async write(batch: Pending[], now = new Date()): Promise<ReportOutcome[]> {
+  private async write(batch: Report[], now = new Date()): Promise<ReportOutcome[]> {
     const rows = rowsOfJson(
       dialectOf(this.db),
       JSON.stringify(
