@@ -1,8 +1,9 @@
 import { clusters, firstRow, operations } from "@keelson/db";
 import { eq } from "drizzle-orm";
 import { afterEach, describe, expect, it } from "vitest";
-import { type AwsStandin, STANDIN_KEYS, startAwsStandin } from "../../../test/aws-standin/server.ts";
-import { createTestApp, type TestApp } from "./helpers.ts";
+import type { AwsStandin } from "../../../test/aws-standin/server.ts";
+import { appWithAwsAccount } from "./aws-app-fixtures.ts";
+import type { TestApp } from "./helpers.ts";
 
 /**
  * Cluster create on an AWS node pool: the checks a request meets before anything is stored
@@ -19,16 +20,7 @@ afterEach(async () => {
 });
 
 async function start() {
-  standin = await startAwsStandin();
-  t = await createTestApp({ runOperations: false, settings: { awsEndpointUrl: standin.url } });
-  const res = await t.request({
-    method: "POST",
-    url: `/v4/${t.projectId}/cloudProviders`,
-    payload: { name: "aws", type: "aws", ...STANDIN_KEYS },
-  });
-  expect(res.statusCode, res.body).toBe(200);
-  const list = await t.request({ method: "GET", url: `/v4/${t.projectId}/cloudProviders` });
-  pool = list.json().find((p: { name: string }) => p.name === "aws").nodePoolUuid;
+  ({ t, standin, pool } = await appWithAwsAccount({ runOperations: false }));
 }
 
 const body = (extra: Record<string, unknown> = {}) => ({
