@@ -58,6 +58,8 @@ export class PresenceWriter implements Presence {
   private readonly seenTimer: NodeJS.Timeout;
   private changeTimer: NodeJS.Timeout | undefined;
   private closed = false;
+  /** The flush running or last run; each flush starts after it (flushPending never rejects). */
+  private flushing: Promise<void> = Promise.resolve();
 
   constructor(
     private readonly db: Db,
@@ -123,8 +125,18 @@ export class PresenceWriter implements Presence {
     this.seen.set(hostId, Math.floor((nowMs - this.originMs) / 1000));
   }
 
-  /** Writes everything pending in one transaction. */
-  async flush(): Promise<void> {
+  /**
+   * Writes everything pending in one transaction, after any flush still running: two
+   * transactions at once on PostgreSQL may take a host's row lock in either order, and a
+   * connect written after the disconnect that followed it would leave the host "connected".
+   */
+  flush(): Promise<void> {
+    const next = this.flushing.then(() => this.flushPending());
+    this.flushing = next;
+    return next;
+  }
+
+  private async flushPending(): Promise<void> {
     if (this.changeTimer) clearTimeout(this.changeTimer);
     this.changeTimer = undefined;
     if (this.changes.size === 0 && this.seen.size === 0) return;
