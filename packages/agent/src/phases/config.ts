@@ -52,6 +52,8 @@ export interface ServicePorts {
   bouncer: number;
   corednsHealth: number;
   corednsReady: number;
+  /** CoreDNS's DNS port (UDP and TCP): 53 in production; tests pick a free one. */
+  corednsDns: number;
   /** kube-controller-manager's and kube-scheduler's secure ports (/healthz, /metrics). */
   controllerManager: number;
   scheduler: number;
@@ -67,6 +69,7 @@ export const DEFAULT_PORTS: Omit<ServicePorts, "apiServer"> = {
   bouncer: 5443,
   corednsHealth: 8080,
   corednsReady: 8181,
+  corednsDns: 53,
   controllerManager: 10257,
   scheduler: 10259,
 };

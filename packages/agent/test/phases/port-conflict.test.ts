@@ -1,8 +1,9 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { rmSync } from "node:fs";
+import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { coredns } from "../../src/phases/impl/masters.ts";
+import { nodePaths } from "../../src/phases/paths.ts";
 import { DirectSupervisor, killAllFromPidFiles } from "../../src/services/direct.ts";
 import { addressesClash, isWithin, listenersOn, socketHolders } from "../../src/services/port-holder.ts";
 import { freePorts, nodeConfig, phaseContexts, tempDir, testLog } from "./helpers.ts";
@@ -42,6 +43,12 @@ async function squat(port: number): Promise<ChildProcess> {
 
 async function context() {
   const config = nodeConfig({ hostRoot: join(root, "host"), primaryIp: IP, ports: await freePorts(IP) });
+  // coredns reads the client certificate files its Corefile names at start, as CoreDNS's
+  // kubernetes plugin does (it refuses to start without them). No API runs here, so their
+  // content is never used.
+  const paths = nodePaths(config.hostRoot);
+  mkdirSync(paths.pki, { recursive: true });
+  for (const file of [paths.cert("kubelet"), paths.key("kubelet"), paths.caCert]) writeFileSync(file, "");
   const ctx = phaseContexts({ config, services });
   return { config, ctx };
 }

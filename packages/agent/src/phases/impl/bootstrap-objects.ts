@@ -15,6 +15,12 @@ import { clusterDnsIp } from "./render.ts";
  *   kubeconfig carries (certificate O, and the bouncer's token-review answer).
  * - Service `kube-system/kube-dns` at the address the kubelets are given as `clusterDNS`, and
  *   this master's CoreDNS as one of its endpoints (EndpointSlice `kube-dns-<node>`).
+ * - ClusterRole `system:coredns` and, per master, ClusterRoleBinding `keelson:coredns:<node>`
+ *   to that master's kubelet identity, which its CoreDNS uses (the Corefile's `tls`). CoreDNS's
+ *   kubernetes plugin lists and watches Services, EndpointSlices and Namespaces and answers
+ *   SERVFAIL until all three lists succeed; the Node authorizer grants a kubelet Services only.
+ *   The rules are those of CoreDNS's own deployment manifest (and kubeadm's `system:coredns`),
+ *   less pods and Endpoints, which a Corefile with `pods insecure` on 1.11 does not read.
  *
  * The master applies them as `kube-apiserver-kubelet-client` (group system:masters), the one
  * credential on a master that the API lets past RBAC; kubeadm uses its super-admin kubeconfig
@@ -80,7 +86,43 @@ export function bootstrapObjects(ctx: PhaseContext): BootstrapObject[] {
       immutable: ["spec.clusterIP"],
     },
     dnsEndpointSlice(ctx),
+    {
+      path: `${RBAC}/clusterroles/${encodeURIComponent(COREDNS_ROLE)}`,
+      collection: `${RBAC}/clusterroles`,
+      object: {
+        apiVersion: "rbac.authorization.k8s.io/v1",
+        kind: "ClusterRole",
+        metadata: { name: COREDNS_ROLE, labels: { "app.kubernetes.io/managed-by": "keelson" } },
+        rules: [
+          { apiGroups: [""], resources: ["services", "namespaces"], verbs: ["list", "watch"] },
+          { apiGroups: ["discovery.k8s.io"], resources: ["endpointslices"], verbs: ["list", "watch"] },
+        ],
+      },
+      owned: ["rules"],
+      immutable: [],
+    },
+    corednsBinding(ctx),
   ];
+}
+
+const COREDNS_ROLE = "system:coredns";
+
+/** This master's CoreDNS identity (its kubelet's, system:node:<name>) bound to system:coredns. */
+function corednsBinding(ctx: PhaseContext): BootstrapObject {
+  const name = `keelson:coredns:${ctx.config.nodeName.toLowerCase()}`;
+  return {
+    path: `${RBAC}/clusterrolebindings/${encodeURIComponent(name)}`,
+    collection: `${RBAC}/clusterrolebindings`,
+    object: {
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "ClusterRoleBinding",
+      metadata: { name, labels: { "app.kubernetes.io/managed-by": "keelson" } },
+      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: COREDNS_ROLE },
+      subjects: [{ apiGroup: "rbac.authorization.k8s.io", kind: "User", name: `system:node:${ctx.config.nodeName}` }],
+    },
+    owned: ["roleRef", "subjects"],
+    immutable: ["roleRef"],
+  };
 }
 
 const DNS_PORTS = [
@@ -118,9 +160,11 @@ function dnsEndpointSlice(ctx: PhaseContext): BootstrapObject {
   };
 }
 
-/** A master leaving the cluster takes its CoreDNS out of kube-dns. */
+/** A master leaving the cluster takes its CoreDNS out of kube-dns, and its binding with it. */
 export async function removeOwnDnsEndpoint(ctx: PhaseContext): Promise<void> {
-  await objectsClient(ctx).delete(dnsEndpointSlice(ctx).path, ctx.signal);
+  const api = objectsClient(ctx);
+  await api.delete(dnsEndpointSlice(ctx).path, ctx.signal);
+  await api.delete(corednsBinding(ctx).path, ctx.signal);
 }
 
 function field(object: unknown, path: string): unknown {

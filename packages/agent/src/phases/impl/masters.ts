@@ -194,7 +194,7 @@ export function renderCorefile(config: NodeConfig, paths: NodePaths): DesiredFil
     path: paths.corefile,
     content: [
       "# Written by keelson-agent (coredns phase).",
-      ".:53 {",
+      `.:${config.ports.corednsDns} {`,
       `    bind ${ip}`,
       "    errors",
       `    health ${host}:${config.ports.corednsHealth}`,
@@ -228,6 +228,6 @@ export const coredns = servicePhase({
     health: { kind: "http", url: `http://${urlHost(ctx.config.primaryIp)}:${ctx.config.ports.corednsHealth}/health` },
     stopTimeoutMs: ctx.config.timeouts.serviceStopMs,
   }),
-  ports: (ctx) => [ctx.config.ports.corednsHealth, ctx.config.ports.corednsReady],
+  ports: (ctx) => [ctx.config.ports.corednsHealth, ctx.config.ports.corednsReady, ctx.config.ports.corednsDns],
   started: (_ctx, status) => `coredns pid ${status.pid}`,
 });
