@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import { Resolver } from "node:dns/promises";
 import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import https from "node:https";
 import { join } from "node:path";
@@ -240,6 +241,24 @@ describe("all phases on one master", () => {
     );
     expect(slice.metadata.labels["kubernetes.io/service-name"]).toBe("kube-dns");
     expect(slice.endpoints).toEqual([{ addresses: [IP], conditions: { ready: true }, nodeName: config.nodeName }]);
+    // And it answers: kube-dns and kubernetes.default resolve through this master's CoreDNS (the
+    // stand-in, reading the API as this master's kubelet with the system:coredns binding).
+    const resolver = new Resolver({ timeout: 2000, tries: 1 });
+    resolver.setServers([`${IP}:${config.ports.corednsDns}`]);
+    const resolved = async (name: string) => {
+      for (let i = 0; ; i++) {
+        try {
+          return await resolver.resolve4(name);
+        } catch (err) {
+          if (i >= 50) throw err;
+          await new Promise((r) => setTimeout(r, 200));
+        }
+      }
+    };
+    expect(await resolved("kube-dns.kube-system.svc.cluster.local")).toEqual([dns.spec.clusterIP]);
+    expect(await resolved("kubernetes.default.svc.cluster.local")).toEqual(["10.21.0.1"]);
+    const missing = await resolver.resolve4("nope.kube-system.svc.cluster.local").catch((e) => e.code);
+    expect(missing).toBe("ENOTFOUND");
 
     expect((await apiGet(BINDING, { token: TOKEN }, "DELETE")).status).toBe(200);
     const status = await engine.status();
