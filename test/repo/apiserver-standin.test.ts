@@ -299,6 +299,127 @@ describe("the stand-in kube-apiserver under the real kubectl", () => {
     expect((await raw(masters(), "DELETE", path)).status).toBe(200);
   });
 
+  it("Node authorizer and NodeRestriction beyond Nodes: its own Lease, mirror pods bound to itself, secrets its pods use", async () => {
+    const n5 = cert("system:node:n5", ["system:nodes"]);
+    const node = (name: string) => ({ apiVersion: "v1", kind: "Node", metadata: { name } });
+    expect((await raw(n5, "POST", "/api/v1/nodes", node("n5"))).status).toBe(201);
+    expect((await raw(masters(), "POST", "/api/v1/nodes", node("n6"))).status).toBe(201);
+    // Nodes: only its own.
+    expect(await raw(n5, "PATCH", "/api/v1/nodes/n6", { metadata: { labels: { a: "b" } } })).toEqual(
+      forbidden('nodes "n6" is forbidden: node "n5" is not allowed to modify node "n6"', { name: "n6", kind: "nodes" }),
+    );
+    expect((await raw(n5, "PATCH", "/api/v1/nodes/n5", { metadata: { labels: { a: "b" } } })).status).toBe(200);
+
+    // Leases: only its own, only in kube-node-lease.
+    const LEASES = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases";
+    const lease = (name: string) => ({
+      apiVersion: "coordination.k8s.io/v1",
+      kind: "Lease",
+      metadata: { name },
+      spec: { holderIdentity: name, leaseDurationSeconds: 40 },
+    });
+    const leaseDetails = (name?: string) => ({
+      ...(name ? { name } : {}),
+      group: "coordination.k8s.io",
+      kind: "leases",
+    });
+    expect((await raw(n5, "POST", LEASES, lease("n5"))).status).toBe(201);
+    expect(await raw(n5, "POST", LEASES, lease("n6"))).toEqual(
+      forbidden(
+        'leases.coordination.k8s.io "n6" is forbidden: can only access node lease with the same name as the requesting node',
+        leaseDetails("n6"),
+      ),
+    );
+    expect((await raw(masters(), "POST", LEASES, lease("n6"))).status).toBe(201);
+    const who = 'User "system:node:n5"';
+    for (const [method, verb] of [
+      ["GET", "get"],
+      ["PUT", "update"],
+      ["DELETE", "delete"],
+    ] as const) {
+      expect(await raw(n5, method, `${LEASES}/n6`, method === "PUT" ? lease("n6") : undefined)).toEqual(
+        forbidden(
+          `leases.coordination.k8s.io "n6" is forbidden: ${who} cannot ${verb} resource "leases" in API group "coordination.k8s.io" in the namespace "kube-node-lease": can only access node lease with the same name as the requesting node`,
+          leaseDetails("n6"),
+        ),
+      );
+    }
+    const own = await raw(n5, "GET", `${LEASES}/n5`);
+    expect(own.status).toBe(200);
+    const renewed = { ...own.body, spec: { holderIdentity: "n5", renewTime: "2026-11-26T11:00:00.000000Z" } };
+    expect((await raw(n5, "PUT", `${LEASES}/n5`, renewed)).status).toBe(200);
+    expect(await raw(n5, "POST", "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases", lease("n5"))).toEqual(
+      forbidden(
+        `leases.coordination.k8s.io is forbidden: ${who} cannot create resource "leases" in API group "coordination.k8s.io" in the namespace "kube-system": can only access leases in the "kube-node-lease" system namespace`,
+        leaseDetails(),
+      ),
+    );
+    expect((await raw(n5, "GET", LEASES)).body.message).toBe(
+      `leases.coordination.k8s.io is forbidden: ${who} cannot list resource "leases" in API group "coordination.k8s.io" in the namespace "kube-node-lease": can only get, create, update, patch, or delete a node lease`,
+    );
+
+    // Pods: it creates only mirror pods bound to and owned by itself, and deletes or evicts only its own.
+    const PODS = "/api/v1/namespaces/default/pods";
+    const uid = ((await raw(masters(), "GET", "/api/v1/nodes/n5")).body.metadata as { uid: string }).uid;
+    const pod = (name: string, nodeName: string, extra: Record<string, unknown> = {}) => ({
+      apiVersion: "v1",
+      kind: "Pod",
+      metadata: {
+        name,
+        annotations: { "kubernetes.io/config.mirror": "hash" } as Record<string, string>,
+        ownerReferences: [{ apiVersion: "v1", kind: "Node", name: "n5", uid, controller: true }],
+      },
+      spec: { nodeName, containers: [{ name: "c", image: "pause" }], ...extra },
+    });
+    const podRefused = (name: string, why: string) =>
+      forbidden(`pods "${name}" is forbidden: ${why}`, { name, kind: "pods" });
+    const plain = pod("plain", "n5");
+    plain.metadata.annotations = {};
+    expect(await raw(n5, "POST", PODS, plain)).toEqual(
+      podRefused(
+        "plain",
+        'pod does not have "kubernetes.io/config.mirror" annotation, node "n5" can only create mirror pods',
+      ),
+    );
+    expect(await raw(n5, "POST", PODS, pod("elsewhere", "n6"))).toEqual(
+      podRefused("elsewhere", 'node "n5" can only create pods with spec.nodeName set to itself'),
+    );
+    const withSecret = pod("secretive", "n5", { volumes: [{ name: "v", secret: { secretName: "s-used" } }] });
+    expect(await raw(n5, "POST", PODS, withSecret)).toEqual(
+      podRefused("secretive", 'node "n5" can not create pods that reference secrets'),
+    );
+    expect((await raw(n5, "POST", PODS, pod("mirror", "n5"))).status).toBe(201);
+    const foreign = { ...pod("foreign", "n6"), metadata: { name: "foreign" } };
+    expect((await raw(masters(), "POST", PODS, foreign)).status).toBe(201);
+    expect(await raw(n5, "DELETE", `${PODS}/foreign`)).toEqual(
+      podRefused("foreign", 'node "n5" can only delete pods with spec.nodeName set to itself'),
+    );
+    const eviction = { apiVersion: "policy/v1", kind: "Eviction", metadata: { name: "foreign", namespace: "default" } };
+    expect(await raw(n5, "POST", `${PODS}/foreign/eviction`, eviction)).toEqual(
+      podRefused("foreign", "node n5 can only evict pods with spec.nodeName set to itself"),
+    );
+    expect((await raw(n5, "DELETE", `${PODS}/mirror`)).status).toBe(200);
+
+    // Secrets: only those a pod bound to it references (the Node authorizer's graph).
+    const secret = (name: string) => ({ apiVersion: "v1", kind: "Secret", metadata: { name }, data: { k: "dg==" } });
+    for (const name of ["s-used", "s-other"]) {
+      expect((await raw(masters(), "POST", "/api/v1/namespaces/default/secrets", secret(name))).status).toBe(201);
+    }
+    const user = { ...pod("user", "n5", { volumes: [{ name: "v", secret: { secretName: "s-used" } }] }) };
+    user.metadata = { ...user.metadata, annotations: {}, ownerReferences: [] };
+    expect((await raw(masters(), "POST", PODS, user)).status).toBe(201);
+    expect((await raw(n5, "GET", "/api/v1/namespaces/default/secrets/s-used")).status).toBe(200);
+    expect(await raw(n5, "GET", "/api/v1/namespaces/default/secrets/s-other")).toEqual(
+      forbidden(
+        `secrets "s-other" is forbidden: ${who} cannot get resource "secrets" in API group "" in the namespace "default": no relationship found between node 'n5' and this object`,
+        { name: "s-other", kind: "secrets" },
+      ),
+    );
+    expect((await raw(n5, "GET", "/api/v1/namespaces/default/secrets")).body.message).toBe(
+      `secrets is forbidden: ${who} cannot list resource "secrets" in API group "" in the namespace "default": No Object name found`,
+    );
+  });
+
   it("service-account tokens from the TokenRequest API authenticate, and RBAC refuses them without a binding", async () => {
     expect((await kubectl("alice", admin(), ["create", "serviceaccount", "probe"])).code).toBe(0);
     const token = (await kubectl("alice", admin(), ["create", "token", "probe"])).stdout.trim();
