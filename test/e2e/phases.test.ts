@@ -1,4 +1,5 @@
 import { execFileSync } from "node:child_process";
+import { Resolver } from "node:dns/promises";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import https from "node:https";
 import { join } from "node:path";
@@ -238,6 +239,24 @@ describe("node phases end to end: one master, two workers", () => {
     // The bouncer asks the agent, which asks the control plane over the link.
     expect(await kubeGet(`${serverUrl}/api/v1/nodes`, ca, bearer)).toBe(200);
     expect(await kubeGet(`${serverUrl}/api/v1/nodes`, ca, `${bearer.slice(0, -4)}AAAA`)).toBe(401);
+  });
+
+  it("resolves kube-dns and kubernetes.default through the master's CoreDNS on its address, port 53", async () => {
+    const resolver = new Resolver({ timeout: 2000, tries: 1 });
+    resolver.setServers(["127.0.0.11:53"]);
+    // The tenth and first addresses of servicesCidr: the kubelets' clusterDNS and the API's Service.
+    const kubeDns = await waitUntil(
+      "kube-dns to resolve",
+      () => resolver.resolve4("kube-dns.kube-system.svc.cluster.local").catch(() => undefined),
+      20_000,
+      200,
+    );
+    expect(kubeDns).toEqual(["10.21.0.10"]);
+    expect(await resolver.resolve4("kubernetes.default.svc.cluster.local")).toEqual(["10.21.0.1"]);
+    const missing = await resolver
+      .resolve4("nope.default.svc.cluster.local")
+      .catch((e: NodeJS.ErrnoException) => e.code);
+    expect(missing).toBe("ENOTFOUND");
   });
 
   it("takes real etcd backups on the master once an update enables them, pruned to the count", async () => {
