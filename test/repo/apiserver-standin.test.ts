@@ -388,6 +388,11 @@ describe("the stand-in kube-apiserver under the real kubectl", () => {
     expect(await raw(n5, "POST", PODS, withSecret)).toEqual(
       podRefused("secretive", 'node "n5" can not create pods that reference secrets'),
     );
+    const env = [{ name: "E", valueFrom: { configMapKeyRef: { name: "cm", key: "k" } } }];
+    const withConfigMap = pod("configured", "n5", { containers: [{ name: "c", image: "pause", env }] });
+    expect(await raw(n5, "POST", PODS, withConfigMap)).toEqual(
+      podRefused("configured", 'node "n5" can not create pods that reference configmaps'),
+    );
     expect((await raw(n5, "POST", PODS, pod("mirror", "n5"))).status).toBe(201);
     const foreign = { ...pod("foreign", "n6"), metadata: { name: "foreign" } };
     expect((await raw(masters(), "POST", PODS, foreign)).status).toBe(201);
