@@ -195,7 +195,7 @@ describe("the coredns stand-in answers DNS with Keelson's Corefile", () => {
     expect(await errorCode(resolver.resolve4("kubernetes.default.svc.cluster.local"))).toBe("ESERVFAIL");
     expect(await httpGet(`http://${HOST}:${config.ports.corednsReady}/ready`)).toEqual({
       status: 503,
-      text: "kubernetes\n",
+      text: "kubernetes",
     });
     expect((await httpGet(`http://${HOST}:${config.ports.corednsHealth}/health`)).status).toBe(200);
   }, 20_000);
