@@ -1,49 +1,6 @@
-import { get, type IncomingMessage } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Fleet, m, startFleet, waitFor } from "./membership-harness.ts";
-
-interface SseEvent {
-  event: string;
-  data: Record<string, unknown>;
-}
-
-/**
- * Reads a text/event-stream over real HTTP (node:http without keep-alive, so the server can
- * close at once after the test), collecting events as they arrive.
- */
-async function openStream(url: string, token: string | null) {
-  const res = await new Promise<IncomingMessage>((resolve, reject) => {
-    const req = get(url, { agent: false, headers: token ? { "x-auth-token": token } : {} }, resolve);
-    req.on("error", reject);
-  });
-  const events: SseEvent[] = [];
-  let raw = "";
-  res.setEncoding("utf8");
-  res.on("data", (chunk: string) => {
-    raw += chunk;
-    let end = raw.indexOf("\n\n");
-    while (end >= 0) {
-      const block = raw.slice(0, end);
-      raw = raw.slice(end + 2);
-      const fields = Object.fromEntries(
-        block
-          .split("\n")
-          .filter((l) => !l.startsWith(":"))
-          .map((l) => [l.slice(0, l.indexOf(":")), l.slice(l.indexOf(":") + 2)]),
-      );
-      if (fields.event) events.push({ event: fields.event, data: JSON.parse(fields.data ?? "null") });
-      end = raw.indexOf("\n\n");
-    }
-  });
-  res.on("error", () => undefined);
-  return {
-    status: res.statusCode,
-    contentType: res.headers["content-type"],
-    events,
-    body: () => raw,
-    close: () => res.destroy(),
-  };
-}
+import { openStream } from "./sse-client.ts";
 
 describe("GET /v4/{project_uuid}/events", () => {
   let f: Fleet;
