@@ -111,6 +111,23 @@ describe("GET /v4/{project_uuid}/events with Last-Event-ID", () => {
       expect(res.json().message).toContain(field);
     }
     expect(await new EventLog(t.db, "x").bounds()).toEqual(before);
+    // 0 is "before the first event": on a database with none, nothing was lost.
+    expect(before).toEqual({ oldest: null, newest: null });
+    const { base } = await listening(t);
+    const fromZero = await openStream(`${base}/v4/${t.projectId}/events`, t.token, { "last-event-id": "0" });
+    expect(fromZero.status).toBe(200);
+    t.app.keelson.runner.events.emit("event", {
+      type: "operation.step",
+      operationId: "op-1",
+      projectId: t.projectId,
+      kind: "test",
+      targetId: "t-1",
+      state: "running",
+      step: "one",
+    });
+    await waitFor("the live event", () => fromZero.events.length > 0);
+    expect(fromZero.events.map((e) => e.event)).toEqual(["operation.step"]);
+    fromZero.close();
   });
 
   it("replays exactly the missed events of the project, in order, then the live ones; a pruned id gets events.lost", async () => {

@@ -56,6 +56,8 @@ export class ProjectEventFanout {
   /** Deliveries, one after another, in id order. */
   private chain: Promise<void> = Promise.resolve();
   private unlisten: (() => Promise<void>) | undefined;
+  /** The last append was refused (logged once until one is stored again). */
+  private failing = false;
 
   constructor(private readonly sources: FanoutSources) {}
 
@@ -135,19 +137,31 @@ export class ProjectEventFanout {
       (id) =>
         this.enqueue(async () => {
           this.inflight--;
+          if (this.failing) {
+            this.failing = false;
+            this.sources.logger.info("events are stored again");
+          }
           // Other replicas' events before this one first (all committed: ids commit in order).
           if (this.sources.channels && id - 1 > this.delivered) await this.readOthers(id - 1);
           this.deliver(id, event);
           this.delivered = Math.max(this.delivered, id);
-          if (this.inflight === 0 && this.notified > this.delivered) await this.readOthers(this.notified);
+          await this.readNotified();
         }),
       (err: unknown) =>
         this.enqueue(async () => {
           this.inflight--;
-          this.sources.logger.warn({ err, type }, "storing an event failed; streamed without an id");
+          // Once per spell (a full disk refuses every one of a rollout's reports).
+          if (!this.failing) this.sources.logger.warn({ err, type }, "storing events failed; streamed without ids");
+          this.failing = true;
           this.deliver(null, event);
+          await this.readNotified();
         }),
     );
+  }
+
+  /** What other replicas notified while an own append was in flight, once none is. */
+  private async readNotified(): Promise<void> {
+    if (this.inflight === 0 && this.notified > this.delivered) await this.readOthers(this.notified);
   }
 
   private onNotified(newest: number): void {

@@ -34,7 +34,8 @@ export type ReplayStart = { lost: false } | { lost: true; oldest: number | null;
  */
 export async function replayStart(log: EventLog, lastId: number): Promise<ReplayStart> {
   const { oldest, newest } = await log.bounds();
-  if (newest === null || lastId > newest || (oldest !== null && lastId < oldest - 1)) {
+  // An empty table (a new database) has lost nothing after 0, "before the first event".
+  if (newest === null ? lastId > 0 : lastId > newest || (oldest !== null && lastId < oldest - 1)) {
     return { lost: true, oldest, newest };
   }
   return { lost: false };
