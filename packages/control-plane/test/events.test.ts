@@ -27,11 +27,17 @@ describe("GET /v4/{project_uuid}/events", () => {
       expect(names.at(-1)).toBe("operation.finished");
 
       // A host's link drops and comes back: disconnected, connected, and what its agent says.
+      // (The fleet's own first link events may reach the stream after it opened, while they are
+      // being stored: only those after the operation count.)
+      const since = (name: string) => () =>
+        stream.events.find((e) => e.event === name && (e.id as number) > (finished.id as number));
       f.agent(0).kill();
-      await waitFor("node.agent", () => stream.events.find((e) => e.event === "node.agent"));
+      await waitFor("node.agent", since("node.agent"));
       // The agent's report follows its hello on the wire; wait for it rather than race it.
-      await waitFor("node.report", () => stream.events.find((e) => e.event === "node.report"));
-      const nodeEvents = stream.events.filter((e) => e.event.startsWith("node."));
+      await waitFor("node.report", since("node.report"));
+      const nodeEvents = stream.events.filter(
+        (e) => e.event.startsWith("node.") && (e.id as number) > (finished.id as number),
+      );
       expect(nodeEvents.map((e) => e.event)).toEqual(
         expect.arrayContaining(["node.disconnected", "node.connected", "node.agent", "node.report"]),
       );
