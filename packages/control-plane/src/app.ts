@@ -15,6 +15,8 @@ import { loadCatalogue } from "./domain/catalogue/catalogue.ts";
 import { AwsClientCache } from "./domain/cloud-providers/aws/client-cache.ts";
 import { warmAwsApi } from "./domain/cloud-providers/aws/load.ts";
 import { followClusterHealth } from "./domain/clusters/health/health-follower.ts";
+import { EventLog } from "./domain/events/event-log.ts";
+import { ProjectEventFanout } from "./domain/events/project-events.ts";
 import { hostLinkDomain } from "./domain/hosts/link-domain.ts";
 import type { PresenceOptions } from "./domain/hosts/presence.ts";
 import { IdentityResolver } from "./domain/identity/resolver.ts";
@@ -70,6 +72,9 @@ export interface AppOptions {
   scrapeToken?: string;
 }
 
+/** How often stored events past their retention are deleted (with the replica heartbeat). */
+const EVENT_PRUNE_INTERVAL_MS = 60_000;
+
 /** Browsers that once saw the API over HTTPS refuse to fall back to plain HTTP for a year. */
 const HSTS = "max-age=31536000";
 
@@ -117,6 +122,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       await agents
         .reapDeadLinks()
         .catch((err: unknown) => logWriteFailure(app.log, err, {}, "reaping dead replicas' agent links failed"));
+      await pruneEvents().catch((err: unknown) => logWriteFailure(app.log, err, {}, "pruning stored events failed"));
     },
   });
   const identity = new IdentityResolver(options.store.db, hashSecret(options.adminToken));
@@ -142,6 +148,23 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     relay: { db: options.store.db, channels, retentionMs: settings.agentCommandRetentionMinutes * 60_000 },
   });
   await agents.listen();
+  const eventLog = new EventLog(options.store.db, settings.replicaId);
+  const projectEvents = new ProjectEventFanout({
+    runnerEvents: runner.events,
+    nodeEvents: agents.nodeEvents.all,
+    log: eventLog,
+    logger: app.log,
+    // SQLite serves one replica: its events are this process's, delivered as recorded.
+    ...(options.store.dialect === "postgres" ? { channels } : {}),
+  });
+  await projectEvents.start();
+  // With the heartbeat, at most once a minute: a DELETE per renewal would be noise in every rollout.
+  let eventsPrunedAt = 0;
+  const pruneEvents = async () => {
+    if (Date.now() - eventsPrunedAt < EVENT_PRUNE_INTERVAL_MS) return;
+    eventsPrunedAt = Date.now();
+    await eventLog.prune(settings.eventRetentionMinutes * 60_000, settings.eventRetentionRows);
+  };
   await startWrite(storage, app.log, "marking hosts disconnected", () => agents.resetStalePresence());
   agents.attach(app.server);
   const keelson: Keelson = {
@@ -156,6 +179,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     runner,
     log: app.log,
     agents,
+    eventLog,
+    projectEvents,
     storage,
     tls,
     awsClients: new AwsClientCache(),
@@ -228,6 +253,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     await webcli.close();
     // Drain the agent links with going-away before the listener stops.
     await agents.close();
+    await projectEvents.stop();
     storage.close();
   });
   return app;

@@ -3,6 +3,8 @@ import type { FastifyBaseLogger } from "fastify";
 import type { AgentHub } from "./agents/hub.ts";
 import type { Catalogue } from "./domain/catalogue/catalogue.ts";
 import type { AwsClientCache } from "./domain/cloud-providers/aws/client-cache.ts";
+import type { EventLog } from "./domain/events/event-log.ts";
+import type { ProjectEventFanout } from "./domain/events/project-events.ts";
 import type { IdentityResolver } from "./domain/identity/resolver.ts";
 import type { ControlPlaneMetrics } from "./metrics/registry.ts";
 import type { OperationRunner } from "./runner/runner.ts";
@@ -30,6 +32,10 @@ export interface Keelson {
   readonly storage: StorageCondition;
   /** The agent link: sessions, commands to hosts, presence. */
   readonly agents: AgentHub;
+  /** The stored events of the project event streams (Last-Event-ID replays read it). */
+  readonly eventLog: EventLog;
+  /** Records every operation and node event and hands each to this replica's event streams. */
+  readonly projectEvents: ProjectEventFanout;
   /** The Prometheus registry of GET /metrics and the counters modules add to. */
   readonly metrics: ControlPlaneMetrics;
   /** The AWS SDK clients kept between requests (destroyed when the server closes). */

@@ -107,6 +107,24 @@ export const ServerSettingsSchema = Type.Object({
     description:
       "Most unsent bytes one `GET /v4/{project}/events` stream may hold for a client that stopped reading; past it the server ends that stream (the client reconnects).",
   }),
+  eventRetentionMinutes: Type.Integer({
+    env: "KEELSON_EVENT_RETENTION_MINUTES",
+    default: 60,
+    minimum: 1,
+    maximum: 10_080,
+    unit: "minutes",
+    description:
+      "How long the events of `GET /v4/{project}/events` are kept, for clients that reconnect with `Last-Event-ID` (on any replica); older ones are pruned with the replica heartbeat.",
+  }),
+  eventRetentionRows: Type.Integer({
+    env: "KEELSON_EVENT_RETENTION_ROWS",
+    default: 1_000_000,
+    minimum: 1_000,
+    maximum: 100_000_000,
+    unit: "events",
+    description:
+      "Most stored events kept, whatever their age (a 1,000-node rollout is about 3,000); the oldest beyond it are pruned with the replica heartbeat.",
+  }),
   path: Type.String({
     env: "PATH",
     default: "/usr/sbin:/usr/bin:/sbin:/bin",

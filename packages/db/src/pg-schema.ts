@@ -1,5 +1,6 @@
 import { getTableColumns, getTableName, is, SQL, StringChunk, sql } from "drizzle-orm";
 import {
+  bigint,
   index,
   integer,
   type PgColumn,
@@ -20,7 +21,7 @@ import * as sqlite from "./schema.ts";
  * renders any drizzle table. test/schema-drift.test.ts compares the databases both dialects'
  * migrations build with each other and with schema.ts.
  *
- * Every column is `text` or `integer` in both dialects, so a value reads back the same bytes:
+ * Every column is `text` or `integer` in both dialects (an AUTOINCREMENT key: `bigint` identity), so a value reads back the same bytes:
  * JSON documents are text (drizzle's JSON mode of schema.ts reads and writes them; `jsonb`
  * would reorder their keys), timestamps are ISO-8601 text, flags 0/1 integers. A column type
  * or SQL default this file does not know stops it loading, naming the column: add its
@@ -55,6 +56,10 @@ function pgColumn(table: string, column: SQLiteColumn, fk: ForeignKey | undefine
   let builder: ColumnBuilder;
   if (column.columnType === "SQLiteText" || column.columnType === "SQLiteTextJson") {
     builder = text(column.name) as unknown as ColumnBuilder;
+  } else if (column.columnType === "SQLiteInteger" && (column as { autoIncrement?: boolean }).autoIncrement) {
+    // SQLite's AUTOINCREMENT key (never reused): a 64-bit identity, since 32 bits of event ids
+    // run out within months. postgres.js reads int8 as a string; its readers take Number().
+    builder = bigint(column.name, { mode: "number" }).generatedAlwaysAsIdentity() as unknown as ColumnBuilder;
   } else if (column.columnType === "SQLiteInteger") {
     builder = integer(column.name) as unknown as ColumnBuilder;
   } else {
@@ -135,3 +140,4 @@ export const webcliSpentTokens = pgTwin(sqlite.webcliSpentTokens);
 export const loginFailures = pgTwin(sqlite.loginFailures);
 export const agentLinks = pgTwin(sqlite.agentLinks);
 export const agentCommands = pgTwin(sqlite.agentCommands);
+export const events = pgTwin(sqlite.events);

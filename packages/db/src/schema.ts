@@ -420,6 +420,28 @@ export const agentCommands = sqliteTable(
 );
 
 /**
+ * The events of the project event streams (GET /v4/{project}/events), stored: every replica's
+ * streams read the rows another replica wrote (woken by a NOTIFY carrying the newest id), and a
+ * client that reconnects, to any replica, with Last-Event-ID reads what it missed. `id` grows
+ * in commit order (SQLite's single writer; on PostgreSQL the writes take one advisory lock), so
+ * "after id N" never skips a row committed later. `payload` is the `data:` line's JSON as sent.
+ * `replica` is the writer, whose own streams got the event at once. Rows older than the
+ * retention are pruned with the replica heartbeat (control plane: domain/events/event-log.ts).
+ */
+export const events = sqliteTable(
+  "events",
+  {
+    id: integer("id").primaryKey({ autoIncrement: true }),
+    projectId: text("project_id").notNull(),
+    type: text("type").notNull(),
+    payload: text("payload").notNull(),
+    replica: text("replica").notNull(),
+    createdAt: createdAt(),
+  },
+  (t) => [index("events_project").on(t.projectId, t.id), index("events_created").on(t.createdAt)],
+);
+
+/**
  * The oldest keelson-server that can run on this schema, in the one row (id 1). Each migration
  * that older servers must not run on raises it in its own SQL; a server older than it refuses to
  * start, naming both versions (store/compat.ts). A newer schema alone is no reason to refuse:

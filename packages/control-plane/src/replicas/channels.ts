@@ -1,5 +1,6 @@
 import { EventEmitter } from "node:events";
 import type { PostgresStore, Store } from "@keelson/db";
+import { type SQL, sql } from "drizzle-orm";
 
 /**
  * How replicas wake each other (DESIGN.md "Replicas"): PostgreSQL's LISTEN/NOTIFY on
@@ -23,6 +24,8 @@ export const CHANNELS = {
   commandResults: "keelson_command_results",
   /** A host's link taken or dropped (links.ts). */
   links: "keelson_links",
+  /** Events stored (domain/events/event-log.ts): the newest id, for every replica's streams. */
+  events: "keelson_events",
 } as const;
 
 export type Channel = keyof typeof CHANNELS;
@@ -46,6 +49,14 @@ function checkPayload(channel: Channel, payload: string): void {
       `a notification on ${channel} carries ${Buffer.byteLength(payload)} bytes; NOTIFY takes at most ${NOTIFY_PAYLOAD_LIMIT}`,
     );
   }
+}
+
+/**
+ * A `pg_notify` call on `channel` for a statement that notifies as it writes (PostgreSQL; sent
+ * when the statement's transaction commits). `payload` must stay an id: the limit above holds.
+ */
+export function notifyCall(channel: Channel, payload: SQL): SQL {
+  return sql`pg_notify(${CHANNELS[channel]}, ${payload})`;
 }
 
 /** The store's channels: LISTEN/NOTIFY on PostgreSQL, in-process on SQLite. */

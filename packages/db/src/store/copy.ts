@@ -11,6 +11,8 @@ import * as schema from "../schema.ts";
  * seconds or minutes (`replicas`' heartbeats, `login_failures`' windows); nor agent links and
  * commands: a stopped control plane holds no link, and an operation that resumes on the new
  * database issues its commands again with the same ids (the agent answers a repeat from its record).
+ * Nor the stored events: they live an hour, and a stream client after the move starts afresh
+ * (its Last-Event-ID is older than anything there: told so, routes/events.ts).
  */
 export const TABLES_IN_ORDER: readonly Table[] = [
   schema.projects,

@@ -23,8 +23,10 @@ export {
 } from "./errors.ts";
 export { StatementGate } from "./gate.ts";
 export {
+  commitOrderLock,
   databaseTime,
   dialectOf,
+  firstColumn,
   inJsonArray,
   jsonArrayOf,
   lockRows,

@@ -158,3 +158,28 @@ export function inJsonArray(dialect: Dialect, column: SQLWrapper, ids: readonly 
     ? sql`${column} in (select value from json_each(${json}))`
     : sql`${column} in (select json_array_elements_text(cast(${json} as json)))`;
 }
+
+/**
+ * The first column of each row of a statement the query builders cannot express (a CTE before
+ * an INSERT … SELECT): SQLite's proxy hands rows back as arrays, PostgreSQL's driver as
+ * objects. Counted in Store.statements like any other.
+ */
+export async function firstColumn(db: Tx, query: SQL): Promise<unknown[]> {
+  if (dialectOf(db) === "sqlite") {
+    const rows = (await (db as Db).all(query)) as unknown[][];
+    return rows.map((row) => row[0]);
+  }
+  const rows = (await (db as unknown as { execute(q: SQL): Promise<Record<string, unknown>[]> }).execute(query)) ?? [];
+  return rows.map((row) => Object.values(row)[0]);
+}
+
+/**
+ * PostgreSQL: a query that takes a transaction advisory lock on `key`, for the first CTE of a
+ * statement that draws sequence values (`with ordered as (…) insert … select … from ordered, …`):
+ * such statements then commit one at a time, in the order of their ids, so a reader of "rows
+ * after id N" never skips a row that commits later with a lower id. SQLite's one writer gives
+ * that order already; there is no such lock there.
+ */
+export function commitOrderLock(key: number): SQL {
+  return sql.raw(`select pg_advisory_xact_lock(${Math.trunc(key)})`);
+}

@@ -1,6 +1,9 @@
+import type { FastifyBaseLogger } from "fastify";
 import type { NodeAgentEvent, NodeEvents, NodeLinkEvent, NodeReportEvent } from "../../agents/node-events.ts";
+import type { Channels } from "../../replicas/channels.ts";
 import type { OperationRunner } from "../../runner/runner.ts";
 import type { OperationEvent } from "../../runner/types.ts";
+import { type EventLog, type NewEvent, READ_PAGE, type StoredEvent } from "./event-log.ts";
 
 export type ProjectEventName =
   | OperationEvent["type"]
@@ -10,28 +13,81 @@ export type ProjectEventName =
   | "node.agent";
 
 /**
- * Called with each event of the followed project as its server-sent-events block
- * (`event: <name>\ndata: <json>\n\n`), the same string for every follower of the project.
+ * Called with each event of the followed project: its id (null when the store refused it: sent
+ * without one) and its server-sent-events block (`id: <n>\nevent: <name>\ndata: <json>\n\n`),
+ * the same string for every follower of the project.
  */
-export type ProjectEventSink = (block: string) => void;
+export type ProjectEventSink = (id: number | null, block: string) => void;
+
+/** The server-sent-events block of an event. */
+export function eventBlock(id: number | null, type: string, payload: string): string {
+  return `${id === null ? "" : `id: ${id}\n`}event: ${type}\ndata: ${payload}\n\n`;
+}
+
+export interface FanoutSources {
+  runnerEvents: OperationRunner["events"];
+  nodeEvents: NodeEvents["all"];
+  log: EventLog;
+  /** PostgreSQL's channels, to read other replicas' events when notified; absent on SQLite (one replica). */
+  channels?: Channels;
+  logger: FastifyBaseLogger;
+}
 
 /**
- * The project event streams of one control plane: follows the runner's operation events and
- * the hub's node events once, for every stream together, and hands each event to the streams
- * of its project. An event is serialised once however many streams follow its project, and an
- * event of a project nobody follows costs a map lookup: 1,000 streams during a 1,000-node
- * rollout cost one JSON encoding per event and one write per stream. Node events carry their
- * host's project (from its credential), so no event waits for the database. The sources are
- * followed only while a stream is open.
+ * The project event streams of one replica. Follows the runner's operation events and the hub's
+ * node events for as long as the server runs (they are stored whether or not a stream is open,
+ * for clients that reconnect with Last-Event-ID), encodes each once, appends it to the events
+ * table (batched, EventLog) and hands it, with its id, to this replica's streams of its project.
+ *
+ * On PostgreSQL every append notifies the newest id; each replica then reads the rows after
+ * the last id it delivered that other replicas wrote, and delivers them too, in id order (ids
+ * commit in order: EventLog). `delivered` is the id up to which every event was delivered here;
+ * a notification that comes while one of this replica's own appends is on its way waits for
+ * it, so its own events, delivered from memory, are never read back nor sent twice.
  */
 export class ProjectEventFanout {
   private readonly byProject = new Map<string, Set<ProjectEventSink>>();
   private followers = 0;
+  private delivered = 0;
+  /** This replica's appends sent and not yet delivered. */
+  private inflight = 0;
+  /** The newest id notified while an own append was in flight. */
+  private notified = 0;
+  /** Deliveries, one after another, in id order. */
+  private chain: Promise<void> = Promise.resolve();
+  private unlisten: (() => Promise<void>) | undefined;
+  /** The last append was refused (logged once until one is stored again). */
+  private failing = false;
 
-  constructor(
-    private readonly runnerEvents: OperationRunner["events"],
-    private readonly nodeEvents: NodeEvents["all"],
-  ) {}
+  constructor(private readonly sources: FanoutSources) {}
+
+  /** Starts recording (and on PostgreSQL, reading other replicas' events). */
+  async start(): Promise<void> {
+    const { runnerEvents, nodeEvents, channels } = this.sources;
+    runnerEvents.on("event", this.onOperation);
+    nodeEvents.on("node-report", this.onReport);
+    nodeEvents.on("link", this.onLink);
+    nodeEvents.on("agent", this.onAgent);
+    if (!channels) return;
+    this.delivered = (await this.sources.log.bounds()).newest ?? 0;
+    // After a gap in the LISTEN connection, what was missed is read as if just notified.
+    const catchUp = () =>
+      void this.sources.log.bounds().then(
+        (b) => this.onNotified(b.newest ?? 0),
+        (err: unknown) => this.sources.logger.warn({ err }, "reading the newest event id failed"),
+      );
+    this.unlisten = await channels.listen("events", (payload) => this.onNotified(Number(payload)), catchUp);
+  }
+
+  async stop(): Promise<void> {
+    const { runnerEvents, nodeEvents } = this.sources;
+    runnerEvents.off("event", this.onOperation);
+    nodeEvents.off("node-report", this.onReport);
+    nodeEvents.off("link", this.onLink);
+    nodeEvents.off("agent", this.onAgent);
+    await this.unlisten?.();
+    await this.settled();
+  }
 
   /** Follows one project until the returned function is called (when the client goes away). */
   follow(projectId: string, sink: ProjectEventSink): () => void {
@@ -41,7 +97,7 @@ export class ProjectEventFanout {
       this.byProject.set(projectId, sinks);
     }
     sinks.add(sink);
-    if (this.followers++ === 0) this.listen();
+    this.followers++;
     let stopped = false;
     return () => {
       if (stopped) return;
@@ -49,7 +105,7 @@ export class ProjectEventFanout {
       const current = this.byProject.get(projectId);
       current?.delete(sink);
       if (current?.size === 0) this.byProject.delete(projectId);
-      if (--this.followers === 0) this.unlisten();
+      this.followers--;
     };
   }
 
@@ -58,45 +114,106 @@ export class ProjectEventFanout {
     return this.followers;
   }
 
-  private deliver(projectId: string, name: ProjectEventName, data: () => unknown): void {
-    const sinks = this.byProject.get(projectId);
-    if (!sinks) return;
-    const block = `event: ${name}\ndata: ${JSON.stringify(data())}\n\n`;
-    for (const sink of sinks) sink(block);
+  /** Resolves once every event recorded so far was delivered here (tests). */
+  async settled(): Promise<void> {
+    for (let chain = this.chain; ; chain = this.chain) {
+      await chain;
+      if (chain === this.chain && this.inflight === 0) return;
+      await new Promise((r) => setImmediate(r));
+    }
   }
 
-  private readonly onOperation = (e: OperationEvent): void => this.deliver(e.projectId, e.type, () => e);
+  private deliver(id: number | null, event: NewEvent): void {
+    const sinks = this.byProject.get(event.projectId);
+    if (!sinks) return;
+    const block = eventBlock(id, event.type, event.payload);
+    for (const sink of sinks) sink(id, block);
+  }
+
+  private record(projectId: string, type: ProjectEventName, data: unknown): void {
+    const event: NewEvent = { projectId, type, payload: JSON.stringify(data) };
+    this.inflight++;
+    this.sources.log.append(event).then(
+      (id) =>
+        this.enqueue(async () => {
+          this.inflight--;
+          if (this.failing) {
+            this.failing = false;
+            this.sources.logger.info("events are stored again");
+          }
+          // Other replicas' events before this one first (all committed: ids commit in order).
+          if (this.sources.channels && id - 1 > this.delivered) await this.readOthers(id - 1);
+          this.deliver(id, event);
+          this.delivered = Math.max(this.delivered, id);
+          await this.readNotified();
+        }),
+      (err: unknown) =>
+        this.enqueue(async () => {
+          this.inflight--;
+          // Once per spell (a full disk refuses every one of a rollout's reports).
+          if (!this.failing) this.sources.logger.warn({ err, type }, "storing events failed; streamed without ids");
+          this.failing = true;
+          this.deliver(null, event);
+          await this.readNotified();
+        }),
+    );
+  }
+
+  /** What other replicas notified while an own append was in flight, once none is. */
+  private async readNotified(): Promise<void> {
+    if (this.inflight === 0 && this.notified > this.delivered) await this.readOthers(this.notified);
+  }
+
+  private onNotified(newest: number): void {
+    if (!Number.isSafeInteger(newest)) return;
+    this.enqueue(async () => {
+      if (newest <= this.delivered) return;
+      // An own append on its way may hold ids below `newest`: read after it is delivered.
+      if (this.inflight > 0) this.notified = Math.max(this.notified, newest);
+      else await this.readOthers(newest);
+    });
+  }
+
+  /** Delivers the rows other replicas wrote after `delivered`, up to `upTo`. */
+  private async readOthers(upTo: number): Promise<void> {
+    if (this.followers === 0) {
+      // Nobody here to deliver to; a stream opened later starts from now (or replays).
+      this.delivered = Math.max(this.delivered, upTo);
+      return;
+    }
+    const { log } = this.sources;
+    for (;;) {
+      const rows: StoredEvent[] = await log.read(this.delivered, { othersThan: log.replica }, upTo);
+      for (const row of rows) this.deliver(row.id, row);
+      if (rows.length < READ_PAGE) break;
+      this.delivered = (rows.at(-1) as StoredEvent).id;
+    }
+    this.delivered = Math.max(this.delivered, upTo);
+  }
+
+  private enqueue(step: () => Promise<void>): void {
+    this.chain = this.chain.then(step).catch((err: unknown) => {
+      this.sources.logger.warn({ err }, "delivering other replicas' events failed");
+    });
+  }
+
+  private readonly onOperation = (e: OperationEvent): void => this.record(e.projectId, e.type, e);
 
   private readonly onReport = (e: NodeReportEvent): void =>
-    this.deliver(e.projectId, "node.report", () => ({
+    this.record(e.projectId, "node.report", {
       hostId: e.hostId,
       clusterId: e.clusterId,
       status: e.report.status,
       apiResponding: e.apiResponding,
       phases: e.report.phases,
       ...(e.etcd ? { etcd: e.etcd } : {}),
-    }));
-
-  private readonly onLink = (e: NodeLinkEvent): void =>
-    this.deliver(e.projectId, e.connected ? "node.connected" : "node.disconnected", () => ({ hostId: e.hostId }));
-
-  private readonly onAgent = (e: NodeAgentEvent): void =>
-    this.deliver(e.projectId, "node.agent", () => {
-      const { type: _t, projectId: _p, ...rest } = e;
-      return rest;
     });
 
-  private listen(): void {
-    this.runnerEvents.on("event", this.onOperation);
-    this.nodeEvents.on("node-report", this.onReport);
-    this.nodeEvents.on("link", this.onLink);
-    this.nodeEvents.on("agent", this.onAgent);
-  }
+  private readonly onLink = (e: NodeLinkEvent): void =>
+    this.record(e.projectId, e.connected ? "node.connected" : "node.disconnected", { hostId: e.hostId });
 
-  private unlisten(): void {
-    this.runnerEvents.off("event", this.onOperation);
-    this.nodeEvents.off("node-report", this.onReport);
-    this.nodeEvents.off("link", this.onLink);
-    this.nodeEvents.off("agent", this.onAgent);
-  }
+  private readonly onAgent = (e: NodeAgentEvent): void => {
+    const { type: _t, projectId, ...rest } = e;
+    this.record(projectId, "node.agent", rest);
+  };
 }
