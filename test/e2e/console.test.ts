@@ -1,3 +1,4 @@
+import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Page } from "playwright-core";
@@ -9,7 +10,7 @@ import { ARTIFACTS, type HeadlessBrowser, launchChromium } from "./support/brows
 import { startNodeAgents, tearDownHosts } from "./support/node-checks.ts";
 import type { NodeHostDirs } from "./support/node-hosts.ts";
 import { uploadNodePackages } from "./support/node-packages.ts";
-import { api, type ServerProc, startServer, tempDir } from "./support/processes.ts";
+import { api, REPO_ROOT, type ServerProc, startServer, tempDir } from "./support/processes.ts";
 
 /**
  * The web console in headless Chromium (Debian's, driven by playwright-core) against a real
@@ -17,7 +18,8 @@ import { api, type ServerProc, startServer, tempDir } from "./support/processes.
  * a user logs in the Keystone way, creates a cluster (after the API's 400 shows beside the field
  * it names), attaches the three hosts and watches their phases converge, restarts the cluster
  * from the plan it was shown and follows it live to the end, downloads a kubeconfig, and runs
- * `kubectl get nodes` in the Web CLI's terminal (a refused command and refused tokens shown too).
+ * `kubectl get nodes` in the Web CLI's terminal (a refused command and refused tokens shown too),
+ * and upgrades the three hosts' agents from the hosts page (plan, confirm, progress per host).
  * Screenshots of each page go to test/artifacts/ (gitignored).
  */
 
@@ -31,6 +33,10 @@ const HOSTS = [
 /** The cluster is made on the older version so the console can upgrade it to the patch target. */
 const FROM = "1.30.6-kls.1";
 const PATCH = "1.30.8-kls.1";
+/** The agent's own version and the next patch, which the console upgrades the hosts' agents to. */
+const AGENT_VERSION = JSON.parse(readFileSync(join(REPO_ROOT, "packages", "agent", "package.json"), "utf8"))
+  .version as string;
+const NEW_AGENT = AGENT_VERSION.replace(/^(\d+)\.(\d+)\.(\d+).*$/, (_m, a, b, c) => `${a}.${b}.${Number(c) + 1}`);
 /** Phases a master and a worker run (packages/protocol/src/phases.ts). */
 const PHASES = { "master-71": 21, "worker-72": 15, "worker-73": 15 } as const;
 
@@ -328,6 +334,78 @@ describe("web console in a browser", () => {
     }
     await shot("operations");
   });
+
+  it("upgrades the agents of chosen hosts: the plan first, then each host's progress, then the new version in the API", async () => {
+    // An agent package of the next patch version, as `pnpm pack:agent` builds it, stored on the control plane.
+    const out = join(scratch, "agent-packages");
+    execFileSync("pnpm", ["pack:agent", "--version", NEW_AGENT, "--out", out], { cwd: REPO_ROOT, stdio: "pipe" });
+    const upload = await fetch(`${server.url}/v1/agentPackages`, {
+      method: "POST",
+      headers: { "x-auth-token": ADMIN, "content-type": "application/octet-stream" },
+      body: readFileSync(join(out, `keelson-agent-${NEW_AGENT}.tar.gz`)),
+    });
+    expect(upload.status).toBe(200);
+    const agentUpgrades = async () =>
+      (
+        await api<{ kind: string }[]>(`${server.url}/v4/${projectId}/operations?target=${projectId}`, ADMIN)
+      ).body.filter((o) => o.kind === "hosts.upgrade").length;
+
+    await page.getByRole("link", { name: "Hosts" }).click();
+    await page.getByRole("heading", { name: "Hosts" }).waitFor();
+    for (const h of HOSTS) await page.getByLabel(`Upgrade the agent of ${h.name}`).check();
+    await page.getByLabel("Agent version").fill(NEW_AGENT);
+    await page.getByLabel("Hosts per batch").fill("2");
+    await page.getByRole("button", { name: "Show the agent plan" }).click();
+    const plan = page.getByRole("list", { name: "Agent upgrade plan" }).locator("li");
+    await plan.first().waitFor();
+    expect(await plan.allTextContents()).toEqual(["Batch 1: master-71, worker-72", "Batch 2: worker-73"]);
+    // Shown, not started: no operation, and every agent still at its version.
+    expect(await agentUpgrades()).toBe(0);
+    await shot("agent-upgrade-plan");
+
+    await page.getByRole("button", { name: "Start agent upgrade" }).click();
+    const progress = page.getByRole("list", { name: "Agent upgrade progress" });
+    await progress.waitFor();
+    // Each host's line as the page showed it, sampled until the rollout is over.
+    const seen: Record<string, string>[] = [];
+    const sample = async () => {
+      const lines = await progress.locator("li").allTextContents();
+      const byHost = Object.fromEntries(lines.map((l) => [l.slice(0, l.indexOf(":")), l.slice(l.indexOf(":") + 2)]));
+      seen.push(byHost);
+      return byHost;
+    };
+    const done = `done, agent ${NEW_AGENT} running`;
+    await expect.poll(sample, { timeout: 150_000, interval: 100 }).toEqual({
+      "master-71": `batch 1 of 2: ${done}`,
+      "worker-72": `batch 1 of 2: ${done}`,
+      "worker-73": `batch 2 of 2: ${done}`,
+    });
+    expect(await page.getByRole("status").filter({ hasText: "Operation" }).textContent()).toMatch(
+      /^Operation [\w-]+: 2 of 2 batches done$/,
+    );
+    // Batch by batch: worker-73 waited while the first batch went, and was upgrading only after it was done.
+    const states = (host: string) => seen.map((s) => s[host]?.replace(/^batch \d of 2: /, ""));
+    expect(states("worker-73")[0], JSON.stringify(seen[0])).toBe("waiting");
+    const secondStarted = states("worker-73").findIndex((s) => s?.startsWith("upgrading"));
+    if (secondStarted >= 0) {
+      expect(seen[secondStarted]?.["master-71"]).toBe(`batch 1 of 2: ${done}`);
+      expect(seen[secondStarted]?.["worker-72"]).toBe(`batch 1 of 2: ${done}`);
+    }
+    for (const host of ["master-71", "worker-72"]) {
+      expect(states(host).indexOf(done)).toBeLessThan(states("worker-73").indexOf(done));
+    }
+    await shot("agent-upgrade-done");
+
+    // The API: one hosts.upgrade operation, succeeded; every host reports the new agent, running.
+    expect(await agentUpgrades()).toBe(1);
+    for (const h of HOSTS) {
+      const host = await api<{ host_agent: { version: string; status: string } }>(
+        `${server.url}/v1/hosts/${ids[h.name]}`,
+        ADMIN,
+      );
+      expect(host.body.host_agent, h.name).toEqual({ version: NEW_AGENT, status: "running" });
+    }
+  }, 240_000);
 
   it("fits a 390 px phone screen without sideways scrolling of the page", async () => {
     await page.setViewportSize({ width: 390, height: 844 });
