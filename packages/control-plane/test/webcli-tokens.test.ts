@@ -7,6 +7,7 @@ import { eq } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
 import { spendWebCliToken } from "../src/domain/webcli/spent-tokens.ts";
 import { createTestApp, TEST_DIALECT, type TestApp } from "./helpers.ts";
+import { allowInserts, refuseInserts } from "./storage-fill.ts";
 import { type Client, openSession } from "./webcli-client.ts";
 
 /**
@@ -92,6 +93,65 @@ describe("web CLI tokens are spent in the database", () => {
     later.close();
     await later.closed;
     expect(await outcome(await openSession(url, token))).toMatchObject({ type: "error", code: "token_used" });
+  });
+
+  it("gives the token back when its cluster is gone, and the retry opens once the cluster is back", async () => {
+    const t = await createTestApp();
+    const url = await listening(t);
+    const clusterId = await createCluster(t, { name: "wct-gone", externalDnsName: "wct-gone.webcli.test" });
+    const token = await issueToken(t, clusterId);
+    const [row] = await t.db.select().from(clusters).where(eq(clusters.id, clusterId));
+    await t.db.delete(clusters).where(eq(clusters.id, clusterId));
+    const gone = await openSession(url, token);
+    expect(await outcome(gone)).toMatchObject({ type: "error", code: "not_found" });
+    expect(await t.db.select().from(webcliSpentTokens)).toEqual([]);
+    // The same cluster row again (as a restore would bring it): the token was not used up.
+    await t.db.insert(clusters).values(row as typeof clusters.$inferInsert);
+    const retry = await openSession(url, token);
+    expect(await outcome(retry)).toEqual({ type: "ready", cluster: clusterId });
+    retry.close();
+    await retry.closed;
+    await t.close();
+  });
+
+  it("gives the token back when the store fails while the session opens, and the retry opens", async () => {
+    const t = await createTestApp();
+    const url = await listening(t);
+    const clusterId = await createCluster(t, { name: "wct-store", externalDnsName: "wct-store.webcli.test" });
+    const token = await issueToken(t, clusterId);
+    // The spend goes through; the session's credential (a cluster access token) is refused.
+    await refuseInserts(t, "cluster_access_tokens");
+    const failed = await openSession(url, token);
+    expect(await outcome(failed)).toMatchObject({ type: "error", code: "unavailable" });
+    expect(await t.db.select().from(webcliSpentTokens)).toEqual([]);
+    await allowInserts(t, "cluster_access_tokens");
+    const retry = await openSession(url, token);
+    expect(await outcome(retry)).toEqual({ type: "ready", cluster: clusterId });
+    retry.close();
+    await retry.closed;
+    await t.close();
+  });
+
+  it("gives the token back when the socket closes before ready, and the retry opens", async () => {
+    const t = await createTestApp();
+    const url = await listening(t);
+    const clusterId = await createCluster(t, { name: "wct-closed", externalDnsName: "wct-closed.webcli.test" });
+    const token = await issueToken(t, clusterId);
+    // A spent id already expired: the spend deletes it first, so its absence shows the spend ran.
+    const past = new Date(Date.now() - 60_000).toISOString();
+    await t.db.insert(webcliSpentTokens).values({ id: "expired-marker", expiresAt: past });
+    const early = await openSession(url, token);
+    early.close();
+    expect(await early.closed).toMatchObject({ code: 1005 });
+    await expect
+      .poll(async () => (await t.db.select().from(webcliSpentTokens)).map((r) => r.id), { timeout: 5_000 })
+      .toEqual([]);
+    expect(early.frames).toEqual([]);
+    const retry = await openSession(url, token);
+    expect(await outcome(retry)).toEqual({ type: "ready", cluster: clusterId });
+    retry.close();
+    await retry.closed;
+    await t.close();
   });
 
   it("lets exactly one of many sockets spend one token at once", async () => {
