@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Page } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
@@ -7,6 +7,7 @@ import { loadWebCliKey } from "../../packages/control-plane/src/domain/webcli/ke
 import { issueWebCliToken } from "../../packages/control-plane/src/domain/webcli/tokens.ts";
 import type { AgentProc } from "./support/agents.ts";
 import { ARTIFACTS, type HeadlessBrowser, launchChromium } from "./support/browser.ts";
+import { contrastRatio, measureContrast, parseColor } from "./support/contrast.ts";
 import { startNodeAgents, tearDownHosts } from "./support/node-checks.ts";
 import type { NodeHostDirs } from "./support/node-hosts.ts";
 import { uploadNodePackages } from "./support/node-packages.ts";
@@ -407,6 +408,73 @@ describe("web console in a browser", () => {
     }
   }, 240_000);
 
+  it("every visible text of each page meets WCAG 2.2 SC 1.4.3 contrast (4.5:1, large 3:1), measured in Chromium", async () => {
+    // The formula checked on known pairs first: black on white is 21:1, #767676 on white 4.54:1.
+    expect(contrastRatio(parseColor("rgb(0, 0, 0)"), parseColor("rgb(255, 255, 255)"))).toBe(21);
+    expect(contrastRatio(parseColor("rgb(118, 118, 118)"), parseColor("rgb(255, 255, 255)"))).toBeCloseTo(4.54, 2);
+    // And on a page made to fail: #949494 on white (3.03:1) fails as body text and passes at 24 px;
+    // white text on a half-transparent black over white (a mid grey, 3.98:1) fails; hidden text is not read.
+    const probe = await (chromium as HeadlessBrowser).browser.newPage();
+    try {
+      await probe.setContent(`<body style="margin:0;background:#fff;font:16px sans-serif">
+        <p id="small" style="color:#949494">small grey</p>
+        <p id="large" style="color:#949494;font-size:24px">large grey</p>
+        <div style="background:rgba(0,0,0,0.5)"><span id="veil" style="color:#fff">on a veil</span></div>
+        <p style="color:#fff">black on black is not here: this is white on white</p>
+        <p style="position:absolute;width:1px;height:1px;overflow:hidden;color:#fff">visually hidden</p>
+      </body>`);
+      const found = await measureContrast(probe);
+      expect(found.checked).toBe(4);
+      expect(found.failures.map((x) => [x.where, x.ratio, x.required])).toEqual([
+        ["p#small", 3.03, 4.5],
+        ["span#veil", 3.98, 4.5],
+        ["p", 1, 4.5],
+      ]);
+    } finally {
+      await probe.close();
+    }
+    const checked: Record<string, number> = {};
+    const measure = async (name: string, atLeast: number) => {
+      const { checked: count, failures } = await measureContrast(page);
+      checked[name] = count;
+      expect(failures, `${name}: texts under the minimum`).toEqual([]);
+      // The measurement saw the page (a blank or unrendered page would pass vacuously).
+      expect(count, name).toBeGreaterThanOrEqual(atLeast);
+    };
+    // Hosts, with the agent upgrade's progress and its status badges on it.
+    await measure("hosts", 30);
+    // The cluster: nodes with badges, one node's phase timeline open, a restart plan shown.
+    await page.goto(`${server.url}/ui/#/cluster/${clusterId}`);
+    await page.getByRole("heading", { name: "Cluster console-demo" }).waitFor();
+    await page.locator('li.node[data-node="master-71"] summary').click();
+    await page.locator('li.node[data-node="master-71"] li.phase').first().waitFor();
+    await page.getByLabel("Action").selectOption("restart");
+    await page.getByRole("button", { name: "Show the plan" }).click();
+    await page.getByRole("list", { name: "Rollout plan" }).waitFor();
+    await measure("cluster", 60);
+    await page.getByRole("link", { name: "Operations" }).click();
+    await page.getByRole("rowheader", { name: "hosts.upgrade" }).waitFor();
+    await measure("operations", 30);
+    // The clusters list, and the create form with the API's 400 beside its field.
+    await page.getByRole("link", { name: "Clusters" }).click();
+    await page.getByRole("button", { name: "New cluster" }).click();
+    await page.getByLabel("Name", { exact: true }).fill("contrast-check");
+    await page.getByLabel("Kube role version").fill(FROM);
+    await page.getByLabel("Containers CIDR").fill("10.80.0.0/16");
+    await page.getByLabel("Services CIDR").fill("10.80.0.0/16");
+    await page.getByRole("button", { name: "Create cluster" }).click();
+    await page.locator("#cf-servicesCidr-error").waitFor();
+    await measure("clusters-create-error", 15);
+    // The web CLI: the terminal's own text (xterm's colours on its black) and the page around it.
+    await page.goto(`${server.url}/ui/#/webcli/${clusterId}`);
+    await page.getByText("Session: ready").waitFor();
+    await expect
+      .poll(async () => (await page.locator(".xterm-rows > div").allTextContents()).join("\n"))
+      .toContain("connected to cluster");
+    await measure("webcli", 5);
+    writeFileSync(join(ARTIFACTS, "console-contrast.json"), `${JSON.stringify({ textsChecked: checked }, null, 2)}\n`);
+  });
+
   it("fits a 390 px phone screen without sideways scrolling of the page", async () => {
     await page.setViewportSize({ width: 390, height: 844 });
     await page.goto(`${server.url}/ui/#/cluster/${clusterId}`);
@@ -475,5 +543,13 @@ describe("web console in a browser", () => {
     expect(await page.evaluate("sessionStorage.getItem('keelson.session')")).toBeNull();
     const after = await api(`${server.url}/v4/${projectId}/clusters`, token);
     expect(after.status).toBe(403);
+    // The login page, with its refusal shown, meets SC 1.4.3 as the other pages do.
+    await page.getByLabel("User").fill(USER.name);
+    await page.getByLabel("Password").fill("not-the-password");
+    await page.getByRole("button", { name: "Log in" }).click();
+    await page.getByRole("alert").waitFor();
+    const login = await measureContrast(page);
+    expect(login.failures).toEqual([]);
+    expect(login.checked).toBeGreaterThanOrEqual(5);
   });
 });
