@@ -39,6 +39,22 @@ async function outcome(client: Client): Promise<Record<string, unknown>> {
   return frame;
 }
 
+/** A session that opens with `token`: ready for its cluster, then closed. */
+async function expectOpens(url: string, token: string, clusterId: string): Promise<void> {
+  const client = await openSession(url, token);
+  expect(await outcome(client)).toEqual({ type: "ready", cluster: clusterId });
+  client.close();
+  await client.closed;
+}
+
+/** A listening app with a cluster that has an API endpoint, and a web CLI token for it. */
+async function tokenOnFreshApp(name: string) {
+  const t = await createTestApp();
+  const url = await listening(t);
+  const clusterId = await createCluster(t, { name, externalDnsName: `${name}.webcli.test` });
+  return { t, url, clusterId, token: await issueToken(t, clusterId) };
+}
+
 describe("web CLI tokens are spent in the database", () => {
   it("a token that opened a session on one replica is refused by another (PostgreSQL: two live apps; SQLite: the app restarted)", async () => {
     const dataDir = mkdtempSync(join(tmpdir(), "keelson-webcli-tokens-"));
@@ -96,10 +112,7 @@ describe("web CLI tokens are spent in the database", () => {
   });
 
   it("gives the token back when its cluster is gone, and the retry opens once the cluster is back", async () => {
-    const t = await createTestApp();
-    const url = await listening(t);
-    const clusterId = await createCluster(t, { name: "wct-gone", externalDnsName: "wct-gone.webcli.test" });
-    const token = await issueToken(t, clusterId);
+    const { t, url, clusterId, token } = await tokenOnFreshApp("wct-gone");
     const [row] = await t.db.select().from(clusters).where(eq(clusters.id, clusterId));
     await t.db.delete(clusters).where(eq(clusters.id, clusterId));
     const gone = await openSession(url, token);
@@ -107,36 +120,24 @@ describe("web CLI tokens are spent in the database", () => {
     expect(await t.db.select().from(webcliSpentTokens)).toEqual([]);
     // The same cluster row again (as a restore would bring it): the token was not used up.
     await t.db.insert(clusters).values(row as typeof clusters.$inferInsert);
-    const retry = await openSession(url, token);
-    expect(await outcome(retry)).toEqual({ type: "ready", cluster: clusterId });
-    retry.close();
-    await retry.closed;
+    await expectOpens(url, token, clusterId);
     await t.close();
   });
 
   it("gives the token back when the store fails while the session opens, and the retry opens", async () => {
-    const t = await createTestApp();
-    const url = await listening(t);
-    const clusterId = await createCluster(t, { name: "wct-store", externalDnsName: "wct-store.webcli.test" });
-    const token = await issueToken(t, clusterId);
+    const { t, url, clusterId, token } = await tokenOnFreshApp("wct-store");
     // The spend goes through; the session's credential (a cluster access token) is refused.
     await refuseInserts(t, "cluster_access_tokens");
     const failed = await openSession(url, token);
     expect(await outcome(failed)).toMatchObject({ type: "error", code: "unavailable" });
     expect(await t.db.select().from(webcliSpentTokens)).toEqual([]);
     await allowInserts(t, "cluster_access_tokens");
-    const retry = await openSession(url, token);
-    expect(await outcome(retry)).toEqual({ type: "ready", cluster: clusterId });
-    retry.close();
-    await retry.closed;
+    await expectOpens(url, token, clusterId);
     await t.close();
   });
 
   it("gives the token back when the socket closes before ready, and the retry opens", async () => {
-    const t = await createTestApp();
-    const url = await listening(t);
-    const clusterId = await createCluster(t, { name: "wct-closed", externalDnsName: "wct-closed.webcli.test" });
-    const token = await issueToken(t, clusterId);
+    const { t, url, clusterId, token } = await tokenOnFreshApp("wct-closed");
     // A spent id already expired: the spend deletes it first, so its absence shows the spend ran.
     const past = new Date(Date.now() - 60_000).toISOString();
     await t.db.insert(webcliSpentTokens).values({ id: "expired-marker", expiresAt: past });
@@ -147,10 +148,7 @@ describe("web CLI tokens are spent in the database", () => {
       .poll(async () => (await t.db.select().from(webcliSpentTokens)).map((r) => r.id), { timeout: 5_000 })
       .toEqual([]);
     expect(early.frames).toEqual([]);
-    const retry = await openSession(url, token);
-    expect(await outcome(retry)).toEqual({ type: "ready", cluster: clusterId });
-    retry.close();
-    await retry.closed;
+    await expectOpens(url, token, clusterId);
     await t.close();
   });
 
