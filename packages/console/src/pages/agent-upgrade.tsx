@@ -48,7 +48,7 @@ function merge(run: AgentRun, op: OperationRecord): AgentRun {
   };
 }
 
-export const runsAt = (h: Host, version: string) =>
+const runsAt = (h: Host, version: string) =>
   h.info.responding && h.host_agent.version === version && h.host_agent.status === "running";
 
 /** Where one host of the run is: its batch done or not, and what its agent says. */
