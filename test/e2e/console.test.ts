@@ -1,4 +1,5 @@
-import { readFileSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Page } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
@@ -6,10 +7,11 @@ import { loadWebCliKey } from "../../packages/control-plane/src/domain/webcli/ke
 import { issueWebCliToken } from "../../packages/control-plane/src/domain/webcli/tokens.ts";
 import type { AgentProc } from "./support/agents.ts";
 import { ARTIFACTS, type HeadlessBrowser, launchChromium } from "./support/browser.ts";
+import { contrastRatio, measureContrast, parseColor } from "./support/contrast.ts";
 import { startNodeAgents, tearDownHosts } from "./support/node-checks.ts";
 import type { NodeHostDirs } from "./support/node-hosts.ts";
 import { uploadNodePackages } from "./support/node-packages.ts";
-import { api, type ServerProc, startServer, tempDir } from "./support/processes.ts";
+import { api, REPO_ROOT, type ServerProc, startServer, tempDir } from "./support/processes.ts";
 
 /**
  * The web console in headless Chromium (Debian's, driven by playwright-core) against a real
@@ -17,7 +19,8 @@ import { api, type ServerProc, startServer, tempDir } from "./support/processes.
  * a user logs in the Keystone way, creates a cluster (after the API's 400 shows beside the field
  * it names), attaches the three hosts and watches their phases converge, restarts the cluster
  * from the plan it was shown and follows it live to the end, downloads a kubeconfig, and runs
- * `kubectl get nodes` in the Web CLI's terminal (a refused command and refused tokens shown too).
+ * `kubectl get nodes` in the Web CLI's terminal (a refused command and refused tokens shown too),
+ * and upgrades the three hosts' agents from the hosts page (plan, confirm, progress per host).
  * Screenshots of each page go to test/artifacts/ (gitignored).
  */
 
@@ -31,6 +34,10 @@ const HOSTS = [
 /** The cluster is made on the older version so the console can upgrade it to the patch target. */
 const FROM = "1.30.6-kls.1";
 const PATCH = "1.30.8-kls.1";
+/** The agent's own version and the next patch, which the console upgrades the hosts' agents to. */
+const AGENT_VERSION = JSON.parse(readFileSync(join(REPO_ROOT, "packages", "agent", "package.json"), "utf8"))
+  .version as string;
+const NEW_AGENT = AGENT_VERSION.replace(/^(\d+)\.(\d+)\.(\d+).*$/, (_m, a, b, c) => `${a}.${b}.${Number(c) + 1}`);
 /** Phases a master and a worker run (packages/protocol/src/phases.ts). */
 const PHASES = { "master-71": 21, "worker-72": 15, "worker-73": 15 } as const;
 
@@ -329,6 +336,145 @@ describe("web console in a browser", () => {
     await shot("operations");
   });
 
+  it("upgrades the agents of chosen hosts: the plan first, then each host's progress, then the new version in the API", async () => {
+    // An agent package of the next patch version, as `pnpm pack:agent` builds it, stored on the control plane.
+    const out = join(scratch, "agent-packages");
+    execFileSync("pnpm", ["pack:agent", "--version", NEW_AGENT, "--out", out], { cwd: REPO_ROOT, stdio: "pipe" });
+    const upload = await fetch(`${server.url}/v1/agentPackages`, {
+      method: "POST",
+      headers: { "x-auth-token": ADMIN, "content-type": "application/octet-stream" },
+      body: readFileSync(join(out, `keelson-agent-${NEW_AGENT}.tar.gz`)),
+    });
+    expect(upload.status).toBe(200);
+    const agentUpgrades = async () =>
+      (
+        await api<{ kind: string }[]>(`${server.url}/v4/${projectId}/operations?target=${projectId}`, ADMIN)
+      ).body.filter((o) => o.kind === "hosts.upgrade").length;
+
+    await page.getByRole("link", { name: "Hosts" }).click();
+    await page.getByRole("heading", { name: "Hosts" }).waitFor();
+    for (const h of HOSTS) await page.getByLabel(`Upgrade the agent of ${h.name}`).check();
+    await page.getByLabel("Agent version").fill(NEW_AGENT);
+    await page.getByLabel("Hosts per batch").fill("2");
+    await page.getByRole("button", { name: "Show the agent plan" }).click();
+    const plan = page.getByRole("list", { name: "Agent upgrade plan" }).locator("li");
+    await plan.first().waitFor();
+    expect(await plan.allTextContents()).toEqual(["Batch 1: master-71, worker-72", "Batch 2: worker-73"]);
+    // Shown, not started: no operation, and every agent still at its version.
+    expect(await agentUpgrades()).toBe(0);
+    await shot("agent-upgrade-plan");
+
+    await page.getByRole("button", { name: "Start agent upgrade" }).click();
+    const progress = page.getByRole("list", { name: "Agent upgrade progress" });
+    await progress.waitFor();
+    // Each host's line as the page showed it, sampled until the rollout is over.
+    const seen: Record<string, string>[] = [];
+    const sample = async () => {
+      const lines = await progress.locator("li").allTextContents();
+      const byHost = Object.fromEntries(lines.map((l) => [l.slice(0, l.indexOf(":")), l.slice(l.indexOf(":") + 2)]));
+      seen.push(byHost);
+      return byHost;
+    };
+    const done = `done, agent ${NEW_AGENT} running`;
+    await expect.poll(sample, { timeout: 150_000, interval: 100 }).toEqual({
+      "master-71": `batch 1 of 2: ${done}`,
+      "worker-72": `batch 1 of 2: ${done}`,
+      "worker-73": `batch 2 of 2: ${done}`,
+    });
+    expect(await page.getByRole("status").filter({ hasText: "Operation" }).textContent()).toMatch(
+      /^Operation [\w-]+: 2 of 2 batches done$/,
+    );
+    // Batch by batch: worker-73 waited while the first batch went, and was upgrading only after it was done.
+    const states = (host: string) => seen.map((s) => s[host]?.replace(/^batch \d of 2: /, ""));
+    expect(states("worker-73")[0], JSON.stringify(seen[0])).toBe("waiting");
+    const secondStarted = states("worker-73").findIndex((s) => s?.startsWith("upgrading"));
+    if (secondStarted >= 0) {
+      expect(seen[secondStarted]?.["master-71"]).toBe(`batch 1 of 2: ${done}`);
+      expect(seen[secondStarted]?.["worker-72"]).toBe(`batch 1 of 2: ${done}`);
+    }
+    for (const host of ["master-71", "worker-72"]) {
+      expect(states(host).indexOf(done)).toBeLessThan(states("worker-73").indexOf(done));
+    }
+    await shot("agent-upgrade-done");
+
+    // The API: one hosts.upgrade operation, succeeded; every host reports the new agent, running.
+    expect(await agentUpgrades()).toBe(1);
+    for (const h of HOSTS) {
+      const host = await api<{ host_agent: { version: string; status: string } }>(
+        `${server.url}/v1/hosts/${ids[h.name]}`,
+        ADMIN,
+      );
+      expect(host.body.host_agent, h.name).toEqual({ version: NEW_AGENT, status: "running" });
+    }
+  }, 240_000);
+
+  it("every visible text of each page meets WCAG 2.2 SC 1.4.3 contrast (4.5:1, large 3:1), measured in Chromium", async () => {
+    // The formula checked on known pairs first: black on white is 21:1, #767676 on white 4.54:1.
+    expect(contrastRatio(parseColor("rgb(0, 0, 0)"), parseColor("rgb(255, 255, 255)"))).toBe(21);
+    expect(contrastRatio(parseColor("rgb(118, 118, 118)"), parseColor("rgb(255, 255, 255)"))).toBeCloseTo(4.54, 2);
+    // And on a page made to fail: #949494 on white (3.03:1) fails as body text and passes at 24 px;
+    // white text on a half-transparent black over white (a mid grey, 3.98:1) fails; hidden text is not read.
+    const probe = await (chromium as HeadlessBrowser).browser.newPage();
+    try {
+      await probe.setContent(`<body style="margin:0;background:#fff;font:16px sans-serif">
+        <p id="small" style="color:#949494">small grey</p>
+        <p id="large" style="color:#949494;font-size:24px">large grey</p>
+        <div style="background:rgba(0,0,0,0.5)"><span id="veil" style="color:#fff">on a veil</span></div>
+        <p style="color:#fff">black on black is not here: this is white on white</p>
+        <p style="position:absolute;width:1px;height:1px;overflow:hidden;color:#fff">visually hidden</p>
+      </body>`);
+      const found = await measureContrast(probe);
+      expect(found.checked).toBe(4);
+      expect(found.failures.map((x) => [x.where, x.ratio, x.required])).toEqual([
+        ["p#small", 3.03, 4.5],
+        ["span#veil", 3.98, 4.5],
+        ["p", 1, 4.5],
+      ]);
+    } finally {
+      await probe.close();
+    }
+    const checked: Record<string, number> = {};
+    const measure = async (name: string, atLeast: number) => {
+      const { checked: count, failures } = await measureContrast(page);
+      checked[name] = count;
+      expect(failures, `${name}: texts under the minimum`).toEqual([]);
+      // The measurement saw the page (a blank or unrendered page would pass vacuously).
+      expect(count, name).toBeGreaterThanOrEqual(atLeast);
+    };
+    // Hosts, with the agent upgrade's progress and its status badges on it.
+    await measure("hosts", 30);
+    // The cluster: nodes with badges, one node's phase timeline open, a restart plan shown.
+    await page.goto(`${server.url}/ui/#/cluster/${clusterId}`);
+    await page.getByRole("heading", { name: "Cluster console-demo" }).waitFor();
+    await page.locator('li.node[data-node="master-71"] summary').click();
+    await page.locator('li.node[data-node="master-71"] li.phase').first().waitFor();
+    await page.getByLabel("Action").selectOption("restart");
+    await page.getByRole("button", { name: "Show the plan" }).click();
+    await page.getByRole("list", { name: "Rollout plan" }).waitFor();
+    await measure("cluster", 60);
+    await page.getByRole("link", { name: "Operations" }).click();
+    await page.getByRole("rowheader", { name: "hosts.upgrade" }).waitFor();
+    await measure("operations", 30);
+    // The clusters list, and the create form with the API's 400 beside its field.
+    await page.getByRole("link", { name: "Clusters" }).click();
+    await page.getByRole("button", { name: "New cluster" }).click();
+    await page.getByLabel("Name", { exact: true }).fill("contrast-check");
+    await page.getByLabel("Kube role version").fill(FROM);
+    await page.getByLabel("Containers CIDR").fill("10.80.0.0/16");
+    await page.getByLabel("Services CIDR").fill("10.80.0.0/16");
+    await page.getByRole("button", { name: "Create cluster" }).click();
+    await page.locator("#cf-servicesCidr-error").waitFor();
+    await measure("clusters-create-error", 15);
+    // The web CLI: the terminal's own text (xterm's colours on its black) and the page around it.
+    await page.goto(`${server.url}/ui/#/webcli/${clusterId}`);
+    await page.getByText("Session: ready").waitFor();
+    await expect
+      .poll(async () => (await page.locator(".xterm-rows > div").allTextContents()).join("\n"))
+      .toContain("connected to cluster");
+    await measure("webcli", 5);
+    writeFileSync(join(ARTIFACTS, "console-contrast.json"), `${JSON.stringify({ textsChecked: checked }, null, 2)}\n`);
+  });
+
   it("fits a 390 px phone screen without sideways scrolling of the page", async () => {
     await page.setViewportSize({ width: 390, height: 844 });
     await page.goto(`${server.url}/ui/#/cluster/${clusterId}`);
@@ -397,5 +543,13 @@ describe("web console in a browser", () => {
     expect(await page.evaluate("sessionStorage.getItem('keelson.session')")).toBeNull();
     const after = await api(`${server.url}/v4/${projectId}/clusters`, token);
     expect(after.status).toBe(403);
+    // The login page, with its refusal shown, meets SC 1.4.3 as the other pages do.
+    await page.getByLabel("User").fill(USER.name);
+    await page.getByLabel("Password").fill("not-the-password");
+    await page.getByRole("button", { name: "Log in" }).click();
+    await page.getByRole("alert").waitFor();
+    const login = await measureContrast(page);
+    expect(login.failures).toEqual([]);
+    expect(login.checked).toBeGreaterThanOrEqual(5);
   });
 });

@@ -157,6 +157,40 @@ describe("host-agent upgrades as an operation", () => {
     await f.idle();
   });
 
+  it("plans the batches with the request's own checks, recording and sending nothing", async () => {
+    const f = await fleetWithPackage(3);
+    fleets.push(f);
+    const [a, b, c] = [f.id(0), f.id(1), f.id(2)];
+    const clusterId = await f.createCluster("plan");
+    expect((await f.attach(clusterId, [m(a), m(b), w(c)])).statusCode).toBe(200);
+    await f.idle();
+    const plan = (body: Record<string, unknown>) =>
+      f.t.request({ method: "POST", url: `/v4/${f.t.projectId}/hostAgentUpgrades/plan`, payload: body });
+    const ops = async () => (await f.t.db.select().from(operations)).length;
+    const before = await ops();
+    const sentBefore = f.sent.length;
+    const planned = await plan({ version: VERSION, hosts: [a, b, c], batchSize: 2 });
+    expect(planned.statusCode, planned.body).toBe(200);
+    // The same batches the request answers: the two masters of one cluster apart.
+    expect(planned.json()).toEqual({ batches: [[a, c], [b]] });
+    const unknownVersion = await plan({ version: "9.9.9", hosts: [a] });
+    expect(unknownVersion.statusCode).toBe(400);
+    expect(unknownVersion.json()).toMatchObject({ field: "version" });
+    expect((await plan({ version: VERSION, hosts: [a, a] })).json()).toMatchObject({ field: "hosts" });
+    expect((await plan({ version: VERSION, hosts: ["no-such-host"] })).statusCode).toBe(404);
+    expect(await ops()).toBe(before);
+    expect(f.sent.length).toBe(sentBefore);
+
+    // While a rollout of these hosts runs, the plan is refused as the request would be.
+    f.agent(2).upgradeTimeMs = 400;
+    const started = await upgrade(f, { version: VERSION, hosts: [c], batchSize: 2 });
+    expect(started.statusCode, started.body).toBe(200);
+    const busy = await plan({ version: VERSION, hosts: [a] });
+    expect(busy.statusCode).toBe(409);
+    expect(busy.json()).toMatchObject({ code: "upgrade_in_progress" });
+    await f.idle();
+  });
+
   it("refuses bad requests with the right status, recording nothing", async () => {
     const f = await fleetWithPackage(2);
     fleets.push(f);

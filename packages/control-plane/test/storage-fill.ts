@@ -37,3 +37,32 @@ function pg(t: TestApp): (q: SQL) => Promise<unknown> {
   const db = t.db as unknown as { execute(q: SQL): Promise<unknown> };
   return (q) => db.execute(q);
 }
+
+/**
+ * A store that refuses every insert into `table` (a trigger raising an error, on either
+ * dialect): a store error at one chosen write, through the real driver, while the rest of the
+ * store works. `allowInserts` drops it.
+ */
+export async function refuseInserts(t: TestApp, table: string): Promise<void> {
+  if (t.store.dialect === "sqlite") {
+    await t.db.run(
+      sql.raw(
+        `create trigger refuse_${table} before insert on ${table} begin select raise(abort, 'the store refused the write'); end`,
+      ),
+    );
+    return;
+  }
+  await pg(t)(
+    sql.raw(`create or replace function keelson_test_refuse() returns trigger language plpgsql as $$
+      begin raise exception 'the store refused the write'; end $$`),
+  );
+  await pg(t)(
+    sql.raw(`create trigger refuse_${table} before insert on ${table} execute function keelson_test_refuse()`),
+  );
+}
+
+export async function allowInserts(t: TestApp, table: string): Promise<void> {
+  await (t.store.dialect === "sqlite" ? (q: SQL) => t.db.run(q) : pg(t))(
+    sql.raw(`drop trigger if exists refuse_${table}${t.store.dialect === "sqlite" ? "" : ` on ${table}`}`),
+  );
+}

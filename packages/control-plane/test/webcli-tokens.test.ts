@@ -7,6 +7,7 @@ import { eq } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
 import { spendWebCliToken } from "../src/domain/webcli/spent-tokens.ts";
 import { createTestApp, TEST_DIALECT, type TestApp } from "./helpers.ts";
+import { allowInserts, refuseInserts } from "./storage-fill.ts";
 import { type Client, openSession } from "./webcli-client.ts";
 
 /**
@@ -36,6 +37,22 @@ async function outcome(client: Client): Promise<Record<string, unknown>> {
   const frame = await client.next("ready");
   if (frame.type === "error") await client.closed;
   return frame;
+}
+
+/** A session that opens with `token`: ready for its cluster, then closed. */
+async function expectOpens(url: string, token: string, clusterId: string): Promise<void> {
+  const client = await openSession(url, token);
+  expect(await outcome(client)).toEqual({ type: "ready", cluster: clusterId });
+  client.close();
+  await client.closed;
+}
+
+/** A listening app with a cluster that has an API endpoint, and a web CLI token for it. */
+async function tokenOnFreshApp(name: string) {
+  const t = await createTestApp();
+  const url = await listening(t);
+  const clusterId = await createCluster(t, { name, externalDnsName: `${name}.webcli.test` });
+  return { t, url, clusterId, token: await issueToken(t, clusterId) };
 }
 
 describe("web CLI tokens are spent in the database", () => {
@@ -92,6 +109,47 @@ describe("web CLI tokens are spent in the database", () => {
     later.close();
     await later.closed;
     expect(await outcome(await openSession(url, token))).toMatchObject({ type: "error", code: "token_used" });
+  });
+
+  it("gives the token back when its cluster is gone, and the retry opens once the cluster is back", async () => {
+    const { t, url, clusterId, token } = await tokenOnFreshApp("wct-gone");
+    const [row] = await t.db.select().from(clusters).where(eq(clusters.id, clusterId));
+    await t.db.delete(clusters).where(eq(clusters.id, clusterId));
+    const gone = await openSession(url, token);
+    expect(await outcome(gone)).toMatchObject({ type: "error", code: "not_found" });
+    expect(await t.db.select().from(webcliSpentTokens)).toEqual([]);
+    // The same cluster row again (as a restore would bring it): the token was not used up.
+    await t.db.insert(clusters).values(row as typeof clusters.$inferInsert);
+    await expectOpens(url, token, clusterId);
+    await t.close();
+  });
+
+  it("gives the token back when the store fails while the session opens, and the retry opens", async () => {
+    const { t, url, clusterId, token } = await tokenOnFreshApp("wct-store");
+    // The spend goes through; the session's credential (a cluster access token) is refused.
+    await refuseInserts(t, "cluster_access_tokens");
+    const failed = await openSession(url, token);
+    expect(await outcome(failed)).toMatchObject({ type: "error", code: "unavailable" });
+    expect(await t.db.select().from(webcliSpentTokens)).toEqual([]);
+    await allowInserts(t, "cluster_access_tokens");
+    await expectOpens(url, token, clusterId);
+    await t.close();
+  });
+
+  it("gives the token back when the socket closes before ready, and the retry opens", async () => {
+    const { t, url, clusterId, token } = await tokenOnFreshApp("wct-closed");
+    // A spent id already expired: the spend deletes it first, so its absence shows the spend ran.
+    const past = new Date(Date.now() - 60_000).toISOString();
+    await t.db.insert(webcliSpentTokens).values({ id: "expired-marker", expiresAt: past });
+    const early = await openSession(url, token);
+    early.close();
+    expect(await early.closed).toMatchObject({ code: 1005 });
+    await expect
+      .poll(async () => (await t.db.select().from(webcliSpentTokens)).map((r) => r.id), { timeout: 5_000 })
+      .toEqual([]);
+    expect(early.frames).toEqual([]);
+    await expectOpens(url, token, clusterId);
+    await t.close();
   });
 
   it("lets exactly one of many sockets spend one token at once", async () => {

@@ -1,16 +1,19 @@
 // `pnpm bench metrics`: `GET /metrics` of a keelson-server holding N simulated agent links
-// (BENCH_AGENTS, default 10,000; the simulators run in their own process). Measures the scrape
+// (BENCH_AGENTS, default 2,000 and 10,000; the simulators run in their own process), on SQLite
+// and on PostgreSQL (a server of its own, started for the run) at each size. Measures the scrape
 // (BENCH_SCRAPES of them: wall time median and p99, the server's mean CPU, size) beside `GET /readyz`
 // on the same server, and the server's CPU over BENCH_WINDOW_S seconds with a scrape every
 // BENCH_SCRAPE_EVERY_S seconds (Prometheus' usual 15 s) beside the same window with no scrape.
 // Prints figures; never fails on a time.
 import { loadavg } from "node:os";
+import { startPostgres } from "../../support/postgres.ts";
 import { ask } from "../agents/children.ts";
 import { cpuSeconds, memoryMiB } from "../agents/proc-stats.ts";
 import { startBenchFleet } from "../support/bench-fleet.ts";
 import { markdownTable } from "../support/markdown-table.ts";
 
-const AGENTS = Number(process.env.BENCH_AGENTS ?? 10_000);
+/** Fleet sizes (comma-separated), each measured on SQLite and on PostgreSQL. */
+const AGENTS = (process.env.BENCH_AGENTS ?? "2000,10000").split(",").map(Number);
 const SCRAPES = Number(process.env.BENCH_SCRAPES ?? 20);
 const WINDOW_S = Number(process.env.BENCH_WINDOW_S ?? 60);
 const SCRAPE_EVERY_S = Number(process.env.BENCH_SCRAPE_EVERY_S ?? 15);
@@ -93,21 +96,33 @@ async function cpuWindow(pid: number, scrapeUrl?: string): Promise<{ cpuPercent:
   return { cpuPercent: ((cpuSeconds(pid) - cpu0) / elapsedS) * 100, scrapes };
 }
 
-async function main(): Promise<void> {
+interface StoreRun {
+  store: "sqlite" | "postgres";
+  agents: number;
+  ready: Row;
+  metrics: Row;
+  quiet: { cpuPercent: number; scrapes: number };
+  scraped: { cpuPercent: number; scrapes: number };
+  rss: number;
+}
+
+/** One keelson-server on one store with `agents` simulated agent links: the scrape beside /readyz, then the CPU windows. */
+async function measure(store: StoreRun["store"], agents: number, env: Record<string, string>): Promise<StoreRun> {
   const fleet = await startBenchFleet({
     name: "metrics",
     simWorker: "test/bench/agents/sim-worker.ts",
     adminToken: ADMIN_TOKEN,
+    env,
   });
   const { base, worker, pid, projectId } = fleet;
   try {
-    log(`registering and connecting ${AGENTS} simulated agents...`);
+    log(`${store}: registering and connecting ${agents} simulated agents...`);
     const started = await ask<{ registerMs: number; connectMs: number; connected: number }>(
       worker,
-      { type: "start", url: base, adminToken: ADMIN_TOKEN, projectId, count: AGENTS },
+      { type: "start", url: base, adminToken: ADMIN_TOKEN, projectId, count: agents },
       "started",
     );
-    log(`${started.connected} connected; settling ${SETTLE_S} s`);
+    log(`${store}: ${started.connected} connected; settling ${SETTLE_S} s`);
     await sleep(SETTLE_S * 1000);
 
     // The baseline request first: the same server, auth and HTTP path, no metrics work.
@@ -116,53 +131,96 @@ async function main(): Promise<void> {
     // The scrape must be of the fleet under test, or its time says nothing about N agents.
     const links = Number(/^keelson_agent_links_open\{replica="[^"]*"\} (\d+)$/m.exec(metrics.last)?.[1]);
     const hosts = Number(/^keelson_hosts\{agent="connected"\} (\d+)$/m.exec(metrics.last)?.[1]);
-    if (links !== AGENTS || hosts !== AGENTS) {
-      throw new Error(`the scrape reports ${links} links open and ${hosts} hosts connected, not ${AGENTS}`);
+    if (links !== agents || hosts !== agents) {
+      throw new Error(`the scrape reports ${links} links open and ${hosts} hosts connected, not ${agents}`);
     }
-    log(`scrapes done; CPU windows of ${WINDOW_S} s: no scrape, then a scrape every ${SCRAPE_EVERY_S} s`);
+    log(`${store}: scrapes done; CPU windows of ${WINDOW_S} s: no scrape, then a scrape every ${SCRAPE_EVERY_S} s`);
     const quiet = await cpuWindow(pid);
     const scraped = await cpuWindow(pid, `${base}/metrics`);
-    const rss = memoryMiB(pid).rss;
+    return { store, agents, ready: ready.row, metrics: metrics.row, quiet, scraped, rss: memoryMiB(pid).rss };
+  } finally {
+    await fleet.stop();
+  }
+}
 
-    const [cores1, cores5] = loadavg();
-    process.stdout.write(
-      `\n/metrics benchmark — ${new Date().toISOString()}, node ${process.version}, ${AGENTS} simulated agents ` +
-        `(${started.connected} linked, simulators in a separate process), server RSS ${rss.toFixed(0)} MiB, ` +
-        `load average ${cores1?.toFixed(2)} / ${cores5?.toFixed(2)} (1 / 5 min)\n\n`,
-    );
-    const f = (n: number, d = 1) => n.toFixed(d);
-    process.stdout.write(
-      `${markdownTable(
-        ["request", `wall p50 ms (of ${SCRAPES})`, "wall p99 ms", "server CPU ms each (mean)", "bytes", "samples"],
-        [ready.row, metrics.row].map((r) => [
+async function main(): Promise<void> {
+  // Both stores at each size, in this one run, so each figure has its baseline beside it.
+  const pg = await startPostgres();
+  const runs: StoreRun[] = [];
+  const loads: string[] = [];
+  try {
+    for (const agents of AGENTS) {
+      runs.push(await measure("sqlite", agents, {}));
+      runs.push(await measure("postgres", agents, { KEELSON_DATABASE_URL: await pg.createDatabase() }));
+      loads.push(`${agents} agents: ${loadavg()[0]?.toFixed(2)}`);
+    }
+  } finally {
+    await pg.stop();
+  }
+  const f = (n: number, d = 1) => n.toFixed(d);
+  process.stdout.write(
+    `\n/metrics benchmark — ${new Date().toISOString()}, node ${process.version}, simulators in a separate process; ` +
+      `1-min load average after each size: ${loads.join(", ")}\n\n`,
+  );
+  process.stdout.write(
+    `${markdownTable(
+      [
+        "store",
+        "agents",
+        "request",
+        `wall p50 ms (of ${SCRAPES})`,
+        "wall p99 ms",
+        "server CPU ms each (mean)",
+        "bytes",
+        "samples",
+        "server RSS MiB",
+      ],
+      runs.flatMap((run) =>
+        [run.ready, run.metrics].map((r) => [
+          run.store,
+          String(run.agents),
           r.label,
           f(r.p50Ms),
           f(r.p99Ms),
           f(r.cpuMeanMs),
           String(r.bytes),
           r.series === undefined ? "-" : String(r.series),
+          f(run.rss, 0),
         ]),
-      )}\n\n`,
+      ),
+    )}\n\n`,
+  );
+  process.stdout.write(
+    `${markdownTable(
+      [
+        "store",
+        "agents",
+        `CPU % of 1 core over ${WINDOW_S} s, no scrape (baseline)`,
+        `scrape every ${SCRAPE_EVERY_S} s`,
+        "scrapes",
+        "difference",
+      ],
+      runs.map((run) => [
+        run.store,
+        String(run.agents),
+        f(run.quiet.cpuPercent, 2),
+        f(run.scraped.cpuPercent, 2),
+        String(run.scraped.scrapes),
+        f(run.scraped.cpuPercent - run.quiet.cpuPercent, 2),
+      ]),
+    )}\n`,
+  );
+  const bySize = AGENTS.map((agents) => {
+    const [lite, post] = ["sqlite", "postgres"].map(
+      (s) => runs.find((r) => r.store === s && r.agents === agents)?.metrics,
     );
-    process.stdout.write(
-      `${markdownTable(
-        [`server CPU over ${WINDOW_S} s`, "scrapes", "CPU % of 1 core"],
-        [
-          ["no scrape (baseline)", "0", f(quiet.cpuPercent, 2)],
-          [`scrape every ${SCRAPE_EVERY_S} s`, String(scraped.scrapes), f(scraped.cpuPercent, 2)],
-        ],
-      )}\n`,
-    );
-    process.stdout.write(
-      `\nscrape cost: ${f(scraped.cpuPercent - quiet.cpuPercent, 2)} points of one core over the window ` +
-        `(one scrape's CPU ${f(metrics.row.cpuMeanMs)} ms / ${SCRAPE_EVERY_S} s = ` +
-        `${f(metrics.row.cpuMeanMs / (SCRAPE_EVERY_S * 10), 3)} points expected); the windows' difference ` +
-        `also holds the heartbeat's noise, the scrape's own CPU time is the steadier figure.\n` +
-        "wall: request sent to body read, from the bench process; server CPU: /proc/<pid>/stat of the server around the whole series, divided by its count.\n",
-    );
-  } finally {
-    await fleet.stop();
-  }
+    return `${agents} agents: scrape CPU postgres/sqlite ${f((post?.cpuMeanMs ?? Number.NaN) / (lite?.cpuMeanMs ?? Number.NaN), 2)}, p50 ${f((post?.p50Ms ?? Number.NaN) / (lite?.p50Ms ?? Number.NaN), 2)}`;
+  });
+  process.stdout.write(
+    `\n${bySize.join("\n")}\n` +
+      `the windows' difference also holds the heartbeat's noise; one scrape's own CPU time (${SCRAPE_EVERY_S} s apart: CPU ms / ${SCRAPE_EVERY_S * 10} points) is the steadier figure.\n` +
+      "wall: request sent to body read, from the bench process; server CPU: /proc/<pid>/stat of the server around the whole series, divided by its count.\n",
+  );
 }
 
 await main();

@@ -1,8 +1,9 @@
-import { useEffect, useState } from "preact/hooks";
-import { call, v4 } from "../api.ts";
+import { useEffect, useRef, useState } from "preact/hooks";
+import { call } from "../api.ts";
 import { followEvents } from "../events.ts";
 import type { Session } from "../session.ts";
 import { ErrorNote, Field, StatusBadge, useLoad } from "../ui.tsx";
+import { type AgentRun, AgentUpgradeForm, advance, resync } from "./agent-upgrade.tsx";
 
 export interface Host {
   id: string;
@@ -27,7 +28,10 @@ export function HostsPage({ session }: { session: Session }) {
   const [issued, setIssued] = useState<IssuedJoinToken | null>(null);
   const [chosen, setChosen] = useState<string[]>([]);
   const [error, setError] = useState<unknown>(null);
-  const [started, setStarted] = useState<string | null>(null);
+  const [run, setRun] = useState<AgentRun | null>(null);
+  // The run as of now for the reconnect handler, which outlives renders.
+  const current = useRef(run);
+  current.current = run;
   useEffect(
     () =>
       followEvents(
@@ -35,8 +39,13 @@ export function HostsPage({ session }: { session: Session }) {
         (e) => {
           if (e.name.startsWith("node.connected") || e.name.startsWith("node.disconnected") || e.name === "node.agent")
             hosts.reload();
+          if (e.name.startsWith("operation.")) setRun((r) => advance(r, e));
         },
-        hosts.reload,
+        () => {
+          hosts.reload();
+          const r = current.current;
+          if (r) resync(session, r).then(setRun, setError);
+        },
       ),
     [session.token],
   );
@@ -49,29 +58,6 @@ export function HostsPage({ session }: { session: Session }) {
           body: {},
         }),
       );
-    } catch (err) {
-      setError(err);
-    }
-  };
-  const upgrade = async (event: SubmitEvent) => {
-    event.preventDefault();
-    const form = new FormData(event.currentTarget as HTMLFormElement);
-    setError(null);
-    try {
-      const batch = String(form.get("batchSize") ?? "").trim();
-      const answer = await call<{ operationId: string; batches: string[][] }>(
-        session,
-        v4(session, "hostAgentUpgrades"),
-        {
-          method: "POST",
-          body: {
-            version: String(form.get("version") ?? "").trim(),
-            hosts: chosen,
-            ...(batch ? { batchSize: Number(batch) } : {}),
-          },
-        },
-      );
-      setStarted(`Operation ${answer.operationId}: ${answer.batches.length} batches`);
     } catch (err) {
       setError(err);
     }
@@ -145,22 +131,14 @@ export function HostsPage({ session }: { session: Session }) {
           </div>
         ) : null}
       </section>
-      <form class="panel" onSubmit={upgrade} aria-labelledby="upgrade-title">
-        <h2 id="upgrade-title">Upgrade host agents</h2>
-        <p>{chosen.length} hosts chosen in the table.</p>
-        <div class="grid">
-          <Field id="agent-version" label="Agent version">
-            <input id="agent-version" name="version" required />
-          </Field>
-          <Field id="agent-batch" label="Hosts per batch" hint="Default 1">
-            <input id="agent-batch" name="batchSize" inputMode="numeric" />
-          </Field>
-        </div>
-        <button type="submit" disabled={!chosen.length}>
-          Upgrade agents
-        </button>
-        {started ? <p role="status">{started}</p> : null}
-      </form>
+      <AgentUpgradeForm
+        session={session}
+        hosts={hosts.value ?? []}
+        chosen={chosen}
+        run={run}
+        setRun={setRun}
+        onStarted={() => setChosen([])}
+      />
       <ErrorNote error={error} />
     </section>
   );

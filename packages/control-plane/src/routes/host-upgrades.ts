@@ -1,7 +1,11 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { AGENT_VERSION_PATTERN } from "@keelson/protocol";
 import { Type } from "typebox";
-import { requestHostAgentUpgrade, requirePackage } from "../domain/hosts/agent-upgrade-request.ts";
+import {
+  planHostAgentUpgrade,
+  requestHostAgentUpgrade,
+  requirePackage,
+} from "../domain/hosts/agent-upgrade-request.ts";
 import { baseUrlOf } from "../http/base-url.ts";
 import { ErrorBody, MEMBER } from "./common-schemas.ts";
 
@@ -27,9 +31,39 @@ const Body = Type.Object(
   { additionalProperties: false },
 );
 
-/** Host-agent upgrades as an operation (extension). */
+const Batches = Type.Array(Type.Array(Type.String()), { description: "The hosts of each batch, in order" });
+
+/** Host-agent upgrades as an operation (extension), and their plan before they start. */
 export const hostUpgradeRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const k = app.keelson;
+  app.post(
+    "/v4/:project_uuid/hostAgentUpgrades/plan",
+    {
+      config: MEMBER,
+      schema: {
+        tags: ["hosts"],
+        summary: "The batches a host-agent upgrade would run in, recording nothing (extension)",
+        description:
+          "Takes the body of `POST /v4/{project}/hostAgentUpgrades` and makes the same checks (400: unknown " +
+          "version; 404: a host not in the project; 409: a host offline, a rollout already running, a cluster of " +
+          "these hosts busy), then answers the batches it would run in. Nothing is recorded or sent; the console " +
+          "shows this plan before the operator confirms.",
+        params: Type.Object({ project_uuid: Type.String() }),
+        body: Body,
+        response: {
+          200: Type.Object({ batches: Batches }),
+          400: ErrorBody,
+          403: ErrorBody,
+          404: ErrorBody,
+          409: ErrorBody,
+        },
+      },
+    },
+    async (request) => {
+      await requirePackage(k.dataDir, request.body.version);
+      return planHostAgentUpgrade(k, request.params.project_uuid, request.body);
+    },
+  );
   app.post(
     "/v4/:project_uuid/hostAgentUpgrades",
     {
@@ -48,7 +82,7 @@ export const hostUpgradeRoutes: FastifyPluginAsyncTypebox = async (app) => {
         response: {
           200: Type.Object({
             operationId: Type.String(),
-            batches: Type.Array(Type.Array(Type.String()), { description: "The hosts of each batch, in order" }),
+            batches: Batches,
           }),
           400: ErrorBody,
           403: ErrorBody,

@@ -39,20 +39,18 @@ export function planBatches(hosts: HostPlacement[], size: number): string[][] {
   return batches.map((b) => b.ids);
 }
 
+type Checker = Pick<Keelson, "db" | "agents">;
+
 /**
- * `POST /v4/{project_uuid}/hostAgentUpgrades`: checks the request and records a
- * `hosts.upgrade` operation. The version must be stored on this control plane (agents download
- * it from here); every host must be of the project and connected now (an offline host is a 409:
- * it cannot be upgraded and would only stall the rollout). One host-agent rollout per project
- * at a time.
+ * The checks every host-agent upgrade request passes and its batches: every host of the
+ * project (404) and connected now (409: an offline host cannot be upgraded and would only stall
+ * the rollout), none named twice (400). Nothing is recorded.
  */
-export async function requestHostAgentUpgrade(
-  k: Pick<Keelson, "db" | "dataDir" | "agents" | "runner">,
+async function checkedBatches(
+  k: Checker,
   projectId: string,
   request: HostAgentUpgradeRequest,
-  baseUrl: string,
-  pkg: { sha256: string },
-): Promise<{ operationId: string; batches: string[][] }> {
+): Promise<{ batches: string[][]; clusterIds: string[] }> {
   const unique = [...new Set(request.hosts)];
   if (unique.length !== request.hosts.length) throw badRequest("hosts", "hosts must not name a host twice");
   const rows = await k.db
@@ -72,6 +70,61 @@ export async function requestHostAgentUpgrade(
     }),
     request.batchSize ?? 1,
   );
+  return { batches, clusterIds: [...new Set(rows.flatMap((r) => (r.clusterId ? [r.clusterId] : [])))] };
+}
+
+/** 409 when the project's agents are being upgraded already, or a cluster of these hosts is busy. */
+async function refuseWhileBusy(
+  tx: Parameters<typeof activeOperationFor>[0],
+  projectId: string,
+  clusterIds: string[],
+): Promise<void> {
+  const running = await activeOperationFor(tx, projectId, [HOST_UPGRADE_KIND]);
+  if (running) {
+    throw conflict(`a host-agent upgrade (operation ${running.id}) is already in progress`, "upgrade_in_progress");
+  }
+  // An agent restarting onto a new version in the middle of its node's restart or upgrade
+  // would cut that node's command short: a cluster busy with a rollout keeps its agents.
+  for (const clusterId of clusterIds) {
+    const busy = await activeOperationFor(tx, clusterId, BUSY_KINDS);
+    if (busy) {
+      throw conflict(
+        `cluster ${clusterId} of some of these hosts is busy with ${busy.kind} (operation ${busy.id}); ` +
+          "upgrade their agents once it finished",
+        "cluster_busy",
+      );
+    }
+  }
+}
+
+/**
+ * `POST /v4/{project_uuid}/hostAgentUpgrades/plan`: the batches the request would run in, after
+ * the same checks as the request itself (so a plan shown is one that can start now), recording
+ * nothing. The console shows it before the operator confirms.
+ */
+export async function planHostAgentUpgrade(
+  k: Checker,
+  projectId: string,
+  request: HostAgentUpgradeRequest,
+): Promise<{ batches: string[][] }> {
+  const { batches, clusterIds } = await checkedBatches(k, projectId, request);
+  await refuseWhileBusy(k.db, projectId, clusterIds);
+  return { batches };
+}
+
+/**
+ * `POST /v4/{project_uuid}/hostAgentUpgrades`: checks the request and records a
+ * `hosts.upgrade` operation. The version must be stored on this control plane (agents download
+ * it from here). One host-agent rollout per project at a time.
+ */
+export async function requestHostAgentUpgrade(
+  k: Pick<Keelson, "db" | "dataDir" | "agents" | "runner">,
+  projectId: string,
+  request: HostAgentUpgradeRequest,
+  baseUrl: string,
+  pkg: { sha256: string },
+): Promise<{ operationId: string; batches: string[][] }> {
+  const { batches, clusterIds } = await checkedBatches(k, projectId, request);
   const params: HostUpgradeParams = {
     version: request.version,
     sha256: pkg.sha256,
@@ -79,22 +132,7 @@ export async function requestHostAgentUpgrade(
     batches,
   };
   const op = await k.db.transaction(async (tx) => {
-    const running = await activeOperationFor(tx, projectId, [HOST_UPGRADE_KIND]);
-    if (running) {
-      throw conflict(`a host-agent upgrade (operation ${running.id}) is already in progress`, "upgrade_in_progress");
-    }
-    // An agent restarting onto a new version in the middle of its node's restart or upgrade
-    // would cut that node's command short: a cluster busy with a rollout keeps its agents.
-    for (const clusterId of new Set(rows.flatMap((r) => (r.clusterId ? [r.clusterId] : [])))) {
-      const busy = await activeOperationFor(tx, clusterId, BUSY_KINDS);
-      if (busy) {
-        throw conflict(
-          `cluster ${clusterId} of some of these hosts is busy with ${busy.kind} (operation ${busy.id}); ` +
-            "upgrade their agents once it finished",
-          "cluster_busy",
-        );
-      }
-    }
+    await refuseWhileBusy(tx, projectId, clusterIds);
     return recordOperation(tx, {
       projectId,
       kind: HOST_UPGRADE_KIND,
