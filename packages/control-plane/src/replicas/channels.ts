@@ -23,6 +23,8 @@ export const CHANNELS = {
   commandResults: "keelson_command_results",
   /** A host's link taken or dropped (links.ts). */
   links: "keelson_links",
+  /** A replica asked to drain: its id (drain.ts). */
+  drains: "keelson_drains",
 } as const;
 
 export type Channel = keyof typeof CHANNELS;
