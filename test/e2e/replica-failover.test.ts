@@ -1,8 +1,19 @@
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { AgentProc } from "./support/agents.ts";
 import { buildCluster, expectNodesOkAndUncordoned, startNodeAgents, tearDownHosts } from "./support/node-checks.ts";
 import type { NodeHostDirs } from "./support/node-hosts.ts";
-import { api, freePort, type Proc, type ServerProc, startServer, tempDir, waitUntil } from "./support/processes.ts";
+import {
+  api,
+  freePort,
+  logRecords,
+  type Proc,
+  type ServerProc,
+  start,
+  startServer,
+  tempDir,
+  waitUntil,
+} from "./support/processes.ts";
 
 /**
  * Issue 17, on PostgreSQL only (the e2e project leaves it out: SQLite serves one replica): two
@@ -17,6 +28,10 @@ import { api, freePort, type Proc, type ServerProc, startServer, tempDir, waitUn
  * everywhere" is not built), so the owner before the kill must be the replica the agents are
  * linked to: B starts after the cluster is built (the agents, linked to A, stay there), and B is
  * held with SIGSTOP while A records and claims the restart, so B cannot claim it first.
+ *
+ * Then A starts again and B, owning a second restart, is drained (through A's API, then
+ * `keelson replicas drain cp-b`, the real CLI, waits for it): A takes the operation over at
+ * once, the agents move to A, B answers /readyz 503, and again no node restarts twice.
  */
 
 const ADMIN = "e2e-admin-token";
@@ -32,9 +47,9 @@ const LEASES = {
 /** What observing a claim adds here: the claim's statement, the event's way to the stream, a loaded machine. */
 const OBSERVATION_SLACK_MS = 700;
 const HOSTS = [
-  { name: "master-71", ip: "127.0.0.71", isMaster: true },
-  { name: "worker-72", ip: "127.0.0.72", isMaster: false },
-  { name: "worker-73", ip: "127.0.0.73", isMaster: false },
+  { name: "master-91", ip: "127.0.0.91", isMaster: true },
+  { name: "worker-92", ip: "127.0.0.92", isMaster: false },
+  { name: "worker-93", ip: "127.0.0.93", isMaster: false },
 ] as const;
 const restartsIn = (agent: AgentProc) => agent.output().split('"msg":"restarting node phases"').length - 1;
 
@@ -52,6 +67,12 @@ interface Replica {
   agentsHeld: number;
   operationsOwned: number;
 }
+/** Claims of operation `id` on a server's stream, by arrival time. */
+const claimOf = (events: StreamEvent[], id: string) =>
+  events.find((e) => e.name === "operation.started" && e.data.operationId === id)?.at;
+const finishedOn = (events: StreamEvent[], id: string) =>
+  events.some((e) => e.name === "operation.finished" && e.data.operationId === id && e.data.state === "succeeded");
+
 interface StreamEvent {
   name: string;
   data: { operationId?: string; state?: string };
@@ -71,6 +92,7 @@ function signalGroup(p: Proc, signal: "SIGSTOP" | "SIGCONT"): void {
 function followEvents(url: string, projectId: string) {
   const events: StreamEvent[] = [];
   const abort = new AbortController();
+  const state: { error?: unknown } = {};
   const done = (async () => {
     const res = await fetch(`${url}/v4/${projectId}/events`, {
       headers: { "x-auth-token": ADMIN },
@@ -90,9 +112,10 @@ function followEvents(url: string, projectId: string) {
       }
     }
   })().catch((err: unknown) => {
-    if (!abort.signal.aborted) throw err;
+    // Kept, not thrown: the test names it when the stream ends early (a check then fails).
+    if (!abort.signal.aborted) state.error = err;
   });
-  return { events, stop: () => abort.abort(), done };
+  return { events, state, stop: () => abort.abort(), done };
 }
 
 describe("the owner of a rolling restart killed with SIGKILL, real agents listing both replicas", () => {
@@ -150,7 +173,7 @@ describe("the owner of a rolling restart killed with SIGKILL, real agents listin
       (a as ServerProc).url,
       ADMIN,
       projectId,
-      { name: "e2e-failover", containersCidr: "10.70.0.0/16", servicesCidr: "10.71.0.0/16" },
+      { name: "e2e-failover", containersCidr: "10.90.0.0/16", servicesCidr: "10.91.0.0/16" },
       HOSTS.map((h) => ({ uuid: ids[h.name] as string, isMaster: h.isMaster })),
       180_000,
     );
@@ -184,7 +207,7 @@ describe("the owner of a rolling restart killed with SIGKILL, real agents listin
       signalGroup(replicaB, "SIGCONT");
     }
     expect(op).toMatchObject({ state: "running", replica: "cp-a", attempts: 1 });
-    const firstWorker = agents["worker-72"] as AgentProc;
+    const firstWorker = agents["worker-92"] as AgentProc;
     await waitUntil("the first worker restarting", async () => restartsIn(firstWorker) === 1, 120_000, 20);
 
     // Clients keep asking B while A dies.
@@ -241,14 +264,7 @@ describe("the owner of a rolling restart killed with SIGKILL, real agents listin
     for (const h of HOSTS) expect((agents[h.name] as AgentProc).output()).toContain("moving to the next control plane");
     expect(statuses.length).toBeGreaterThan(10);
     expect(statuses.filter((s) => s !== 200)).toEqual([]);
-    await waitUntil(
-      "B's stream reports the end",
-      async () =>
-        stream.events.some(
-          (e) => e.name === "operation.finished" && e.data.operationId === op.uuid && e.data.state === "succeeded",
-        ),
-      10_000,
-    );
+    await waitUntil("B's stream reports the end", async () => finishedOn(stream.events, op.uuid), 10_000);
     stream.stop();
     await stream.done;
     const replicas = (await api<Replica[]>(`${replicaB.url}/v1/replicas`, ADMIN)).body;
@@ -257,5 +273,108 @@ describe("the owner of a rolling restart killed with SIGKILL, real agents listin
       ["cp-b", true, 0],
     ]);
     await expectNodesOkAndUncordoned(replicaB.url, ADMIN, HOSTS, ids, dirs);
+  }, 300_000);
+
+  it("B drained mid-restart (`keelson replicas drain cp-b` waits): A, started again, takes the operation over at once, the agents move to A, no node restarts twice", async () => {
+    const replicaB = b as ServerProc;
+    const port = Number(new URL((a as ServerProc).url).port);
+    const replicaA = await startServer({ adminToken: ADMIN, dataDir, port, env: env("cp-a") });
+    a = replicaA;
+    const stream = followEvents(replicaA.url, projectId);
+    const before = Object.fromEntries(HOSTS.map((h) => [h.name, restartsIn(agents[h.name] as AgentProc)]));
+    // The agents are linked to B: B records and claims it (A held meanwhile, as above).
+    signalGroup(replicaA, "SIGSTOP");
+    let op: Operation;
+    try {
+      const res = await api(`${replicaB.url}/v3/${projectId}/clusters/${clusterId}/restart?batchPercent=50`, ADMIN, {
+        method: "POST",
+      });
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+      op = await waitUntil(
+        "B claims the restart",
+        async () => {
+          const ops = await api<Operation[]>(`${replicaB.url}/v4/${projectId}/operations?target=${clusterId}`, ADMIN);
+          const found = ops.body.find((o) => o.kind === "cluster.restart" && o.state !== "succeeded");
+          return found?.replica ? found : undefined;
+        },
+        10_000,
+        20,
+      );
+    } finally {
+      signalGroup(replicaA, "SIGCONT");
+    }
+    expect(op).toMatchObject({ state: "running", replica: "cp-b", attempts: 1 });
+    const firstWorker = agents["worker-92"] as AgentProc;
+    const workerBefore = before["worker-92"] as number;
+    await waitUntil(
+      "the first worker restarting",
+      async () => restartsIn(firstWorker) === workerBefore + 1,
+      120_000,
+      20,
+    );
+
+    // Asked through A's API at once (the CLI's own start-up takes seconds here, by when the
+    // restart could be over); the CLI then asks again (a drain is idempotent) and waits.
+    const asked = await api<{ id: string; draining: boolean }>(`${replicaA.url}/v1/replicas/cp-b/drain`, ADMIN, {
+      method: "POST",
+    });
+    expect(asked.status, JSON.stringify(asked.body)).toBe(202);
+    expect(asked.body).toMatchObject({ id: "cp-b", draining: true });
+    const home = tempDir("keelson-e2e-replica-failover-cli-");
+    const cli = start("npx", ["--no-install", "keelson", "replicas", "drain", "cp-b", "--timeout", "60"], {
+      KEELSON_URL: replicaA.url,
+      KEELSON_TOKEN: ADMIN,
+      KEELSON_CONFIG: join(home, "config.yaml"),
+      HOME: home,
+    });
+    let code: number | string;
+    try {
+      code = await cli.exited;
+    } finally {
+      await cli.stop("SIGKILL");
+    }
+    expect(code, cli.output()).toBe(0);
+    expect(cli.output()).toContain("cp-b: drained, it holds no operation and no agent link");
+    const claimed = await waitUntil(
+      `A claims the restart (stream: ${String(stream.state.error ?? "open")})\nA: ${replicaA.output().slice(-4000)}\nB: ${replicaB.output().slice(-4000)}`,
+      async () => claimOf(stream.events, op.uuid),
+      30_000,
+      20,
+    );
+    // From B's own record of the drain's start (the CLI's start-up is not the product's time).
+    const began = logRecords(replicaB).find((r) => r.msg === "draining: handing over operations and agent links");
+    const handedOver = logRecords(replicaB).find((r) => r.msg === "draining: operations handed over");
+    expect(began, replicaB.output().slice(-4000)).toBeDefined();
+    expect(handedOver?.operations).toEqual([op.uuid]);
+    const takeover = claimed - Number(began?.time);
+    process.stderr.write(
+      `[failover] drain → B released its lease ${Number(handedOver?.time) - Number(began?.time)} ms, → A claims the operation ${takeover} ms\n`,
+    );
+    // Released, not run out: well before a lease.
+    expect(takeover).toBeLessThan(LEASE_MS);
+    expect((await fetch(`${replicaB.url}/readyz`)).status).toBe(503);
+    const done = await waitUntil(
+      "the restart finished on A",
+      async () => {
+        const o = (await api<Operation>(`${replicaA.url}/v1/operations/${op.uuid}`, ADMIN)).body;
+        if (o.state === "failed") throw new Error(`restart failed: ${o.error}`);
+        return o.state === "succeeded" ? o : undefined;
+      },
+      180_000,
+      250,
+    );
+    expect(done).toMatchObject({ state: "succeeded", replica: "cp-a", attempts: 2 });
+    await waitUntil("A's stream reports the end", async () => finishedOn(stream.events, op.uuid), 10_000);
+    stream.stop();
+    await stream.done;
+    for (const h of HOSTS) {
+      expect(restartsIn(agents[h.name] as AgentProc) - (before[h.name] as number), h.name).toBe(1);
+    }
+    const replicas = (await api<Replica[]>(`${replicaA.url}/v1/replicas`, ADMIN)).body;
+    expect(replicas.map((r) => [r.id, r.live, r.agentsHeld, r.operationsOwned])).toEqual([
+      ["cp-a", true, HOSTS.length, 0],
+      ["cp-b", true, 0, 0],
+    ]);
+    await expectNodesOkAndUncordoned(replicaA.url, ADMIN, HOSTS, ids, dirs);
   }, 300_000);
 });
