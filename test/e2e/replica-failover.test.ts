@@ -70,7 +70,7 @@ interface Replica {
 /** Claims of operation `id` on a server's stream, by arrival time. */
 const claimOf = (events: StreamEvent[], id: string) =>
   events.find((e) => e.name === "operation.started" && e.data.operationId === id)?.at;
-const finishedOn = (events: StreamEvent[], id: string) =>
+const endReported = (events: StreamEvent[], id: string) =>
   events.some((e) => e.name === "operation.finished" && e.data.operationId === id && e.data.state === "succeeded");
 
 interface StreamEvent {
@@ -137,6 +137,46 @@ describe("the owner of a rolling restart killed with SIGKILL, real agents listin
     ...LEASES,
   });
 
+  /**
+   * Asks `owner` for a rolling restart (workers in batches of one) while `held` is stopped with
+   * SIGSTOP, so that `owner` claims it; answers the operation once claimed.
+   */
+  async function restartClaimedBy(owner: ServerProc, held: ServerProc): Promise<Operation> {
+    signalGroup(held, "SIGSTOP");
+    try {
+      const res = await api(`${owner.url}/v3/${projectId}/clusters/${clusterId}/restart?batchPercent=50`, ADMIN, {
+        method: "POST",
+      });
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+      return await waitUntil(
+        "the restart claimed",
+        async () => {
+          const ops = await api<Operation[]>(`${owner.url}/v4/${projectId}/operations?target=${clusterId}`, ADMIN);
+          const found = ops.body.find((o) => o.kind === "cluster.restart" && o.state !== "succeeded");
+          return found?.replica ? found : undefined;
+        },
+        10_000,
+        20,
+      );
+    } finally {
+      signalGroup(held, "SIGCONT");
+    }
+  }
+
+  /** The operation once it succeeded, read through `s` (a failure ends the wait with its error). */
+  async function finishedOn(s: ServerProc, id: string): Promise<Operation> {
+    return await waitUntil(
+      `operation ${id} finished`,
+      async () => {
+        const o = (await api<Operation>(`${s.url}/v1/operations/${id}`, ADMIN)).body;
+        if (o.state === "failed") throw new Error(`restart failed: ${o.error}`);
+        return o.state === "succeeded" ? o : undefined;
+      },
+      180_000,
+      250,
+    );
+  }
+
   beforeAll(async () => {
     portB = await freePort();
     a = await startServer({ adminToken: ADMIN, dataDir, env: env("cp-a") });
@@ -186,26 +226,7 @@ describe("the owner of a rolling restart killed with SIGKILL, real agents listin
     const stream = followEvents(replicaB.url, projectId);
 
     // B held while A records and claims the restart (see the header).
-    signalGroup(replicaB, "SIGSTOP");
-    let op: Operation;
-    try {
-      const res = await api(`${ownerA.url}/v3/${projectId}/clusters/${clusterId}/restart?batchPercent=50`, ADMIN, {
-        method: "POST",
-      });
-      expect(res.status, JSON.stringify(res.body)).toBe(200);
-      op = await waitUntil(
-        "A claims the restart",
-        async () => {
-          const ops = await api<Operation[]>(`${ownerA.url}/v4/${projectId}/operations?target=${clusterId}`, ADMIN);
-          const found = ops.body.find((o) => o.kind === "cluster.restart");
-          return found?.replica ? found : undefined;
-        },
-        10_000,
-        20,
-      );
-    } finally {
-      signalGroup(replicaB, "SIGCONT");
-    }
+    const op = await restartClaimedBy(ownerA, replicaB);
     expect(op).toMatchObject({ state: "running", replica: "cp-a", attempts: 1 });
     const firstWorker = agents["worker-92"] as AgentProc;
     await waitUntil("the first worker restarting", async () => restartsIn(firstWorker) === 1, 120_000, 20);
@@ -241,16 +262,7 @@ describe("the owner of a rolling restart killed with SIGKILL, real agents listin
       30_000,
       20,
     );
-    const done = await waitUntil(
-      "the restart finished on B",
-      async () => {
-        const o = (await api<Operation>(`${replicaB.url}/v1/operations/${op.uuid}`, ADMIN)).body;
-        if (o.state === "failed") throw new Error(`restart failed: ${o.error}`);
-        return o.state === "succeeded" ? o : undefined;
-      },
-      180_000,
-      250,
-    );
+    const done = await finishedOn(replicaB, op.uuid);
     polling = false;
     await poll;
     const takeover = claimed - killedAt;
@@ -264,7 +276,7 @@ describe("the owner of a rolling restart killed with SIGKILL, real agents listin
     for (const h of HOSTS) expect((agents[h.name] as AgentProc).output()).toContain("moving to the next control plane");
     expect(statuses.length).toBeGreaterThan(10);
     expect(statuses.filter((s) => s !== 200)).toEqual([]);
-    await waitUntil("B's stream reports the end", async () => finishedOn(stream.events, op.uuid), 10_000);
+    await waitUntil("B's stream reports the end", async () => endReported(stream.events, op.uuid), 10_000);
     stream.stop();
     await stream.done;
     const replicas = (await api<Replica[]>(`${replicaB.url}/v1/replicas`, ADMIN)).body;
@@ -283,26 +295,7 @@ describe("the owner of a rolling restart killed with SIGKILL, real agents listin
     const stream = followEvents(replicaA.url, projectId);
     const before = Object.fromEntries(HOSTS.map((h) => [h.name, restartsIn(agents[h.name] as AgentProc)]));
     // The agents are linked to B: B records and claims it (A held meanwhile, as above).
-    signalGroup(replicaA, "SIGSTOP");
-    let op: Operation;
-    try {
-      const res = await api(`${replicaB.url}/v3/${projectId}/clusters/${clusterId}/restart?batchPercent=50`, ADMIN, {
-        method: "POST",
-      });
-      expect(res.status, JSON.stringify(res.body)).toBe(200);
-      op = await waitUntil(
-        "B claims the restart",
-        async () => {
-          const ops = await api<Operation[]>(`${replicaB.url}/v4/${projectId}/operations?target=${clusterId}`, ADMIN);
-          const found = ops.body.find((o) => o.kind === "cluster.restart" && o.state !== "succeeded");
-          return found?.replica ? found : undefined;
-        },
-        10_000,
-        20,
-      );
-    } finally {
-      signalGroup(replicaA, "SIGCONT");
-    }
+    const op = await restartClaimedBy(replicaB, replicaA);
     expect(op).toMatchObject({ state: "running", replica: "cp-b", attempts: 1 });
     const firstWorker = agents["worker-92"] as AgentProc;
     const workerBefore = before["worker-92"] as number;
@@ -353,18 +346,9 @@ describe("the owner of a rolling restart killed with SIGKILL, real agents listin
     // Released, not run out: well before a lease.
     expect(takeover).toBeLessThan(LEASE_MS);
     expect((await fetch(`${replicaB.url}/readyz`)).status).toBe(503);
-    const done = await waitUntil(
-      "the restart finished on A",
-      async () => {
-        const o = (await api<Operation>(`${replicaA.url}/v1/operations/${op.uuid}`, ADMIN)).body;
-        if (o.state === "failed") throw new Error(`restart failed: ${o.error}`);
-        return o.state === "succeeded" ? o : undefined;
-      },
-      180_000,
-      250,
-    );
+    const done = await finishedOn(replicaA, op.uuid);
     expect(done).toMatchObject({ state: "succeeded", replica: "cp-a", attempts: 2 });
-    await waitUntil("A's stream reports the end", async () => finishedOn(stream.events, op.uuid), 10_000);
+    await waitUntil("A's stream reports the end", async () => endReported(stream.events, op.uuid), 10_000);
     stream.stop();
     await stream.done;
     for (const h of HOSTS) {
