@@ -67,4 +67,41 @@ describe("keelson replicas", () => {
     expect(res.stderr).toContain("403");
     expect(res.stdout).toBe("");
   });
+
+  it("drain: 404 and 409 are exit 1 naming the refusal; --no-wait returns once marked; the wait ends when the replica holds nothing", async () => {
+    const unknown = await keelson(["replicas", "drain", "cp-nope"], { env: env(ADMIN_TOKEN) });
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toContain("404 not_found: replica cp-nope does not exist");
+    const gone = await keelson(["replicas", "drain", "cp-0"], { env: env(ADMIN_TOKEN) });
+    expect(gone.code).toBe(1);
+    expect(gone.stderr).toContain("409 replica_gone");
+    const last = await keelson(["replicas", "drain", "cp-1"], { env: env(ADMIN_TOKEN) });
+    expect(last.code).toBe(1);
+    expect(last.stderr).toContain("409 last_replica");
+    const usage = await keelson(["replicas", "drain", "cp-1", "--timeout", "0"], { env: env(ADMIN_TOKEN) });
+    expect(usage.code).toBe(2);
+    expect(usage.stderr).toContain("--timeout must be");
+
+    // Another live replica (a row heartbeating now) takes cp-1's work over.
+    const now = databaseTime(dialectOf(t.db));
+    await t.db.insert(replicas).values({
+      id: "cp-2",
+      url: "https://10.0.0.10:8443",
+      version: "0.0.9",
+      host: "elsewhere.example",
+      pid: 4243,
+      startedAt: now,
+      heartbeatAt: now,
+    });
+    const marked = await keelson(["replicas", "drain", "cp-1", "--no-wait"], { env: env(ADMIN_TOKEN) });
+    expect(marked.code, marked.stderr).toBe(0);
+    expect(marked.stderr).toMatch(/^cp-1: draining \(0 operations, 0 agent links\)$/m);
+    expect(marked.stdout).toBe("");
+    const waited = await keelson(["replicas", "drain", "cp-1", "--timeout", "30"], { env: env(ADMIN_TOKEN) });
+    expect(waited.code, waited.stderr).toBe(0);
+    expect(waited.stdout.trim()).toBe("cp-1: drained, it holds no operation and no agent link");
+    const table = await keelson(["replicas"], { env: env(ADMIN_TOKEN) });
+    expect(table.stdout).toMatch(/^cp-1\s+\S+\s+\S+\s+draining\s/m);
+    expect((await t.request({ method: "GET", url: "/readyz", token: null })).json()).toEqual({ status: "draining" });
+  });
 });

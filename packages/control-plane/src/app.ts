@@ -33,6 +33,7 @@ import { ControlPlaneMetrics } from "./metrics/registry.ts";
 import { registerScrapeGauges } from "./metrics/scrape-gauges.ts";
 import { registerOperationKinds } from "./operation-kinds.ts";
 import { type Channels, channelsOf } from "./replicas/channels.ts";
+import { ReplicaDrain } from "./replicas/drain.ts";
 import { deregisterReplica, registerReplica, replicaHeartbeat } from "./replicas/registry.ts";
 import { replicaSelf } from "./replicas/self.ts";
 import { registerRoutes } from "./routes/index.ts";
@@ -110,7 +111,13 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   storage.lookAtStart();
   const replica = replicaSelf(settings, Boolean(tls));
   await registerReplica(options.store.db, replica, settings.operationLeaseMs);
-  const replicaBeat = replicaHeartbeat(options.store.db, replica, settings.replicaRetentionMs, () => agents.links.open);
+  const replicaBeat = replicaHeartbeat(
+    options.store.db,
+    replica,
+    settings.replicaRetentionMs,
+    () => agents.links.open,
+    () => void drain.begin("its replicas row says it drains"),
+  );
   const runner = new OperationRunner(options.store.db, app.log, (full) => storage.full(full), {
     replicaId: settings.replicaId,
     leaseMs: settings.operationLeaseMs,
@@ -165,6 +172,16 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     eventsPrunedAt = Date.now();
     await eventLog.prune(settings.eventRetentionMinutes * 60_000, settings.eventRetentionRows);
   };
+  const drain = new ReplicaDrain({
+    db: options.store.db,
+    channels,
+    replicaId: settings.replicaId,
+    leaseMs: settings.operationLeaseMs,
+    log: app.log,
+    runner,
+    agents,
+  });
+  await drain.listen();
   await startWrite(storage, app.log, "marking hosts disconnected", () => agents.resetStalePresence());
   agents.attach(app.server);
   const keelson: Keelson = {
@@ -177,6 +194,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     identity,
     adminTokenFile: options.adminTokenFile ?? null,
     runner,
+    drain,
     log: app.log,
     agents,
     eventLog,
@@ -244,6 +262,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   });
   app.addHook("preClose", async () => {
     clearInterval(pruning);
+    await drain.close();
     await runner.stop();
     await deregisterReplica(options.store.db, replica).catch((err) =>
       logWriteFailure(app.log, err, {}, "removing this replica's row failed"),

@@ -7,6 +7,7 @@ import type { EventLog } from "./domain/events/event-log.ts";
 import type { ProjectEventFanout } from "./domain/events/project-events.ts";
 import type { IdentityResolver } from "./domain/identity/resolver.ts";
 import type { ControlPlaneMetrics } from "./metrics/registry.ts";
+import type { ReplicaDrain } from "./replicas/drain.ts";
 import type { OperationRunner } from "./runner/runner.ts";
 import type { SecretCipher } from "./secrets/cipher.ts";
 import type { ServerSettings } from "./settings.ts";
@@ -27,6 +28,8 @@ export interface Keelson {
   /** The data dir's admin-token file, or null when the admin token came from KEELSON_ADMIN_TOKEN. */
   readonly adminTokenFile: string | null;
   readonly runner: OperationRunner;
+  /** This replica's drain, and the asking of any replica's (POST /v1/replicas/{id}/drain). */
+  readonly drain: ReplicaDrain;
   readonly log: FastifyBaseLogger;
   /** Whether the data dir's disk (or PostgreSQL's) is full: /readyz says so, writes answer 507. */
   readonly storage: StorageCondition;

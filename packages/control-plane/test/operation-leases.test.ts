@@ -289,6 +289,46 @@ describe("operations claimed with leases and fences", () => {
     expect(await row(sb, op.id)).toMatchObject({ owner: "replica-b", fence: 2, attempts: 2 });
   });
 
+  it("a drain hands over what it holds at once and claims nothing more, while it goes on renewing", async () => {
+    const [sa, sb] = (await storesOnOneDatabase(2)) as [Store, Store];
+    const projectId = (await createProject(sa.db, "p")).id;
+    const a = runnerOn(sa, "replica-a", { leaseMs: 10_000, renewMs: 100, deadlineMs: 7_000 });
+    const b = runnerOn(sb, "replica-b", { leaseMs: 10_000, renewMs: 200, deadlineMs: 7_000 });
+    const ran: string[] = [];
+    let heldByA = false;
+    const onStep = async (ctx: StepContext, replica: string) => {
+      ran.push(`${ctx.op.targetId}@${replica}`);
+      if (replica === "replica-a" && ctx.op.targetId === "t1") {
+        heldByA = true;
+        await untilAborted(ctx);
+      }
+    };
+    a.register(heldKind(onStep, "replica-a"));
+    b.register(heldKind(onStep, "replica-b"));
+    await a.start();
+    const first = await recordOperation(sa.db, { projectId, kind: "held", targetType: "cluster", targetId: "t1" });
+    a.enqueue(first);
+    await until("replica-a runs the step", () => heldByA);
+    await b.start();
+    const draining = Date.now();
+    expect(await a.handOver()).toEqual([first.id]);
+    expect(a.draining).toBe(true);
+    expect(await row(sa, first.id)).toMatchObject({ owner: null, leaseUntil: null, state: "running" });
+    await until("replica-b finishes it", async () => (await row(sb, first.id))?.state === "succeeded", 5_000);
+    process.stdout.write(`[leases] ${TEST_DIALECT}: drain to the other replica's end: ${Date.now() - draining} ms\n`);
+    // Recorded and enqueued on the drained replica: left pending, run by the other.
+    const second = await recordOperation(sa.db, { projectId, kind: "held", targetType: "cluster", targetId: "t2" });
+    a.enqueue(second);
+    await until("replica-b runs the new one", async () => (await row(sb, second.id))?.state === "succeeded", 5_000);
+    expect(ran).toEqual(["t1@replica-a", "t1@replica-b", "t2@replica-b"]);
+    expect(await row(sb, first.id)).toMatchObject({ owner: "replica-b", attempts: 2 });
+    expect(await row(sb, second.id)).toMatchObject({ owner: "replica-b", attempts: 1 });
+    // Still renewing: not fenced after several renewals, and a second drain is a no-op.
+    await sleep(400);
+    expect(a.fenced).toBe(false);
+    expect(await a.handOver()).toEqual([]);
+  });
+
   it("leaves an operation of a kind it does not know pending for a replica that knows it", async () => {
     const [sa, sb] = (await storesOnOneDatabase(2)) as [Store, Store];
     const projectId = (await createProject(sa.db, "p")).id;

@@ -356,6 +356,11 @@ export const replicas = sqliteTable("replicas", {
   heartbeatAt: text("heartbeat_at").notNull(),
   /** Agent links held, as of the last heartbeat. */
   agentsHeld: integer("agents_held").notNull().default(0),
+  /**
+   * Set by `POST /v1/replicas/{id}/drain` (on any replica): the replica takes no operation and
+   * no agent link while it is set; its own restart clears it (back in service).
+   */
+  drainingSince: text("draining_since"),
 });
 
 /**

@@ -25,7 +25,7 @@ import { LinkCapacity } from "./link-capacity.ts";
 import type { LinkDomain, Presence } from "./link-domain.ts";
 import { closeAll, pingAll } from "./link-drain.ts";
 import { reapDeadLinks, resetStalePresence } from "./link-reap.ts";
-import { UpgradeGate, type UpgradeHandler } from "./link-upgrade.ts";
+import { DRAINING, type LinkRefusal, SHUTTING_DOWN, UpgradeGate, type UpgradeHandler } from "./link-upgrade.ts";
 import { agentEvent, NodeEvents } from "./node-events.ts";
 import { NodeFrameAnswers } from "./node-frames.ts";
 import { AgentSession, CapabilitySets, SessionRegistry } from "./sessions.ts";
@@ -85,7 +85,8 @@ export class AgentHub {
   private heartbeat: NodeJS.Timeout | undefined;
   /** The upgrade listener: the link's admission, and the other WebSocket endpoints (the web CLI). */
   private readonly gate: UpgradeGate;
-  private draining = false;
+  /** Why new links are refused: the server stops (close()), or this replica drains (handOver()). */
+  private closedTo: LinkRefusal | undefined;
 
   constructor(options: AgentHubOptions) {
     this.heartbeatMs = options.heartbeatMs ?? DEFAULT_HEARTBEAT_MS;
@@ -123,21 +124,16 @@ export class AgentHub {
       capacity: this.capacity,
       authenticate: (headers) => this.domain.authenticate(headers),
       open: () => this.sockets.size,
-      draining: () => this.draining,
+      closedTo: () => this.closedTo,
       admit: (request, socket, head, auth) =>
         this.wss.handleUpgrade(request, socket, head, (ws) => this.onConnection(ws, auth.hostId, auth.projectId)),
     });
   }
 
   /** At start, before the first link (link-reap.ts). */
-  resetStalePresence(): Promise<void> {
-    return resetStalePresence(this.linkBook, this.presence, this.log);
-  }
-
+  resetStalePresence = (): Promise<void> => resetStalePresence(this.linkBook, this.presence, this.log);
   /** With each replica heartbeat: dead replicas' links (link-reap.ts). */
-  reapDeadLinks(): Promise<void> {
-    return reapDeadLinks(this.linkBook, this.presence, this.nodeEvents);
-  }
+  reapDeadLinks = (): Promise<void> => reapDeadLinks(this.linkBook, this.presence, this.nodeEvents);
 
   /** Listens for link changes and commands of the other replicas (before serving the link). */
   async listen(): Promise<void> {
@@ -209,9 +205,9 @@ export class AgentHub {
      */
     options: { timeoutMs?: number; id?: string; issuer?: CommandIssuer } = {},
   ): Promise<CommandResult<N>> {
-    if (this.draining || !this.isConnected(hostId)) {
+    if (this.closedTo === SHUTTING_DOWN || !this.isConnected(hostId)) {
       this.commands?.settled(name, "offline", 0);
-      const why = this.draining ? "the control plane is shutting down" : undefined;
+      const why = this.closedTo === SHUTTING_DOWN ? SHUTTING_DOWN.message : undefined;
       return Promise.reject(new HostOfflineError(hostId, why));
     }
     const timeoutMs = Math.min(
@@ -238,17 +234,14 @@ export class AgentHub {
     return this.presence.flush();
   }
 
-  /**
-   * Drain: stop accepting, close every agent with going-away (they reconnect to the next
-   * control plane), fail pending commands, write final presence.
-   */
+  /** At shutdown: stop accepting, close every link with going-away, fail pending commands, write presence. */
   async close(): Promise<void> {
-    if (this.draining) return;
-    this.draining = true;
+    if (this.closedTo === SHUTTING_DOWN) return;
+    this.closedTo = SHUTTING_DOWN;
     this.gate.detach();
     if (this.heartbeat) clearInterval(this.heartbeat);
-    await this.relay.close("the control plane is shutting down");
-    await closeAll(this.sockets, this.drainTimeoutMs);
+    await this.relay.close(SHUTTING_DOWN.message);
+    await closeAll(this.sockets, this.drainTimeoutMs, SHUTTING_DOWN.message);
     // Close events of terminated sockets may come later; record the hosts as gone now (those
     // whose link was still this replica's: one statement for all).
     const dropped = await this.linkBook.dropAllHere().catch((err: unknown) => {
@@ -261,12 +254,19 @@ export class AgentHub {
     this.wss.close();
   }
 
+  /** A replica drain: links refused (503 "draining"), those held closed with going-away; commands stay durable. */
+  async handOver(): Promise<void> {
+    if (this.closedTo) return;
+    this.closedTo = DRAINING;
+    await closeAll(this.sockets, this.drainTimeoutMs, DRAINING.message);
+  }
+
   // ---- connection lifecycle -------------------------------------------------------------
 
   private onConnection(ws: WebSocket, hostId: string, projectId: string): void {
     const session = new AgentSession(ws, hostId, projectId);
-    if (this.draining) {
-      session.close(CloseCode.GOING_AWAY, "control plane shutting down");
+    if (this.closedTo) {
+      session.close(CloseCode.GOING_AWAY, this.closedTo.message);
       return;
     }
     this.sockets.add(session);
@@ -297,7 +297,7 @@ export class AgentHub {
     // successor or mark the host offline.
     if (!this.registry.removeIfCurrent(session)) return;
     // A drain removes every link of this replica at once (close()).
-    if (!this.draining) {
+    if (this.closedTo !== SHUTTING_DOWN) {
       void this.linkBook.drop(session.hostId, session.epoch).then((stillOurs) => {
         // Taken by another replica meanwhile: the host is connected there.
         if (stillOurs) this.presence.disconnected(session.hostId);

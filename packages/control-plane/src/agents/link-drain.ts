@@ -6,7 +6,7 @@ import type { AgentSession } from "./sessions.ts";
  * Closes every socket with going-away (agents reconnect, to another replica if there is one),
  * waits up to `timeoutMs` for them to acknowledge, then cuts the rest.
  */
-export async function closeAll(sockets: ReadonlySet<AgentSession>, timeoutMs: number): Promise<void> {
+export async function closeAll(sockets: ReadonlySet<AgentSession>, timeoutMs: number, reason: string): Promise<void> {
   const sessions = [...sockets];
   const closed = sessions.map(
     (s) =>
@@ -14,7 +14,7 @@ export async function closeAll(sockets: ReadonlySet<AgentSession>, timeoutMs: nu
         s.socket.readyState === s.socket.CLOSED ? resolve() : s.socket.once("close", () => resolve()),
       ),
   );
-  for (const s of sessions) s.close(CloseCode.GOING_AWAY, "control plane shutting down");
+  for (const s of sessions) s.close(CloseCode.GOING_AWAY, reason);
   let timer: NodeJS.Timeout | undefined;
   await Promise.race([
     Promise.all(closed),

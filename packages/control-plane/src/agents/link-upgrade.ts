@@ -6,6 +6,18 @@ import { CAPACITY_RETRY_AFTER_S, type LinkCapacity } from "./link-capacity.ts";
 import type { HostAuth } from "./link-domain.ts";
 import { rejectUpgrade } from "./upgrade-refusal.ts";
 
+/** A refusal of every new link: its code in the 503's body, and the message (also the going-away reason). */
+export interface LinkRefusal {
+  code: "shutting_down" | "draining";
+  message: string;
+}
+
+export const SHUTTING_DOWN: LinkRefusal = { code: "shutting_down", message: "the control plane is shutting down" };
+export const DRAINING: LinkRefusal = {
+  code: "draining",
+  message: "this control-plane replica is draining: link to another replica",
+};
+
 export type UpgradeHandler = (request: IncomingMessage, socket: Duplex, head: Buffer) => void;
 
 export interface UpgradeGateOptions {
@@ -14,7 +26,8 @@ export interface UpgradeGateOptions {
   authenticate(headers: IncomingMessage["headers"]): Promise<HostAuth>;
   /** Agent links open now (helloed or not). */
   open(): number;
-  draining(): boolean;
+  /** Why links are refused now (the server stops, or this replica drains); undefined: admitted. */
+  closedTo(): LinkRefusal | undefined;
   /** A peer whose credential was accepted: complete the upgrade. */
   admit(request: IncomingMessage, socket: Duplex, head: Buffer, auth: Extract<HostAuth, { ok: true }>): void;
 }
@@ -57,8 +70,9 @@ export class UpgradeGate {
         rejectUpgrade(socket, 404, "not_found", `no WebSocket endpoint at ${path}`);
       return;
     }
-    if (this.options.draining()) {
-      rejectUpgrade(socket, 503, "shutting_down", "the control plane is shutting down");
+    const closed = this.options.closedTo();
+    if (closed) {
+      rejectUpgrade(socket, 503, closed.code, closed.message);
       return;
     }
     const open = this.options.open();
@@ -83,7 +97,7 @@ export class UpgradeGate {
           rejectUpgrade(socket, auth.status, auth.code, auth.message);
           return;
         }
-        if (socket.destroyed || this.options.draining()) return;
+        if (socket.destroyed || this.options.closedTo()) return;
         this.options.admit(request, socket, head, auth);
       },
       (err: unknown) => {

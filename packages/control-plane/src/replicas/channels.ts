@@ -26,6 +26,8 @@ export const CHANNELS = {
   links: "keelson_links",
   /** Events stored (domain/events/event-log.ts): the newest id, for every replica's streams. */
   events: "keelson_events",
+  /** A replica asked to drain: its id (drain.ts). */
+  drains: "keelson_drains",
 } as const;
 
 export type Channel = keyof typeof CHANNELS;

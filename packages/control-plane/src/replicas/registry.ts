@@ -80,7 +80,16 @@ async function checkAndRecord(tx: Tx, self: ReplicaSelf, leaseMs: number): Promi
     .values({ ...self, startedAt: now, heartbeatAt: now, agentsHeld: 0 })
     .onConflictDoUpdate({
       target: replicas.id,
-      set: { url: self.url, version: self.version, host: self.host, pid: self.pid, startedAt: now, heartbeatAt: now },
+      // A restart ends a drain: the replica is back in service.
+      set: {
+        url: self.url,
+        version: self.version,
+        host: self.host,
+        pid: self.pid,
+        startedAt: now,
+        heartbeatAt: now,
+        drainingSince: null,
+      },
     });
 }
 
@@ -98,16 +107,17 @@ export async function pruneReplicas(db: Db, retentionMs: number): Promise<number
 
 /**
  * The heartbeat, by the database's clock, with the agent links held: one statement, or two when
- * the row is missing (never written on a full disk, or removed) and is written again.
+ * the row is missing (never written on a full disk, or removed) and is written again. Answers
+ * since when the row says this replica drains (null: it does not).
  */
-export async function heartbeat(db: Db, self: ReplicaSelf, agentsHeld: number): Promise<void> {
+export async function heartbeat(db: Db, self: ReplicaSelf, agentsHeld: number): Promise<string | null> {
   const now = databaseTime(dialectOf(db));
   const rows = await db
     .update(replicas)
     .set({ heartbeatAt: now, agentsHeld })
     .where(and(eq(replicas.id, self.id), eq(replicas.pid, self.pid), eq(replicas.host, self.host)))
-    .returning({ id: replicas.id });
-  if (rows.length > 0) return;
+    .returning({ drainingSince: replicas.drainingSince });
+  if (rows[0]) return rows[0].drainingSince;
   const written = await db
     .insert(replicas)
     .values({ ...self, startedAt: now, heartbeatAt: now, agentsHeld })
@@ -116,6 +126,7 @@ export async function heartbeat(db: Db, self: ReplicaSelf, agentsHeld: number): 
   // Another process took the id (this one was paused past its lease): the renewal fails, and the
   // runner fences itself at its deadline.
   if (written.length === 0) throw new Error(`replica ${self.id}: its id is held by another process`);
+  return null;
 }
 
 /** The longest time between two prunings of gone replicas' rows. */
@@ -130,11 +141,14 @@ export function replicaHeartbeat(
   self: ReplicaSelf,
   retentionMs: number,
   agentsHeld: () => number,
+  /** Told at each heartbeat whose row says this replica drains (drain.ts; a missed notification). */
+  onDraining: (since: string) => void,
 ): () => Promise<void> {
   const every = Math.min(PRUNE_EVERY_MS, retentionMs / 10);
   let prunedAt = Number.NEGATIVE_INFINITY;
   return async () => {
-    await heartbeat(db, self, agentsHeld());
+    const draining = await heartbeat(db, self, agentsHeld());
+    if (draining) onDraining(draining);
     if (performance.now() - prunedAt < every) return;
     prunedAt = performance.now();
     await pruneReplicas(db, retentionMs);

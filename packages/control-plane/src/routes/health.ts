@@ -42,6 +42,7 @@ export const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
         return reply.status(503).send({ status: "database unavailable" });
       }
       if (!runner.isRunning) return reply.status(503).send({ status: "operations runner not running" });
+      if (app.keelson.drain.draining) return reply.status(503).send({ status: "draining" });
       if (runner.fenced) {
         return reply.status(503).send({ status: "fenced: operation leases not renewed before their deadline" });
       }

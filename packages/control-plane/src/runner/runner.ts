@@ -21,6 +21,7 @@ import {
   type OperationRow,
   type StepContext,
 } from "./types.ts";
+import { settleWithin, sleepUnlessAborted } from "./waits.ts";
 
 /** The longest wait between two tries of an operation while the database is away. */
 const DATABASE_RETRY_MAX_MS = 5_000;
@@ -51,6 +52,9 @@ interface Cursor {
  * Several replicas may run on one database (DESIGN.md "Replicas"): each operation is run by the
  * replica that claimed it (leases.ts), every write carries the claim's fence, and a runner
  * that cannot renew its leases before the deadline stops its step work by itself (fenced).
+ *
+ * Over 400 lines on purpose: claiming, renewing, fencing, draining and the step loop all act on
+ * the same private map of held claims, which is kept in one class so no other module can touch it.
  */
 export class OperationRunner {
   readonly events = new EventEmitter<{ event: [OperationEvent] }>();
@@ -65,6 +69,8 @@ export class OperationRunner {
   private renewing: NodeJS.Timeout | undefined;
   private deadline: NodeJS.Timeout | undefined;
   private fencedSince: number | null = null;
+  /** Set by a drain (handOver): nothing more is claimed here, what was held is given up. */
+  private handingOver = false;
 
   constructor(
     private readonly db: Db,
@@ -83,6 +89,11 @@ export class OperationRunner {
   /** True while the runner could not renew its leases in time: it acts on nothing (/readyz 503). */
   get fenced(): boolean {
     return this.fencedSince !== null;
+  }
+
+  /** True once a drain began: this replica claims nothing more until it restarts. */
+  get draining(): boolean {
+    return this.handingOver;
   }
 
   /** The operations this runner holds now. */
@@ -137,7 +148,7 @@ export class OperationRunner {
 
   /** Schedules what this replica may claim now; the claim in executeOnce decides. */
   private async pickUp(): Promise<void> {
-    if (!this.isRunning || this.fenced) return;
+    if (!this.isRunning || this.fenced || this.handingOver) return;
     for (const op of await claimableOperations(this.db, this.replicaId, PICK_UP_BATCH, [...this.kinds.keys()])) {
       this.schedule(op.id, op.targetId);
     }
@@ -172,7 +183,8 @@ export class OperationRunner {
 
   /** Call after the transaction that recorded the operation has committed. */
   enqueue(op: Pick<OperationRow, "id" | "targetId">): void {
-    if (this.started && !this.abort.signal.aborted) this.schedule(op.id, op.targetId);
+    // A draining replica leaves it pending: another replica picks it up at its next renewal.
+    if (this.started && !this.abort.signal.aborted && !this.handingOver) this.schedule(op.id, op.targetId);
   }
 
   /** Resolves once every operation now queued or running has settled (tests and benchmarks). */
@@ -188,12 +200,7 @@ export class OperationRunner {
     this.abort.abort();
     clearInterval(this.renewing);
     clearTimeout(this.deadline);
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<void>((resolve) => {
-      timer = setTimeout(resolve, timeoutMs);
-    });
-    await Promise.race([Promise.allSettled([...this.active]), timeout]);
-    clearTimeout(timer);
+    await settleWithin(this.active, timeoutMs);
     const ids = [...this.held.keys()];
     this.held.clear();
     try {
@@ -202,6 +209,25 @@ export class OperationRunner {
       // Not fatal: the leases run out by themselves and another replica claims the operations then.
       logWriteFailure(this.log, err, { replica: this.replicaId }, "releasing operation leases failed", "warn");
     }
+  }
+
+  /**
+   * A drain (POST /v1/replicas/{id}/drain): claims nothing more, stops the step work of what it
+   * holds (steps return at their next check of the signal, as at a graceful stop), waits up to
+   * `timeoutMs` for them, then releases those leases so that another replica takes the
+   * operations over at its next renewal. Heartbeat and renewals go on: the replica still serves
+   * the API. A step still running after the wait writes nothing more (its fence is gone).
+   */
+  async handOver(timeoutMs = 10_000): Promise<string[]> {
+    if (this.handingOver) return [];
+    this.handingOver = true;
+    const ids = [...this.held.keys()];
+    for (const id of ids) this.held.get(id)?.stop.abort(new OperationInterrupted());
+    await settleWithin(this.active, timeoutMs);
+    for (const id of ids) this.held.delete(id);
+    await releaseLeases(this.db, this.replicaId, ids);
+    this.log.info({ replica: this.replicaId, operations: ids }, "draining: operations handed over");
+    return ids;
   }
 
   private schedule(id: string, targetId: string): void {
@@ -242,29 +268,13 @@ export class OperationRunner {
           { operation: id, reason: away, retryInMs: delayMs },
           "database away; the operation resumes when it is back",
         );
-        if (!(await this.sleep(delayMs))) return;
+        if (!(await sleepUnlessAborted(delayMs, this.abort.signal))) return;
       }
     }
   }
 
-  /** Resolves true after `ms`, false at once when the runner stops. */
-  private sleep(ms: number): Promise<boolean> {
-    return new Promise((resolve) => {
-      if (this.abort.signal.aborted) return resolve(false);
-      const timer = setTimeout(() => {
-        this.abort.signal.removeEventListener("abort", stop);
-        resolve(true);
-      }, ms);
-      const stop = () => {
-        clearTimeout(timer);
-        resolve(false);
-      };
-      this.abort.signal.addEventListener("abort", stop, { once: true });
-    });
-  }
-
   private async executeOnce(id: string): Promise<void> {
-    if (this.abort.signal.aborted || this.fenced) return;
+    if (this.abort.signal.aborted || this.fenced || this.handingOver) return;
     const op = await claimOperation(this.db, id, this.replicaId, this.lease.leaseMs, [...this.kinds.keys()]);
     // Finished, held by a live replica, behind an earlier operation on its target, or of a kind
     // this binary does not know (left pending for a replica that does).
@@ -296,6 +306,10 @@ export class OperationRunner {
         }
         await this.finish(op, claim, "succeeded", null);
       } catch (err) {
+        if (claim.stop.signal.reason instanceof OperationInterrupted) {
+          this.log.info({ operation: id, kind: op.kind }, "operation interrupted: this replica drains; handed over");
+          return;
+        }
         if (err instanceof LeaseLost || claim.stop.signal.aborted) {
           this.log.warn({ operation: id, kind: op.kind, replica: this.replicaId }, "operation stopped: lease lost");
           return;

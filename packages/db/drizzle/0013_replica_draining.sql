@@ -1,0 +1,1 @@
+ALTER TABLE `replicas` ADD `draining_since` text;
