@@ -3,6 +3,7 @@ import type { FastifyBaseLogger } from "fastify";
 import type { AgentHub } from "./agents/hub.ts";
 import type { Catalogue } from "./domain/catalogue/catalogue.ts";
 import type { AwsClientCache } from "./domain/cloud-providers/aws/client-cache.ts";
+import type { AdminTokenSource } from "./domain/identity/admin-token.ts";
 import type { IdentityResolver } from "./domain/identity/resolver.ts";
 import type { ControlPlaneMetrics } from "./metrics/registry.ts";
 import type { OperationRunner } from "./runner/runner.ts";
@@ -22,8 +23,10 @@ export interface Keelson {
   readonly cipher: SecretCipher;
   readonly catalogue: Catalogue;
   readonly identity: IdentityResolver;
-  /** The data dir's admin-token file, or null when the admin token came from KEELSON_ADMIN_TOKEN. */
-  readonly adminTokenFile: string | null;
+  /** Where the admin token is kept and how it is rotated (secrets/server-secrets.ts). */
+  readonly adminToken: AdminTokenSource;
+  /** The HMAC key of web CLI tokens, the same on every replica. */
+  readonly webcliKey: Buffer;
   readonly runner: OperationRunner;
   readonly log: FastifyBaseLogger;
   /** Whether the data dir's disk (or PostgreSQL's) is full: /readyz says so, writes answer 507. */

@@ -135,3 +135,4 @@ export const webcliSpentTokens = pgTwin(sqlite.webcliSpentTokens);
 export const loginFailures = pgTwin(sqlite.loginFailures);
 export const agentLinks = pgTwin(sqlite.agentLinks);
 export const agentCommands = pgTwin(sqlite.agentCommands);
+export const sharedSecrets = pgTwin(sqlite.sharedSecrets);
