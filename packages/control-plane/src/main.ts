@@ -30,10 +30,8 @@ const logger = pino({
 
 const insecure = insecureHttpWarning(config);
 if (insecure) logger.warn({ listen: config.listen }, insecure);
-let tls: ServerTls | undefined;
 let scrapeToken: string | undefined;
 try {
-  tls = await prepareServerTls(config);
   scrapeToken = readScrapeToken(config);
 } catch (err) {
   if (!(err instanceof SettingsError)) throw err;
@@ -81,9 +79,12 @@ function exitStorageFull(err: unknown): never {
 
 const db = store.db;
 let secrets: ServerSecrets;
+let tls: ServerTls | undefined;
 let app: Awaited<ReturnType<typeof buildApp>>;
 try {
   secrets = await loadServerSecrets(store, config);
+  // After the secrets: on PostgreSQL the CA of KEELSON_TLS=auto is one of them.
+  tls = await prepareServerTls(config, secrets.tlsCa);
   app = await buildApp({
     store,
     dataDir: config.dataDir,

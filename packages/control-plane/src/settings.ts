@@ -222,7 +222,7 @@ export const ServerSettingsSchema = Type.Object({
       env: "KEELSON_TLS_SERVER_NAMES",
       rule: "DNS names or IP addresses, comma-separated",
       description:
-        "`auto`: more names for the server certificate, besides the host of KEELSON_PUBLIC_URL and the listen address.",
+        "`auto`: more names for the server certificate, besides the host of KEELSON_PUBLIC_URL and the listen address; with replicas, the balanced address (load balancer or VIP) in front of them.",
     }),
   ),
   tlsCertValidHours: Type.Number({

@@ -1,4 +1,4 @@
-import { randomBytes } from "node:crypto";
+import { randomBytes, X509Certificate } from "node:crypto";
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -10,6 +10,8 @@ import { verifyWebCliToken } from "../src/domain/webcli/tokens.ts";
 import { issueWebCliSession } from "../src/domain/webcli/webcli.ts";
 import { loadSecretCipher } from "../src/secrets/cipher.ts";
 import { loadServerSecrets, type ServerSecrets } from "../src/secrets/server-secrets.ts";
+import { defaultServerSettings } from "../src/settings.ts";
+import { prepareServerTls } from "../src/tls/server-tls.ts";
 import { createTestApp, openTestStore, TEST_DIALECT } from "./helpers.ts";
 import { insertCluster } from "./node-fixtures.ts";
 
@@ -160,6 +162,45 @@ if (TEST_DIALECT === "sqlite") {
       expect(await b.currentAdminToken?.()).toBe(next);
       // B restarting with its old copy takes the database's.
       expect((await replica(database, key, join(b.admin.file as string, ".."))).admin.token).toBe(next);
+    });
+
+    it("KEELSON_TLS=auto: replicas share the CA, each certificate names its own URL host and the balanced address", async () => {
+      const database = dir();
+      const key = keyFile();
+      await storeOf(database);
+      const started = await Promise.all(
+        ["cp-1", "cp-2"].map(async (id) => {
+          const dataDir = dir();
+          const secrets = await replica(database, key, dataDir);
+          const settings = defaultServerSettings({
+            dataDir,
+            tlsMode: "auto",
+            host: "10.0.0.1",
+            publicUrl: `https://${id}.example.internal:8443`,
+            tlsServerNames: "keelson.example.internal",
+          });
+          return { id, dataDir, tls: await prepareServerTls(settings, secrets.tlsCa) };
+        }),
+      );
+      const [one, two] = started;
+      expect(one?.tls?.caCertHash).toBeDefined();
+      expect(two?.tls?.caCertHash).toBe(one?.tls?.caCertHash);
+      const ca = new X509Certificate(readFileSync(join(one?.dataDir as string, "tls", "ca.crt"), "utf8"));
+      for (const r of started) {
+        const cert = new X509Certificate(r.tls?.context().cert as string);
+        expect(cert.verify(ca.publicKey)).toBe(true);
+        expect(cert.checkHost(`${r.id}.example.internal`)).toBe(`${r.id}.example.internal`);
+        expect(cert.checkHost("keelson.example.internal")).toBe("keelson.example.internal");
+        expect(statSync(join(r.dataDir, "tls", "ca.key")).mode & 0o777).toBe(0o600);
+      }
+      // A data dir holding another CA is refused rather than serving a second one.
+      const stray = dir();
+      await prepareServerTls(defaultServerSettings({ dataDir: stray, tlsMode: "auto", host: "10.0.0.1" }));
+      const secrets = await replica(database, key, stray);
+      const err = await refusal(
+        prepareServerTls(defaultServerSettings({ dataDir: stray, tlsMode: "auto", host: "10.0.0.1" }), secrets.tlsCa),
+      );
+      expect(err.message).toContain(`${join(stray, "tls", "ca.crt")} differs from the tls-ca the replicas share`);
     });
 
     it("two apps on one database: the admin token of A works on B, a web CLI token minted on A verifies on B, a rotation on A reaches B", async () => {

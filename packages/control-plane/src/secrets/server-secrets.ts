@@ -11,8 +11,15 @@ import {
 } from "../domain/identity/admin-token.ts";
 import { loadWebCliKey, parseWebCliKey, WEBCLI_KEY_FILE } from "../domain/webcli/key.ts";
 import type { ServerSettings } from "../settings.ts";
+import { type CaSource, caFiles, newControlPlaneCa, TLS_DIR } from "../tls/ca-files.ts";
 import { cipherOfKeyText, loadSecretCipher, newKeyText, SECRET_KEY_FILE, type SecretCipher } from "./cipher.ts";
-import { readSharedSecret, replaceSharedSecret, SECRETS_KEY_SETTING, sharedSecret } from "./shared-secrets.ts";
+import {
+  fileCopy,
+  readSharedSecret,
+  replaceSharedSecret,
+  SECRETS_KEY_SETTING,
+  sharedSecret,
+} from "./shared-secrets.ts";
 
 /** The secrets a server starts with (README "Shared secrets"). */
 export interface ServerSecrets {
@@ -26,9 +33,19 @@ export interface ServerSecrets {
    * undefined on SQLite and with KEELSON_ADMIN_TOKEN, where no other server changes it.
    */
   currentAdminToken?: () => Promise<string | undefined>;
+  /**
+   * The CA of KEELSON_TLS=auto the replicas share (PostgreSQL); undefined on SQLite, where it is
+   * the data dir's `tls/` files.
+   */
+  tlsCa?: CaSource;
 }
 
-const SHARED = { secretKey: "secret-key", adminToken: "admin-token", webcliKey: "webcli-key" } as const;
+const SHARED = {
+  secretKey: "secret-key",
+  adminToken: "admin-token",
+  webcliKey: "webcli-key",
+  tlsCa: "tls-ca",
+} as const;
 
 /**
  * SQLite (one server): files in the data dir, created on first start. PostgreSQL (replicas):
@@ -53,17 +70,34 @@ export async function loadServerSecrets(
   const cipher = cipherOfKeyText(
     await sharedSecret(db, sealing, {
       name: SHARED.secretKey,
-      file: join(dataDir, SECRET_KEY_FILE),
+      local: fileCopy(join(dataDir, SECRET_KEY_FILE)),
       generate: newKeyText,
     }),
   );
   const webcliFile = join(dataDir, WEBCLI_KEY_FILE);
   const webcliKey = parseWebCliKey(
     `the database's ${SHARED.webcliKey}`,
-    await sharedSecret(db, sealing, { name: SHARED.webcliKey, file: webcliFile, generate: newKeyText }),
+    await sharedSecret(db, sealing, { name: SHARED.webcliKey, local: fileCopy(webcliFile), generate: newKeyText }),
   );
-  if (settings.adminToken) return { cipher, webcliKey, admin: configuredAdminToken(settings.adminToken) };
-  return { cipher, webcliKey, ...(await sharedAdminToken(db, sealing, join(dataDir, ADMIN_TOKEN_FILE))) };
+  // Made only when KEELSON_TLS=auto asks for it: a replica behind a TLS proxy needs none.
+  const tlsCa: CaSource = async () => {
+    const local = caFiles(join(dataDir, TLS_DIR));
+    const pair = await sharedSecret(db, sealing, {
+      name: SHARED.tlsCa,
+      local: {
+        where: local.where,
+        read: () => {
+          const ca = local.read();
+          return ca && JSON.stringify(ca);
+        },
+        write: (value) => local.write(JSON.parse(value)),
+      },
+      generate: async () => JSON.stringify(await newControlPlaneCa()),
+    });
+    return JSON.parse(pair);
+  };
+  if (settings.adminToken) return { cipher, webcliKey, tlsCa, admin: configuredAdminToken(settings.adminToken) };
+  return { cipher, webcliKey, tlsCa, ...(await sharedAdminToken(db, sealing, join(dataDir, ADMIN_TOKEN_FILE))) };
 }
 
 async function sharedAdminToken(
@@ -71,7 +105,7 @@ async function sharedAdminToken(
   sealing: SecretCipher,
   file: string,
 ): Promise<Pick<ServerSecrets, "admin" | "currentAdminToken">> {
-  const spec = { name: SHARED.adminToken, file, generate: newAdminToken, changes: true };
+  const spec = { name: SHARED.adminToken, local: fileCopy(file), generate: newAdminToken, changes: true };
   return {
     admin: {
       token: await sharedSecret(db, sealing, spec),

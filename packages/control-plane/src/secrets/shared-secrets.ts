@@ -7,18 +7,35 @@ import type { SecretCipher } from "./cipher.ts";
 /** The setting whose file holds the key that seals the shared secrets. */
 export const SECRETS_KEY_SETTING = "KEELSON_SECRETS_KEY_FILE";
 
+/** A secret's copy in the data dir: one file (0600), or several (the TLS CA's certificate and key). */
+export interface LocalCopy {
+  /** For messages: the file. */
+  where: string;
+  read(): string | undefined;
+  write(value: string): void;
+}
+
+/** A secret kept as one file of the data dir, 0600. */
+export function fileCopy(file: string): LocalCopy {
+  return {
+    where: file,
+    read: () => readIfExists(file)?.trim() || undefined,
+    write: (value) => writeFileAtomic(file, `${value}\n`, 0o600),
+  };
+}
+
 /** One secret every replica on PostgreSQL shares (a row of `shared_secrets`). */
 export interface SharedSecretSpec {
   /** Its row's name. */
   name: string;
   /**
-   * Its data-dir file: an install from before the database held it (SQLite copied with
+   * Its copy in the data dir: an install from before the database held it (SQLite copied with
    * `migrate-to-postgres`) has it there, and the first start with the key adopts it; afterwards
-   * each replica keeps a copy there (0600), as on SQLite.
+   * each replica keeps a copy there, as on SQLite.
    */
-  file: string;
-  /** A new value, for a database that has none and a data dir without the file. */
-  generate(): string;
+  local: LocalCopy;
+  /** A new value, for a database that has none and a data dir without the copy. */
+  generate(): string | Promise<string>;
   /**
    * The value may change (the admin token's rotation): a file that differs is an old copy and is
    * rewritten. Otherwise a file that differs from the database's refuses the start: it would be a
@@ -34,14 +51,14 @@ export interface SharedSecretSpec {
  * SettingsError (exit 78) when the key does not open the row or a file contradicts it.
  */
 export async function sharedSecret(db: Db, sealing: SecretCipher, spec: SharedSecretSpec): Promise<string> {
-  const local = readIfExists(spec.file)?.trim() || undefined;
+  const local = spec.local.read();
   let row = await readRow(db, spec.name);
   if (!row) {
     await db
       .insert(sharedSecrets)
       .values({
         name: spec.name,
-        sealed: sealing.encrypt(local ?? spec.generate()),
+        sealed: sealing.encrypt(local ?? (await spec.generate())),
         createdAt: new Date().toISOString(),
       })
       .onConflictDoNothing();
@@ -51,12 +68,12 @@ export async function sharedSecret(db: Db, sealing: SecretCipher, spec: SharedSe
   const value = unseal(sealing, spec.name, row.sealed);
   if (local !== undefined && local !== value && !spec.changes) {
     throw new SettingsError(
-      `${spec.file} differs from the ${spec.name} the replicas share in the database: it is another key, and what it ` +
+      `${spec.local.where} differs from the ${spec.name} the replicas share in the database: it is another key, and what it ` +
         "sealed cannot be read on the other replicas. Remove the file (this replica then uses the database's), " +
         "or if this data dir's key is the right one, start its replica first on an empty shared_secrets table",
     );
   }
-  if (local !== value) writeFileAtomic(spec.file, `${value}\n`, 0o600);
+  if (local !== value) spec.local.write(value);
   return value;
 }
 
@@ -64,14 +81,14 @@ export async function sharedSecret(db: Db, sealing: SecretCipher, spec: SharedSe
 export async function replaceSharedSecret(
   db: Db,
   sealing: SecretCipher,
-  spec: Pick<SharedSecretSpec, "name" | "file">,
+  spec: Pick<SharedSecretSpec, "name" | "local">,
   value: string,
 ): Promise<void> {
   await db
     .update(sharedSecrets)
     .set({ sealed: sealing.encrypt(value) })
     .where(eq(sharedSecrets.name, spec.name));
-  writeFileAtomic(spec.file, `${value}\n`, 0o600);
+  spec.local.write(value);
 }
 
 /** The database's value of a secret now, or undefined when it has none (the admin token's refresh). */
