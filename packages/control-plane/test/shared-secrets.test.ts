@@ -1,5 +1,5 @@
 import { randomBytes, X509Certificate } from "node:crypto";
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type Store, sharedSecrets } from "@keelson/db";
@@ -11,6 +11,7 @@ import { issueWebCliSession } from "../src/domain/webcli/webcli.ts";
 import { loadSecretCipher } from "../src/secrets/cipher.ts";
 import { loadServerSecrets, type ServerSecrets } from "../src/secrets/server-secrets.ts";
 import { defaultServerSettings } from "../src/settings.ts";
+import { caFiles, newControlPlaneCa } from "../src/tls/ca-files.ts";
 import { prepareServerTls } from "../src/tls/server-tls.ts";
 import { createTestApp, openTestStore, TEST_DIALECT } from "./helpers.ts";
 import { insertCluster } from "./node-fixtures.ts";
@@ -201,6 +202,14 @@ if (TEST_DIALECT === "sqlite") {
         prepareServerTls(defaultServerSettings({ dataDir: stray, tlsMode: "auto", host: "10.0.0.1" }), secrets.tlsCa),
       );
       expect(err.message).toContain(`${join(stray, "tls", "ca.crt")} differs from the tls-ca the replicas share`);
+
+      // The promote step of a rotation: the database's CA moved to previous-ca.crt, a new one in its place.
+      const tlsDir = join(one?.dataDir as string, "tls");
+      renameSync(join(tlsDir, "ca.crt"), join(tlsDir, "previous-ca.crt"));
+      const successor = await newControlPlaneCa();
+      caFiles(tlsDir).write(successor);
+      expect(await (await replica(database, key, one?.dataDir)).tlsCa?.()).toEqual(successor);
+      expect(await (await replica(database, key)).tlsCa?.()).toEqual(successor);
     });
 
     it("two apps on one database: the admin token of A works on B, a web CLI token minted on A verifies on B, a rotation on A reaches B", async () => {
@@ -239,6 +248,9 @@ if (TEST_DIALECT === "sqlite") {
         await new Promise((r) => setTimeout(r, 50));
       }
       expect((await b.request({ method: "GET", url: "/v1/projects", token: next })).statusCode).toBe(200);
+      // Before afterEach drops the database they use.
+      await b.close();
+      await a.close();
     });
   });
 }

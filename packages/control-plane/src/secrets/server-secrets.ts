@@ -10,8 +10,10 @@ import {
   newAdminToken,
 } from "../domain/identity/admin-token.ts";
 import { loadWebCliKey, parseWebCliKey, WEBCLI_KEY_FILE } from "../domain/webcli/key.ts";
+import type { ClusterCa } from "../pki/cluster-ca.ts";
 import type { ServerSettings } from "../settings.ts";
-import { type CaSource, caFiles, newControlPlaneCa, TLS_DIR } from "../tls/ca-files.ts";
+import { readIfExists } from "../storage/data-dir-files.ts";
+import { type CaSource, caFiles, newControlPlaneCa, PREVIOUS_CA_FILE, TLS_DIR } from "../tls/ca-files.ts";
 import { cipherOfKeyText, loadSecretCipher, newKeyText, SECRET_KEY_FILE, type SecretCipher } from "./cipher.ts";
 import {
   fileCopy,
@@ -93,6 +95,9 @@ export async function loadServerSecrets(
         write: (value) => local.write(JSON.parse(value)),
       },
       generate: async () => JSON.stringify(await newControlPlaneCa()),
+      // The promote step of a CA rotation: the data dir's previous CA is the one the database holds.
+      succeeds: (_local, shared) =>
+        readIfExists(join(dataDir, TLS_DIR, PREVIOUS_CA_FILE)) === (JSON.parse(shared) as ClusterCa).certPem,
     });
     return JSON.parse(pair);
   };

@@ -42,6 +42,11 @@ export interface SharedSecretSpec {
    * second key, and what it sealed could not be read on the other replicas.
    */
   changes?: boolean;
+  /**
+   * Whether the data dir's copy is the operator's deliberate successor of the database's value
+   * (the TLS CA's promote step, README "Rotating the CA"): it then replaces the database's.
+   */
+  succeeds?(local: string, shared: string): boolean;
 }
 
 /**
@@ -66,6 +71,10 @@ export async function sharedSecret(db: Db, sealing: SecretCipher, spec: SharedSe
     if (!row) throw new Error(`the shared secret ${spec.name} was inserted but cannot be read back`);
   }
   const value = unseal(sealing, spec.name, row.sealed);
+  if (local !== undefined && local !== value && spec.succeeds?.(local, value)) {
+    await replaceSharedSecret(db, sealing, spec, local);
+    return local;
+  }
   if (local !== undefined && local !== value && !spec.changes) {
     throw new SettingsError(
       `${spec.local.where} differs from the ${spec.name} the replicas share in the database: it is another key, and what it ` +

@@ -6,6 +6,9 @@ import { readIfExists, writeFileAtomic } from "../storage/data-dir-files.ts";
 export const TLS_DIR = "tls";
 export const CA_CERT_FILE = "ca.crt";
 const CA_KEY_FILE = "ca.key";
+/** A rotation's next CA (ca.crt, ca.key), made with KEELSON_TLS_NEXT_CA, and the CA it replaced. */
+export const NEXT_CA_DIR = "next";
+export const PREVIOUS_CA_FILE = "previous-ca.crt";
 
 /** Where the CA of KEELSON_TLS=auto comes from: the data dir's files (SQLite), or the database (replicas). */
 export type CaSource = () => Promise<ClusterCa>;

@@ -10,7 +10,7 @@ import { generateKeyPair, privateKeyToPem } from "../pki/keys.ts";
 import { signCertificate } from "../pki/sign.ts";
 import type { ServerSettings } from "../settings.ts";
 import { readIfExists, writeFileAtomic } from "../storage/data-dir-files.ts";
-import { type CaSource, ensureCa, TLS_DIR } from "./ca-files.ts";
+import { type CaSource, ensureCa, NEXT_CA_DIR, PREVIOUS_CA_FILE, TLS_DIR } from "./ca-files.ts";
 import { type ServerNames, serverNames } from "./names.ts";
 
 /** The server's side of TLS, for https.createServer and for `setSecureContext` on a renewal. */
@@ -35,9 +35,6 @@ export interface ServerTls {
 
 const SERVER_CERT_FILE = "server.crt";
 const SERVER_KEY_FILE = "server.key";
-/** A rotation's next CA (ca.crt, ca.key), made with KEELSON_TLS_NEXT_CA, and the CA it replaced. */
-export const NEXT_CA_DIR = "next";
-export const PREVIOUS_CA_FILE = "previous-ca.crt";
 
 const HOUR_MS = 3_600_000;
 
