@@ -4,6 +4,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { nodePools, nodes } from "../../packages/db/src/schema.ts";
 import { openStore } from "../../packages/db/src/store/index.ts";
 import { freshDatabaseUrl } from "../support/postgres-database.ts";
+import { secretsKeyEnv } from "../support/secrets-key.ts";
 import { api, type ServerProc, start, startServer } from "./support/processes.ts";
 
 /**
@@ -122,7 +123,7 @@ describe("moving a control plane from SQLite to PostgreSQL", () => {
     expect(await again.exited).toBe(1);
     expect(again.output()).toMatch(/the target database is not empty: projects has \d+ rows/);
 
-    server = await startServer({ dataDir: server.dataDir, env: { KEELSON_DATABASE_URL: url } });
+    server = await startServer({ dataDir: server.dataDir, env: { KEELSON_DATABASE_URL: url, ...secretsKeyEnv() } });
     servers.push(server);
     const after = await reads(server, projectId, sample);
     for (const [path, body] of before) expect(after.get(path), path).toBe(body);

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type PostgresServer, startPostgres } from "../support/postgres.ts";
+import { secretsKeyEnv } from "../support/secrets-key.ts";
 import type { AgentProc } from "./support/agents.ts";
 import { buildCluster, expectNodesOkAndUncordoned, startNodeAgents, tearDownHosts } from "./support/node-checks.ts";
 import type { NodeHostDirs } from "./support/node-hosts.ts";
@@ -36,6 +37,7 @@ describe("PostgreSQL restarted during a rolling restart", () => {
       adminToken: ADMIN,
       env: {
         KEELSON_DATABASE_URL: await pg.createDatabase(),
+        ...secretsKeyEnv(),
         KEELSON_AGENT_HEARTBEAT_MS: "2000",
         KEELSON_NODE_RESTART_TIMEOUT_MS: "60000",
       },

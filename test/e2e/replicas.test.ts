@@ -1,3 +1,5 @@
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { startAgent } from "./support/agents.ts";
 import { issueJoinToken } from "./support/join-tokens.ts";
@@ -26,8 +28,8 @@ afterAll(async () => {
   for (const p of procs) await p.stop("SIGKILL");
 });
 
-async function server(dataDir: string, replicaId: string): Promise<ServerProc> {
-  const s = await startServer({ dataDir, env: { KEELSON_REPLICA_ID: replicaId } });
+async function server(dataDir: string, replicaId: string, env: Record<string, string> = {}): Promise<ServerProc> {
+  const s = await startServer({ dataDir, env: { KEELSON_REPLICA_ID: replicaId, ...env } });
   procs.push(s);
   return s;
 }
@@ -152,4 +154,38 @@ describe("control-plane replicas on one database", () => {
     await first.stop();
     await second?.stop();
   });
+
+  if (serverDialect() === "postgres") {
+    it("replicas with their own data dirs share their secrets through the database; one without the key refuses to start", async () => {
+      const dirA = tempDir("keelson-e2e-replicas-");
+      const dirB = tempDir("keelson-e2e-replicas-");
+      // B's data dir on A's database: what two machines of one install have.
+      const onA = await storeEnv(dirA);
+      const withoutKey = start("npx", ["--no-install", "keelson-server"], {
+        ...onA,
+        KEELSON_DATA_DIR: dirB,
+        KEELSON_SECRETS_KEY_FILE: "",
+        KEELSON_LISTEN: `127.0.0.1:${await freePort()}`,
+        KEELSON_REPLICA_ID: "cp-b",
+      });
+      procs.push(withoutKey);
+      expect(await withoutKey.exited, withoutKey.output()).toBe(78);
+      expect(withoutKey.output()).toContain("keelson-server: KEELSON_SECRETS_KEY_FILE is required on PostgreSQL");
+      expect(existsSync(join(dirB, "secret.key"))).toBe(false);
+
+      // No KEELSON_ADMIN_TOKEN: the admin token is the shared one.
+      const a = await server(dirA, "cp-a", { KEELSON_ADMIN_TOKEN: "" });
+      const b = await server(dirB, "cp-b", { ...onA, KEELSON_DATA_DIR: dirB, KEELSON_ADMIN_TOKEN: "" });
+      const fileOf = (dir: string, name: string) => readFileSync(join(dir, name), "utf8");
+      for (const name of ["secret.key", "webcli.key", "admin-token"])
+        expect(fileOf(dirB, name)).toBe(fileOf(dirA, name));
+      const adminOfA = fileOf(dirA, "admin-token").trim();
+      expect(adminOfA).toMatch(/^kadm_/);
+      const { status, body } = await api<Replica[]>(`${b.url}/v1/replicas`, adminOfA);
+      expect(status).toBe(200);
+      expect(body.map((r) => r.id).sort()).toEqual(["cp-a", "cp-b"]);
+      await b.stop();
+      await a.stop();
+    });
+  }
 });

@@ -2,6 +2,7 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type PostgresServer, startPostgres } from "../support/postgres.ts";
+import { secretsKeyEnv } from "../support/secrets-key.ts";
 import {
   api,
   freePort,
@@ -61,6 +62,7 @@ describe("keelson-server on PostgreSQL", () => {
     env = {
       KEELSON_DATABASE_URL: `${db.url}?sslmode=disable`,
       KEELSON_DATABASE_PASSWORD_FILE: db.passwordFile,
+      ...secretsKeyEnv(),
       KEELSON_DATABASE_POOL_SIZE: "4",
       KEELSON_LOG_LEVEL: "info",
     };

@@ -38,7 +38,7 @@ import { deregisterReplica, registerReplica, replicaHeartbeat } from "./replicas
 import { replicaSelf } from "./replicas/self.ts";
 import { registerRoutes } from "./routes/index.ts";
 import { OperationRunner } from "./runner/runner.ts";
-import type { SecretCipher } from "./secrets/cipher.ts";
+import type { ServerSecrets } from "./secrets/server-secrets.ts";
 import { defaultServerSettings, type ServerSettings } from "./settings.ts";
 import { StorageCondition } from "./storage/condition.ts";
 import { logWriteFailure } from "./storage/log-failure.ts";
@@ -51,10 +51,8 @@ export interface AppOptions {
   /** Opened and migrated by the caller, who also closes it after the app. */
   store: Store;
   dataDir: string;
-  adminToken: string;
-  /** Where the admin token is kept (rotation rewrites it); null or absent: from KEELSON_ADMIN_TOKEN. */
-  adminTokenFile?: string | null;
-  cipher: SecretCipher;
+  /** The sealing key, admin token and web CLI key (secrets/server-secrets.ts). */
+  secrets: ServerSecrets;
   /** A pino logger of the process (main.ts); tests run silent without one. */
   logger?: FastifyBaseLogger;
   /** false keeps recorded operations pending (tests of resume-after-restart). Default true. */
@@ -125,6 +123,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     deadlineMs: settings.operationLeaseDeadlineMs,
     heartbeat: async () => {
       await replicaBeat();
+      await followAdminToken(secrets, identity, app.log);
       // Not part of the renewal: a failure here must not fence the replica.
       await agents
         .reapDeadLinks()
@@ -132,7 +131,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       await pruneEvents().catch((err: unknown) => logWriteFailure(app.log, err, {}, "pruning stored events failed"));
     },
   });
-  const identity = new IdentityResolver(options.store.db, hashSecret(options.adminToken));
+  const { secrets } = options;
+  const identity = new IdentityResolver(options.store.db, hashSecret(secrets.admin.token));
   const metrics = new ControlPlaneMetrics(settings.replicaId);
   const { presence, ...hubTuning } = options.agentHub ?? {};
   const openFiles = readOpenFileLimit();
@@ -149,7 +149,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     linkLimit: settings.agentLinkLimit ?? (openFiles ? defaultLinkLimit(openFiles.soft) : undefined),
     ...hubTuning,
     commands: commandObserver(metrics),
-    domain: hostLinkDomain({ db: options.store.db, identity, cipher: options.cipher, log: app.log, presence }),
+    domain: hostLinkDomain({ db: options.store.db, identity, cipher: secrets.cipher, log: app.log, presence }),
     log: app.log,
     links,
     relay: { db: options.store.db, channels, retentionMs: settings.agentCommandRetentionMinutes * 60_000 },
@@ -189,10 +189,11 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     store: options.store,
     db: options.store.db,
     dataDir: options.dataDir,
-    cipher: options.cipher,
+    cipher: secrets.cipher,
     catalogue: loadCatalogue(),
     identity,
-    adminTokenFile: options.adminTokenFile ?? null,
+    adminToken: secrets.admin,
+    webcliKey: secrets.webcliKey,
     runner,
     drain,
     log: app.log,
@@ -276,6 +277,24 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     storage.close();
   });
   return app;
+}
+
+/**
+ * A rotation on another replica reaches this one at its next renewal: the old admin token stops
+ * working here too. Not part of the renewal's failure: a read that fails tries again next time.
+ */
+async function followAdminToken(
+  secrets: ServerSecrets,
+  identity: IdentityResolver,
+  log: FastifyBaseLogger,
+): Promise<void> {
+  if (!secrets.currentAdminToken) return;
+  try {
+    const token = await secrets.currentAdminToken();
+    if (token !== undefined) identity.replaceAdminHash(hashSecret(token));
+  } catch (err) {
+    logWriteFailure(log, err, {}, "reading the shared admin token failed");
+  }
 }
 
 /**

@@ -5,6 +5,7 @@ import type { Catalogue } from "./domain/catalogue/catalogue.ts";
 import type { AwsClientCache } from "./domain/cloud-providers/aws/client-cache.ts";
 import type { EventLog } from "./domain/events/event-log.ts";
 import type { ProjectEventFanout } from "./domain/events/project-events.ts";
+import type { AdminTokenSource } from "./domain/identity/admin-token.ts";
 import type { IdentityResolver } from "./domain/identity/resolver.ts";
 import type { ControlPlaneMetrics } from "./metrics/registry.ts";
 import type { ReplicaDrain } from "./replicas/drain.ts";
@@ -25,8 +26,10 @@ export interface Keelson {
   readonly cipher: SecretCipher;
   readonly catalogue: Catalogue;
   readonly identity: IdentityResolver;
-  /** The data dir's admin-token file, or null when the admin token came from KEELSON_ADMIN_TOKEN. */
-  readonly adminTokenFile: string | null;
+  /** Where the admin token is kept and how it is rotated (secrets/server-secrets.ts). */
+  readonly adminToken: AdminTokenSource;
+  /** The HMAC key of web CLI tokens, the same on every replica. */
+  readonly webcliKey: Buffer;
   readonly runner: OperationRunner;
   /** This replica's drain, and the asking of any replica's (POST /v1/replicas/{id}/drain). */
   readonly drain: ReplicaDrain;

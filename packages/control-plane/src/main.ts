@@ -6,11 +6,10 @@ import pino from "pino";
 import { raiseOpenFileLimit } from "./agents/link-capacity.ts";
 import { buildApp } from "./app.ts";
 import { databaseLabel, storeOptions } from "./database.ts";
-import { ensureAdminToken } from "./domain/identity/admin-token.ts";
 import { defaultProjectId } from "./domain/projects/projects.ts";
 import { readScrapeToken } from "./metrics/scrape-token.ts";
 import { ReplicaRefused } from "./replicas/registry.ts";
-import { loadSecretCipher } from "./secrets/cipher.ts";
+import { loadServerSecrets, type ServerSecrets } from "./secrets/server-secrets.ts";
 import { readServerSettings, type ServerSettings } from "./settings.ts";
 import { insecureHttpWarning } from "./tls/mode.ts";
 import { prepareServerTls, type ServerTls } from "./tls/server-tls.ts";
@@ -31,10 +30,8 @@ const logger = pino({
 
 const insecure = insecureHttpWarning(config);
 if (insecure) logger.warn({ listen: config.listen }, insecure);
-let tls: ServerTls | undefined;
 let scrapeToken: string | undefined;
 try {
-  tls = await prepareServerTls(config);
   scrapeToken = readScrapeToken(config);
 } catch (err) {
   if (!(err instanceof SettingsError)) throw err;
@@ -81,23 +78,24 @@ function exitStorageFull(err: unknown): never {
 }
 
 const db = store.db;
-let admin: ReturnType<typeof ensureAdminToken>;
+let secrets: ServerSecrets;
+let tls: ServerTls | undefined;
 let app: Awaited<ReturnType<typeof buildApp>>;
 try {
-  admin = ensureAdminToken(config.dataDir, config.adminToken);
+  secrets = await loadServerSecrets(store, config);
+  // After the secrets: on PostgreSQL the CA of KEELSON_TLS=auto is one of them.
+  tls = await prepareServerTls(config, secrets.tlsCa);
   app = await buildApp({
     store,
     dataDir: config.dataDir,
-    adminToken: admin.token,
-    adminTokenFile: admin.file,
-    cipher: loadSecretCipher(config.dataDir),
+    secrets,
     logger,
     settings: config,
     ...(tls ? { tls } : {}),
     ...(scrapeToken ? { scrapeToken } : {}),
   });
 } catch (err) {
-  if (err instanceof ReplicaRefused) {
+  if (err instanceof ReplicaRefused || err instanceof SettingsError) {
     await store.close().catch(() => undefined);
     process.stderr.write(`keelson-server: ${err.message}\n`);
     process.exit(SETTINGS_EXIT_CODE);
@@ -122,7 +120,7 @@ logger.info(
     tls: config.tlsMode,
     ...(tls?.caCertHash ? { caCertHash: tls.caCertHash } : {}),
     database,
-    adminToken: admin.file ?? "from KEELSON_ADMIN_TOKEN",
+    adminToken: secrets.admin.file ?? "from KEELSON_ADMIN_TOKEN",
     defaultProjectId: await defaultProjectId(db),
   },
   "keelson-server ready",
@@ -133,7 +131,7 @@ if (process.stdout.isTTY || config.printSummary) {
     [
       "",
       `Keelson control plane listening on ${address}`,
-      `  admin token:        ${admin.file ? `cat ${admin.file}` : "(from KEELSON_ADMIN_TOKEN)"}`,
+      `  admin token:        ${secrets.admin.file ? `cat ${secrets.admin.file}` : "(from KEELSON_ADMIN_TOKEN)"}`,
       `  default project id: ${await defaultProjectId(db)}`,
       `  API docs:           ${address}/docs`,
       ...(tls?.caCertHash

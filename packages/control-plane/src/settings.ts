@@ -48,6 +48,15 @@ export const ServerSettingsSchema = Type.Object({
       description: "The PostgreSQL password, kept out of the URL (and out of the process's environment).",
     }),
   ),
+  secretsKeyFile: Type.Optional(
+    Type.String({
+      env: "KEELSON_SECRETS_KEY_FILE",
+      rule: "a readable file; its first line is 32 bytes in base64 (`openssl rand -base64 32`)",
+      defaultText: "none: required on PostgreSQL, unused on SQLite",
+      description:
+        'PostgreSQL: the key that seals the secrets every replica shares (the sealing key, admin token, web CLI key, TLS CA), kept in the database; the same file on every replica (README "Shared secrets").',
+    }),
+  ),
   metricsTokenFile: Type.Optional(
     Type.String({
       env: "KEELSON_METRICS_TOKEN_FILE",
@@ -231,7 +240,7 @@ export const ServerSettingsSchema = Type.Object({
       env: "KEELSON_TLS_SERVER_NAMES",
       rule: "DNS names or IP addresses, comma-separated",
       description:
-        "`auto`: more names for the server certificate, besides the host of KEELSON_PUBLIC_URL and the listen address.",
+        "`auto`: more names for the server certificate, besides the host of KEELSON_PUBLIC_URL and the listen address; with replicas, the balanced address (load balancer or VIP) in front of them.",
     }),
   ),
   tlsCertValidHours: Type.Number({

@@ -8,9 +8,11 @@ import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from "fas
 import { inject, onTestFinished } from "vitest";
 import { databaseFor, dropDatabaseFor } from "../../../test/support/postgres-database.ts";
 import { type AppOptions, buildApp } from "../src/app.ts";
+import { adminTokenInFile, configuredAdminToken } from "../src/domain/identity/admin-token.ts";
 import type { ProjectRole } from "../src/domain/identity/roles.ts";
 import { generateSecret, hashSecret } from "../src/domain/identity/token-hash.ts";
 import { createProject, defaultProjectId } from "../src/domain/projects/projects.ts";
+import { loadWebCliKey } from "../src/domain/webcli/key.ts";
 import { SecretCipher } from "../src/secrets/cipher.ts";
 import { defaultServerSettings, type ServerSettings } from "../src/settings.ts";
 import { SERVER_VERSION } from "../src/version.ts";
@@ -103,6 +105,8 @@ export async function createTestApp(
     tls?: AppOptions["tls"];
     scrapeToken?: string;
     channels?: AppOptions["channels"];
+    /** The app's secrets (server-secrets.ts); by default a fixed cipher, ADMIN_TOKEN and the data dir's web CLI key. */
+    secrets?: AppOptions["secrets"];
   } = {},
 ): Promise<TestApp> {
   const settings: MutableSettings = { ...defaultServerSettings(), awsEndpointUrl: NO_CLOUD, ...options.settings };
@@ -112,9 +116,13 @@ export async function createTestApp(
   const app = await buildApp({
     store,
     dataDir,
-    adminToken: ADMIN_TOKEN,
-    adminTokenFile: options.adminTokenFile ?? null,
-    cipher: new SecretCipher(cipherKey),
+    secrets: options.secrets ?? {
+      cipher: new SecretCipher(cipherKey),
+      admin: options.adminTokenFile
+        ? adminTokenInFile(ADMIN_TOKEN, options.adminTokenFile)
+        : configuredAdminToken(ADMIN_TOKEN),
+      webcliKey: loadWebCliKey(dataDir),
+    },
     runOperations: options.runOperations ?? true,
     settings,
     ...(options.agentHub ? { agentHub: options.agentHub } : {}),

@@ -141,3 +141,4 @@ export const loginFailures = pgTwin(sqlite.loginFailures);
 export const agentLinks = pgTwin(sqlite.agentLinks);
 export const agentCommands = pgTwin(sqlite.agentCommands);
 export const events = pgTwin(sqlite.events);
+export const sharedSecrets = pgTwin(sqlite.sharedSecrets);

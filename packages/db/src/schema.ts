@@ -472,3 +472,16 @@ export const webcliSpentTokens = sqliteTable(
   },
   (t) => [index("webcli_spent_tokens_expires_at").on(t.expiresAt)],
 );
+
+/**
+ * The secrets every replica on PostgreSQL shares (the key that seals credentials, the admin
+ * token, the web CLI key, the TLS CA), each sealed (AES-256-GCM) by the key the operator gives in
+ * KEELSON_SECRETS_KEY_FILE, which the database never sees. The first replica to start inserts
+ * them (insert-if-absent, so two starting at once agree on the first row); the others read them.
+ * Unused on SQLite, whose one server keeps them as files in the data dir.
+ */
+export const sharedSecrets = sqliteTable("shared_secrets", {
+  name: text("name").primaryKey(),
+  sealed: text("sealed").notNull(),
+  createdAt: text("created_at").notNull(),
+});

@@ -17,6 +17,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { api, startServer, trustedFetch } from "../../e2e/support/processes.ts";
 import { startPostgres } from "../../support/postgres.ts";
+import { secretsKeyEnv } from "../../support/secrets-key.ts";
 import { type LoadResult, load, printTable } from "../support/measure.ts";
 import { type ColdWarm, coldWarm } from "./cold-read.ts";
 
@@ -224,7 +225,7 @@ async function bareRoute(
 const pg = await startPostgres();
 try {
   const sqlite = await measure("sqlite", {});
-  const postgres = await measure("postgres", { KEELSON_DATABASE_URL: await pg.createDatabase() });
+  const postgres = await measure("postgres", { KEELSON_DATABASE_URL: await pg.createDatabase(), ...secretsKeyEnv() });
   const bareRounds: { http: LoadResult; https: LoadResult }[] = [];
   for (let round = 0; round < ROUNDS; round++) {
     bareRounds.push({

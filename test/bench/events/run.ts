@@ -6,6 +6,7 @@
 // every client (p50/p99). BENCH_DIALECT=postgres runs the server on PostgreSQL. Prints figures;
 // never fails on a time.
 import { startPostgres } from "../../support/postgres.ts";
+import { secretsKeyEnv } from "../../support/secrets-key.ts";
 import { ask, spawnNode, stopChild } from "../agents/children.ts";
 import { cpuSeconds, memoryMiB } from "../agents/proc-stats.ts";
 import { apiAs } from "../support/admin-api.ts";
@@ -56,7 +57,7 @@ async function main(): Promise<void> {
     name: "events",
     simWorker: "test/bench/rollout/sim-worker.ts",
     adminToken: ADMIN_TOKEN,
-    env: pg ? { KEELSON_DATABASE_URL: await pg.createDatabase() } : {},
+    env: pg ? { KEELSON_DATABASE_URL: await pg.createDatabase(), ...secretsKeyEnv() } : {},
   });
   const subscribers = spawnNode(["--import", "tsx", "test/bench/events/subscribers.ts"], {}, { ipc: true });
   const { base, pid, projectId } = fleet;

@@ -1,4 +1,5 @@
 import { startPostgres } from "../../support/postgres.ts";
+import { secretsKeyEnv } from "../../support/secrets-key.ts";
 import { ask, spawnNode, stopChild, waitMessage } from "../agents/children.ts";
 import { cpuSeconds, memoryMiB } from "../agents/proc-stats.ts";
 import { apiAs, freePort } from "../support/admin-api.ts";
@@ -185,7 +186,7 @@ async function main(): Promise<void> {
   try {
     results = [
       await rollWith("sqlite", {}),
-      await rollWith("postgres", { KEELSON_DATABASE_URL: await pg.createDatabase() }),
+      await rollWith("postgres", { KEELSON_DATABASE_URL: await pg.createDatabase(), ...secretsKeyEnv() }),
     ];
   } finally {
     await pg.stop();

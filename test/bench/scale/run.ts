@@ -21,6 +21,7 @@ import {
 } from "../../../packages/db/src/index.ts";
 import { freePort } from "../../e2e/support/processes.ts";
 import { startPostgres } from "../../support/postgres.ts";
+import { secretsKeyEnv } from "../../support/secrets-key.ts";
 import { spawnNode, stopChild } from "../agents/children.ts";
 import { memoryMiB } from "../agents/proc-stats.ts";
 import { markdownTable } from "../support/markdown-table.ts";
@@ -76,7 +77,7 @@ async function withServer<T>(
       KEELSON_LOG_LEVEL: "error",
       KEELSON_TLS: "off",
       NODE_ENV: "production",
-      ...(url ? { KEELSON_DATABASE_URL: url } : {}),
+      ...(url ? { KEELSON_DATABASE_URL: url, ...secretsKeyEnv() } : {}),
     },
     { quiet: true },
   );

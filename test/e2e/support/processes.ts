@@ -5,6 +5,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { ControlPlaneTrust } from "../../../packages/agent/src/link/trust.ts";
 import { openStore, parseDatabaseUrl, type Store } from "../../../packages/db/src/store/index.ts";
+import { secretsKeyEnv } from "../../support/secrets-key.ts";
 
 export const REPO_ROOT = resolve(import.meta.dirname, "..", "..", "..");
 
@@ -176,7 +177,10 @@ export function serverDialect(): "sqlite" | "postgres" {
 
 /** The store settings a server or a keelson-server command on `dataDir` runs with in this run. */
 export async function storeEnv(dataDir: string): Promise<Record<string, string>> {
-  return { KEELSON_DATA_DIR: dataDir, ...(databaseOf ? { KEELSON_DATABASE_URL: await databaseOf(dataDir) } : {}) };
+  return {
+    KEELSON_DATA_DIR: dataDir,
+    ...(databaseOf ? { KEELSON_DATABASE_URL: await databaseOf(dataDir), ...secretsKeyEnv() } : {}),
+  };
 }
 
 /** The store a stopped server on `dataDir` used, opened directly (to read or doctor its rows). */

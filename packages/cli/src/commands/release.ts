@@ -80,7 +80,11 @@ export function localProgram(env: Env, run: LocalRun): Command {
           "--database-url <url>",
           "keelson-server's KEELSON_DATABASE_URL for a new install: PostgreSQL (default: SQLite in the data dir)",
         )
-        .option("--database-password-file <file>", "keelson-server's KEELSON_DATABASE_PASSWORD_FILE for a new install"),
+        .option("--database-password-file <file>", "keelson-server's KEELSON_DATABASE_PASSWORD_FILE for a new install")
+        .option(
+          "--secrets-key-file <file>",
+          "keelson-server's KEELSON_SECRETS_KEY_FILE for a new install on PostgreSQL: the first replica's key, for every other replica (default: <root>/etc/keelson/secrets.key, made if missing)",
+        ),
     ),
     "keelson install control-plane --release ./keelson-0.3.0",
     "keelson install control-plane --root /tmp/kroot --release ./keelson-0.3.0 --listen 127.0.0.1:18080",
@@ -96,6 +100,7 @@ export function localProgram(env: Env, run: LocalRun): Command {
         releaseLocation?: string;
         databaseUrl?: string;
         databasePasswordFile?: string;
+        secretsKeyFile?: string;
       };
       const { layout, service } = context(o.root, env);
       if (what === "control-plane") {
@@ -118,6 +123,7 @@ export function localProgram(env: Env, run: LocalRun): Command {
             releaseLocation: o.releaseLocation,
             databaseUrl: o.databaseUrl,
             databasePasswordFile: o.databasePasswordFile && resolve(o.databasePasswordFile),
+            secretsKeyFile: o.secretsKeyFile && resolve(o.secretsKeyFile),
           },
           say,
         );

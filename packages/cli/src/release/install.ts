@@ -139,6 +139,16 @@ export interface InstallOptions {
   databaseUrl?: string | undefined;
   /** KEELSON_DATABASE_PASSWORD_FILE for a new server.env. */
   databasePasswordFile?: string | undefined;
+  /**
+   * KEELSON_SECRETS_KEY_FILE for a new server.env on PostgreSQL (the key sealing the secrets the
+   * replicas share); by default `<etc>/secrets.key`, made here if missing.
+   */
+  secretsKeyFile?: string | undefined;
+}
+
+/** The key file a PostgreSQL install's server.env names. */
+function secretsKeyFileOf(layout: Layout, options: InstallOptions): string {
+  return options.secretsKeyFile ?? join(layout.etc, "secrets.key");
 }
 
 /** A new server.env: the listen address, the data dir and, when given, the PostgreSQL database. */
@@ -149,6 +159,7 @@ function serverEnvText(layout: Layout, options: InstallOptions): string {
     `KEELSON_DATA_DIR=${layout.dataDir}`,
     ...(options.databaseUrl ? [`KEELSON_DATABASE_URL=${options.databaseUrl}`] : []),
     ...(options.databasePasswordFile ? [`KEELSON_DATABASE_PASSWORD_FILE=${options.databasePasswordFile}`] : []),
+    ...(options.databaseUrl ? [`KEELSON_SECRETS_KEY_FILE=${secretsKeyFileOf(layout, options)}`] : []),
     "NODE_ENV=production",
   ];
   return `${lines.join("\n")}\n`;
@@ -180,6 +191,16 @@ export async function installControlPlane(
   mkdirSync(layout.dataDir, { recursive: true, mode: 0o700 });
   chmodSync(layout.dataDir, 0o700);
   writeIfMissing(layout.serverEnv, serverEnvText(layout, options), 0o600, say, "settings");
+  if (options.databaseUrl && !options.secretsKeyFile) {
+    // The first replica's key; every other replica is installed with --secrets-key-file and a copy of it.
+    writeIfMissing(
+      secretsKeyFileOf(layout, options),
+      `${randomBytes(32).toString("base64")}\n`,
+      0o600,
+      say,
+      "secrets key (copy it to every replica: --secrets-key-file)",
+    );
+  }
   writeIfMissing(
     join(layout.dataDir, "admin-token"),
     `kadm_${randomBytes(32).toString("base64url")}\n`,

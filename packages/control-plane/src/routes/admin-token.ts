@@ -1,6 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
-import { rotateAdminTokenFile } from "../domain/identity/admin-token.ts";
 import { hashSecret } from "../domain/identity/token-hash.ts";
 import { errorResponses as errors, GLOBAL_ADMIN, IDENTITY_TAGS } from "./common-schemas.ts";
 
@@ -15,8 +14,9 @@ export const adminTokenRoutes: FastifyPluginAsyncTypebox = async (app) => {
         tags: IDENTITY_TAGS,
         summary: "Rotate the global admin token (extension, global admin)",
         description:
-          "Writes a new admin token to the data dir's `admin-token` file and answers it once; the old token stops " +
-          "working at once on this server (other servers sharing the database read the file at their start). " +
+          "Writes a new admin token where it is kept (the data dir's `admin-token` file; on PostgreSQL the database, " +
+          "with a copy in the file) and answers it once; the old token stops working at once on this replica, and on " +
+          "the other replicas at their next lease renewal (KEELSON_OPERATION_LEASE_RENEW_MS). " +
           "409 when the token comes from KEELSON_ADMIN_TOKEN, which only the operator can change.",
         response: {
           201: Type.Object({
@@ -27,7 +27,7 @@ export const adminTokenRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
     },
     async (_request, reply) => {
-      const token = rotateAdminTokenFile(keelson.adminTokenFile);
+      const token = await keelson.adminToken.rotate();
       keelson.identity.replaceAdminHash(hashSecret(token));
       return reply.status(201).send({ token });
     },

@@ -25,9 +25,20 @@ export class SecretCipher {
   }
 }
 
+/** The data dir's file of the sealing key (SQLite; on PostgreSQL a copy of the database's). */
+export const SECRET_KEY_FILE = "secret.key";
+
+/** A new 32-byte key as it is kept: base64 text. */
+export function newKeyText(): string {
+  return randomBytes(32).toString("base64");
+}
+
+/** The cipher of a key kept as base64 text. */
+export function cipherOfKeyText(text: string): SecretCipher {
+  return new SecretCipher(Buffer.from(text.trim(), "base64"));
+}
+
 /** Loads the data dir's key, creating it (0600) on first start. */
 export function loadSecretCipher(dataDir: string): SecretCipher {
-  const file = join(dataDir, "secret.key");
-  const key = readOrCreateSecretFile(file, () => randomBytes(32).toString("base64"));
-  return new SecretCipher(Buffer.from(key.trim(), "base64"));
+  return cipherOfKeyText(readOrCreateSecretFile(join(dataDir, SECRET_KEY_FILE), newKeyText));
 }

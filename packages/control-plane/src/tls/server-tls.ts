@@ -5,11 +5,12 @@ import type { Server as TlsServer } from "node:tls";
 import { caCertHash, isCaCertificate, splitPemCertificates } from "@keelson/protocol";
 import { SettingsError } from "@keelson/settings";
 import type { FastifyBaseLogger } from "fastify";
-import { type ClusterCa, createSelfSignedCa } from "../pki/cluster-ca.ts";
+import type { ClusterCa } from "../pki/cluster-ca.ts";
 import { generateKeyPair, privateKeyToPem } from "../pki/keys.ts";
 import { signCertificate } from "../pki/sign.ts";
 import type { ServerSettings } from "../settings.ts";
 import { readIfExists, writeFileAtomic } from "../storage/data-dir-files.ts";
+import { type CaSource, ensureCa, NEXT_CA_DIR, PREVIOUS_CA_FILE, TLS_DIR } from "./ca-files.ts";
 import { type ServerNames, serverNames } from "./names.ts";
 
 /** The server's side of TLS, for https.createServer and for `setSecureContext` on a renewal. */
@@ -32,23 +33,20 @@ export interface ServerTls {
   keepFresh(server: TlsServer, log: FastifyBaseLogger): () => void;
 }
 
-/** Where `auto` keeps its CA and server certificate, under the data dir. Keys are 0600. */
-export const TLS_DIR = "tls";
-export const CA_CERT_FILE = "ca.crt";
-const CA_KEY_FILE = "ca.key";
 const SERVER_CERT_FILE = "server.crt";
 const SERVER_KEY_FILE = "server.key";
-/** A rotation's next CA (ca.crt, ca.key), made with KEELSON_TLS_NEXT_CA, and the CA it replaced. */
-export const NEXT_CA_DIR = "next";
-export const PREVIOUS_CA_FILE = "previous-ca.crt";
 
 const HOUR_MS = 3_600_000;
 
-/** The TLS side of the server for `settings.tlsMode`; undefined for `off`. */
-export async function prepareServerTls(settings: ServerSettings): Promise<ServerTls | undefined> {
+/**
+ * The TLS side of the server for `settings.tlsMode`; undefined for `off`. `sharedCa`: the CA the
+ * replicas share in the database (secrets/server-secrets.ts); without it `auto` uses the data
+ * dir's `tls/` CA.
+ */
+export async function prepareServerTls(settings: ServerSettings, sharedCa?: CaSource): Promise<ServerTls | undefined> {
   if (settings.tlsMode === "off") return undefined;
   if (settings.tlsMode === "files") return filesTls(settings);
-  return autoTls(settings);
+  return autoTls(settings, sharedCa);
 }
 
 /** One way to say how often a certificate is looked at: hourly, or every tenth of a short lifetime. */
@@ -56,9 +54,9 @@ function checkEveryMs(validHours: number): number {
   return Math.max(1_000, Math.min(HOUR_MS, (validHours * HOUR_MS) / 10));
 }
 
-async function autoTls(settings: ServerSettings): Promise<ServerTls> {
+async function autoTls(settings: ServerSettings, sharedCa: CaSource | undefined): Promise<ServerTls> {
   const dir = join(settings.dataDir, TLS_DIR);
-  const ca = await ensureCa(dir);
+  const ca = sharedCa ? await sharedCa() : await ensureCa(dir);
   // A CA rotation (README "Rotating the CA"): the next CA is made and served before it signs,
   // the previous one is served until the operator removes it, so agents trust both meanwhile.
   const next = settings.tlsNextCa ? await ensureCa(join(dir, NEXT_CA_DIR)) : undefined;
@@ -102,20 +100,6 @@ async function autoTls(settings: ServerSettings): Promise<ServerTls> {
       return () => clearInterval(timer);
     },
   };
-}
-
-/** The control plane's own CA, made at first start. */
-async function ensureCa(dir: string): Promise<ClusterCa> {
-  const certPem = readIfExists(join(dir, CA_CERT_FILE));
-  const keyPem = readIfExists(join(dir, CA_KEY_FILE));
-  if (certPem && keyPem) return { certPem, keyPem };
-  const made = await createSelfSignedCa([{ CN: ["keelson-control-plane-ca"] }, { O: ["keelson"] }]);
-  // PEM files end with a newline (so `cat a.crt b.crt` is a valid bundle); the served bundle is the file.
-  const ca = { certPem: `${made.certPem.trim()}\n`, keyPem: `${made.keyPem.trim()}\n` };
-  // The key first: a certificate on disk means both are complete.
-  writeFileAtomic(join(dir, CA_KEY_FILE), ca.keyPem, 0o600);
-  writeFileAtomic(join(dir, CA_CERT_FILE), ca.certPem, 0o644);
-  return ca;
 }
 
 /** The server certificate kept in the data dir, if it is still this CA's and names all of `names`. */

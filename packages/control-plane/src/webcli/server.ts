@@ -155,7 +155,7 @@ export class WebCliServer {
     onSpent: (claims: WebCliClaims) => void,
   ): Promise<{ claims: WebCliClaims; kubeconfig: string }> {
     const now = new Date();
-    const claims = verifyWebCliToken(this.keelson.dataDir, token, now);
+    const claims = verifyWebCliToken(this.keelson.webcliKey, token, now);
     if (!claims)
       throw new ApiError(401, "invalid_token", "the web CLI token is not valid or has expired; ask for a new one");
     if (expectedCluster !== null && expectedCluster !== claims.clusterId) {

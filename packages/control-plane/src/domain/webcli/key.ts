@@ -1,5 +1,5 @@
-import { randomBytes } from "node:crypto";
 import { join } from "node:path";
+import { newKeyText } from "../../secrets/cipher.ts";
 import { readOrCreateSecretFile } from "../../secrets/secret-file.ts";
 
 export const WEBCLI_KEY_FILE = "webcli.key";
@@ -7,9 +7,10 @@ export const WEBCLI_KEY_FILE = "webcli.key";
 // One read per data dir per process: the key is needed on every issue and verify.
 const cache = new Map<string, Buffer>();
 
-function parseKey(file: string, text: string): Buffer {
+/** The key kept as base64 text in `where` (a file, or the database's copy). */
+export function parseWebCliKey(where: string, text: string): Buffer {
   const key = Buffer.from(text.trim(), "base64");
-  if (key.length < 32) throw new Error(`${file} does not hold a 32-byte base64 key`);
+  if (key.length < 32) throw new Error(`${where} does not hold a 32-byte base64 key`);
   return key;
 }
 
@@ -21,10 +22,7 @@ export function loadWebCliKey(dataDir: string): Buffer {
   const cached = cache.get(dataDir);
   if (cached) return cached;
   const file = join(dataDir, WEBCLI_KEY_FILE);
-  const key = parseKey(
-    file,
-    readOrCreateSecretFile(file, () => randomBytes(32).toString("base64")),
-  );
+  const key = parseWebCliKey(file, readOrCreateSecretFile(file, newKeyText));
   cache.set(dataDir, key);
   return key;
 }
