@@ -4,6 +4,7 @@ import { chmodSync, cpSync, existsSync, mkdirSync, readFileSync, renameSync, rmS
 import { join, resolve } from "node:path";
 import { parse, stringify } from "yaml";
 import { CliError, usageError } from "../errors.ts";
+import { fetchReleaseFiles } from "./fetch-release.ts";
 import { currentVersion, type Layout, releaseDir, switchCurrent } from "./layout.ts";
 import { readReleaseManifest, verifyRelease } from "./manifest.ts";
 import { type Readiness, readiness, serverApi } from "./server.ts";
@@ -74,6 +75,7 @@ export async function downloadRelease(
   secret: string,
   version: string,
   say: Say,
+  caFile?: string,
 ): Promise<string> {
   if (!/^[0-9A-Za-z][0-9A-Za-z.+_-]{0,127}$/.test(version)) throw usageError(`version: "${version}" is not a version`);
   const to = releaseDir(layout, version);
@@ -87,14 +89,14 @@ export async function downloadRelease(
     const tarball = join(work, `${name}.tar.gz`);
     if (/^https?:\/\//.test(location)) {
       say.note(`downloading ${name}.tar.gz from ${location}`);
-      const base = location.replace(/\/+$/, "");
-      const get = async (file: string) => {
-        const res = await fetch(`${base}/${file}`, { headers: { authorization: `Bearer ${secret}` } });
-        if (!res.ok) throw new CliError(`GET ${base}/${file}: ${res.status} ${res.statusText}`);
-        return Buffer.from(await res.arrayBuffer());
-      };
-      writeFileSync(`${tarball}.sha256`, await get(`${name}.tar.gz.sha256`));
-      writeFileSync(tarball, await get(`${name}.tar.gz`));
+      await fetchReleaseFiles(
+        location.replace(/\/+$/, ""),
+        [
+          { name: `${name}.tar.gz.sha256`, dest: `${tarball}.sha256` },
+          { name: `${name}.tar.gz`, dest: tarball },
+        ],
+        { secret, ...(caFile ? { caFile } : {}) },
+      );
     } else {
       const dir = resolve(location);
       if (!existsSync(join(dir, `${name}.tar.gz`)) && existsSync(join(dir, name, "manifest.json"))) {
