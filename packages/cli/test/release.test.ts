@@ -11,6 +11,7 @@ import { CliError, EXIT } from "../src/errors.ts";
 import { downloadRelease, type Say } from "../src/release/install.ts";
 import { layoutOf } from "../src/release/layout.ts";
 import { failureOf } from "../src/release/service.ts";
+import { ensureServiceUser, findServiceUser } from "../src/release/service-user.ts";
 import { serverUnit } from "../src/release/unit.ts";
 import { readUpgradeConfig } from "../src/release/upgrade-config.ts";
 
@@ -246,9 +247,36 @@ describe("the operator's commands", () => {
       "ExecStart=/usr/bin/env node /opt/keelson/current/packages/control-plane/bin/keelson-server.mjs",
     );
     expect(text).toContain("StateDirectory=keelson");
+    expect(text).toMatch(/^User=keelson\nGroup=keelson$/m);
+    expect(text).toContain("AmbientCapabilities=CAP_NET_BIND_SERVICE");
     writeFileSync(file, text);
     expect(
       execFileSync("systemd-analyze", ["verify", file], { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] }),
     ).toBe("");
+  });
+});
+
+describe("the service user", () => {
+  it("is created once by the real useradd under the root (--prefix for a temporary root), a system user with no login", () => {
+    const root = join(work, "user-root");
+    mkdirSync(join(root, "etc"), { recursive: true });
+    const layout = layoutOf(root);
+    const hostPasswd = readFileSync("/etc/passwd", "utf8");
+    expect(findServiceUser(root)).toBeUndefined();
+    const made = ensureServiceUser(layout);
+    expect(made).toMatchObject({ name: "keelson", created: true });
+    expect(made.uid).toBeLessThan(1000);
+    const line = readFileSync(join(root, "etc", "passwd"), "utf8")
+      .split("\n")
+      .find((l) => l.startsWith("keelson:"));
+    // `!`: no shadow file under a bare temporary root, so no password field at all; never a login.
+    expect(line).toMatch(
+      new RegExp(`^keelson:[x!]:${made.uid}:${made.gid}:Keelson control plane:/var/lib/keelson:/usr/sbin/nologin$`),
+    );
+    expect(readFileSync(join(root, "etc", "group"), "utf8")).toMatch(new RegExp(`^keelson:[x!]:${made.gid}:`, "m"));
+    // Again: found, not made twice (useradd would refuse).
+    expect(ensureServiceUser(layout)).toEqual({ ...made, created: false });
+    // The host's own passwd is untouched.
+    expect(readFileSync("/etc/passwd", "utf8")).toBe(hostPasswd);
   });
 });

@@ -9,6 +9,7 @@ import { currentVersion, type Layout, releaseDir, switchCurrent } from "./layout
 import { readReleaseManifest, verifyRelease } from "./manifest.ts";
 import { type Readiness, readiness, serverApi } from "./server.ts";
 import { failureOf, type ServiceManager } from "./service.ts";
+import { ensureServiceUser, giveDataDir, SERVICE_USER } from "./service-user.ts";
 import { serverUnit } from "./unit.ts";
 
 /**
@@ -170,6 +171,7 @@ export async function installControlPlane(
       `  release   ${releaseDir(layout, manifest.version)}\n  settings  ${layout.serverEnv}\n` +
       `  data dir  ${layout.dataDir} (0700), admin token ${join(layout.dataDir, "admin-token")} (0600)\n` +
       `  database  ${options.databaseUrl ? "PostgreSQL (KEELSON_DATABASE_URL)" : "SQLite in the data dir"}\n` +
+      `  user      ${SERVICE_USER} (a system user; the unit's User=)\n` +
       `  unit      ${layout.unitFile}`,
   );
   if (installed && installed !== manifest.version)
@@ -196,6 +198,12 @@ export async function installControlPlane(
     );
     say.note(`release location ${options.releaseLocation} kept in ${layout.toolConfig}`);
   }
+  const user = ensureServiceUser(layout);
+  say.note(
+    `service user: ${user.name} (uid ${user.uid}) ${user.created ? "created" : "exists"} in ${join(layout.root, "etc", "passwd")}`,
+  );
+  if (service.kind === "systemd") giveDataDir(layout, user);
+  else say.note(`no systemd here: the supervisor runs keelson-server as this user, not ${user.name}`);
   writeFileSync(layout.unitFile, serverUnit(layout, manifest.entries.server));
   say.note(`unit: wrote ${layout.unitFile}`);
   if (currentVersion(layout) !== version) switchCurrent(layout, version);
