@@ -6,7 +6,7 @@ import { listHostImages, stageHostImages } from "../domain/hosts/host-images.ts"
 import { IMAGE_ARCHIVE_ROUTE, ImageArchiveStore } from "../domain/packages/image-archives.ts";
 import { callerOf } from "../http/auth.ts";
 import { badRequest } from "../http/errors.ts";
-import { ErrorBody, GLOBAL_ADMIN, PUBLIC } from "./common-schemas.ts";
+import { AGENT_RELAY_ERRORS, ErrorBody, GLOBAL_ADMIN, HostParams, PUBLIC } from "./common-schemas.ts";
 import { MAX_PACKAGE_BYTES } from "./package-routes.ts";
 
 /** Image archives are a role version's images: larger than a package. */
@@ -20,7 +20,6 @@ const StoredImageArchive = Type.Object({
   }),
 });
 const Sha256 = Type.String({ pattern: "^[0-9a-f]{64}$" });
-const HostParams = Type.Object({ uuid: Type.String({ description: "Host UUID (the node uuid)" }) });
 
 /**
  * Image archives (the operator's `dockerRepo`, spec §4.9 step 4) and their staging on hosts.
@@ -93,15 +92,7 @@ export const imageArchiveRoutes: FastifyPluginAsyncTypebox = async (app) => {
           { name: ImagesStagePayload.properties.name, sha256: Sha256 },
           { additionalProperties: false },
         ),
-        response: {
-          200: ImagesStageResult,
-          400: ErrorBody,
-          403: ErrorBody,
-          404: ErrorBody,
-          409: ErrorBody,
-          502: ErrorBody,
-          504: ErrorBody,
-        },
+        response: { 200: ImagesStageResult, ...AGENT_RELAY_ERRORS },
       },
     },
     async (request) => stageHostImages(k, callerOf(request), request.params.uuid, request.body),
@@ -115,14 +106,7 @@ export const imageArchiveRoutes: FastifyPluginAsyncTypebox = async (app) => {
         tags,
         summary: "The images the host's container runtime lists now (`ctr -n k8s.io images ls -q`, asked of its agent)",
         params: HostParams,
-        response: {
-          200: ImagesListResult,
-          403: ErrorBody,
-          404: ErrorBody,
-          409: ErrorBody,
-          502: ErrorBody,
-          504: ErrorBody,
-        },
+        response: { 200: ImagesListResult, ...AGENT_RELAY_ERRORS },
       },
     },
     async (request) => listHostImages(k, callerOf(request), request.params.uuid),
