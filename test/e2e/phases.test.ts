@@ -4,6 +4,7 @@ import { existsSync, readdirSync, readFileSync } from "node:fs";
 import https from "node:https";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { writeOciArchive } from "../support/oci-image.ts";
 import { type AgentProc, startAgent } from "./support/agents.ts";
 import { tearDownHosts } from "./support/node-checks.ts";
 import { alive, liveServicePids, type NodeHostDirs, nodeHostDirs, nodeHostEnv, setSwap } from "./support/node-hosts.ts";
@@ -336,6 +337,40 @@ describe("node phases end to end: one master, two workers", () => {
       return c.numWorkers === 2 && c.workerStatus === "healthy" && c.status === "ok";
     });
   }, 180_000);
+
+  it("stages an image archive on a worker through its agent: imported by the real ctr, listed by the runtime", async () => {
+    const archive = join(scratch, "images-e2e.tar");
+    writeOciArchive(join(scratch, "oci"), archive, "example.com/keelson/e2e-bundle:1.0");
+    const uploaded = await fetch(`${server.url}/v1/imageArchives`, {
+      method: "POST",
+      headers: { "x-auth-token": ADMIN, "content-type": "application/octet-stream" },
+      body: readFileSync(archive),
+    });
+    expect(uploaded.status).toBe(200);
+    const stored = (await uploaded.json()) as { sha256: string; images: string[] };
+    expect(stored.images).toEqual(["example.com/keelson/e2e-bundle:1.0"]);
+    const staged = await api<{ imported: boolean; listed: string[] }>(
+      `${server.url}/v1/hosts/${ids["worker-12"]}/images`,
+      ADMIN,
+      { method: "POST", body: { name: "e2e-bundle", sha256: stored.sha256 } },
+    );
+    expect(staged.status, JSON.stringify(staged.body)).toBe(200);
+    expect(staged.body.imported).toBe(true);
+    expect(staged.body.listed).toContain("example.com/keelson/e2e-bundle:1.0");
+    // The host's own containerd lists it, and the archive stays among its user images.
+    const hostRoot = (dirs["worker-12"] as NodeHostDirs).hostRoot;
+    const listed = execFileSync(
+      "ctr",
+      ["--address", join(hostRoot, "run", "containerd", "containerd.sock"), "-n", "k8s.io", "images", "ls", "-q"],
+      { encoding: "utf8" },
+    );
+    expect(listed.split("\n")).toContain("example.com/keelson/e2e-bundle:1.0");
+    expect(existsSync(join(hostRoot, "var", "lib", "keelson", "images", "e2e-bundle.tar"))).toBe(true);
+    const asked = await api<{ listed: string[] }>(`${server.url}/v1/hosts/${ids["worker-12"]}/images`, ADMIN);
+    expect(asked.body.listed).toContain("example.com/keelson/e2e-bundle:1.0");
+    // The node stays ok: its "load user images" phase finds the archive imported.
+    await waitNodeOk("worker-12", 15);
+  }, 60_000);
 
   it("resumes a node after its agent restarts, without restarting the node's services", async () => {
     const d = dirs["worker-12"] as NodeHostDirs;

@@ -164,10 +164,20 @@ describe(`the control plane's install, upgrade and rollback (${dialect})`, () =>
       },
     );
     expect(verify).toBe("");
+    // The unit runs as the service user, made by the real useradd in the root's own passwd
+    // (the supervisor stands in for systemd here and runs the server as this test's user).
+    expect(readFileSync(join(root, "etc/systemd/system/keelson-server.service"), "utf8")).toMatch(
+      /^User=keelson\nGroup=keelson$/m,
+    );
+    expect(readFileSync(join(root, "etc", "passwd"), "utf8")).toMatch(
+      /^keelson:[x!]:\d+:\d+:.*:\/usr\/sbin\/nologin$/m,
+    );
+    expect(run.stderr).toMatch(/service user: keelson \(uid \d+\) created/);
     // Again: idempotent, keeps the admin token.
     const again = await keelson(installA);
     expect(again.code, again.stderr).toBe(0);
     expect(again.stderr).toContain("kept as it is");
+    expect(again.stderr).toMatch(/service user: keelson \(uid \d+\) exists/);
     expect(readFileSync(join(data, "admin-token"), "utf8").trim()).toBe(admin);
 
     const projects = await api<{ projects: { id: string; name: string }[] }>(`${url}/v1/projects`, admin);

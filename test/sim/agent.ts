@@ -103,6 +103,13 @@ export class SimAgent {
   sweeps = 0;
   /** Role versions whose node package this agent was asked to fetch ahead (`node.prefetch`). */
   prefetched: string[] = [];
+  /**
+   * The simulated runtime's image list: images.stage adds the names the archive carries (as
+   * the control plane read them) when the host is a node, as the real agent's ctr import would.
+   */
+  images: string[] = [];
+  /** Archives staged by images.stage, by name, with their sha256. */
+  stagedImages = new Map<string, string>();
   /** Set: `node.prefetch` fails with this reason (the package cannot be had). */
   prefetchFailure: string | undefined;
   /** Set: the next agent upgrades fail with this reason (the agent keeps its version, like the real one). */
@@ -453,6 +460,15 @@ export class SimAgent {
         this.sweeps += 1;
         return { result: ok({ labelled: [], removed: [] }) };
       }
+      case "images.stage": {
+        this.stagedImages.set(frame.payload.name, frame.payload.sha256);
+        if (!this.membership) return { result: ok({ imported: false, listed: [] }) };
+        this.images = [...new Set([...this.images, ...frame.payload.images])].sort();
+        return { result: ok({ imported: true, listed: this.images }) };
+      }
+      case "images.list":
+        if (!this.membership) return refuse("no container runtime runs on this host (it is in no cluster)");
+        return { result: ok({ listed: this.images }) };
       case "node.settings": {
         const membership = this.membership;
         if (!membership || membership.clusterId !== frame.payload.clusterId) {

@@ -240,6 +240,8 @@ class Running {
         "node.upgrade": async (payload, ctx) => this.node.upgrade(payload, ctx.signal, ctx.id),
         "node.prefetch": async (payload, ctx) => this.node.prefetch(payload, ctx.signal),
         "node.sweep": async (payload, ctx) => this.node.sweep(payload, ctx.signal),
+        "images.stage": async (payload, ctx) => this.node.stageImages(payload, ctx.signal),
+        "images.list": async (_payload, ctx) => this.node.listImages(ctx.signal),
       },
     });
     this.backups = new EtcdBackups({

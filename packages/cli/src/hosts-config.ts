@@ -8,19 +8,21 @@ import { usageError } from "./errors.ts";
  * README, "Upgrading the hosts"), YAML with the spec's parameter names:
  *
  *   hostAgentRepo: ./keelson-agent-0.2.0.tar.gz   # the agent package (pnpm pack:agent)
+ *   dockerRepo: ./images-0.2.0.tar                # optional: an image archive, or a directory of them
  *   batchSize: 2                                  # hosts upgraded at once (default 1)
  *   hosts:                                        # the hosts these commands act on
  *     - name: worker-1
  *       ip: 10.0.0.11                             # checked against what the host reports
  *     - name: worker-2
  *
- * Paths are relative to the file. `dockerRepo` (an image bundle) is refused by name: this
- * control plane has no image bundles to stage yet, and a field that is silently ignored would
- * let an operator believe the images were staged.
+ * Paths are relative to the file. `dockerRepo`'s archives are staged on the hosts by
+ * configure-hosts (image-archives.ts).
  */
 export interface HostsConfig {
   file: string;
   hostAgentRepo: string;
+  /** The image bundle, absolute: an archive or a directory of them. */
+  dockerRepo?: string;
   batchSize: number;
   hosts: { name: string; ip?: string }[];
 }
@@ -32,8 +34,8 @@ export function parseHostsConfig(file: string, doc: Record<string, unknown>): Ho
   for (const key of Object.keys(doc)) {
     if (!FIELDS.includes(key)) throw bad(key, `is not a field of the hosts' config (${FIELDS.join(", ")})`);
   }
-  if (doc.dockerRepo !== undefined) {
-    throw bad("dockerRepo", "is not supported yet: this control plane stages no image bundles; remove it");
+  if (doc.dockerRepo !== undefined && (typeof doc.dockerRepo !== "string" || doc.dockerRepo === "")) {
+    throw bad("dockerRepo", "must name an image archive (.tar) or a directory of them");
   }
   if (typeof doc.hostAgentRepo !== "string" || doc.hostAgentRepo === "") {
     throw bad("hostAgentRepo", "must name the agent package file (keelson-agent-<version>.tar.gz)");
@@ -56,7 +58,13 @@ export function parseHostsConfig(file: string, doc: Record<string, unknown>): Ho
   const names = hosts.map((h) => h.name);
   const twice = names.find((n, i) => names.indexOf(n) !== i);
   if (twice) throw bad("hosts", `names ${twice} twice`);
-  return { file, hostAgentRepo: resolve(dirname(file), doc.hostAgentRepo), batchSize, hosts };
+  return {
+    file,
+    hostAgentRepo: resolve(dirname(file), doc.hostAgentRepo),
+    ...(typeof doc.dockerRepo === "string" ? { dockerRepo: resolve(dirname(file), doc.dockerRepo) } : {}),
+    batchSize,
+    hosts,
+  };
 }
 
 /** The agent package's bytes and sha256 (what the control plane stores it under). */

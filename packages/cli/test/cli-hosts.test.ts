@@ -1,7 +1,8 @@
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { writeOciArchive } from "../../../test/support/oci-image.ts";
 import { fakeAgentPackage } from "../../control-plane/test/agent-package-fixtures.ts";
 import { ADMIN_TOKEN } from "../../control-plane/test/helpers.ts";
 import { type Fleet, startFleet } from "../../control-plane/test/membership-harness.ts";
@@ -11,7 +12,7 @@ import { keelson } from "./run-cli.ts";
 /**
  * `keelson host-status`, `configure-hosts` and `upgrade-hosts` (spec §4.9, step 4) through the
  * real binary against a control plane with three simulated agents: the upgrade touches only the
- * hosts asked for, and host-status shows it. Also `operations get` by a whole uuid (the
+ * hosts asked for, and host-status shows it; configure-hosts stages image archives. Also `operations get` by a whole uuid (the
  * single-operation route) and `--version`.
  */
 vi.setConfig({ testTimeout: 180_000 });
@@ -73,10 +74,11 @@ describe("the hosts' side of the CLI", () => {
     expect(unlisted.code).toBe(2);
     expect(unlisted.stderr).toContain(`--hosts: nobody is not listed in ${config}`);
     const docker = join(dir, "docker.yaml");
-    writeFileSync(docker, `hostAgentRepo: keelson-agent-7.1.0.tar.gz\ndockerRepo: images.tar\nhosts: [${a}]\n`);
+    writeFileSync(docker, `hostAgentRepo: keelson-agent-7.1.0.tar.gz\ndockerRepo: no-such-images.tar\nhosts: [${a}]\n`);
     const refused = await keelson(["configure-hosts", "--config", docker], { env });
     expect(refused.code).toBe(2);
-    expect(refused.stderr).toContain("dockerRepo is not supported yet");
+    expect(refused.stderr).toContain(`dockerRepo ${join(dir, "no-such-images.tar")}: ENOENT`);
+    expect(f.agent(0).stagedImages.size).toBe(0);
 
     const configured = await keelson(["configure-hosts", "--config", config], { env });
     expect(configured.code, configured.stderr).toBe(0);
@@ -112,6 +114,31 @@ describe("the hosts' side of the CLI", () => {
     const unknown = await keelson(["operations", "get", "00000000-0000-4000-8000-000000000000"], { env });
     expect(unknown.code).toBe(1);
     expect(unknown.stderr).toContain('no operation "00000000-0000-4000-8000-000000000000" in this project');
+  });
+
+  it("configure-hosts stages the dockerRepo's archives (a directory of them) on the listed hosts only", async () => {
+    const [a, b] = names as [string, string, string];
+    const images = join(dir, "images-7.1.0");
+    mkdirSync(images);
+    writeOciArchive(join(dir, "oci-a"), join(images, "pause.tar"), "example.com/keelson/pause:3.10");
+    writeOciArchive(join(dir, "oci-b"), join(images, "coredns.tar"), "example.com/keelson/coredns:1.11");
+    const config = join(dir, "with-images.yaml");
+    writeFileSync(
+      config,
+      `hostAgentRepo: keelson-agent-7.1.0.tar.gz\ndockerRepo: images-7.1.0\nhosts: [${a}, ${b}, ${names[2]}]\n`,
+    );
+    const res = await keelson(["configure-hosts", "--config", config, "--hosts", `${a},${b}`], { env });
+    expect(res.code, res.stderr).toBe(0);
+    expect(res.stderr).toContain("configure-hosts: agent package 7.1.0 and 2 image archive(s)");
+    expect(res.stderr).toContain(
+      "image archive coredns stored on the control plane (example.com/keelson/coredns:1.11)",
+    );
+    // Hosts in no cluster run no runtime: staged now, imported when their node starts one.
+    expect(res.stdout).toContain(`${a}: coredns staged (no runtime runs there`);
+    expect(res.stdout).toContain(`${b}: pause staged (no runtime runs there`);
+    expect([...f.agent(0).stagedImages.keys()].sort()).toEqual(["coredns", "pause"]);
+    expect([...f.agent(1).stagedImages.keys()].sort()).toEqual(["coredns", "pause"]);
+    expect(f.agent(2).stagedImages.size).toBe(0);
   });
 
   it("--version prints the CLI's version", async () => {

@@ -1,6 +1,7 @@
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it, vi } from "vitest";
+import { writeOciArchive } from "../../../test/support/oci-image.ts";
 import { fakeAgentPackage } from "../../control-plane/test/agent-package-fixtures.ts";
 import type { Fleet } from "../../control-plane/test/membership-harness.ts";
 import { type FleetAllocator, readyCluster, recordRolls } from "../../control-plane/test/rollout-harness.ts";
@@ -26,6 +27,7 @@ useCliFleet(4, { namePrefix: "mgm", phaseTimeMs: 50 }, (fleet) => {
   ({ f, pool, dir, env } = fleet);
   writeFileSync(join(dir, "keelson-agent-7.2.0.tar.gz"), fakeAgentPackage("7.2.0"));
   writeFileSync(join(dir, "not-a-package.tar.gz"), "plain text");
+  writeOciArchive(join(dir, "oci"), join(dir, "images-7.2.0.tar"), "example.com/keelson/node-images:7.2.0");
 });
 
 const spec = (name: string, body: string) => {
@@ -88,7 +90,8 @@ describe("advanced-ddu upgrade-mgmt: what it runs", () => {
     const rolls = recordRolls(f);
     const file = spec(
       "mgmt.yaml",
-      "name: mgm-cluster\nmasterVipIpv4: 10.0.3.10\nmasterVipIface: eth0\nnodeletPkg: keelson-agent-7.2.0.tar.gz\n",
+      "name: mgm-cluster\nmasterVipIpv4: 10.0.3.10\nmasterVipIface: eth0\nnodeletPkg: keelson-agent-7.2.0.tar.gz\n" +
+        "dockerRepo: images-7.2.0.tar\n",
     );
 
     const res = await keelson(["advanced-ddu", "upgrade-mgmt", "--config", file], { env });
@@ -96,7 +99,15 @@ describe("advanced-ddu upgrade-mgmt: what it runs", () => {
     expect(res.stderr).toContain("agent package 7.2.0 stored on the control plane");
     expect(res.stdout).toMatch(/succeeded: hosts\.upgrade/);
     expect(res.stdout).toMatch(/succeeded: cluster\.restart/);
-    expect(res.stdout).toContain("cluster mgm-cluster: every node runs agent 7.2.0 and is ok");
+    expect(res.stdout).toContain(
+      "cluster mgm-cluster: every node runs agent 7.2.0 and is ok; its runtimes list example.com/keelson/node-images:7.2.0",
+    );
+    // The images staged on the members (imported: they run a runtime), not on the outside host.
+    for (const a of [m1, m2, w1]) expect(a.images).toContain("example.com/keelson/node-images:7.2.0");
+    expect(res.stdout).toContain(
+      `${m1.hostname}: images-7.2.0 imported; the runtime lists example.com/keelson/node-images:7.2.0`,
+    );
+    expect(outside.stagedImages.size).toBe(0);
 
     // Every member at the new version, restarted once; the host outside the cluster untouched.
     expect([m1, m2, w1].map((a) => a.agentVersion)).toEqual(["7.2.0", "7.2.0", "7.2.0"]);
@@ -115,5 +126,19 @@ describe("advanced-ddu upgrade-mgmt: what it runs", () => {
     expect(again.stderr).toContain("agents run 7.2.0 already; a staggered restart of its nodes");
     expect(again.stdout).not.toMatch(/hosts\.upgrade/);
     expect(again.stdout).toMatch(/succeeded: cluster\.restart/);
+
+    // A node whose runtime loses the images during its restart: the command is not done.
+    w1.beforeRoll = () => {
+      w1.images = [];
+    };
+    try {
+      const lost = await keelson(["advanced-ddu", "upgrade-mgmt", "--config", file], { env });
+      expect(lost.code).toBe(1);
+      expect(lost.stderr).toContain(
+        `upgrade-mgmt is not done:\n  ${w1.hostname}: the runtime does not list example.com/keelson/node-images:7.2.0`,
+      );
+    } finally {
+      w1.beforeRoll = undefined;
+    }
   });
 });

@@ -64,6 +64,7 @@ describe("OpenAPI document", () => {
         "GET /v1/agentPackages/{version}/package.tar.gz.sha256",
         "GET /v1/nodePackages/{version}/package.tar.gz",
         "GET /v1/nodePackages/{version}/package.tar.gz.sha256",
+        "GET /v1/imageArchives/{sha256}/archive.tar",
       ].sort(),
     );
     // Everything else inherits the document's X-Auth-Token requirement.

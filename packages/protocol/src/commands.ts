@@ -145,6 +145,33 @@ export const NodeSweepResult = Exact({
   removed: NodeNames,
 });
 
+/**
+ * An image archive (an OCI or docker archive `.tar`, what `ctr images import` reads) staged on
+ * the host: the agent downloads it from the control plane (`url`, relative to the control
+ * plane's base URL like a node package's), checks `sha256`, keeps it as `<name>.tar` among the
+ * host's user images (the "load user images" phase imports those on every start), and, when the
+ * node's container runtime runs, imports it now. `images` are the names the archive carries
+ * (read by the control plane at upload): the agent checks the runtime lists each of them.
+ * Sent only to agents that declared the `images` capability.
+ */
+export const ImagesStagePayload = Exact({
+  name: Type.String({ pattern: "^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$" }),
+  url: Text(1024),
+  sha256: Type.String({ pattern: "^[0-9a-f]{64}$" }),
+  images: Type.Array(Text(512), { minItems: 1, maxItems: 1000 }),
+});
+const ImageNames = Type.Array(Text(512), { maxItems: 10_000 });
+export const ImagesStageResult = Exact({
+  /** False when no container runtime runs on the host: the archive is imported when its node starts one. */
+  imported: Type.Boolean(),
+  /** The runtime's image list (`ctr -n k8s.io images ls -q`) after the import; empty when not imported. */
+  listed: ImageNames,
+});
+
+/** The runtime's image list (`ctr -n k8s.io images ls -q`); refused when no runtime runs on the host. */
+export const ImagesListPayload = Exact({});
+export const ImagesListResult = Exact({ listed: ImageNames });
+
 export const Commands = {
   ping: { payload: PingPayload, result: PingResult },
   "agent.upgrade": { payload: AgentUpgradePayload, result: AgentUpgradeResult },
@@ -155,6 +182,8 @@ export const Commands = {
   "node.upgrade": { payload: NodeUpgradePayload, result: NodeUpgradeResult },
   "node.prefetch": { payload: NodePrefetchPayload, result: NodePrefetchResult },
   "node.sweep": { payload: NodeSweepPayload, result: NodeSweepResult },
+  "images.stage": { payload: ImagesStagePayload, result: ImagesStageResult },
+  "images.list": { payload: ImagesListPayload, result: ImagesListResult },
 } as const;
 
 export type CommandName = keyof typeof Commands;

@@ -45,12 +45,14 @@ export const HelloFrame = Type.Object(
  * Capabilities an agent declares in its hello. `node-packages`: `nodePackage` in node.join /
  * node.upgrade, and node.prefetch. `node-report-command`: this agent names in its node reports
  * the node.restart / node.upgrade it is carrying out, once the welcome says the control plane
- * takes the field (CONTROL_CAPABILITIES). `node-sweep`: node.sweep.
+ * takes the field (CONTROL_CAPABILITIES). `node-sweep`: node.sweep. `images`: images.stage and
+ * images.list.
  */
 export const AGENT_CAPABILITIES = {
   nodePackages: "node-packages",
   reportCommand: "node-report-command",
   nodeSweep: "node-sweep",
+  images: "images",
 } as const;
 
 /**
@@ -218,6 +220,8 @@ export const CommandFrame = Type.Union([
   commandFrame("node.upgrade"),
   commandFrame("node.prefetch"),
   commandFrame("node.sweep"),
+  commandFrame("images.stage"),
+  commandFrame("images.list"),
 ]);
 
 export const TokenVerifiedFrame = Type.Object(

@@ -22,6 +22,7 @@ import {
   Reconciler,
   type SignCsr,
 } from "../phases/index.ts";
+import { nodePaths } from "../phases/paths.ts";
 import type { ServiceManager } from "../services/types.ts";
 import {
   clearDesiredState,
@@ -32,6 +33,7 @@ import {
 } from "./desired-state.ts";
 import { etcdHealthTarget } from "./etcd-health.ts";
 import { type EtcdCheck, EtcdHealthWatch, type EtcdSubject } from "./etcd-watch.ts";
+import { ImageArchiveError, missingImages, stageImageArchive } from "./image-archives.ts";
 import { buildNodeConfig, type NodeTuning } from "./node-config.ts";
 import { NodePackages } from "./node-packages.ts";
 import { CoalescingReporter } from "./reporter.ts";
@@ -259,6 +261,43 @@ export class NodeController {
     }
     if (!this.running) throw new Error("the node's phases are not running yet: nothing to sweep with");
     return this.running.engine.sweep(signal);
+  }
+
+  /**
+   * images.stage: the archive put among the host's user images, then imported now when the
+   * node's runtime runs (the "load user images" phase imports it otherwise, when it starts), and
+   * checked: every image the archive names must be in the runtime's list.
+   */
+  async stageImages(
+    payload: CommandPayload<"images.stage">,
+    signal?: AbortSignal,
+  ): Promise<CommandResult<"images.stage">> {
+    const controlPlane = this.options.controlPlane?.();
+    if (!controlPlane) throw new ImageArchiveError("no control plane URL to download the image archive from");
+    await stageImageArchive(payload, {
+      dir: nodePaths(this.options.hostRoot).userImages,
+      controlPlane,
+      ...(this.options.fetch ? { fetch: this.options.fetch } : {}),
+      ...(signal ? { signal } : {}),
+    });
+    const listed = await this.running?.engine.importImages(signal);
+    if (listed === undefined) return { imported: false, listed: [] };
+    const missing = missingImages(payload.images, listed);
+    if (missing.length > 0) {
+      throw new ImageArchiveError(`imported ${payload.name}.tar, but the runtime does not list ${missing.join(", ")}`);
+    }
+    return { imported: true, listed };
+  }
+
+  /** images.list: the runtime's image list; refused when no runtime runs here. */
+  async listImages(signal?: AbortSignal): Promise<CommandResult<"images.list">> {
+    const listed = await this.running?.engine.listImages(signal);
+    if (listed === undefined) {
+      throw new ImageArchiveError(
+        "no container runtime runs on this host (it is in no cluster, or its runtime phase is not running)",
+      );
+    }
+    return { listed };
   }
 
   leave(payload: CommandPayload<"node.leave">, signal?: AbortSignal): Promise<CommandResult<"node.leave">> {

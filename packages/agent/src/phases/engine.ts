@@ -15,6 +15,7 @@ import type { ServiceManager } from "../services/types.ts";
 import type { NodeConfig } from "./config.ts";
 import { buildContext, type ContextParts } from "./context.ts";
 import { type SweepResult, sweepNodes } from "./impl/node-sweep.ts";
+import { listImages, loadUserImages } from "./impl/runtime.ts";
 import { createKubeApi, type KubeApi } from "./kube-api.ts";
 import { type NodePaths, nodePaths } from "./paths.ts";
 import { loadPhaseState, type PersistedPhaseState, savePhaseState } from "./state-file.ts";
@@ -181,14 +182,38 @@ export class PhaseEngine extends EventEmitter<PhaseEngineEvents> {
    */
   async sweep(signal?: AbortSignal): Promise<SweepResult> {
     if (this.role !== "master") throw new Error("only a master sweeps its cluster's Nodes");
-    const log = this.options.log.child({ action: "sweep" });
-    const ctx = buildContext(this.contextParts(log), {
+    return sweepNodes(this.commandContext("sweep", signal));
+  }
+
+  /**
+   * Imports the host's user images now, as the "load user images" phase does when it starts,
+   * and answers the runtime's image list (images.stage). In the queue: the phase keeps the same
+   * import record. Undefined when the runtime does not run: the phase imports them when it does.
+   */
+  importImages(signal?: AbortSignal): Promise<string[] | undefined> {
+    return this.enqueue(async () => {
+      if (this.records.get("start-runtime")?.state !== "running") return undefined;
+      const ctx = this.commandContext("import-images", signal);
+      await loadUserImages.start(ctx);
+      return [...(await listImages(ctx))];
+    });
+  }
+
+  /** The runtime's image list (images.list); undefined when the runtime does not run. Outside the queue: a read. */
+  async listImages(signal?: AbortSignal): Promise<string[] | undefined> {
+    if (this.records.get("start-runtime")?.state !== "running") return undefined;
+    return [...(await listImages(this.commandContext("list-images", signal)))];
+  }
+
+  /** The context of work a command asks for outside the phases' own runs (status intent). */
+  private commandContext(action: string, signal: AbortSignal | undefined) {
+    const log = this.options.log.child({ action });
+    return buildContext(this.contextParts(log), {
       signal: AbortSignal.any([this.abortController.signal, ...(signal ? [signal] : [])]),
       intent: "status",
       regenerateCerts: false,
       log,
     });
-    return sweepNodes(ctx);
   }
 
   /** Cancels the running operation (its phase sees an aborted signal); queued ones still run. */

@@ -3,6 +3,7 @@ import type { Command } from "commander";
 import { ApiRefusal, CliError, usageError } from "../errors.ts";
 import { startAndFollow } from "../follow.ts";
 import { type HostsConfig, parseHostsConfig, readAgentPackage, selectHosts } from "../hosts-config.ts";
+import { archiveFiles, stageArchives, storeArchives } from "../image-archives.ts";
 import { render } from "../output.ts";
 import type { Wrap } from "../program.ts";
 import type { Cli, Session } from "../session.ts";
@@ -16,7 +17,7 @@ import { HOST_STATUS_COLUMNS, type HostStatus, hostStatuses } from "./host-statu
  * batches, each gated on its hosts coming back `running` at the new version).
  */
 
-const CONFIG_HELP = "the hosts' config file (YAML: hostAgentRepo, batchSize, hosts), required";
+const CONFIG_HELP = "the hosts' config file (YAML: hostAgentRepo, dockerRepo, batchSize, hosts), required";
 
 async function loadConfig(cli: Cli, file: string | undefined): Promise<HostsConfig> {
   if (!file) throw usageError("--config <file> is required: the hosts' config file");
@@ -56,8 +57,8 @@ export function hostUpgradeCommands(program: Command, wrap: Wrap): void {
   examples(
     ownConfigOption(program.command("configure-hosts"), CONFIG_HELP)
       .description(
-        "Stage the config's agent package on the control plane for the listed hosts and check their addresses " +
-          "(before upgrade-hosts; needs the admin token)",
+        "Stage the config's agent package on the control plane for the listed hosts, check their addresses, and " +
+          "stage its image archives (dockerRepo) on them (before upgrade-hosts; needs the admin token)",
       )
       .option("--hosts <names>", "only these of the listed hosts (comma-separated)"),
     "keelson configure-hosts --config hosts.yaml",
@@ -68,8 +69,12 @@ export function hostUpgradeCommands(program: Command, wrap: Wrap): void {
       const wanted = selectHosts(config, o.hosts);
       const version = packageVersion(config);
       const pkg = readAgentPackage(config);
+      const archives = config.dockerRepo ? archiveFiles(config.file, config.dockerRepo) : [];
       const s = await cli.session();
-      cli.out.note(`configure-hosts: agent package ${version} for ${wanted.map((h) => h.name).join(", ")}`);
+      cli.out.note(
+        `configure-hosts: agent package ${version}${archives.length > 0 ? ` and ${archives.length} image archive(s)` : ""} ` +
+          `for ${wanted.map((h) => h.name).join(", ")}`,
+      );
       const hosts = await resolveHosts(s, wanted);
       const moved = wanted.filter((w, i) => w.ip !== undefined && w.ip !== hosts[i]?.ip);
       if (moved.length > 0) {
@@ -80,6 +85,7 @@ export function hostUpgradeCommands(program: Command, wrap: Wrap): void {
       }
       const stored = await stageAgentPackage(s, pkg);
       cli.out.print(`agent package ${stored.version} stored on the control plane (sha256 ${stored.sha256})`);
+      if (archives.length > 0) await stageArchives(cli, s, hosts, await storeArchives(cli, s, archives));
       const behind = hosts.filter((h) => h.hostAgentVersion !== version).map((h) => h.name);
       cli.out.print(
         behind.length > 0

@@ -158,18 +158,23 @@ export function localProgram(env: Env, run: LocalRun): Command {
         .description(
           "Fetch a release from the release location, verify its checksums and unpack it beside the current one",
         )
-        .option("--location <dir-or-url>", "release location (default: the one keelson install kept)"),
+        .option("--location <dir-or-url>", "release location (default: the one keelson install kept)")
+        .option(
+          "--ca-file <pem>",
+          "for an https:// location: trust only these CA certificates (a private release server)",
+        ),
     ),
     "keelson download - 0.3.0 --location /srv/keelson-releases",
+    'keelson download "$RELEASE_SECRET" 0.3.0 --location https://releases.example.com/keelson --ca-file ca.pem',
   ).action(
     run(async (secretArg, versionArg, options) => {
       const [secret, version] = [secretArg as string, versionArg as string];
-      const o = options as { root?: string; location?: string };
+      const o = options as { root?: string; location?: string; caFile?: string };
       const { layout } = context(o.root, env);
       const location = o.location ?? readToolConfig(layout).releaseLocation;
       if (!location) throw usageError("--location: no release location given and none kept by keelson install");
       say.note(`will download keelson ${version} from ${location} into ${layout.releases}`);
-      const placed = await downloadRelease(layout, location, secret, version, say);
+      const placed = await downloadRelease(layout, location, secret, version, say, o.caFile);
       say.note(`downloaded and verified keelson ${placed}; keelson upgrade --config FILE switches to it`);
     }),
   );

@@ -3,6 +3,7 @@ import type { Command } from "commander";
 import { CliError, usageError } from "../errors.ts";
 import { startClusterOperation } from "../follow.ts";
 import { readAgentPackage } from "../hosts-config.ts";
+import { archiveFiles, missingImages, stageArchives, storeArchives } from "../image-archives.ts";
 import { render } from "../output.ts";
 import type { Wrap } from "../program.ts";
 import { findCluster, listNodes } from "../resolve.ts";
@@ -18,7 +19,8 @@ import { packageVersion, stageAgentPackage, upgradeAgents } from "./host-upgrade
  * machinery of upgrade-hosts (the host-agent rollout, `POST /v4/{project}/hostAgentUpgrades`)
  * and of `keelson restart` (`POST /v3/{project}/clusters/{uuid}/restart`); done when every node
  * of the cluster runs the new agent, connected, and its node is back `ok` (every phase
- * running).
+ * running), and, with a `dockerRepo`, every image of its archives is in the node's runtime
+ * (`ctr images ls`, asked of each agent after the restart).
  */
 
 export interface MgmtSpec {
@@ -27,10 +29,12 @@ export interface MgmtSpec {
   cluster: string;
   /** The node agent package, absolute (the spec's path is relative to the file). */
   hostAgentRepo: string;
+  /** The image bundle (an archive or a directory of them), absolute; optional. */
+  dockerRepo?: string;
 }
 
 /**
- * The cluster spec file: `name` and `nodeletPkg` are read; its other fields are the cluster's
+ * The cluster spec file: `name`, `nodeletPkg` and `dockerRepo` are read; its other fields are the cluster's
  * (the same file `keelson clusters create -f` takes) and are not applied here.
  */
 export function parseMgmtSpec(file: string, doc: Record<string, unknown>): MgmtSpec {
@@ -38,7 +42,14 @@ export function parseMgmtSpec(file: string, doc: Record<string, unknown>): MgmtS
     throw usageError(`${file}: name must name the management cluster (its name or uuid)`);
   if (typeof doc.nodeletPkg !== "string" || doc.nodeletPkg === "")
     throw usageError(`${file}: nodeletPkg must name the node agent package file (keelson-agent-<version>.tar.gz)`);
-  return { file, cluster: doc.name, hostAgentRepo: resolve(dirname(file), doc.nodeletPkg) };
+  if (doc.dockerRepo !== undefined && (typeof doc.dockerRepo !== "string" || doc.dockerRepo === ""))
+    throw usageError(`${file}: dockerRepo must name an image archive (.tar) or a directory of them`);
+  return {
+    file,
+    cluster: doc.name,
+    hostAgentRepo: resolve(dirname(file), doc.nodeletPkg),
+    ...(typeof doc.dockerRepo === "string" ? { dockerRepo: resolve(dirname(file), doc.dockerRepo) } : {}),
+  };
 }
 
 /** Why a node of the cluster is not done, or undefined when it is. */
@@ -61,10 +72,11 @@ export function upgradeMgmtCommand(program: Command, wrap: Wrap): void {
   examples(
     ownConfigOption(
       ddu.command("upgrade-mgmt"),
-      "the management cluster's spec file (YAML: name, nodeletPkg), required",
+      "the management cluster's spec file (YAML: name, nodeletPkg, dockerRepo), required",
     ).description(
       "Upgrade the node agents of the management cluster to the spec's nodeletPkg, then restart its nodes " +
-        "staggered (masters one at a time); done when every node runs the new agent and is back ok " +
+        "staggered (masters one at a time); done when every node runs the new agent, is back ok and its " +
+        "runtime lists the images of the spec's dockerRepo " +
         "(needs the admin token)",
     ),
     "keelson advanced-ddu upgrade-mgmt --config mgmt-cluster.yaml",
@@ -75,6 +87,7 @@ export function upgradeMgmtCommand(program: Command, wrap: Wrap): void {
       const spec = parseMgmtSpec(file, await readSpec(cli, file));
       const version = packageVersion(spec);
       const pkg = readAgentPackage(spec);
+      const archiveList = spec.dockerRepo ? archiveFiles(spec.file, spec.dockerRepo) : [];
       const s = await cli.session();
       const cluster = await findCluster(s, spec.cluster);
       const nodes = await members(s, cluster.uuid);
@@ -98,6 +111,9 @@ export function upgradeMgmtCommand(program: Command, wrap: Wrap): void {
           stageHint: "the package was stored a moment ago; run upgrade-mgmt again",
         });
       }
+      // After the agents' upgrade: an agent older than the images commands could not stage them.
+      const archives = await storeArchives(cli, s, archiveList);
+      await stageArchives(cli, s, nodes, archives);
       await startClusterOperation(cli, s, cluster, true, "restart of", async () => {
         // Restarts exist in the v3 API only (spec §2.8); masters one at a time, then the workers.
         await s.api.json("POST", `/v3/${s.projectId}/clusters/${cluster.uuid}/restart`);
@@ -105,8 +121,12 @@ export function upgradeMgmtCommand(program: Command, wrap: Wrap): void {
       const after = await members(s, cluster.uuid);
       render(cli.out, "table", after, HOST_STATUS_COLUMNS);
       const left = after.flatMap((h) => notDone(h, version) ?? []);
+      if (left.length === 0) left.push(...(await missingImages(s, after, archives)));
       if (left.length > 0) throw new CliError(`upgrade-mgmt is not done:\n  ${left.join("\n  ")}`);
-      cli.out.print(`cluster ${cluster.name}: every node runs agent ${version} and is ok`);
+      cli.out.print(
+        `cluster ${cluster.name}: every node runs agent ${version} and is ok` +
+          (archives.length > 0 ? `; its runtimes list ${archives.flatMap((a) => a.images).join(", ")}` : ""),
+      );
     }),
   );
 }

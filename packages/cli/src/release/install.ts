@@ -4,10 +4,12 @@ import { chmodSync, cpSync, existsSync, mkdirSync, readFileSync, renameSync, rmS
 import { join, resolve } from "node:path";
 import { parse, stringify } from "yaml";
 import { CliError, usageError } from "../errors.ts";
+import { fetchReleaseFiles } from "./fetch-release.ts";
 import { currentVersion, type Layout, releaseDir, switchCurrent } from "./layout.ts";
 import { readReleaseManifest, verifyRelease } from "./manifest.ts";
 import { type Readiness, readiness, serverApi } from "./server.ts";
 import { failureOf, type ServiceManager } from "./service.ts";
+import { ensureServiceUser, giveDataDir, SERVICE_USER } from "./service-user.ts";
 import { serverUnit } from "./unit.ts";
 
 /**
@@ -74,6 +76,7 @@ export async function downloadRelease(
   secret: string,
   version: string,
   say: Say,
+  caFile?: string,
 ): Promise<string> {
   if (!/^[0-9A-Za-z][0-9A-Za-z.+_-]{0,127}$/.test(version)) throw usageError(`version: "${version}" is not a version`);
   const to = releaseDir(layout, version);
@@ -87,14 +90,14 @@ export async function downloadRelease(
     const tarball = join(work, `${name}.tar.gz`);
     if (/^https?:\/\//.test(location)) {
       say.note(`downloading ${name}.tar.gz from ${location}`);
-      const base = location.replace(/\/+$/, "");
-      const get = async (file: string) => {
-        const res = await fetch(`${base}/${file}`, { headers: { authorization: `Bearer ${secret}` } });
-        if (!res.ok) throw new CliError(`GET ${base}/${file}: ${res.status} ${res.statusText}`);
-        return Buffer.from(await res.arrayBuffer());
-      };
-      writeFileSync(`${tarball}.sha256`, await get(`${name}.tar.gz.sha256`));
-      writeFileSync(tarball, await get(`${name}.tar.gz`));
+      await fetchReleaseFiles(
+        location.replace(/\/+$/, ""),
+        [
+          { name: `${name}.tar.gz.sha256`, dest: `${tarball}.sha256` },
+          { name: `${name}.tar.gz`, dest: tarball },
+        ],
+        { secret, ...(caFile ? { caFile } : {}) },
+      );
     } else {
       const dir = resolve(location);
       if (!existsSync(join(dir, `${name}.tar.gz`)) && existsSync(join(dir, name, "manifest.json"))) {
@@ -179,6 +182,7 @@ export async function installControlPlane(
       `  release   ${releaseDir(layout, manifest.version)}\n  settings  ${layout.serverEnv}\n` +
       `  data dir  ${layout.dataDir} (0700), admin token ${join(layout.dataDir, "admin-token")} (0600)\n` +
       `  database  ${options.databaseUrl ? "PostgreSQL (KEELSON_DATABASE_URL)" : "SQLite in the data dir"}\n` +
+      `  user      ${SERVICE_USER} (a system user; the unit's User=)\n` +
       `  unit      ${layout.unitFile}`,
   );
   if (installed && installed !== manifest.version)
@@ -215,6 +219,12 @@ export async function installControlPlane(
     );
     say.note(`release location ${options.releaseLocation} kept in ${layout.toolConfig}`);
   }
+  const user = ensureServiceUser(layout);
+  say.note(
+    `service user: ${user.name} (uid ${user.uid}) ${user.created ? "created" : "exists"} in ${join(layout.root, "etc", "passwd")}`,
+  );
+  if (service.kind === "systemd") giveDataDir(layout, user);
+  else say.note(`no systemd here: the supervisor runs keelson-server as this user, not ${user.name}`);
   writeFileSync(layout.unitFile, serverUnit(layout, manifest.entries.server));
   say.note(`unit: wrote ${layout.unitFile}`);
   if (currentVersion(layout) !== version) switchCurrent(layout, version);

@@ -1,5 +1,6 @@
 import { join } from "node:path";
 import type { Layout } from "./layout.ts";
+import { SERVICE_USER } from "./service-user.ts";
 
 /**
  * keelson-server.service for a layout (layout.ts): on a real host (root `/`) the paths are
@@ -20,13 +21,16 @@ After=network-online.target
 
 [Service]
 Type=exec
+# The system user \`keelson install control-plane\` creates (no login shell); not root.
+User=${SERVICE_USER}
+Group=${SERVICE_USER}
 Environment=NODE_ENV=production
 EnvironmentFile=${layout.serverEnv}
 ExecStart=/usr/bin/env node ${join(layout.current, serverEntry)}
 WorkingDirectory=${layout.dataDir}
 ${
   onHost
-    ? `# /var/lib/keelson, 0700, passed as $STATE_DIRECTORY: database, secrets, admin-token, backups.
+    ? `# /var/lib/keelson, 0700, the service user's, passed as $STATE_DIRECTORY: database, secrets, admin-token, backups.
 StateDirectory=keelson
 StateDirectoryMode=0700`
     : `# Installed under ${layout.root}: the data dir is not systemd's StateDirectory there.
@@ -45,6 +49,8 @@ LimitNOFILE=65536
 UMask=0077
 NoNewPrivileges=yes
 CapabilityBoundingSet=CAP_NET_BIND_SERVICE
+# A port below 1024 (443) without root.
+AmbientCapabilities=CAP_NET_BIND_SERVICE
 ProtectSystem=strict
 ProtectHome=yes
 PrivateTmp=yes

@@ -8,6 +8,7 @@ import { currentVersion, type Layout, releaseDir, switchCurrent } from "./layout
 import { readReleaseManifest, verifyRelease } from "./manifest.ts";
 import { type Inventory, inventory, readiness, runServerCommand, serverApi, serverDialect } from "./server.ts";
 import { failureOf, type ServiceManager } from "./service.ts";
+import { findServiceUser, giveDataDir } from "./service-user.ts";
 import type { UpgradeConfig } from "./upgrade-config.ts";
 
 /**
@@ -242,6 +243,9 @@ async function restoreRelease(
     const r = await runServerCommand(layout, version, ["restore", backupDir], path);
     if (r.code !== 0)
       throw new CliError(`rollback: keelson-server ${version} restore ${backupDir} failed: ${r.stderr.trim()}`);
+    // Restored as root: the service user must own the data dir's files again.
+    const user = findServiceUser(layout.root);
+    if (service.kind === "systemd" && user) giveDataDir(layout, user);
   });
   const ready = await timed(steps, "rollback: start", say, () => startAndWait(layout, service, 120_000));
   if (!ready.ready)

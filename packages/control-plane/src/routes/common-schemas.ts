@@ -57,3 +57,16 @@ export const GLOBAL_ADMIN = { auth: "global-admin" } as const;
 export const PROJECT_ADMIN = { auth: "admin" } as const;
 export const MEMBER = { auth: "member" } as const;
 export const READER = { auth: "reader" } as const;
+
+/** A host by its uuid (the node uuid), in `/v1/hosts/{uuid}/...` paths. */
+export const HostParams = Type.Object({ uuid: Type.String({ description: "Host UUID (the node uuid)" }) });
+
+/** The refusals of a route that relays a command to a host's agent: offline or busy 409, the agent's failure 502, no answer 504. */
+export const AGENT_RELAY_ERRORS = {
+  400: ErrorBody,
+  403: ErrorBody,
+  404: ErrorBody,
+  409: ErrorBody,
+  502: ErrorBody,
+  504: ErrorBody,
+} as const;

@@ -6,9 +6,7 @@ import { relayAgentUpgrade } from "../domain/hosts/upgrade.ts";
 import { callerOf } from "../http/auth.ts";
 import { sendTaggedJson } from "../http/json-answer.ts";
 import { PAGING_EXTENSION, PageQuery, pageForRequest } from "../http/paging.ts";
-import { ErrorBody, MEMBER, READER } from "./common-schemas.ts";
-
-const HostParams = Type.Object({ uuid: Type.String({ description: "Host UUID (the node uuid)" }) });
+import { AGENT_RELAY_ERRORS, ErrorBody, HostParams, MEMBER, READER } from "./common-schemas.ts";
 
 /**
  * The host resource (spec §4.9's host record, for every host of the caller's project; the
@@ -64,15 +62,7 @@ export const hostRoutes: FastifyPluginAsyncTypebox = async (app) => {
           "host record's `message` says why. 409 when the host's agent is not connected or already upgrading.",
         params: HostParams,
         body: AgentUpgradeRequest,
-        response: {
-          200: AgentUpgradeResult,
-          400: ErrorBody,
-          403: ErrorBody,
-          404: ErrorBody,
-          409: ErrorBody,
-          502: ErrorBody,
-          504: ErrorBody,
-        },
+        response: { 200: AgentUpgradeResult, ...AGENT_RELAY_ERRORS },
       },
     },
     async (request) => relayAgentUpgrade(k, callerOf(request), request.params.uuid, request.body),

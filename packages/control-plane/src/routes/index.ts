@@ -15,6 +15,7 @@ import { externalClusterRoutes } from "./external-clusters.ts";
 import { healthRoutes } from "./health.ts";
 import { hostUpgradeRoutes } from "./host-upgrades.ts";
 import { hostRoutes } from "./hosts.ts";
+import { imageArchiveRoutes } from "./image-archives.ts";
 import { installRoutes } from "./install.ts";
 import { joinTokenRoutes } from "./join-tokens.ts";
 import { keystoneRoutes } from "./keystone.ts";
@@ -58,6 +59,7 @@ export const registerRoutes: FastifyPluginAsyncTypebox = async (app) => {
   await app.register(hostRoutes);
   await app.register(agentPackageRoutes);
   await app.register(nodePackageRoutes);
+  await app.register(imageArchiveRoutes);
   await app.register(hostUpgradeRoutes);
   await app.register(installRoutes);
   await app.register(eventRoutes);

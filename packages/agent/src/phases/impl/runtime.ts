@@ -150,7 +150,8 @@ function readImportRecord(ctx: PhaseContext): ImportRecord {
   }
 }
 
-async function listImages(ctx: PhaseContext): Promise<Set<string>> {
+/** The runtime's image list, `ctr -n k8s.io images ls -q` (also images.stage / images.list). */
+export async function listImages(ctx: PhaseContext): Promise<Set<string>> {
   const out = await ctx.run(ctx.binary("ctr"), ctrArgs(ctx, "images", "ls", "-q"));
   return new Set(
     out.stdout
@@ -162,7 +163,8 @@ async function listImages(ctx: PhaseContext): Promise<Set<string>> {
 
 /**
  * Load user images: every `*.tar` in <host root>/var/lib/keelson/images is imported into the
- * runtime (namespace k8s.io) once; status checks that the tags each archive carried are listed.
+ * runtime (namespace k8s.io) once, and again when the runtime no longer lists its images;
+ * status checks that the tags each archive carried are listed.
  */
 export const loadUserImages = definePhase({
   id: "load-user-images",
@@ -172,10 +174,12 @@ export const loadUserImages = definePhase({
     const record = readImportRecord(ctx);
     const next: ImportRecord = {};
     let imported = 0;
+    // An archive imported before whose images the runtime lost (removed by hand) is imported again.
+    const before = await listImages(ctx);
     for (const file of tarballs) {
       const { size, mtimeMs } = statSync(file);
       const known = record[file];
-      if (known && known.size === size && known.mtimeMs === mtimeMs) {
+      if (known && known.size === size && known.mtimeMs === mtimeMs && known.refs.every((r) => before.has(r))) {
         next[file] = known;
         continue;
       }
