@@ -3,7 +3,13 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AgentInstanceHost } from "../aws-standin/agent-host.ts";
 import { type AwsStandin, STANDIN_KEYS, startAwsStandin } from "../aws-standin/server.ts";
-import { killNodeServices, type NodeHostDirs, nodeHostDirs, nodeHostEnv } from "./support/node-hosts.ts";
+import {
+  killNodeServices,
+  liveServicePids,
+  type NodeHostDirs,
+  nodeHostDirs,
+  nodeHostEnv,
+} from "./support/node-hosts.ts";
 import { api, type ServerProc, startServer, tempDir, waitUntil } from "./support/processes.ts";
 
 /**
@@ -166,8 +172,15 @@ describe("auto deploy on AWS (stand-in)", () => {
     ).body.filter((n) => n.clusterUuid === clusterId);
     expect(grown.filter((n) => n.isMaster === 0 && n.status === "ok")).toHaveLength(2);
     expect([...standin.world.instances.values()].filter((i) => i.state === "running")).toHaveLength(3);
+    const newest = grown.find(
+      (n) => n.isMaster === 0 && !nodes.some((old) => old.cloudInstanceId === n.cloudInstanceId),
+    )?.cloudInstanceId as string;
+    expect(Object.keys(liveServicePids(dirs[newest] as NodeHostDirs))).not.toEqual([]);
+    const terminationsBefore = standin.autoScaling.terminateRequests.length;
 
-    // And back: the group terminates one, whose host the cluster forgets.
+    // And back: Keelson picks the newest worker, it leaves the cluster clean (its services
+    // stopped), then its instance alone is terminated with the group's desired capacity
+    // decremented, and the cluster forgets its host.
     const shrink = await api(`${server.url}/v4/${projectId}/clusters/${clusterId}`, ADMIN, {
       method: "PUT",
       body: { numWorkers: 1 },
@@ -180,6 +193,10 @@ describe("auto deploy on AWS (stand-in)", () => {
       await api<{ cloudInstanceId: string; clusterUuid: string }[]>(`${server.url}/v3/${projectId}/nodes`, ADMIN)
     ).body.filter((n) => n.clusterUuid === clusterId);
     expect(shrunk.map((n) => n.cloudInstanceId).sort()).toEqual(stillRunning.map((i) => i.instanceId).sort());
+    expect(standin.autoScaling.terminateRequests.slice(terminationsBefore)).toEqual([newest]);
+    expect(standin.world.instances.get(newest)?.state).toBe("terminated");
+    expect(liveServicePids(dirs[newest] as NodeHostDirs)).toEqual({});
+    expect([...standin.autoScaling.groups.values()].map((g) => g.desired)).toEqual([1]);
 
     await deleteAndCheck(clusterId);
     const left = (await api<{ cloudInstanceId: string }[]>(`${server.url}/v3/${projectId}/nodes`, ADMIN)).body;
