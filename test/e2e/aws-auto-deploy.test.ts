@@ -231,4 +231,53 @@ describe("auto deploy on AWS (stand-in)", () => {
 
     await deleteAndCheck(clusterId);
   }, 600_000);
+
+  it("resumes a delete cut off by SIGKILL of the server: every resource deleted once, nothing left", async () => {
+    const res = await create(body({ name: "auto-3", httpProxy: undefined }));
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    const clusterId = res.body.uuid as string;
+    await waitCreated(clusterId);
+    const callsBefore = standin.calls.length;
+    standin.latencyMs = 150;
+    const del = await api(`${server.url}/v4/${projectId}/clusters/${clusterId}`, ADMIN, { method: "DELETE" });
+    expect(del.status).toBe(200);
+    // Killed in the middle of the teardown: the worker group is going, the rest is still there.
+    await waitUntil(
+      "the worker group's delete",
+      async () => standin.calls.slice(callsBefore).some((c) => c.action === "DeleteAutoScalingGroup"),
+      120_000,
+      20,
+    );
+    await server.stop("SIGKILL");
+    expect(standin.world.live()).not.toEqual([]);
+    standin.latencyMs = 0;
+    server = await startServer({
+      adminToken: ADMIN,
+      dataDir: server.dataDir,
+      port: Number(new URL(server.url).port),
+      env: { AWS_ENDPOINT_URL: standin.url, KEELSON_AGENT_HEARTBEAT_MS: "2000" },
+    });
+    await waitUntil(
+      "the cluster deleted",
+      async () => (await api(`${server.url}/v4/${projectId}/clusters/${clusterId}`, ADMIN)).status === 404,
+      180_000,
+      1000,
+    );
+    expect(standin.world.live()).toEqual([]);
+    // Each resource was deleted by one accepted request; a resumed step found it gone and asked no more.
+    const RESOURCE =
+      /^(VpcId|SubnetId|GroupId|LaunchTemplateId|AutoScalingGroupName|LoadBalancerArn|TargetGroupArn|InstanceIds\.\d+)$/;
+    const deleted = standin.calls
+      .slice(callsBefore)
+      .filter((c) => /^(Delete|Terminate)/.test(c.action) && c.status === 200)
+      .flatMap((c) =>
+        Object.entries(c.params)
+          .filter(([key]) => RESOURCE.test(key))
+          .map(([, id]) => id),
+      );
+    expect(deleted.length).toBeGreaterThan(5);
+    expect(deleted.filter((id, i) => deleted.indexOf(id) !== i)).toEqual([]);
+    const left = (await api<{ cloudInstanceId: string }[]>(`${server.url}/v3/${projectId}/nodes`, ADMIN)).body;
+    expect(left.filter((n) => n.cloudInstanceId !== "")).toEqual([]);
+  }, 600_000);
 });
