@@ -105,17 +105,42 @@ describe("auto deploy on AWS (stand-in)", () => {
     expect((await clusterOf(clusterId)).taskError).toBe("");
   }
 
-  /** Deletes the cluster and waits until it is gone; then nothing it made is left in the cloud. */
-  async function deleteAndCheck(clusterId: string): Promise<void> {
-    const del = await api(`${server.url}/v4/${projectId}/clusters/${clusterId}`, ADMIN, { method: "DELETE" });
-    expect(del.status).toBe(200);
-    await waitUntil(
+  const waitGone = (clusterId: string) =>
+    waitUntil(
       "the cluster deleted",
       async () => (await api(`${server.url}/v4/${projectId}/clusters/${clusterId}`, ADMIN)).status === 404,
       180_000,
       1000,
     );
+
+  /** Deletes the cluster and waits until it is gone; then nothing it made is left in the cloud. */
+  async function deleteAndCheck(clusterId: string): Promise<void> {
+    const del = await api(`${server.url}/v4/${projectId}/clusters/${clusterId}`, ADMIN, { method: "DELETE" });
+    expect(del.status).toBe(200);
+    await waitGone(clusterId);
     expect(standin.world.live()).toEqual([]);
+  }
+
+  /** SIGKILLs the server as soon as the stand-in has been asked for `action` (since call `since`). */
+  async function killAfter(action: string, since: number): Promise<void> {
+    await waitUntil(
+      `the ${action} call`,
+      async () => standin.calls.slice(since).some((c) => c.action === action),
+      120_000,
+      20,
+    );
+    await server.stop("SIGKILL");
+  }
+
+  /** Starts the server again on the killed one's data and port, the stand-in at full speed again. */
+  async function restart(): Promise<void> {
+    standin.latencyMs = 0;
+    server = await startServer({
+      adminToken: ADMIN,
+      dataDir: server.dataDir,
+      port: Number(new URL(server.url).port),
+      env: { AWS_ENDPOINT_URL: standin.url, KEELSON_AGENT_HEARTBEAT_MS: "2000" },
+    });
   }
 
   it("refuses an AWS create missing what the cloud needs, naming the field, and changes nothing", async () => {
@@ -211,20 +236,8 @@ describe("auto deploy on AWS (stand-in)", () => {
     expect(res.status, JSON.stringify(res.body)).toBe(200);
     const clusterId = res.body.uuid as string;
     // Killed right after EC2 was asked for the master: its answer may never have been saved.
-    await waitUntil(
-      "the master's RunInstances",
-      async () => standin.calls.slice(callsBefore).some((c) => c.action === "RunInstances"),
-      60_000,
-      20,
-    );
-    await server.stop("SIGKILL");
-    standin.latencyMs = 0;
-    server = await startServer({
-      adminToken: ADMIN,
-      dataDir: server.dataDir,
-      port: Number(new URL(server.url).port),
-      env: { AWS_ENDPOINT_URL: standin.url, KEELSON_AGENT_HEARTBEAT_MS: "2000" },
-    });
+    await killAfter("RunInstances", callsBefore);
+    await restart();
     await waitCreated(clusterId);
     // One master and one worker, ever: the resumed step found the first launch by its client token.
     expect(standin.world.instances.size - before).toBe(2);
@@ -242,27 +255,10 @@ describe("auto deploy on AWS (stand-in)", () => {
     const del = await api(`${server.url}/v4/${projectId}/clusters/${clusterId}`, ADMIN, { method: "DELETE" });
     expect(del.status).toBe(200);
     // Killed in the middle of the teardown: the worker group is going, the rest is still there.
-    await waitUntil(
-      "the worker group's delete",
-      async () => standin.calls.slice(callsBefore).some((c) => c.action === "DeleteAutoScalingGroup"),
-      120_000,
-      20,
-    );
-    await server.stop("SIGKILL");
+    await killAfter("DeleteAutoScalingGroup", callsBefore);
     expect(standin.world.live()).not.toEqual([]);
-    standin.latencyMs = 0;
-    server = await startServer({
-      adminToken: ADMIN,
-      dataDir: server.dataDir,
-      port: Number(new URL(server.url).port),
-      env: { AWS_ENDPOINT_URL: standin.url, KEELSON_AGENT_HEARTBEAT_MS: "2000" },
-    });
-    await waitUntil(
-      "the cluster deleted",
-      async () => (await api(`${server.url}/v4/${projectId}/clusters/${clusterId}`, ADMIN)).status === 404,
-      180_000,
-      1000,
-    );
+    await restart();
+    await waitGone(clusterId);
     expect(standin.world.live()).toEqual([]);
     // Each resource was deleted by one accepted request; a resumed step found it gone and asked no more.
     const RESOURCE =

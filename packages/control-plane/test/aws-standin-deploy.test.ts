@@ -10,6 +10,7 @@ import {
 import {
   AuthorizeSecurityGroupIngressCommand,
   CreateLaunchTemplateCommand,
+  CreateLaunchTemplateVersionCommand,
   CreateSecurityGroupCommand,
   CreateSubnetCommand,
   CreateVpcCommand,
@@ -18,8 +19,10 @@ import {
   DeleteSubnetCommand,
   DeleteVpcCommand,
   DescribeInstancesCommand,
+  DescribeLaunchTemplateVersionsCommand,
   DescribeVpcsCommand,
   EC2Client,
+  ModifyLaunchTemplateCommand,
   RunInstancesCommand,
   TerminateInstancesCommand,
 } from "@aws-sdk/client-ec2";
@@ -414,5 +417,59 @@ describe("AWS stand-in: deploy-time services", () => {
     });
     expect(standin.autoScaling.terminateRequests).toHaveLength(7);
     await asg.send(new DeleteAutoScalingGroupCommand({ AutoScalingGroupName: "t-workers", ForceDelete: true }));
+  });
+
+  it("keeps launch template versions: a new version over its source, the default chosen, launches from the default", async () => {
+    const first = Buffer.from("#!/bin/sh\necho v1\n").toString("base64");
+    const second = Buffer.from("#!/bin/sh\necho v2\n").toString("base64");
+    const lt = await ec2.send(
+      new CreateLaunchTemplateCommand({
+        LaunchTemplateName: "v-nodes",
+        LaunchTemplateData: { ImageId: "ami-1", InstanceType: "m5.large", UserData: first },
+      }),
+    );
+    const id = lt.LaunchTemplate?.LaunchTemplateId as string;
+    await expect(
+      ec2.send(
+        new CreateLaunchTemplateVersionCommand({
+          LaunchTemplateId: "lt-00000000000000bad",
+          LaunchTemplateData: { UserData: second },
+        }),
+      ),
+    ).rejects.toMatchObject({ name: "InvalidLaunchTemplateId.NotFound" });
+    await expect(
+      ec2.send(
+        new CreateLaunchTemplateVersionCommand({
+          LaunchTemplateId: id,
+          SourceVersion: "7",
+          LaunchTemplateData: { UserData: second },
+        }),
+      ),
+    ).rejects.toMatchObject({ name: "InvalidLaunchTemplateId.VersionNotFound" });
+    const made = await ec2.send(
+      new CreateLaunchTemplateVersionCommand({
+        LaunchTemplateId: id,
+        SourceVersion: "$Latest",
+        LaunchTemplateData: { UserData: second },
+      }),
+    );
+    expect(made.LaunchTemplateVersion).toMatchObject({
+      VersionNumber: 2,
+      DefaultVersion: false,
+      LaunchTemplateData: { ImageId: "ami-1", InstanceType: "m5.large", UserData: second },
+    });
+    await expect(
+      ec2.send(new ModifyLaunchTemplateCommand({ LaunchTemplateId: id, DefaultVersion: "3" })),
+    ).rejects.toMatchObject({ name: "InvalidLaunchTemplateId.VersionNotFound" });
+    const modified = await ec2.send(new ModifyLaunchTemplateCommand({ LaunchTemplateId: id, DefaultVersion: "2" }));
+    expect(modified.LaunchTemplate).toMatchObject({ DefaultVersionNumber: 2, LatestVersionNumber: 2 });
+    const current = await ec2.send(
+      new DescribeLaunchTemplateVersionsCommand({ LaunchTemplateId: id, Versions: ["$Default"] }),
+    );
+    expect(current.LaunchTemplateVersions?.map((v) => [v.VersionNumber, v.LaunchTemplateData?.UserData])).toEqual([
+      [2, second],
+    ]);
+    expect(standin.world.launchTemplates.get(id)?.userData).toBe(second);
+    await ec2.send(new DeleteLaunchTemplateCommand({ LaunchTemplateId: id }));
   });
 });

@@ -4,8 +4,6 @@ import type { OperationStep, StepContext } from "../../../runner/types.ts";
 import { DEPLOY_STEPS } from "../../cloud-providers/aws/deploy/create.ts";
 import { clusterFilter, type DeployTarget, send } from "../../cloud-providers/aws/deploy/target.ts";
 import { teardownAll } from "../../cloud-providers/aws/deploy/teardown.ts";
-import { createJoinToken, JOIN_TOKEN_MAX_MINUTES } from "../../identity/join-tokens.ts";
-import { agentInstallCommand } from "../../install/agent-install.ts";
 import { settleClusterTask } from "../health/settle.ts";
 import {
   CLUSTER_OPS,
@@ -20,7 +18,7 @@ import { clusterRow, deployState, forgetHosts, targetOf } from "./aws-context.ts
 import { attachMastersStep, attachWorkersStep } from "./aws-hosts.ts";
 import { resizeSteps } from "./aws-resize.ts";
 import { awsDeploySpec } from "./aws-spec.ts";
-import { instanceUserData } from "./user-data.ts";
+import { type AwsCreateParams, hostUserData, mintInstanceToken } from "./aws-token.ts";
 
 /**
  * Auto deploy on AWS as operations (DESIGN.md "Operations"). Create: the cluster's instance
@@ -32,33 +30,19 @@ import { instanceUserData } from "./user-data.ts";
  * Delete: the hosts leave, every tagged resource is torn down, the hosts' rows and the token go.
  * Resize: aws-resize.ts.
  */
-export interface AwsCreateParams {
-  /** The control plane's URL as the request reached it (or KEELSON_PUBLIC_URL): where agents register. */
-  controlPlane: string;
-}
-
-/** The token lives a week (the longest any join token does): hosts the group replaces later need it. */
+/** The token lives KEELSON_AWS_JOIN_TOKEN_MINUTES (aws-token.ts renews it): hosts the group launches later need it. */
 const tokenStep = (k: Keelson): OperationStep => ({
   name: "aws-join-token",
   run: async (ctx) => {
     if (typeof ctx.progress.joinTokenEnc === "string") return;
-    const issued = await createJoinToken(ctx.db, ctx.op.projectId, {
-      clusterId: ctx.op.targetId,
-      expiresInMinutes: JOIN_TOKEN_MAX_MINUTES,
-    });
+    const issued = await mintInstanceToken(k, ctx.db, { id: ctx.op.targetId, projectId: ctx.op.projectId });
     await ctx.saveProgress({ joinTokenEnc: k.cipher.encrypt(issued.token) });
   },
 });
 
 function userDataOf(k: Keelson, ctx: StepContext, cluster: ClusterRow): string {
   const { controlPlane } = ctx.op.params as unknown as AwsCreateParams;
-  const token = k.cipher.decrypt(ctx.progress.joinTokenEnc as string);
-  const install = agentInstallCommand(controlPlane, k.tls?.caCertHash ?? null, token);
-  if (!install) throw new Error(`hosts cannot be told to trust ${controlPlane}: it is plain HTTP and not loopback`);
-  return instanceUserData(install, {
-    controlPlane,
-    ...(cluster.spec.httpProxy ? { httpProxy: cluster.spec.httpProxy } : {}),
-  });
+  return hostUserData(k, controlPlane, k.cipher.decrypt(ctx.progress.joinTokenEnc as string), cluster);
 }
 
 const cloudSteps = (k: Keelson): OperationStep[] =>

@@ -9,6 +9,7 @@ import { joinWorkersStep, releaseNodes, stringList } from "../operations.ts";
 import { clusterRow, forgetHosts, targetOf } from "./aws-context.ts";
 import { attachWorkersStep } from "./aws-hosts.ts";
 import { awsDeploySpec } from "./aws-spec.ts";
+import { renewInstanceToken } from "./aws-token.ts";
 
 /**
  * Update of an auto-deployed cluster's worker counts (numWorkers, or the autoscaler's bounds).
@@ -22,8 +23,8 @@ import { awsDeploySpec } from "./aws-spec.ts";
  *
  * Then the group takes the stored spec's sizes (more workers: it launches them), the hosts of
  * instances the group itself let go are forgotten, and new instances' hosts are attached and
- * joined as at create. The join token is the cluster's (create's; it lives a week): a resize
- * after that needs it renewed (not built yet).
+ * joined as at create. First of all, the instance join token is renewed if it is close to
+ * expiry (aws-token.ts).
  */
 
 /**
@@ -103,6 +104,13 @@ const shrinkSteps = (k: Keelson): OperationStep[] => [
 ];
 
 export const resizeSteps = (k: Keelson): OperationStep[] => [
+  {
+    // Before the group launches anything: the instances must boot with a token that still works.
+    name: "aws-renew-token",
+    run: async (ctx) => {
+      await renewInstanceToken(k, ctx.db, ctx.op.targetId);
+    },
+  },
   ...shrinkSteps(k),
   {
     name: "aws-resize-group",
