@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import { STANDIN_ACCOUNT_ID } from "./data.ts";
 import { launchFromTemplate } from "./ec2-deploy.ts";
 import { AwsError, memberParams, members } from "./query.ts";
@@ -8,7 +9,7 @@ import { el } from "./xml.ts";
 /**
  * STAND-IN, for tests: Auto Scaling (Amazon EC2 Auto Scaling API Reference, 2011-01-01, query
  * protocol): CreateAutoScalingGroup, UpdateAutoScalingGroup, DescribeAutoScalingGroups,
- * DeleteAutoScalingGroup. A group keeps `DesiredCapacity` instances of its launch template
+ * DeleteAutoScalingGroup, TerminateInstanceInAutoScalingGroup. A group keeps `DesiredCapacity` instances of its launch template
  * running at once (AWS takes minutes; what the caller sees is the same), spread over its
  * subnets, each tagged with the group's `PropagateAtLaunch` tags and `aws:autoscaling:groupName`.
  */
@@ -30,6 +31,8 @@ interface Group {
 
 export class AutoScalingState {
   readonly groups = new Map<string, Group>();
+  /** The InstanceId of every TerminateInstanceInAutoScalingGroup request, refused ones too, in order. */
+  readonly terminateRequests: string[] = [];
   constructor(private readonly world: World) {}
 
   /** Launches or terminates instances until the group has `desired` running. */
@@ -55,13 +58,77 @@ function intParam(params: URLSearchParams, name: string, fallback?: number): num
   const raw = params.get(name);
   if (raw === null) {
     if (fallback !== undefined) return fallback;
+    throw missing(name);
+  }
+  return Number(raw);
+}
+
+/** A required member left out, in AWS's words (its name lower-camel-cased, as the service models it). */
+function missing(name: string): AwsError {
+  return new AwsError(
+    400,
+    "ValidationError",
+    `1 validation error detected: Value null at '${name.charAt(0).toLowerCase()}${name.slice(1)}' failed to satisfy constraint: Member must not be null`,
+  );
+}
+
+/**
+ * TerminateInstanceInAutoScalingGroup (API reference: InstanceId, String, 1–19 characters, and
+ * ShouldDecrementDesiredCapacity, Boolean, both required; the result is the scaling Activity).
+ * An id that no group manages is AWS's ValidationError "Instance Id not found - No managed
+ * instance found for instance ID: i-…"; a decrement below the group's MinSize is refused as AWS
+ * refuses it. Without the decrement the group launches a replacement (reconcile).
+ */
+function terminateInGroup(state: AutoScalingState, world: World, region: string, params: URLSearchParams): string {
+  const instanceId = params.get("InstanceId");
+  const decrement = params.get("ShouldDecrementDesiredCapacity");
+  if (instanceId === null) throw missing("InstanceId");
+  if (decrement === null) throw missing("ShouldDecrementDesiredCapacity");
+  state.terminateRequests.push(instanceId);
+  if (instanceId.length < 1 || instanceId.length > 19) {
     throw new AwsError(
       400,
       "ValidationError",
-      `1 validation error detected: Value null at '${name.charAt(0).toLowerCase()}${name.slice(1)}' failed to satisfy constraint: Member must not be null`,
+      `1 validation error detected: Value '${instanceId}' at 'instanceId' failed to satisfy constraint: Member must have length ${instanceId.length < 1 ? "greater than or equal to 1" : "less than or equal to 19"}`,
     );
   }
-  return Number(raw);
+  const group = [...state.groups.values()].find((g) => g.region === region && g.instances.includes(instanceId));
+  if (!group) {
+    throw new AwsError(
+      400,
+      "ValidationError",
+      `Instance Id not found - No managed instance found for instance ID: ${instanceId}`,
+    );
+  }
+  const before = group.desired;
+  if (decrement === "true") {
+    if (group.desired <= group.min) {
+      throw new AwsError(
+        400,
+        "ValidationError",
+        `Currently, desiredSize equals minSize (${group.min}). Terminating instance without replacement will violate group's min size constraint. Either set shouldDecrementDesiredCapacity flag to false or lower group's min size.`,
+      );
+    }
+    group.desired--;
+  }
+  world.terminate(instanceId);
+  group.instances = group.instances.filter((id) => id !== instanceId);
+  state.reconcile(group);
+  const now = new Date().toISOString();
+  return el("Activity", [
+    el("ActivityId", randomUUID()),
+    el("AutoScalingGroupName", group.name),
+    el(
+      "Cause",
+      decrement === "true"
+        ? `At ${now} instance ${instanceId} was taken out of service in response to a user request, shrinking the capacity from ${before} to ${group.desired}.`
+        : `At ${now} instance ${instanceId} was taken out of service in response to a user request.`,
+    ),
+    el("Description", `Terminating EC2 instance: ${instanceId}`),
+    el("StartTime", now),
+    el("StatusCode", "InProgress"),
+    el("Progress", 0),
+  ]);
 }
 
 function checkSizes(min: number, max: number, desired: number): void {
@@ -236,6 +303,8 @@ export function autoScalingAction(
       world.tags.remove(group.name);
       return undefined;
     }
+    case "TerminateInstanceInAutoScalingGroup":
+      return terminateInGroup(state, world, region, params);
     default:
       throw new AwsError(400, "InvalidAction", `Could not find operation ${action} for version 2011-01-01`);
   }

@@ -1,7 +1,7 @@
 import { STANDIN_ACCOUNT_ID } from "./data.ts";
 import { Ec2Error, filters, listParam, matches } from "./ec2.ts";
 import { type Tags, tagParams, tagSpecifications, tagsMatch } from "./tags.ts";
-import type { InstanceRecord, World } from "./world.ts";
+import type { InstanceRecord, LaunchTemplateData, LaunchTemplateRecord, World } from "./world.ts";
 import { el, items } from "./xml.ts";
 
 /**
@@ -285,13 +285,13 @@ export function ec2DeployAction(
           `Launch template name already in use.`,
         );
       }
-      const template = {
+      const data = launchTemplateData(params);
+      const template: LaunchTemplateRecord = {
         launchTemplateId: world.newId("lt"),
         launchTemplateName: name,
-        imageId: params.get("LaunchTemplateData.ImageId") ?? "",
-        instanceType: params.get("LaunchTemplateData.InstanceType") ?? "",
-        securityGroupIds: listParam(params, "LaunchTemplateData.SecurityGroupId"),
-        userData: params.get("LaunchTemplateData.UserData") ?? "",
+        ...data,
+        versions: [data],
+        defaultVersion: 1,
       };
       world.launchTemplates.set(template.launchTemplateId, template);
       world.record(region, "launch-template", template.launchTemplateId, tagSpecifications(params, "launch-template"));
@@ -389,13 +389,24 @@ export function ec2DeployAction(
   }
 }
 
-function launchTemplateXml(world: World, t: { launchTemplateId: string; launchTemplateName: string }): string[] {
+/** LaunchTemplateData.* of a request, over `base` (CreateLaunchTemplateVersion's SourceVersion). */
+export function launchTemplateData(params: URLSearchParams, base?: LaunchTemplateData): LaunchTemplateData {
+  const groups = listParam(params, "LaunchTemplateData.SecurityGroupId");
+  return {
+    imageId: params.get("LaunchTemplateData.ImageId") ?? base?.imageId ?? "",
+    instanceType: params.get("LaunchTemplateData.InstanceType") ?? base?.instanceType ?? "",
+    securityGroupIds: groups.length > 0 ? groups : (base?.securityGroupIds ?? []),
+    userData: params.get("LaunchTemplateData.UserData") ?? base?.userData ?? "",
+  };
+}
+
+export function launchTemplateXml(world: World, t: LaunchTemplateRecord): string[] {
   return [
     el("launchTemplateId", t.launchTemplateId),
     el("launchTemplateName", t.launchTemplateName),
     el("createdBy", `arn:aws:iam::${STANDIN_ACCOUNT_ID}:user/keelson`),
-    el("defaultVersionNumber", 1),
-    el("latestVersionNumber", 1),
+    el("defaultVersionNumber", t.defaultVersion),
+    el("latestVersionNumber", t.versions.length),
     tagSet(tagsOf(world, t.launchTemplateId)),
   ];
 }

@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import { INSTANCE_TYPES, imagesOf, STANDIN_REGIONS, vpcsOf, zonesOf } from "./data.ts";
 import { describeCreatedSubnets, describeCreatedVpcs, ec2DeployAction, subnetFields } from "./ec2-deploy.ts";
+import { ec2TemplateAction } from "./ec2-templates.ts";
 import { tagsMatch } from "./tags.ts";
 import { World } from "./world.ts";
 import { el, items } from "./xml.ts";
@@ -239,7 +240,9 @@ export function ec2Action(state: Ec2State, region: string, params: URLSearchPara
     case "DescribeSubnets":
       return describeSubnets(state.world, region, params);
     default: {
-      const answer = ec2DeployAction(state.world, region, action ?? "", params);
+      const answer =
+        ec2DeployAction(state.world, region, action ?? "", params) ??
+        ec2TemplateAction(state.world, action ?? "", params);
       if (answer !== undefined) return answer;
       throw new Ec2Error(400, "InvalidAction", `The action ${action} is not valid for this web service.`);
     }

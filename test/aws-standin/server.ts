@@ -47,6 +47,10 @@ export interface StandinCall {
   action: string;
   region: string;
   accessKeyId: string;
+  /** The request's parameters (query protocols; Route 53 and EKS name theirs in the path). */
+  params: Record<string, string>;
+  /** The HTTP status answered; 0 while unanswered (or never: a silent region). */
+  status: number;
 }
 
 export interface AwsStandin {
@@ -169,14 +173,17 @@ export async function startAwsStandin(
     const credential = parseAuthorization(req.headers);
     const service = serviceOf(credential, path, params);
     const requestId = randomUUID();
-    calls.push({
+    const call: StandinCall = {
       service,
       action: service === "route53" || service === "eks" ? `${req.method} ${path}` : (params.get("Action") ?? ""),
       region: credential?.region ?? "",
       accessKeyId: credential?.accessKeyId ?? "",
-    });
+      params: service === "route53" || service === "eks" ? {} : Object.fromEntries(params),
+      status: 0,
+    };
+    calls.push(call);
     if (standin.latencyMs > 0) await new Promise((r) => setTimeout(r, standin.latencyMs));
-    if (service === "eks") return answerEks(req, res, url, body, credential, requestId);
+    if (service === "eks") return answerEks(req, res, url, body, credential, requestId, call);
     let status = 200;
     let xml: string;
     try {
@@ -204,6 +211,7 @@ export async function startAwsStandin(
       status = error.status;
       xml = errorXml(service, error as AwsError, requestId);
     }
+    call.status = status;
     if (res.destroyed) return;
     res.writeHead(status, { "content-type": "text/xml", "x-amzn-requestid": requestId });
     res.end(xml);
@@ -217,6 +225,7 @@ export async function startAwsStandin(
     body: Buffer,
     credential: Credential | undefined,
     requestId: string,
+    call: StandinCall,
   ): void {
     let status = 200;
     let answer: unknown;
@@ -233,6 +242,7 @@ export async function startAwsStandin(
       headers["x-amzn-errortype"] = error.code;
       answer = { message: error.message };
     }
+    call.status = status;
     if (res.destroyed) return;
     res.writeHead(status, headers);
     res.end(JSON.stringify(answer));

@@ -22,14 +22,21 @@ export interface SecurityGroupRecord {
   vpcId: string;
   ingress: { protocol: string; fromPort: number; toPort: number; cidr?: string; groupId?: string }[];
 }
-export interface LaunchTemplateRecord {
-  launchTemplateId: string;
-  launchTemplateName: string;
+/** What one version of a launch template launches. */
+export interface LaunchTemplateData {
   imageId: string;
   instanceType: string;
   securityGroupIds: string[];
   /** Base64, as sent. */
   userData: string;
+}
+/** Its top-level data is the default version's (what a launch without a version uses). */
+export interface LaunchTemplateRecord extends LaunchTemplateData {
+  launchTemplateId: string;
+  launchTemplateName: string;
+  /** Version N is versions[N - 1]; version 1 is the create's. */
+  versions: LaunchTemplateData[];
+  defaultVersion: number;
 }
 export interface InstanceRecord {
   instanceId: string;

@@ -3,7 +3,13 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AgentInstanceHost } from "../aws-standin/agent-host.ts";
 import { type AwsStandin, STANDIN_KEYS, startAwsStandin } from "../aws-standin/server.ts";
-import { killNodeServices, type NodeHostDirs, nodeHostDirs, nodeHostEnv } from "./support/node-hosts.ts";
+import {
+  killNodeServices,
+  liveServicePids,
+  type NodeHostDirs,
+  nodeHostDirs,
+  nodeHostEnv,
+} from "./support/node-hosts.ts";
 import { api, type ServerProc, startServer, tempDir, waitUntil } from "./support/processes.ts";
 
 /**
@@ -99,17 +105,42 @@ describe("auto deploy on AWS (stand-in)", () => {
     expect((await clusterOf(clusterId)).taskError).toBe("");
   }
 
-  /** Deletes the cluster and waits until it is gone; then nothing it made is left in the cloud. */
-  async function deleteAndCheck(clusterId: string): Promise<void> {
-    const del = await api(`${server.url}/v4/${projectId}/clusters/${clusterId}`, ADMIN, { method: "DELETE" });
-    expect(del.status).toBe(200);
-    await waitUntil(
+  const waitGone = (clusterId: string) =>
+    waitUntil(
       "the cluster deleted",
       async () => (await api(`${server.url}/v4/${projectId}/clusters/${clusterId}`, ADMIN)).status === 404,
       180_000,
       1000,
     );
+
+  /** Deletes the cluster and waits until it is gone; then nothing it made is left in the cloud. */
+  async function deleteAndCheck(clusterId: string): Promise<void> {
+    const del = await api(`${server.url}/v4/${projectId}/clusters/${clusterId}`, ADMIN, { method: "DELETE" });
+    expect(del.status).toBe(200);
+    await waitGone(clusterId);
     expect(standin.world.live()).toEqual([]);
+  }
+
+  /** SIGKILLs the server as soon as the stand-in has been asked for `action` (since call `since`). */
+  async function killAfter(action: string, since: number): Promise<void> {
+    await waitUntil(
+      `the ${action} call`,
+      async () => standin.calls.slice(since).some((c) => c.action === action),
+      120_000,
+      20,
+    );
+    await server.stop("SIGKILL");
+  }
+
+  /** Starts the server again on the killed one's data and port, the stand-in at full speed again. */
+  async function restart(): Promise<void> {
+    standin.latencyMs = 0;
+    server = await startServer({
+      adminToken: ADMIN,
+      dataDir: server.dataDir,
+      port: Number(new URL(server.url).port),
+      env: { AWS_ENDPOINT_URL: standin.url, KEELSON_AGENT_HEARTBEAT_MS: "2000" },
+    });
   }
 
   it("refuses an AWS create missing what the cloud needs, naming the field, and changes nothing", async () => {
@@ -166,8 +197,15 @@ describe("auto deploy on AWS (stand-in)", () => {
     ).body.filter((n) => n.clusterUuid === clusterId);
     expect(grown.filter((n) => n.isMaster === 0 && n.status === "ok")).toHaveLength(2);
     expect([...standin.world.instances.values()].filter((i) => i.state === "running")).toHaveLength(3);
+    const newest = grown.find(
+      (n) => n.isMaster === 0 && !nodes.some((old) => old.cloudInstanceId === n.cloudInstanceId),
+    )?.cloudInstanceId as string;
+    expect(Object.keys(liveServicePids(dirs[newest] as NodeHostDirs))).not.toEqual([]);
+    const terminationsBefore = standin.autoScaling.terminateRequests.length;
 
-    // And back: the group terminates one, whose host the cluster forgets.
+    // And back: Keelson picks the newest worker, it leaves the cluster clean (its services
+    // stopped), then its instance alone is terminated with the group's desired capacity
+    // decremented, and the cluster forgets its host.
     const shrink = await api(`${server.url}/v4/${projectId}/clusters/${clusterId}`, ADMIN, {
       method: "PUT",
       body: { numWorkers: 1 },
@@ -180,6 +218,10 @@ describe("auto deploy on AWS (stand-in)", () => {
       await api<{ cloudInstanceId: string; clusterUuid: string }[]>(`${server.url}/v3/${projectId}/nodes`, ADMIN)
     ).body.filter((n) => n.clusterUuid === clusterId);
     expect(shrunk.map((n) => n.cloudInstanceId).sort()).toEqual(stillRunning.map((i) => i.instanceId).sort());
+    expect(standin.autoScaling.terminateRequests.slice(terminationsBefore)).toEqual([newest]);
+    expect(standin.world.instances.get(newest)?.state).toBe("terminated");
+    expect(liveServicePids(dirs[newest] as NodeHostDirs)).toEqual({});
+    expect([...standin.autoScaling.groups.values()].map((g) => g.desired)).toEqual([1]);
 
     await deleteAndCheck(clusterId);
     const left = (await api<{ cloudInstanceId: string }[]>(`${server.url}/v3/${projectId}/nodes`, ADMIN)).body;
@@ -194,24 +236,44 @@ describe("auto deploy on AWS (stand-in)", () => {
     expect(res.status, JSON.stringify(res.body)).toBe(200);
     const clusterId = res.body.uuid as string;
     // Killed right after EC2 was asked for the master: its answer may never have been saved.
-    await waitUntil(
-      "the master's RunInstances",
-      async () => standin.calls.slice(callsBefore).some((c) => c.action === "RunInstances"),
-      60_000,
-      20,
-    );
-    await server.stop("SIGKILL");
-    standin.latencyMs = 0;
-    server = await startServer({
-      adminToken: ADMIN,
-      dataDir: server.dataDir,
-      port: Number(new URL(server.url).port),
-      env: { AWS_ENDPOINT_URL: standin.url, KEELSON_AGENT_HEARTBEAT_MS: "2000" },
-    });
+    await killAfter("RunInstances", callsBefore);
+    await restart();
     await waitCreated(clusterId);
     // One master and one worker, ever: the resumed step found the first launch by its client token.
     expect(standin.world.instances.size - before).toBe(2);
 
     await deleteAndCheck(clusterId);
+  }, 600_000);
+
+  it("resumes a delete cut off by SIGKILL of the server: every resource deleted once, nothing left", async () => {
+    const res = await create(body({ name: "auto-3", httpProxy: undefined }));
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    const clusterId = res.body.uuid as string;
+    await waitCreated(clusterId);
+    const callsBefore = standin.calls.length;
+    standin.latencyMs = 150;
+    const del = await api(`${server.url}/v4/${projectId}/clusters/${clusterId}`, ADMIN, { method: "DELETE" });
+    expect(del.status).toBe(200);
+    // Killed in the middle of the teardown: the worker group is going, the rest is still there.
+    await killAfter("DeleteAutoScalingGroup", callsBefore);
+    expect(standin.world.live()).not.toEqual([]);
+    await restart();
+    await waitGone(clusterId);
+    expect(standin.world.live()).toEqual([]);
+    // Each resource was deleted by one accepted request; a resumed step found it gone and asked no more.
+    const RESOURCE =
+      /^(VpcId|SubnetId|GroupId|LaunchTemplateId|AutoScalingGroupName|LoadBalancerArn|TargetGroupArn|InstanceIds\.\d+)$/;
+    const deleted = standin.calls
+      .slice(callsBefore)
+      .filter((c) => /^(Delete|Terminate)/.test(c.action) && c.status === 200)
+      .flatMap((c) =>
+        Object.entries(c.params)
+          .filter(([key]) => RESOURCE.test(key))
+          .map(([, id]) => id),
+      );
+    expect(deleted.length).toBeGreaterThan(5);
+    expect(deleted.filter((id, i) => deleted.indexOf(id) !== i)).toEqual([]);
+    const left = (await api<{ cloudInstanceId: string }[]>(`${server.url}/v3/${projectId}/nodes`, ADMIN)).body;
+    expect(left.filter((n) => n.cloudInstanceId !== "")).toEqual([]);
   }, 600_000);
 });

@@ -14,6 +14,7 @@ import type { Keelson } from "./context.ts";
 import { loadCatalogue } from "./domain/catalogue/catalogue.ts";
 import { AwsClientCache } from "./domain/cloud-providers/aws/client-cache.ts";
 import { warmAwsApi } from "./domain/cloud-providers/aws/load.ts";
+import { startTokenSweep } from "./domain/clusters/auto-deploy/token-sweep.ts";
 import { followClusterHealth } from "./domain/clusters/health/health-follower.ts";
 import { EventLog } from "./domain/events/event-log.ts";
 import { ProjectEventFanout } from "./domain/events/project-events.ts";
@@ -256,14 +257,19 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       logWriteFailure(app.log, err, {}, "pruning the audit trail failed"),
     );
   let pruning: NodeJS.Timeout | undefined;
+  let stopTokenSweep = () => {};
   app.addHook("onReady", async () => {
-    if (options.runOperations !== false) await runner.start();
+    if (options.runOperations !== false) {
+      await runner.start();
+      stopTokenSweep = startTokenSweep(keelson, app.log);
+    }
     await prune();
     pruning = setInterval(prune, 3_600_000).unref();
   });
   app.addHook("preClose", async () => {
     clearInterval(pruning);
     await drain.close();
+    stopTokenSweep();
     await runner.stop();
     await deregisterReplica(options.store.db, replica).catch((err) =>
       logWriteFailure(app.log, err, {}, "removing this replica's row failed"),

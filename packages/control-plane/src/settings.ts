@@ -377,6 +377,23 @@ export const ServerSettingsSchema = Type.Object({
     unit: "milliseconds",
     description: "Longest a request waits for one cloud API call (retries included); past it the request answers 503.",
   }),
+  awsJoinTokenMinutes: Type.Integer({
+    env: "KEELSON_AWS_JOIN_TOKEN_MINUTES",
+    default: 10_080,
+    minimum: 2,
+    maximum: 10_080,
+    unit: "minutes",
+    description:
+      "AWS auto deploy: how long a cluster's instance join token (in its launch templates' user data) lasts; at most a week.",
+  }),
+  awsJoinTokenRenewMinutes: Type.Integer({
+    env: "KEELSON_AWS_JOIN_TOKEN_RENEW_MINUTES",
+    default: 1_440,
+    minimum: 1,
+    unit: "minutes",
+    description:
+      "AWS auto deploy: a cluster's instance join token this close to expiry is replaced, with new launch template versions; less than KEELSON_AWS_JOIN_TOKEN_MINUTES.",
+  }),
   replicaId: Type.Optional(
     Type.String({
       env: "KEELSON_REPLICA_ID",
@@ -457,7 +474,8 @@ export function readServerSettings(
 
 /**
  * Renewals must come well inside the deadline, and the deadline inside the lease: a replica
- * stops acting on its operations before any other may take them over.
+ * stops acting on its operations before any other may take them over. Likewise an instance join
+ * token is renewed before it expires.
  */
 function checkLeaseTimes(s: Static<typeof ServerSettingsSchema>): void {
   if (s.operationLeaseDeadlineMs >= s.operationLeaseMs) {
@@ -468,6 +486,11 @@ function checkLeaseTimes(s: Static<typeof ServerSettingsSchema>): void {
   if (s.replicaRetentionMs <= s.operationLeaseMs) {
     throw new SettingsError(
       `KEELSON_REPLICA_RETENTION_MS: must be more than KEELSON_OPERATION_LEASE_MS (${s.operationLeaseMs}), got ${s.replicaRetentionMs}`,
+    );
+  }
+  if (s.awsJoinTokenRenewMinutes >= s.awsJoinTokenMinutes) {
+    throw new SettingsError(
+      `KEELSON_AWS_JOIN_TOKEN_RENEW_MINUTES: must be less than KEELSON_AWS_JOIN_TOKEN_MINUTES (${s.awsJoinTokenMinutes}), got ${s.awsJoinTokenRenewMinutes}`,
     );
   }
   if (s.operationLeaseRenewMs * 2 > s.operationLeaseDeadlineMs) {

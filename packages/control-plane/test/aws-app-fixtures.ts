@@ -1,4 +1,5 @@
 import { type AwsStandin, STANDIN_KEYS, startAwsStandin } from "../../../test/aws-standin/server.ts";
+import type { ServerSettings } from "../src/settings.ts";
 import { createTestApp, type TestApp } from "./helpers.ts";
 
 /**
@@ -6,10 +7,10 @@ import { createTestApp, type TestApp } from "./helpers.ts";
  * `pool` is that account's node pool (where an auto-deploy cluster goes).
  */
 export async function appWithAwsAccount(
-  options: { runOperations?: boolean } = {},
+  options: { runOperations?: boolean; settings?: Partial<ServerSettings> } = {},
 ): Promise<{ t: TestApp; standin: AwsStandin; aws: string; pool: string }> {
   const standin = await startAwsStandin();
-  const t = await createTestApp({ ...options, settings: { awsEndpointUrl: standin.url } });
+  const t = await createTestApp({ ...options, settings: { ...options.settings, awsEndpointUrl: standin.url } });
   const res = await t.request({
     method: "POST",
     url: `/v4/${t.projectId}/cloudProviders`,
@@ -20,3 +21,17 @@ export async function appWithAwsAccount(
   const pool = list.json().find((p: { name: string }) => p.name === "aws").nodePoolUuid;
   return { t, standin, aws: res.json().uuid, pool };
 }
+
+/** A valid v4 create body of an auto-deployed cluster on `pool` (one master, two workers). */
+export const awsClusterBody = (pool: string, extra: Record<string, unknown> = {}) => ({
+  name: "auto-1",
+  nodePoolUuid: pool,
+  region: "us-east-1",
+  azs: ["us-east-1a"],
+  ami: "ami-0123456789abcdef0",
+  masterFlavor: "m5.large",
+  workerFlavor: "m5.large",
+  numMasters: 1,
+  numWorkers: 2,
+  ...extra,
+});

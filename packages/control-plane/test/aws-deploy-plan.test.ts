@@ -11,6 +11,8 @@ import {
 } from "../src/domain/cloud-providers/aws/deploy/create.ts";
 import { CLUSTER_TAG, type DeployTarget } from "../src/domain/cloud-providers/aws/deploy/target.ts";
 import { teardownAll } from "../src/domain/cloud-providers/aws/deploy/teardown.ts";
+import { describeWorkerGroup, terminateWorkers } from "../src/domain/cloud-providers/aws/deploy/worker-group.ts";
+import { pickRemoved } from "../src/domain/clusters/auto-deploy/aws-resize.ts";
 
 /**
  * The cloud steps of an AWS auto deploy against the stand-in, through the real SDK: what they
@@ -118,6 +120,60 @@ describe("AWS auto-deploy steps", () => {
     await teardownAll(t, { deadline: Date.now() + 10_000 });
     const deletes = standin.calls.slice(calls).filter((c) => /^(Delete|Terminate)/.test(c.action));
     expect(deletes.map((c) => c.action)).toEqual(["DeleteAutoScalingGroup"]);
+  });
+
+  it("picks the workers a shrink removes: unregistered instances first, then the newest hosts", () => {
+    const registered = new Map([
+      ["i-a", "2026-11-26T10:00:00.000Z"],
+      ["i-b", "2026-11-26T11:00:00.000Z"],
+      ["i-c", "2026-11-26T10:30:00.000Z"],
+      ["i-d", "2026-11-26T11:00:00.000Z"],
+    ]);
+    const group = ["i-a", "i-b", "i-c", "i-d", "i-e"];
+    expect(pickRemoved(group, registered, 5)).toEqual([]);
+    expect(pickRemoved(group, registered, 9)).toEqual([]);
+    expect(pickRemoved(group, registered, 4)).toEqual(["i-e"]);
+    // Same registration time: by instance id, so a second pick is the same.
+    expect(pickRemoved(group, registered, 2)).toEqual(["i-e", "i-d", "i-b"]);
+    expect(pickRemoved([...group].reverse(), registered, 2)).toEqual(["i-e", "i-d", "i-b"]);
+    expect(pickRemoved(group, registered, 0)).toEqual(["i-e", "i-d", "i-b", "i-c", "i-a"]);
+  });
+
+  it("terminates the workers Keelson names, each once across a crash, with the group's desired capacity following", async () => {
+    const id = "55555555-5555-4555-8555-555555555555";
+    const t = target(id);
+    await deployAll(t, { ...spec, dns: undefined, numMasters: 1, numWorkers: 4 });
+    const before = await describeWorkerGroup(t);
+    expect(before).toMatchObject({ minSize: 4, desired: 4 });
+    const [kept, , gone1, gone2] = before?.instances ?? [];
+    const removing = [gone1, gone2] as string[];
+    const requestsBefore = standin.autoScaling.terminateRequests.length;
+
+    // The control plane dies right after AWS accepted the first termination, before its progress was saved.
+    const saved: string[] = [];
+    await expect(
+      terminateWorkers(t, removing, async () => {
+        throw new Error("killed");
+      }),
+    ).rejects.toThrow("killed");
+    await terminateWorkers(t, removing, async (instance) => {
+      saved.push(instance);
+    });
+    // And once more after it finished (a crash before the step's end was recorded).
+    await terminateWorkers(t, removing, async (instance) => {
+      saved.push(instance);
+    });
+    expect(standin.autoScaling.terminateRequests.slice(requestsBefore)).toEqual(removing);
+    expect(saved).toEqual([gone2]);
+    for (const instance of removing) expect(standin.world.instances.get(instance)?.state).toBe("terminated");
+    const after = await describeWorkerGroup(t);
+    // The MinSize was lowered for the decrements; nothing was launched in their place.
+    expect(after).toMatchObject({ minSize: 2, desired: 2 });
+    expect(after?.instances).toContain(kept);
+    expect(after?.instances.some((i) => removing.includes(i))).toBe(false);
+    await resizeWorkers(t, { ...spec, numWorkers: 2 });
+    expect(await describeWorkerGroup(t)).toEqual(after);
+    await teardownAll(t, { deadline: Date.now() + 10_000 });
   });
 
   it("uses a VPC and subnets the request names and leaves them at teardown", async () => {

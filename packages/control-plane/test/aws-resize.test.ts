@@ -2,7 +2,7 @@ import { clusters, firstRow, operations } from "@keelson/db";
 import { and, eq } from "drizzle-orm";
 import { afterEach, describe, expect, it } from "vitest";
 import type { AwsStandin } from "../../../test/aws-standin/server.ts";
-import { appWithAwsAccount } from "./aws-app-fixtures.ts";
+import { appWithAwsAccount, awsClusterBody } from "./aws-app-fixtures.ts";
 import type { TestApp } from "./helpers.ts";
 
 /**
@@ -27,18 +27,7 @@ async function createAws(extra: Record<string, unknown> = {}): Promise<string> {
   const res = await t.request({
     method: "POST",
     url: `/v4/${t.projectId}/clusters`,
-    payload: {
-      name: "auto-1",
-      nodePoolUuid: pool,
-      region: "us-east-1",
-      azs: ["us-east-1a"],
-      ami: "ami-0123456789abcdef0",
-      masterFlavor: "m5.large",
-      workerFlavor: "m5.large",
-      numMasters: 1,
-      numWorkers: 2,
-      ...extra,
-    },
+    payload: awsClusterBody(pool, extra),
   });
   expect(res.statusCode, res.body).toBe(200);
   return res.json().uuid;

@@ -3,11 +3,14 @@ import {
   CreateAutoScalingGroupCommand,
   DeleteAutoScalingGroupCommand,
   DescribeAutoScalingGroupsCommand,
+  TerminateInstanceInAutoScalingGroupCommand,
+  type TerminateInstanceInAutoScalingGroupType,
   UpdateAutoScalingGroupCommand,
 } from "@aws-sdk/client-auto-scaling";
 import {
   AuthorizeSecurityGroupIngressCommand,
   CreateLaunchTemplateCommand,
+  CreateLaunchTemplateVersionCommand,
   CreateSecurityGroupCommand,
   CreateSubnetCommand,
   CreateVpcCommand,
@@ -16,8 +19,10 @@ import {
   DeleteSubnetCommand,
   DeleteVpcCommand,
   DescribeInstancesCommand,
+  DescribeLaunchTemplateVersionsCommand,
   DescribeVpcsCommand,
   EC2Client,
+  ModifyLaunchTemplateCommand,
   RunInstancesCommand,
   TerminateInstancesCommand,
 } from "@aws-sdk/client-ec2";
@@ -334,5 +339,137 @@ describe("AWS stand-in: deploy-time services", () => {
       },
     });
     expect(installTarget(encode("echo no agent here"))).toBeUndefined();
+  });
+
+  it("terminates one instance of a group as TerminateInstanceInAutoScalingGroup does, refusing what AWS refuses", async () => {
+    const vpc = await ec2.send(new CreateVpcCommand({ CidrBlock: "10.2.0.0/16" }));
+    const subnet = await ec2.send(
+      new CreateSubnetCommand({ VpcId: vpc.Vpc?.VpcId, CidrBlock: "10.2.0.0/24", AvailabilityZone: "us-west-2c" }),
+    );
+    const lt = await ec2.send(new CreateLaunchTemplateCommand({ LaunchTemplateName: "t", LaunchTemplateData: {} }));
+    await asg.send(
+      new CreateAutoScalingGroupCommand({
+        AutoScalingGroupName: "t-workers",
+        LaunchTemplate: { LaunchTemplateId: lt.LaunchTemplate?.LaunchTemplateId },
+        MinSize: 2,
+        MaxSize: 4,
+        DesiredCapacity: 2,
+        VPCZoneIdentifier: subnet.Subnet?.SubnetId,
+      }),
+    );
+    const group = async () =>
+      (await asg.send(new DescribeAutoScalingGroupsCommand({ AutoScalingGroupNames: ["t-workers"] })))
+        .AutoScalingGroups?.[0];
+    const terminate = (input: Partial<TerminateInstanceInAutoScalingGroupType>) =>
+      asg.send(new TerminateInstanceInAutoScalingGroupCommand(input as TerminateInstanceInAutoScalingGroupType));
+    const [first, second] = ((await group())?.Instances ?? []).map((i) => i.InstanceId as string) as [string, string];
+
+    // Both members are required (the SDK does not check; the service does).
+    await expect(terminate({ InstanceId: first })).rejects.toMatchObject({
+      name: "ValidationError",
+      message:
+        "1 validation error detected: Value null at 'shouldDecrementDesiredCapacity' failed to satisfy constraint: Member must not be null",
+    });
+    await expect(terminate({ ShouldDecrementDesiredCapacity: true })).rejects.toMatchObject({
+      message:
+        "1 validation error detected: Value null at 'instanceId' failed to satisfy constraint: Member must not be null",
+    });
+    await expect(
+      terminate({ InstanceId: "i-00000000000000dead", ShouldDecrementDesiredCapacity: true }),
+    ).rejects.toMatchObject({
+      message:
+        "1 validation error detected: Value 'i-00000000000000dead' at 'instanceId' failed to satisfy constraint: Member must have length less than or equal to 19",
+    });
+    for (const unknown of ["i-0000000000000dead", "i-0123"]) {
+      await expect(terminate({ InstanceId: unknown, ShouldDecrementDesiredCapacity: true })).rejects.toMatchObject({
+        name: "ValidationError",
+        message: `Instance Id not found - No managed instance found for instance ID: ${unknown}`,
+      });
+    }
+    // At its MinSize the group may not shrink by a termination.
+    await expect(terminate({ InstanceId: first, ShouldDecrementDesiredCapacity: true })).rejects.toMatchObject({
+      message:
+        "Currently, desiredSize equals minSize (2). Terminating instance without replacement will violate group's min size constraint. Either set shouldDecrementDesiredCapacity flag to false or lower group's min size.",
+    });
+    expect(standin.world.instances.get(first)?.state).toBe("running");
+
+    // Without the decrement the group launches a replacement.
+    const replaced = await terminate({ InstanceId: first, ShouldDecrementDesiredCapacity: false });
+    expect(replaced.Activity).toMatchObject({
+      AutoScalingGroupName: "t-workers",
+      Description: `Terminating EC2 instance: ${first}`,
+      StatusCode: "InProgress",
+    });
+    expect(standin.world.instances.get(first)?.state).toBe("terminated");
+    const afterReplace = await group();
+    expect(afterReplace?.DesiredCapacity).toBe(2);
+    const third = afterReplace?.Instances?.map((i) => i.InstanceId).find((id) => id !== second) as string;
+    expect([first, second]).not.toContain(third);
+
+    // With it, below a lowered MinSize: one fewer, nothing launched.
+    await asg.send(new UpdateAutoScalingGroupCommand({ AutoScalingGroupName: "t-workers", MinSize: 0 }));
+    const shrunk = await terminate({ InstanceId: second, ShouldDecrementDesiredCapacity: true });
+    expect(shrunk.Activity?.Cause).toContain("shrinking the capacity from 2 to 1");
+    expect(await group()).toMatchObject({ DesiredCapacity: 1, Instances: [{ InstanceId: third }] });
+    // A terminated instance is no longer the group's.
+    await expect(terminate({ InstanceId: second, ShouldDecrementDesiredCapacity: true })).rejects.toMatchObject({
+      message: `Instance Id not found - No managed instance found for instance ID: ${second}`,
+    });
+    expect(standin.autoScaling.terminateRequests).toHaveLength(7);
+    await asg.send(new DeleteAutoScalingGroupCommand({ AutoScalingGroupName: "t-workers", ForceDelete: true }));
+  });
+
+  it("keeps launch template versions: a new version over its source, the default chosen, launches from the default", async () => {
+    const first = Buffer.from("#!/bin/sh\necho v1\n").toString("base64");
+    const second = Buffer.from("#!/bin/sh\necho v2\n").toString("base64");
+    const lt = await ec2.send(
+      new CreateLaunchTemplateCommand({
+        LaunchTemplateName: "v-nodes",
+        LaunchTemplateData: { ImageId: "ami-1", InstanceType: "m5.large", UserData: first },
+      }),
+    );
+    const id = lt.LaunchTemplate?.LaunchTemplateId as string;
+    await expect(
+      ec2.send(
+        new CreateLaunchTemplateVersionCommand({
+          LaunchTemplateId: "lt-00000000000000bad",
+          LaunchTemplateData: { UserData: second },
+        }),
+      ),
+    ).rejects.toMatchObject({ name: "InvalidLaunchTemplateId.NotFound" });
+    await expect(
+      ec2.send(
+        new CreateLaunchTemplateVersionCommand({
+          LaunchTemplateId: id,
+          SourceVersion: "7",
+          LaunchTemplateData: { UserData: second },
+        }),
+      ),
+    ).rejects.toMatchObject({ name: "InvalidLaunchTemplateId.VersionNotFound" });
+    const made = await ec2.send(
+      new CreateLaunchTemplateVersionCommand({
+        LaunchTemplateId: id,
+        SourceVersion: "$Latest",
+        LaunchTemplateData: { UserData: second },
+      }),
+    );
+    expect(made.LaunchTemplateVersion).toMatchObject({
+      VersionNumber: 2,
+      DefaultVersion: false,
+      LaunchTemplateData: { ImageId: "ami-1", InstanceType: "m5.large", UserData: second },
+    });
+    await expect(
+      ec2.send(new ModifyLaunchTemplateCommand({ LaunchTemplateId: id, DefaultVersion: "3" })),
+    ).rejects.toMatchObject({ name: "InvalidLaunchTemplateId.VersionNotFound" });
+    const modified = await ec2.send(new ModifyLaunchTemplateCommand({ LaunchTemplateId: id, DefaultVersion: "2" }));
+    expect(modified.LaunchTemplate).toMatchObject({ DefaultVersionNumber: 2, LatestVersionNumber: 2 });
+    const current = await ec2.send(
+      new DescribeLaunchTemplateVersionsCommand({ LaunchTemplateId: id, Versions: ["$Default"] }),
+    );
+    expect(current.LaunchTemplateVersions?.map((v) => [v.VersionNumber, v.LaunchTemplateData?.UserData])).toEqual([
+      [2, second],
+    ]);
+    expect(standin.world.launchTemplates.get(id)?.userData).toBe(second);
+    await ec2.send(new DeleteLaunchTemplateCommand({ LaunchTemplateId: id }));
   });
 });

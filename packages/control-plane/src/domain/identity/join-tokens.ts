@@ -123,6 +123,17 @@ export async function useJoinToken(tx: Tx, token: string, nodeId: string, now = 
   return { projectId: await consumeJoinToken(tx, token, nodeId, now), clusterId: null };
 }
 
+/** When a cluster's instance token expires (undefined: not one, or revoked). */
+export async function clusterTokenExpiry(db: Db, token: string): Promise<string | undefined> {
+  const row = firstRow(
+    await db
+      .select({ expiresAt: joinTokens.expiresAt, clusterId: joinTokens.clusterId })
+      .from(joinTokens)
+      .where(eq(joinTokens.tokenHash, hashSecret(token))),
+  );
+  return row?.clusterId ? row.expiresAt : undefined;
+}
+
 /** Revokes a cluster's instance token (at the cluster's delete, before its row goes). */
 export async function revokeClusterJoinTokens(db: Tx, clusterId: string): Promise<void> {
   await db.delete(joinTokens).where(eq(joinTokens.clusterId, clusterId));
