@@ -28,6 +28,8 @@ export interface PostgresServer {
   restart(downMs?: number): Promise<void>;
   /** Fast shutdown, then the temporary directory is removed. */
   stop(): Promise<void>;
+  /** The postmaster's process id (postmaster.pid's first line): benches count its processes' CPU. */
+  postmasterPid(): number;
 }
 
 const USER = "keelson";
@@ -306,6 +308,7 @@ export async function startPostgres(options: { tls?: PostgresTls } = {}): Promis
         await shutdown();
         rmSync(dir, { recursive: true, force: true });
       },
+      postmasterPid: () => Number(readFileSync(join(data, "postmaster.pid"), "utf8").split("\n")[0]),
     };
   } catch (err) {
     stopNow();

@@ -60,7 +60,14 @@ describe("AWS accounts on the AWS SDK", () => {
       });
       expect(res.statusCode, res.body).toBe(200);
       expect(standin.calls.slice(calls)).toEqual([
-        { service: "sts", action: "GetCallerIdentity", region: "us-east-1", accessKeyId: STANDIN_KEYS.key },
+        {
+          service: "sts",
+          action: "GetCallerIdentity",
+          region: "us-east-1",
+          accessKeyId: STANDIN_KEYS.key,
+          params: { Action: "GetCallerIdentity", Version: "2011-06-15" },
+          status: 200,
+        },
       ]);
     });
 

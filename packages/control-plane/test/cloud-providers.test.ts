@@ -353,7 +353,14 @@ describe("cloud providers", () => {
           { RegionName: "us-west-2", Endpoint: "ec2.us-west-2.amazonaws.com" },
         ]);
         expect(standin.calls.slice(calls)).toEqual([
-          { service: "ec2", action: "DescribeRegions", region: "us-east-1", accessKeyId: AWS.key },
+          {
+            service: "ec2",
+            action: "DescribeRegions",
+            region: "us-east-1",
+            accessKeyId: AWS.key,
+            params: { Action: "DescribeRegions", Version: "2016-11-15" },
+            status: 200,
+          },
         ]);
       }
     });
