@@ -10,13 +10,16 @@ import type { WebCliClaims } from "./tokens.ts";
  * refuses the token anyway) and deleted by the next spend after that.
  */
 export async function spendWebCliToken(db: Db, claims: WebCliClaims, now = new Date()): Promise<boolean> {
-  await db.delete(webcliSpentTokens).where(lte(webcliSpentTokens.expiresAt, now.toISOString()));
-  const spent = await db
-    .insert(webcliSpentTokens)
-    .values({ id: claims.jti, expiresAt: new Date(claims.exp * 1000).toISOString() })
-    .onConflictDoNothing({ target: webcliSpentTokens.id })
-    .returning({ id: webcliSpentTokens.id });
-  return spent.length === 1;
+  // One transaction: no reader sees the expired rows gone but this id not yet written.
+  return db.transaction(async (tx) => {
+    await tx.delete(webcliSpentTokens).where(lte(webcliSpentTokens.expiresAt, now.toISOString()));
+    const spent = await tx
+      .insert(webcliSpentTokens)
+      .values({ id: claims.jti, expiresAt: new Date(claims.exp * 1000).toISOString() })
+      .onConflictDoNothing({ target: webcliSpentTokens.id })
+      .returning({ id: webcliSpentTokens.id });
+    return spent.length === 1;
+  });
 }
 
 /** Gives a token back when its session did not open (see WebCliServer), so it can be used again. */
