@@ -1,4 +1,4 @@
-import { clusters, firstRow, nodes } from "@keelson/db";
+import { clusters, firstRow, lockRows, nodes } from "@keelson/db";
 import { eq } from "drizzle-orm";
 import type { NodeLinkEvent, NodeReportEvent } from "../../../agents/node-events.ts";
 import type { Keelson } from "../../../context.ts";
@@ -31,11 +31,18 @@ export function followClusterHealth(k: Keelson, delayMs = 200): () => void {
       try {
         const row = firstRow(await k.db.select({ status: clusters.status }).from(clusters).where(eq(clusters.id, id)));
         if (!row || row.status === "deleting" || (await activeOperationFor(k.db, id))) continue;
+        // Outside the transaction: it writes the hosts' pending presence first.
         const status = await currentClusterStatus(k, k.db, id);
-        await k.db
-          .update(clusters)
-          .set({ status, ...(status === "ok" ? { lastOk: new Date().toISOString() } : {}) })
-          .where(eq(clusters.id, id));
+        // Checked again under the row lock every task start takes (start-task.ts): a task
+        // recorded since the check above owns the status, and this write must not undo its mark.
+        await k.db.transaction(async (tx) => {
+          const locked = firstRow(await lockRows(tx, clusters, eq(clusters.id, id)));
+          if (!locked || locked.status === "deleting" || (await activeOperationFor(tx, id))) return;
+          await tx
+            .update(clusters)
+            .set({ status, ...(status === "ok" ? { lastOk: new Date().toISOString() } : {}) })
+            .where(eq(clusters.id, id));
+        });
       } catch (err) {
         k.log.warn({ err, clusterId: id }, "could not follow cluster health");
       }
