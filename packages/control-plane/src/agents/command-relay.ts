@@ -119,6 +119,9 @@ export class CommandRelay {
     this.pruning = setInterval(prune, Math.min(60_000, this.options.retentionMs)).unref();
   }
 
+  /** The result of each command issued here and not yet settled, by id. */
+  private readonly pending = new Map<string, Promise<unknown>>();
+
   isWaiting(id: string): boolean {
     return this.waiting.has(id);
   }
@@ -131,7 +134,9 @@ export class CommandRelay {
     options: CommandOptions,
   ): Promise<CommandResult<N>> {
     const id = options.id ?? randomUUID();
-    if (this.waiting.has(id)) return Promise.reject(new Error(`command ${id} is already waiting for its result`));
+    // A step retried after a database outage issues the same stable id again: it joins the wait.
+    const pending = this.pending.get(id);
+    if (pending) return pending as Promise<CommandResult<N>>;
     const result = new Promise<CommandResult<N>>((resolve, reject) => {
       const timer = setTimeout(() => {
         if (!this.forget(id)) return;
@@ -162,6 +167,11 @@ export class CommandRelay {
         this.options.log.warn({ err, id, hostId }, "could not record a command; sending it on this link only");
         session.send(frameOf(row));
       },
+    );
+    this.pending.set(id, result);
+    result.then(
+      () => this.pending.delete(id),
+      () => this.pending.delete(id),
     );
     return this.options.observer ? observed(name, result, this.options.observer) : result;
   }
