@@ -29,10 +29,12 @@ export {
   firstColumn,
   inJsonArray,
   jsonArrayOf,
+  lockIds,
   lockRows,
   type Prepared,
   prepare,
   rowsOfJson,
+  writeInIdOrder,
 } from "./portable.ts";
 export {
   DatabaseUnavailableError,

@@ -1,5 +1,5 @@
 import { type SQL, type SQLWrapper, sql } from "drizzle-orm";
-import type { SQLiteTable } from "drizzle-orm/sqlite-core";
+import type { SQLiteColumn, SQLiteTable } from "drizzle-orm/sqlite-core";
 import type { Db, Dialect, Tx } from "./types.ts";
 
 /**
@@ -41,9 +41,10 @@ export function dialectOf(db: Tx): Dialect {
  * a "check, then write" that must hold when two requests do it at once. On PostgreSQL this is
  * `SELECT … FOR UPDATE` (a second transaction waits here until the first commits, then reads
  * what it wrote); on SQLite a transaction already holds the one connection (StatementGate), so
- * a plain read is enough.
+ * a plain read is enough. Rows are locked in id order, the order every writer of several rows
+ * of a table takes them in (see lockIds).
  */
-export function lockRows<T extends SQLiteTable>(
+export function lockRows<T extends SQLiteTable & { id: SQLiteColumn }>(
   tx: Tx,
   table: T,
   where: SQL | undefined,
@@ -51,9 +52,50 @@ export function lockRows<T extends SQLiteTable>(
   const query = tx
     .select()
     .from(table as SQLiteTable)
-    .where(where);
+    .where(where)
+    .orderBy(table.id);
   if (dialectOf(tx) === "sqlite") return query as Promise<T["$inferSelect"][]>;
   return (query as unknown as { for(strength: "update"): Promise<T["$inferSelect"][]> }).for("update");
+}
+
+/**
+ * Locks the rows of `table` with these ids, in id order, before a statement that writes
+ * several of them at once. One UPDATE over many rows takes their locks in whatever order its
+ * plan visits them (a join's hash order, say), so two transactions that each write some of the
+ * same rows, one of them in such a statement, can each hold a row the other waits for: a
+ * deadlock, and PostgreSQL aborts one of them (an attach answered 503). Taking the locks in one
+ * order first makes the second wait instead. Nothing to do on SQLite (one writer at a time).
+ */
+export async function lockIds<T extends SQLiteTable & { id: SQLiteColumn }>(
+  tx: Tx,
+  table: T,
+  ids: readonly string[],
+): Promise<void> {
+  if (ids.length === 0 || dialectOf(tx) === "sqlite") return;
+  const query = tx
+    .select({ id: table.id })
+    .from(table as SQLiteTable)
+    .where(inJsonArray("postgres", table.id, ids))
+    .orderBy(table.id);
+  await (query as unknown as { for(strength: "update"): Promise<unknown> }).for("update");
+}
+
+/**
+ * `write` (a statement over several rows of `table`, those with these ids) with the rows
+ * locked in id order first (lockIds), in a transaction of its own on PostgreSQL. On SQLite,
+ * or for one row, there is no order to keep and `write` runs as it is.
+ */
+export function writeInIdOrder<T extends SQLiteTable & { id: SQLiteColumn }, R>(
+  db: Db,
+  table: T,
+  ids: readonly string[],
+  write: (tx: Tx) => Promise<R>,
+): Promise<R> {
+  if (ids.length <= 1 || dialectOf(db) === "sqlite") return write(db);
+  return db.transaction(async (tx) => {
+    await lockIds(tx, table, ids);
+    return write(tx);
+  });
 }
 
 type Params = Record<string, unknown>;

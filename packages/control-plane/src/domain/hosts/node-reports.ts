@@ -1,4 +1,4 @@
-import { type Db, dialectOf, firstRow, nodes, rowsOfJson, StatementBatch } from "@keelson/db";
+import { type Db, dialectOf, firstRow, nodes, rowsOfJson, StatementBatch, type Tx, writeInIdOrder } from "@keelson/db";
 import type { NodeReportFrame } from "@keelson/protocol";
 import { and, eq, isNull, or, sql } from "drizzle-orm";
 import type { ReportOutcome } from "../../agents/link-domain.ts";
@@ -73,26 +73,35 @@ export class NodeReportWriter {
         r_phases: { key: "p", type: "json" },
       },
     );
-    const stored = await this.db
-      .update(nodes)
-      .set({
-        status: sql`r_status`,
-        apiResponding: sql`r_api`,
-        phases: sql`r_phases`,
-        // A report proves the link is up: agent_connected follows at once instead of waiting
-        // for the batched presence write, so health derived right after a report sees the
-        // node as connected.
-        agentConnected: 1,
-        lastSeen: now.toISOString(),
-      })
-      .from(sql`${rows} as r`)
-      .where(
-        and(
-          eq(nodes.id, sql`r.r_host`),
-          or(eq(nodes.clusterId, sql`r.r_cluster`), and(isNull(nodes.clusterId), sql`r.r_cluster is null`)),
-        ),
-      )
-      .returning({ id: nodes.id });
+    const update = (db: Tx) =>
+      db
+        .update(nodes)
+        .set({
+          status: sql`r_status`,
+          apiResponding: sql`r_api`,
+          phases: sql`r_phases`,
+          // A report proves the link is up: agent_connected follows at once instead of waiting
+          // for the batched presence write, so health derived right after a report sees the
+          // node as connected.
+          agentConnected: 1,
+          lastSeen: now.toISOString(),
+        })
+        .from(sql`${rows} as r`)
+        .where(
+          and(
+            eq(nodes.id, sql`r.r_host`),
+            or(eq(nodes.clusterId, sql`r.r_cluster`), and(isNull(nodes.clusterId), sql`r.r_cluster is null`)),
+          ),
+        )
+        .returning({ id: nodes.id });
+    // Several hosts in one UPDATE lock their rows in the join's order: locked in id order
+    // first, so an attach or detach locking some of them waits instead of deadlocking.
+    const stored = await writeInIdOrder(
+      this.db,
+      nodes,
+      batch.map((r) => r.hostId),
+      update,
+    );
     const written = new Set(stored.map((row) => row.id));
     return Promise.all(
       batch.map(

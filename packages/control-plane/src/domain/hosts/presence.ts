@@ -1,4 +1,4 @@
-import { agentLinks, type Db, databaseUnavailable, nodes } from "@keelson/db";
+import { agentLinks, type Db, databaseUnavailable, lockIds, nodes } from "@keelson/db";
 import type { HelloFrame } from "@keelson/protocol";
 import { and, eq, inArray, notExists, sql } from "drizzle-orm";
 import type { FastifyBaseLogger } from "fastify";
@@ -146,6 +146,9 @@ export class PresenceWriter implements Presence {
     this.seen.clear();
     try {
       await this.db.transaction(async (tx) => {
+        // Every host this flush writes, locked in one order first (see lockIds): an attach
+        // locking some of the same hosts waits for this flush instead of deadlocking with it.
+        await lockIds(tx, nodes, [...new Set([...changes.map(([id]) => id), ...seen.map(([id]) => id)])]);
         for (const [hostId, patch] of changes) await tx.update(nodes).set(patch).where(eq(nodes.id, hostId));
         for (const batch of seenBatches(seen, this.originMs))
           await tx.update(nodes).set({ lastSeen: batch.at }).where(inArray(nodes.id, batch.hostIds));

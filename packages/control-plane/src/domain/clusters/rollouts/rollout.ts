@@ -1,4 +1,4 @@
-import { clusters, type Db, dialectOf, firstRow, inJsonArray, nodes, type Tx } from "@keelson/db";
+import { clusters, type Db, dialectOf, firstRow, inJsonArray, nodes, type Tx, writeInIdOrder } from "@keelson/db";
 import { asc, eq, inArray } from "drizzle-orm";
 import { latestReports } from "../../../agents/latest-reports.ts";
 import type { Keelson } from "../../../context.ts";
@@ -267,11 +267,14 @@ export function rolloutOperationKinds(k: Keelson): OperationKind[] {
           }),
           skip: atTarget,
           recordDone: async (nodeIds) => {
-            // One statement text for any number of nodes (inJsonArray): compiled once, not per save.
-            await k.db
-              .update(nodes)
-              .set({ actualKubeRoleVersion: target })
-              .where(inJsonArray(dialectOf(k.db), nodes.id, nodeIds));
+            // One statement text for any number of nodes (inJsonArray): compiled once, not per
+            // save; the rows locked in id order first, as every writer of several hosts does.
+            await writeInIdOrder(k.db, nodes, nodeIds, (tx) =>
+              tx
+                .update(nodes)
+                .set({ actualKubeRoleVersion: target })
+                .where(inJsonArray(dialectOf(tx), nodes.id, nodeIds)),
+            );
           },
         };
         const everyNode = () => [...nodesOf(op, "masters"), ...nodesOf(op, "chosen"), ...nodesOf(op, "workers")];
