@@ -131,8 +131,13 @@ export interface PostgresTls {
   certUsers: string[];
 }
 
-/** `tls`: the server also takes TLS, and `certUsers` authenticate by client certificate. */
-export async function startPostgres(options: { tls?: PostgresTls } = {}): Promise<PostgresServer> {
+/**
+ * `tls`: the server also takes TLS, and `certUsers` authenticate by client certificate.
+ * `settings`: more server settings (`-c name=value`), for a benchmark's instruments.
+ */
+export async function startPostgres(
+  options: { tls?: PostgresTls; settings?: Record<string, string> } = {},
+): Promise<PostgresServer> {
   const bin = postgresBin();
   const owner = serverUser();
   const dir = mkdtempSync(join(tmpdir(), "keelson-pg-"));
@@ -250,6 +255,7 @@ export async function startPostgres(options: { tls?: PostgresTls } = {}): Promis
           "-c",
           `max_connections=${MAX_CONNECTIONS}`,
           ...tlsArgs,
+          ...Object.entries(options.settings ?? {}).flatMap(([name, value]) => ["-c", `${name}=${value}`]),
         ],
         { ...owner, cwd: dir, stdio: ["ignore", "ignore", "pipe"] },
       );

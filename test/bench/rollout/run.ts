@@ -4,6 +4,7 @@ import { ask, spawnNode, stopChild, waitMessage } from "../agents/children.ts";
 import { cpuSeconds, memoryMiB, treeCpuSeconds } from "../agents/proc-stats.ts";
 import { apiAs, freePort } from "../support/admin-api.ts";
 import { linkAgents, startBenchFleet } from "../support/bench-fleet.ts";
+import { SETTINGS, type StatementStats, statementStats } from "../support/pg-statements.ts";
 
 const WORKERS = Number(process.env.BENCH_WORKERS ?? 1000);
 const PHASE_MS = Number(process.env.BENCH_PHASE_MS ?? 1000);
@@ -117,7 +118,12 @@ interface DialectRun {
 }
 
 /** The same cluster, restart and upgrade on a keelson-server on one store. */
-async function rollWith(dialect: string, env: Record<string, string>, dbPid?: number): Promise<DialectRun> {
+async function rollWith(
+  dialect: string,
+  env: Record<string, string>,
+  db?: { pid: number; stats?: StatementStats },
+): Promise<DialectRun> {
+  const dbPid = db?.pid;
   const fleet = await startBenchFleet({
     name: `rollout-${dialect}`,
     simWorker: "test/bench/rollout/sim-worker.ts",
@@ -148,6 +154,7 @@ async function rollWith(dialect: string, env: Record<string, string>, dbPid?: nu
     await new Promise((r) => setTimeout(r, 1000));
 
     const runs: DialectRun["runs"] = [];
+    await db?.stats?.reset();
     const restart = [
       `v3 restart ?batchPercent=${PERCENT}`,
       `/v3/${projectId}/clusters/${clusterId}/restart?batchPercent=${PERCENT}`,
@@ -183,6 +190,10 @@ async function rollWith(dialect: string, env: Record<string, string>, dbPid?: nu
       );
       await new Promise((r) => setTimeout(r, 500));
     }
+    if (db?.stats) {
+      log(`${dialect}: PostgreSQL's statements over the ${runs.length} rollouts, by execution time:`);
+      process.stdout.write(`${(await db.stats.top()).join("\n")}\n`);
+    }
     const counts = await ask<DialectRun["counts"]>(worker, { type: "counts" }, "counts");
     const cluster = (await api<Record<string, unknown>>(`${base}/v3/${projectId}/clusters/${clusterId}`)).body;
     return { dialect, runs, counts, cluster, rss: memoryMiB(pid) };
@@ -193,18 +204,18 @@ async function rollWith(dialect: string, env: Record<string, string>, dbPid?: nu
 
 async function main(): Promise<void> {
   const baseline = await bareBaseline();
-  const pg = await startPostgres();
+  const pg = await startPostgres({ settings: SETTINGS });
   let results: DialectRun[];
+  let stats: StatementStats | undefined;
   try {
+    const url = await pg.createDatabase();
+    stats = Object.keys(SETTINGS).length > 0 ? await statementStats(url) : undefined;
     results = [
       await rollWith("sqlite", {}),
-      await rollWith(
-        "postgres",
-        { KEELSON_DATABASE_URL: await pg.createDatabase(), ...secretsKeyEnv() },
-        pg.postmasterPid(),
-      ),
+      await rollWith("postgres", { KEELSON_DATABASE_URL: url, ...secretsKeyEnv() }, { pid: pg.postmasterPid(), stats }),
     ];
   } finally {
+    await stats?.close();
     await pg.stop();
   }
   const batches = Math.ceil(WORKERS / Math.max(1, Math.floor((WORKERS * PERCENT) / 100)));
