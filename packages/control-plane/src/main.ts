@@ -11,6 +11,7 @@ import { readScrapeToken } from "./metrics/scrape-token.ts";
 import { ReplicaRefused } from "./replicas/registry.ts";
 import { loadServerSecrets, type ServerSecrets } from "./secrets/server-secrets.ts";
 import { readServerSettings, type ServerSettings } from "./settings.ts";
+import { serializeError } from "./storage/log-errors.ts";
 import { insecureHttpWarning } from "./tls/mode.ts";
 import { prepareServerTls, type ServerTls } from "./tls/server-tls.ts";
 
@@ -25,6 +26,7 @@ try {
 setOutgoingFrameChecks(config.nodeEnv !== "production");
 const logger = pino({
   level: config.logLevel,
+  serializers: { err: serializeError },
   ...(process.stdout.isTTY ? { transport: { target: "pino-pretty", options: { translateTime: "SYS:HH:MM:ss" } } } : {}),
 });
 
