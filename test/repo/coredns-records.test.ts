@@ -136,6 +136,14 @@ describe("the coredns stand-in answers the Kubernetes DNS names as CoreDNS 1.11 
       expect(nx).toMatchObject({ rcode: "NXDOMAIN", answer: [] });
       expect(soaOnly(nx)).toBe(true);
     }
+    // Names compare without case; the answer keeps the question's spelling (RFC 4343), the SOA's zone too.
+    const mixed = await ask(`_HTTP._tcp.Web.Default.svc.Cluster.Local`, QTYPE.SRV);
+    expect(rrs(mixed.answer)).toEqual([
+      `_HTTP._tcp.Web.Default.svc.Cluster.Local. 5 SRV 0 100 80 web.default.svc.${ZONE}.`,
+    ]);
+    const mixedNx = await ask(`Nope.Default.svc.Cluster.Local`, QTYPE.A);
+    expect(mixedNx.authority[0]?.name).toBe("Cluster.Local.");
+    expect(mixedNx.authority[0]?.data).toMatch(/^ns\.dns\.Cluster\.Local\. hostmaster\.Cluster\.Local\. /);
     // c-ares reads the same answer.
     const resolver = new Resolver({ timeout: 2000, tries: 1 });
     resolver.setServers([`${HOST}:${dnsPort.insecure}`]);
