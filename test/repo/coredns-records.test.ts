@@ -37,13 +37,16 @@ async function create(path: string, object: unknown) {
 const service = (name: string, spec: object) =>
   create("/api/v1/namespaces/default/services", { metadata: { name }, spec });
 
-/** A Corefile for a coredns that reads the API as system:masters with `pods <mode>`; started, and ready. */
-async function startCoredns(mode: string) {
+/**
+ * A Corefile for a coredns that reads the API as system:masters with `pods <mode>` (and other
+ * properties of the kubernetes block); started, and ready. Asked as `mode` (or `as`).
+ */
+async function startCoredns(mode: string, properties: string[] = [], as = mode) {
   const ports = await freePorts(HOST);
   const cert = writeSecret(join(dir, "masters.crt"), masters.cert);
   const key = writeSecret(join(dir, "masters.key"), masters.key);
   const corefile = writeSecret(
-    join(dir, `Corefile.${mode}`),
+    join(dir, `Corefile.${as}`),
     [
       `.:${ports.corednsDns} {`,
       `    bind ${HOST}`,
@@ -54,6 +57,7 @@ async function startCoredns(mode: string) {
       `        endpoint ${server}`,
       `        tls ${cert} ${key} ${ca.certFile}`,
       `        pods ${mode}`,
+      ...properties.map((p) => `        ${p}`),
       "        fallthrough in-addr.arpa ip6.arpa",
       "    }",
       "    forward . /etc/resolv.conf",
@@ -62,11 +66,11 @@ async function startCoredns(mode: string) {
     ].join("\n"),
   );
   start("coredns", ["-conf", corefile]);
-  await until(`coredns (pods ${mode}) to be ready`, async () => {
+  await until(`coredns (${as}) to be ready`, async () => {
     const res = await fetch(`http://${HOST}:${ports.corednsReady}/ready`);
     return res.status === 200 ? true : undefined;
   });
-  dnsPort[mode] = Number(ports.corednsDns);
+  dnsPort[as] = Number(ports.corednsDns);
 }
 
 const ask = (name: string, type: number, mode = "insecure") => queryUdp(HOST, Number(dnsPort[mode]), name, type);
@@ -93,9 +97,13 @@ beforeAll(async () => {
     ports: [{ name: "pg", port: 5432, protocol: "TCP" }],
     endpoints: [
       { addresses: ["10.1.0.5"], hostname: "db-0", conditions: { ready: true } },
-      { addresses: ["10.1.0.6"] },
+      { addresses: ["10.1.0.6"], targetRef: { kind: "Pod", namespace: "default", name: "db-pod-6" } },
       { addresses: ["10.1.0.7"], hostname: "db-2", conditions: { ready: false } },
     ],
+  });
+  await create("/api/v1/namespaces/kube-system/services", {
+    metadata: { name: "sys" },
+    spec: { clusterIP: "10.96.0.90", ports: [{ name: "http", port: 80, protocol: "TCP" }] },
   });
   await service("empty", { clusterIP: "None", ports: [{ name: "pg", port: 5432, protocol: "TCP" }] });
   await service("ext", { type: "ExternalName", externalName: "db.example.com" });
@@ -110,6 +118,11 @@ beforeAll(async () => {
   await pod("done", "10.1.0.10", "Succeeded");
   // One after another: free ports are picked per start.
   for (const mode of ["insecure", "verified", "disabled"]) await startCoredns(mode);
+  await startCoredns(
+    "insecure",
+    ["namespaces default", "endpoint_pod_names", "ignore empty_service", "ttl 30"],
+    "options",
+  );
 }, 60_000);
 
 afterAll(() => {
@@ -277,5 +290,23 @@ describe("the coredns stand-in answers the Kubernetes DNS names as CoreDNS 1.11 
     expect(soa.authority).toEqual([]);
     expect(rrs((await ask(`dns-version.${ZONE}`, QTYPE.TXT)).answer)).toEqual([`dns-version.${ZONE}. 28800 TXT 1.1.0`]);
     expect(await ask(ZONE, QTYPE.AXFR)).toMatchObject({ rcode: "REFUSED", aa: false, answer: [], authority: [] });
+  });
+
+  it("namespaces, endpoint_pod_names, ignore empty_service and ttl change the answers as CoreDNS plays them", async () => {
+    const rcode = async (name: string, as: string) => (await ask(name, QTYPE.A, as)).rcode;
+    // namespaces: kube-system is not exposed, so its Services are no names.
+    expect(await rcode(`sys.kube-system.svc.${ZONE}`, "insecure")).toBe("NOERROR");
+    expect(await rcode(`sys.kube-system.svc.${ZONE}`, "options")).toBe("NXDOMAIN");
+    // endpoint_pod_names: an endpoint without a hostname is named by its pod.
+    expect(rrs((await ask(`db-pod-6.db.default.svc.${ZONE}`, QTYPE.A, "options")).answer)).toEqual([
+      `db-pod-6.db.default.svc.${ZONE}. 30 A 10.1.0.6`,
+    ]);
+    expect(await rcode(`db-pod-6.db.default.svc.${ZONE}`, "insecure")).toBe("NXDOMAIN");
+    // ignore empty_service: a cluster-IP Service without a ready endpoint (web has no EndpointSlice).
+    expect(await rcode(`web.default.svc.${ZONE}`, "options")).toBe("NXDOMAIN");
+    // ttl 30: the records' TTL, the SOA's minimum and its own TTL.
+    const nx = await ask(`nope.default.svc.${ZONE}`, QTYPE.A, "options");
+    expect(nx.authority[0]).toMatchObject({ ttl: 30 });
+    expect(nx.authority[0]?.data).toMatch(/ 7200 1800 86400 30$/);
   });
 });
