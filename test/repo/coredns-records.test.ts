@@ -101,6 +101,13 @@ beforeAll(async () => {
       { addresses: ["10.1.0.7"], hostname: "db-2", conditions: { ready: false } },
     ],
   });
+  await service("db6", { clusterIP: "None", ports: [{ name: "pg", port: 5432, protocol: "TCP" }] });
+  await create("/apis/discovery.k8s.io/v1/namespaces/default/endpointslices", {
+    metadata: { name: "db6-x1", labels: { "kubernetes.io/service-name": "db6" } },
+    addressType: "IPv6",
+    ports: [{ name: "pg", port: 5432, protocol: "TCP" }],
+    endpoints: [{ addresses: ["fd00::7"] }],
+  });
   await create("/api/v1/namespaces/kube-system/services", {
     metadata: { name: "sys" },
     spec: { clusterIP: "10.96.0.90", ports: [{ name: "http", port: 80, protocol: "TCP" }] },
@@ -189,6 +196,20 @@ describe("the coredns stand-in answers the Kubernetes DNS names as CoreDNS 1.11 
     // Reverse: an endpoint's address names the endpoint.
     expect(rrs((await ask("5.0.1.10.in-addr.arpa", QTYPE.PTR)).answer)).toEqual([
       `5.0.1.10.in-addr.arpa. 5 PTR db-0.db.default.svc.${ZONE}.`,
+    ]);
+    // IPv6: AAAA, the endpoint named by its address with dashes, SRV's address record an AAAA, ip6.arpa PTR.
+    expect(rrs((await ask(`db6.default.svc.${ZONE}`, QTYPE.AAAA)).answer)).toEqual([
+      `db6.default.svc.${ZONE}. 5 AAAA fd00:0:0:0:0:0:0:7`,
+    ]);
+    expect((await ask(`db6.default.svc.${ZONE}`, QTYPE.A)).rcode).toBe("NOERROR");
+    const srv6 = await ask(`_pg._tcp.db6.default.svc.${ZONE}`, QTYPE.SRV);
+    expect(rrs(srv6.answer)).toEqual([
+      `_pg._tcp.db6.default.svc.${ZONE}. 5 SRV 0 100 5432 fd00--7.db6.default.svc.${ZONE}.`,
+    ]);
+    expect(rrs(srv6.additional)).toEqual([`fd00--7.db6.default.svc.${ZONE}. 5 AAAA fd00:0:0:0:0:0:0:7`]);
+    const nibbles = `fd00${"0".repeat(27)}7`.split("").reverse().join(".");
+    expect(rrs((await ask(`${nibbles}.ip6.arpa`, QTYPE.PTR)).answer)).toEqual([
+      `${nibbles}.ip6.arpa. 5 PTR fd00--7.db6.default.svc.${ZONE}.`,
     ]);
     // A headless Service without a ready endpoint is a name error in CoreDNS 1.11 (errNoItems).
     const empty = await ask(`empty.default.svc.${ZONE}`, QTYPE.A);
