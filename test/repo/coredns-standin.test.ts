@@ -1,10 +1,8 @@
-import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { Resolver } from "node:dns/promises";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import https from "node:https";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { connect } from "node:net";
 import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { applyBootstrapObjects } from "../../packages/agent/src/phases/impl/bootstrap-objects.ts";
 import { renderCorefile } from "../../packages/agent/src/phases/impl/masters.ts";
@@ -12,6 +10,7 @@ import { nodePaths } from "../../packages/agent/src/phases/paths.ts";
 import type { PhaseContext } from "../../packages/agent/src/phases/types.ts";
 import { freePorts, nodeConfig } from "../../packages/agent/test/phases/helpers.ts";
 import { issue, makeCa, type PemPair } from "../support/kube-pki.ts";
+import { kubeCall, processes, startApiServer, until, writeSecret as write } from "../support/standin-cluster.ts";
 
 /**
  * The coredns stand-in answers DNS (UDP and TCP) from the stand-in kube-apiserver, with the
@@ -21,65 +20,19 @@ import { issue, makeCa, type PemPair } from "../support/kube-pki.ts";
  * authorizer grants a kubelet Services only) and answers SERVFAIL, as CoreDNS 1.11 does.
  */
 
-const FIXTURE = join(import.meta.dirname, "..", "fixtures", "node-package");
 const HOST = "127.0.0.1";
 const dir = mkdtempSync(join(tmpdir(), "keelson-coredns-"));
 const ca = makeCa(join(dir, "ca"));
-const children: ChildProcess[] = [];
+const { start, stopAll } = processes();
 let server = "";
-
-function start(binary: string, args: string[]) {
-  const child = spawn(join(FIXTURE, "bin", binary), args, {
-    env: { PATH: process.env.PATH ?? "", KEELSON_NODE_BIN: process.execPath },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  children.push(child);
-  const out = { text: "" };
-  child.stdout?.on("data", (c) => {
-    out.text += c;
-  });
-  child.stderr?.on("data", (c) => {
-    out.text += c;
-  });
-  return out;
-}
-
-async function until<T>(what: string, probe: () => Promise<T | undefined>, ms = 10_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const got = await probe().catch(() => undefined);
-    if (got !== undefined) return got;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
-function get(url: string, user?: PemPair) {
-  return new Promise<{ status: number; text: string }>((resolve, reject) => {
-    const req = https.request(url, { ca: ca.cert, cert: user?.cert, key: user?.key }, (res) => {
-      let text = "";
-      res.on("data", (c) => {
-        text += c;
-      });
-      res.on("end", () => resolve({ status: res.statusCode ?? 0, text }));
-    });
-    req.on("error", reject);
-    req.end();
-  });
-}
+let masters: PemPair;
+const get = (url: string, user?: PemPair) => kubeCall(ca.cert, user, "GET", url);
 
 const httpGet = async (url: string) => {
   const res = await fetch(url);
   return { status: res.status, text: await res.text() };
 };
 
-const write = (path: string, text: string) => {
-  mkdirSync(dirname(path), { recursive: true });
-  writeFileSync(path, text, { mode: 0o600 });
-  return path;
-};
-
-const masters = issue(join(dir, "certs"), ca, { cn: "keelson-bootstrap", groups: ["system:masters"] });
 let config: ReturnType<typeof nodeConfig>;
 let paths: ReturnType<typeof nodePaths>;
 let coredns: { text: string };
@@ -96,29 +49,8 @@ function corefileFor(cfg: ReturnType<typeof nodeConfig>, kubelet: PemPair) {
 }
 
 beforeAll(async () => {
-  const tls = issue(join(dir, "certs"), ca, { cn: "kube-apiserver", ips: [HOST] });
-  const saKey = execFileSync("openssl", ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256"], {
-    encoding: "utf8",
-  });
-  const saPub = execFileSync("openssl", ["pkey", "-pubout"], { input: saKey, encoding: "utf8" });
   const ports = await freePorts(HOST);
-  server = `https://${HOST}:${ports.apiServer}`;
-  start("kube-apiserver", [
-    `--bind-address=${HOST}`,
-    `--secure-port=${ports.apiServer}`,
-    `--tls-cert-file=${write(join(dir, "apiserver.crt"), tls.cert)}`,
-    `--tls-private-key-file=${write(join(dir, "apiserver.key"), tls.key)}`,
-    `--client-ca-file=${ca.certFile}`,
-    "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-    `--service-account-signing-key-file=${write(join(dir, "sa.key"), saKey)}`,
-    `--service-account-key-file=${write(join(dir, "sa.pub"), saPub)}`,
-    "--authorization-mode=Node,RBAC",
-    "--enable-admission-plugins=NodeRestriction",
-    "--service-cluster-ip-range=10.96.0.0/16",
-  ]);
-  await until("the stand-in apiserver", async () =>
-    (await get(`${server}/livez`, masters)).status === 200 ? 1 : undefined,
-  );
+  ({ server, masters } = await startApiServer(start, dir, ca, HOST, ports.apiServer));
 
   config = nodeConfig({
     hostRoot: join(dir, "master"),
@@ -137,7 +69,7 @@ beforeAll(async () => {
 }, 60_000);
 
 afterAll(() => {
-  for (const child of children) child.kill("SIGTERM");
+  stopAll();
   rmSync(dir, { recursive: true, force: true });
 });
 
@@ -248,40 +180,16 @@ describe("the coredns stand-in answers DNS with Keelson's Corefile", () => {
 
   it("follows the API: a new Service resolves, a deleted one stops; pods insecure; other names are not forwarded off the machine", async () => {
     const name = "probe.default.svc.cluster.local";
-    const created = await new Promise<number>((resolve, reject) => {
-      const req = https.request(
-        `${server}/api/v1/namespaces/default/services`,
-        {
-          method: "POST",
-          ca: ca.cert,
-          cert: masters.cert,
-          key: masters.key,
-          headers: { "content-type": "application/json" },
-        },
-        (res) => {
-          res.resume();
-          resolve(res.statusCode ?? 0);
-        },
-      );
-      req.on("error", reject);
-      req.end(
-        JSON.stringify({ metadata: { name: "probe" }, spec: { clusterIP: "10.96.0.77", ports: [{ port: 80 }] } }),
-      );
-    });
+    const created = (
+      await kubeCall(ca.cert, masters, "POST", `${server}/api/v1/namespaces/default/services`, {
+        metadata: { name: "probe" },
+        spec: { clusterIP: "10.96.0.77", ports: [{ port: 80 }] },
+      })
+    ).status;
     expect(created).toBe(201);
     expect(await until("the new Service", () => resolver.resolve4(name))).toEqual(["10.96.0.77"]);
-    const deleted = await new Promise<number>((resolve, reject) => {
-      const req = https.request(
-        `${server}/api/v1/namespaces/default/services/probe`,
-        { method: "DELETE", ca: ca.cert, cert: masters.cert, key: masters.key },
-        (res) => {
-          res.resume();
-          resolve(res.statusCode ?? 0);
-        },
-      );
-      req.on("error", reject);
-      req.end();
-    });
+    const deleted = (await kubeCall(ca.cert, masters, "DELETE", `${server}/api/v1/namespaces/default/services/probe`))
+      .status;
     expect(deleted).toBe(200);
     expect(
       await until("the deleted Service to be gone", async () =>
@@ -319,16 +227,11 @@ describe("the coredns stand-in answers DNS with Keelson's Corefile", () => {
       join(dir, "missing-ca.crt"),
     );
     const broken = write(join(dir, "broken", "Corefile"), corefile);
-    const refused = spawn(join(FIXTURE, "bin", "coredns"), ["-conf", broken], {
-      env: { PATH: process.env.PATH ?? "", KEELSON_NODE_BIN: process.execPath },
-    });
-    children.push(refused);
-    let said = "";
-    refused.stdout.on("data", (c) => {
-      said += c;
-    });
-    const code = await new Promise<number | null>((resolve) => refused.on("exit", resolve));
+    const refused = start("coredns", ["-conf", broken]);
+    const code = await new Promise<number | null>((resolve) => refused.child.on("close", resolve));
     expect(code).toBe(1);
-    expect(said).toBe(`plugin/kubernetes: open ${join(dir, "missing-ca.crt")}: no such file or directory\n`);
+    // coremain's mustLogFatal writes to stderr.
+    expect(refused.stderr).toBe(`plugin/kubernetes: open ${join(dir, "missing-ca.crt")}: no such file or directory\n`);
+    expect(refused.stdout).toBe("");
   }, 20_000);
 });

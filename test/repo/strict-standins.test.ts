@@ -355,6 +355,56 @@ describe("strict stand-ins: kube-proxy's and coredns's configuration files", () 
     writeFileSync(path, ".:53 {\n    errors\n    health 127.0.0.1:18080\n    proxy . /etc/resolv.conf\n}\n");
     const r = run(29, "coredns", ["-conf", path]);
     expect(r.code).toBe(1);
-    expect(r.stdout).toBe(`${path}:4 - Error during parsing: Unknown directive 'proxy'\n`);
+    // coremain's mustLogFatal: log.Fatal with the logger switched to stderr.
+    expect(r.stderr).toBe(`${path}:4 - Error during parsing: Unknown directive 'proxy'\n`);
+    expect(r.stdout).toBe("");
+  });
+
+  it("coredns refuses in the kubernetes block what CoreDNS 1.11's setup refuses, in its words (plugin/kubernetes/setup.go)", () => {
+    const path = join(dir, "Corefile.k8s");
+    const refusal = (lines: string[]) => {
+      writeFileSync(
+        path,
+        [
+          ".:53 {",
+          "    errors",
+          "    health 127.0.0.1:18080",
+          "    kubernetes cluster.local {",
+          ...lines,
+          "}",
+          "",
+        ].join("\n"),
+      );
+      const r = run(30, "coredns", ["-conf", path]);
+      expect(r.code).toBe(1);
+      return r.stderr;
+    };
+    const block = (...properties: string[]) => ["        endpoint https://127.0.0.1:1", ...properties, "    }"];
+    const at = (line: number, message: string) =>
+      `plugin/kubernetes: ${path}:${line} - Error during parsing: ${message}\n`;
+    expect(refusal(block("        frobnicate yes"))).toBe(at(6, "unknown property 'frobnicate'"));
+    // multicluster came with CoreDNS 1.12.2; 1.11.1 and 1.11.3 do not know it.
+    expect(refusal(block("        multicluster clusterset.local"))).toBe(at(6, "unknown property 'multicluster'"));
+    // Dispenser.ArgErr names the last token it read: the last argument, or the property itself.
+    expect(refusal(block("        tls /a.crt /a.key"))).toBe(
+      at(6, "Wrong argument count or unexpected line ending after '/a.key'"),
+    );
+    expect(refusal(block("        ttl"))).toBe(at(6, "Wrong argument count or unexpected line ending after 'ttl'"));
+    expect(refusal(block("        ttl 4000"))).toBe(at(6, "ttl must be in range [0, 3600]: 4000"));
+    // Errors made with fmt.Errorf carry no position.
+    expect(refusal(block("        ttl 5s"))).toBe('plugin/kubernetes: strconv.Atoi: parsing "5s": invalid syntax\n');
+    expect(refusal(block("        pods sometimes"))).toBe(
+      "plugin/kubernetes: wrong value for pods: sometimes,  must be one of: disabled, verified, insecure\n",
+    );
+    expect(refusal(block("        ignore everything"))).toBe(
+      "plugin/kubernetes: unable to parse ignore value: 'everything'\n",
+    );
+    // Properties are read in order: the first refusal is the one reported.
+    expect(refusal(block("        pods sometimes", "        frobnicate yes"))).toContain("wrong value for pods");
+    expect(refusal([...block(), "    kubernetes other.local {", ...block()])).toBe(
+      "plugin/kubernetes: this plugin can only be used once per Server Block\n",
+    );
+    writeFileSync(path, ".:53 {\n    health 127.0.0.1:18080\n    kubernetes in-addr.arpa {\n    }\n}\n");
+    expect(run(30, "coredns", ["-conf", path]).stderr).toBe("plugin/kubernetes: non-reverse zone name must be used\n");
   });
 });

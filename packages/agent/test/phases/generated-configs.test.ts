@@ -22,7 +22,7 @@ interface Decoders {
   scheduler: { decodeSchedulerConfig(path: string): unknown };
   proxy: { decodeKubeProxyConfig(path: string): { warnings: string[] } };
   kubelet: { decodeKubeletConfig(path: string, minor: number): { warnings: string[] } };
-  corefile: { parseCorefile(text: string, path: string): unknown };
+  corefile: { checkCorefile(text: string, path: string): unknown };
   kubeconfig: { kubeconfigErrors(path: string): string[] };
 }
 
@@ -35,7 +35,7 @@ describe("the configuration files the phases write", async () => {
     scheduler: await lib("scheduler-config.mjs"),
     proxy: await lib("kube-proxy-config.mjs"),
     kubelet: await lib("kubelet-config.mjs"),
-    corefile: await lib("corefile.mjs"),
+    corefile: await lib("coredns-kubernetes.mjs"),
     kubeconfig: await lib("kubeconfig-check.mjs"),
   };
   const config = nodeConfig({
@@ -86,15 +86,16 @@ describe("the configuration files the phases write", async () => {
   });
 
   it("the Corefile uses only directives and kubernetes properties CoreDNS knows", () => {
-    expect(() => d.corefile.parseCorefile(readFileSync(paths.corefile, "utf8"), paths.corefile)).not.toThrow();
+    expect(() => d.corefile.checkCorefile(readFileSync(paths.corefile, "utf8"), paths.corefile)).not.toThrow();
     const text = readFileSync(paths.corefile, "utf8").replace("    cache 30\n", "    cache 30\n    proxy . 8.8.8.8\n");
     const line = text.split("\n").indexOf("    proxy . 8.8.8.8") + 1;
-    expect(() => d.corefile.parseCorefile(text, "/etc/coredns/Corefile")).toThrow(
+    expect(() => d.corefile.checkCorefile(text, "/etc/coredns/Corefile")).toThrow(
       `/etc/coredns/Corefile:${line} - Error during parsing: Unknown directive 'proxy'`,
     );
     const property = readFileSync(paths.corefile, "utf8").replace("pods insecure", "resyncperiod 10s");
-    expect(() => d.corefile.parseCorefile(property, "Corefile")).toThrow(
-      /Error during parsing: unknown property 'resyncperiod'/,
+    const at = property.split("\n").indexOf("        resyncperiod 10s") + 1;
+    expect(() => d.corefile.checkCorefile(property, "Corefile")).toThrow(
+      `plugin/kubernetes: Corefile:${at} - Error during parsing: unknown property 'resyncperiod'`,
     );
   });
 
