@@ -25,6 +25,7 @@ afterEach(async () => {
 });
 
 const MINUTE = 60_000;
+const PROXY = "http://proxy.internal:3128";
 /** What one renewal of a cluster's two launch templates calls, sorted. */
 const ONE_RENEWAL = [
   "CreateLaunchTemplateVersion",
@@ -47,7 +48,11 @@ describe("the instance token sweep on two replicas", () => {
       awsJoinTokenRenewMinutes: 30,
     });
     const { pool } = await addAwsAccount(a);
-    const res = await a.request({ method: "POST", url: `/v4/${a.projectId}/clusters`, payload: awsClusterBody(pool) });
+    const res = await a.request({
+      method: "POST",
+      url: `/v4/${a.projectId}/clusters`,
+      payload: awsClusterBody(pool, { httpProxy: PROXY }),
+    });
     expect(res.statusCode, res.body).toBe(200);
     const id = res.json().uuid as string;
     // The create makes the templates, then the masters and the worker group (past its last template call).
@@ -79,6 +84,10 @@ describe("the instance token sweep on two replicas", () => {
         .sort(),
     ).toEqual(ONE_RENEWAL);
     expect([...world.launchTemplates.values()].map((lt) => lt.versions.length)).toEqual([2, 2]);
+    // The renewed user data boots the cluster's proxy as the first did (httpProxy is create-only, §2.1).
+    const userData = () =>
+      [...world.launchTemplates.values()].map((lt) => Buffer.from(lt.userData, "base64").toString("utf8"));
+    expect(userData().every((text) => text.includes(`export HTTPS_PROXY='${PROXY}'`))).toBe(true);
     const renewer = first.onA.length > 0 ? "cp-a" : "cp-b";
     expect(await lastLook()).toEqual([[id, renewer]]);
 
