@@ -98,21 +98,22 @@ describe("the agent's connections through a CONNECT proxy", () => {
     return { url: `https://127.0.0.1:${port}`, authority: `127.0.0.1:${port}` };
   }
 
-  async function proxy() {
+  /** A control plane, a counting proxy, and the agent's trust of the first with HTTPS_PROXY the second (pinned unless `pin` is false). */
+  async function throughProxy(options: { noProxy?: string; pin?: boolean } = {}) {
+    const cp = await controlPlane();
     const p = await startConnectProxy();
     proxies.push(p);
-    return p;
+    const trust = await establishTrust({
+      controlPlane: cp.url,
+      ...(options.pin === false ? {} : { caHash: caCertHash(pki.caPem) }),
+      stateDir: mkdtempSync(join(dir, "state-")),
+      proxy: new ProxyRoutes({ httpsProxy: p.url, noProxy: options.noProxy }),
+    });
+    return { cp, p, trust };
   }
 
   it("pins the CA, fetches and links through HTTPS_PROXY, one tunnel each, TLS checked end to end", async () => {
-    const cp = await controlPlane();
-    const p = await proxy();
-    const trust = await establishTrust({
-      controlPlane: cp.url,
-      caHash: caCertHash(pki.caPem),
-      stateDir: mkdtempSync(join(dir, "state-")),
-      proxy: new ProxyRoutes({ httpsProxy: p.url }),
-    });
+    const { cp, p, trust } = await throughProxy();
     expect(p.connects).toEqual([cp.authority]);
 
     const res = await trust.fetch(`${cp.url}/v1/hosts/register`, { method: "POST", body: "{}" });
@@ -132,28 +133,16 @@ describe("the agent's connections through a CONNECT proxy", () => {
   });
 
   it("goes directly when NO_PROXY names the control plane, and the proxy sees nothing", async () => {
-    const cp = await controlPlane();
-    const p = await proxy();
-    const trust = await establishTrust({
-      controlPlane: cp.url,
-      caHash: caCertHash(pki.caPem),
-      stateDir: mkdtempSync(join(dir, "state-")),
-      proxy: new ProxyRoutes({ httpsProxy: p.url, noProxy: "localhost,127.0.0.1" }),
-    });
+    const { cp, p, trust } = await throughProxy({ noProxy: "localhost,127.0.0.1" });
     expect(await (await trust.fetch(`${cp.url}/v1/x`)).json()).toEqual({ ok: true });
     expect(trust.connectOptions(`${cp.url.replace("https:", "wss:")}/v1/agent`).agent).toBeUndefined();
     expect(p.connects).toEqual([]);
   });
 
   it("a proxy that refuses the tunnel fails the request, naming the proxy and its answer", async () => {
-    const cp = await controlPlane();
-    const p = await proxy();
+    // Not pinned: nothing is fetched before the request.
+    const { cp, p, trust } = await throughProxy({ pin: false });
     p.refuse = true;
-    const trust = await establishTrust({
-      controlPlane: cp.url,
-      stateDir: mkdtempSync(join(dir, "state-")),
-      proxy: new ProxyRoutes({ httpsProxy: p.url }),
-    });
     await expect(trust.fetch(`${cp.url}/v1/x`)).rejects.toThrow(
       `the proxy ${new URL(p.url).host} refused CONNECT ${cp.authority}: HTTP/1.1 407 Proxy Authentication Required`,
     );
@@ -161,15 +150,8 @@ describe("the agent's connections through a CONNECT proxy", () => {
   });
 
   it("the server's certificate is still checked inside the tunnel: a CA not pinned fails as a certificate error", async () => {
-    const cp = await controlPlane();
-    const p = await proxy();
+    const { cp, p, trust } = await throughProxy();
     const other = makePki(dir, "other");
-    const trust = await establishTrust({
-      controlPlane: cp.url,
-      caHash: caCertHash(pki.caPem),
-      stateDir: mkdtempSync(join(dir, "state-")),
-      proxy: new ProxyRoutes({ httpsProxy: p.url }),
-    });
     trust.ca = other.caPem;
     const refused = await trust.fetch(`${cp.url}/v1/x`).catch((err: unknown) => err);
     expect(isCertificateError(refused), String(refused)).toBe(true);

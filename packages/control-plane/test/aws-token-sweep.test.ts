@@ -70,29 +70,34 @@ describe("the instance token sweep on two replicas", () => {
     };
     const lastLook = async () =>
       (await a?.db.select().from(instanceTokenChecks))?.map((r) => [r.clusterId, r.checkedBy]);
+    const versions = () => [...world.launchTemplates.values()].map((lt) => lt.versions.length);
+    /** Both sweep at `at`: exactly one renews, with one renewal's calls; answers which. */
+    const renewedOnce = async (at: number, versionsAfter: number) => {
+      const before = templateCalls().length;
+      const { onA, onB } = await bothSweep(at);
+      expect([...onA, ...onB]).toEqual([id]);
+      expect(
+        templateCalls()
+          .slice(before)
+          .map((c) => c.action)
+          .sort(),
+      ).toEqual(ONE_RENEWAL);
+      expect(versions()).toEqual([versionsAfter, versionsAfter]);
+      expect(await tokens()).toBe(versionsAfter);
+      return onA.length > 0 ? "cp-a" : "cp-b";
+    };
     const start = Date.now();
 
     // 31 minutes on, the token is within the margin; both replicas sweep at once.
-    let before = templateCalls().length;
-    const first = await bothSweep(start + 31 * MINUTE);
-    expect([...first.onA, ...first.onB]).toEqual([id]);
-    expect(await tokens()).toBe(2);
-    expect(
-      templateCalls()
-        .slice(before)
-        .map((c) => c.action)
-        .sort(),
-    ).toEqual(ONE_RENEWAL);
-    expect([...world.launchTemplates.values()].map((lt) => lt.versions.length)).toEqual([2, 2]);
+    const renewer = await renewedOnce(start + 31 * MINUTE, 2);
+    expect(await lastLook()).toEqual([[id, renewer]]);
     // The renewed user data boots the cluster's proxy as the first did (httpProxy is create-only, §2.1).
     const userData = () =>
       [...world.launchTemplates.values()].map((lt) => Buffer.from(lt.userData, "base64").toString("utf8"));
     expect(userData().every((text) => text.includes(`export HTTPS_PROXY='${PROXY}'`))).toBe(true);
-    const renewer = first.onA.length > 0 ? "cp-a" : "cp-b";
-    expect(await lastLook()).toEqual([[id, renewer]]);
 
     // Within the hold neither looks again, though the new token is due 31 minutes later: no AWS call.
-    before = templateCalls().length;
+    const before = templateCalls().length;
     const held = await bothSweep(start + 62 * MINUTE);
     expect([...held.onA, ...held.onB]).toEqual([]);
     expect(templateCalls().length).toBe(before);
@@ -104,15 +109,6 @@ describe("the instance token sweep on two replicas", () => {
       .update(instanceTokenChecks)
       .set({ checkedAt: databaseTime(dialectOf(a.db), -holdMs - 1_000) })
       .where(eq(instanceTokenChecks.clusterId, id));
-    const again = await bothSweep(start + 62 * MINUTE);
-    expect([...again.onA, ...again.onB]).toEqual([id]);
-    expect(await tokens()).toBe(3);
-    expect(
-      templateCalls()
-        .slice(before)
-        .map((c) => c.action)
-        .sort(),
-    ).toEqual(ONE_RENEWAL);
-    expect([...world.launchTemplates.values()].map((lt) => lt.versions.length)).toEqual([3, 3]);
+    await renewedOnce(start + 62 * MINUTE, 3);
   });
 });
