@@ -13,6 +13,8 @@ export interface ConnectProxy {
   url: string;
   /** The authority of every CONNECT, in order (`127.0.0.1:8443`), refused ones too. */
   connects: string[];
+  /** The Proxy-Authorization header of each CONNECT ("" without one), in the same order. */
+  credentials: string[];
   /** Tunnels open now. */
   open(): number;
   /** While set, CONNECT answers 407 Proxy Authentication Required. */
@@ -33,6 +35,7 @@ export async function startConnectProxy(): Promise<ConnectProxy> {
   const proxy: ConnectProxy = {
     url: "",
     connects: [],
+    credentials: [],
     open: () => tunnels,
     refuse: false,
     close: async () => {
@@ -45,6 +48,7 @@ export async function startConnectProxy(): Promise<ConnectProxy> {
   server.on("connect", (req: IncomingMessage, client: Socket, head: Buffer) => {
     const authority = req.url ?? "";
     proxy.connects.push(authority);
+    proxy.credentials.push(req.headers["proxy-authorization"] ?? "");
     if (proxy.refuse) {
       client.end("HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic\r\n\r\n");
       return;

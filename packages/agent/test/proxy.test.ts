@@ -8,7 +8,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import WebSocket, { WebSocketServer } from "ws";
 import { type ConnectProxy, startConnectProxy } from "../../../test/support/connect-proxy.ts";
 import { bypassesProxy, ProxyRoutes } from "../src/link/proxy.ts";
-import { establishTrust, isCertificateError } from "../src/link/trust.ts";
+import { ControlPlaneTrust, establishTrust, isCertificateError } from "../src/link/trust.ts";
 import { readAgentSettings } from "../src/settings.ts";
 import { makePki } from "./pki-fixtures.ts";
 
@@ -137,6 +137,16 @@ describe("the agent's connections through a CONNECT proxy", () => {
     expect(await (await trust.fetch(`${cp.url}/v1/x`)).json()).toEqual({ ok: true });
     expect(trust.connectOptions(`${cp.url.replace("https:", "wss:")}/v1/agent`).agent).toBeUndefined();
     expect(p.connects).toEqual([]);
+  });
+
+  it("sends the proxy URL's user info as Basic credentials", async () => {
+    const { cp, p } = await throughProxy({ pin: false });
+    const withUser = new URL(p.url);
+    withUser.username = "agent";
+    withUser.password = "s%40cret";
+    const trust = new ControlPlaneTrust(pki.caPem, new ProxyRoutes({ httpsProxy: withUser.href }));
+    expect(await (await trust.fetch(`${cp.url}/v1/x`)).json()).toEqual({ ok: true });
+    expect(p.credentials).toEqual([`Basic ${Buffer.from("agent:s@cret").toString("base64")}`]);
   });
 
   it("a proxy that refuses the tunnel fails the request, naming the proxy and its answer", async () => {

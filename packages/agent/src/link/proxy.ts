@@ -101,9 +101,9 @@ function tunnel(proxy: URL, host: string, port: number, done: (err: Error | null
       ? tlsConnect({ host: proxyHost, port: proxyPort, ...(isIP(proxyHost) ? {} : { servername: proxyHost }) })
       : netConnect(proxyPort, proxyHost);
   const authority = isIP(host) === 6 ? `[${host}]:${port}` : `${host}:${port}`;
-  const auth = proxy.username
-    ? `Proxy-Authorization: Basic ${Buffer.from(`${decodeURIComponent(proxy.username)}:${decodeURIComponent(proxy.password)}`).toString("base64")}\r\n`
-    : "";
+  // User info in the proxy URL (http://user:secret@proxy:3128) is sent as Basic credentials.
+  const credentials = `${decodeURIComponent(proxy.username)}:${decodeURIComponent(proxy.password)}`;
+  const auth = proxy.username ? `Proxy-Authorization: Basic ${Buffer.from(credentials).toString("base64")}\r\n` : "";
   let head = Buffer.alloc(0);
   const fail = (err: Error) => {
     socket.removeListener("data", onData);

@@ -14,7 +14,8 @@ import { ProxyRoutes } from "./proxy.ts";
 
 /**
  * The agent's one home for TLS trust of the control plane (registration, the link, package
- * downloads), and of the way there: through the outbound proxy (proxy.ts) where one is set. With KEELSON_CA_HASH the agent trusts exactly the CA whose public key has that
+ * downloads), and of the way there: through the outbound proxy (proxy.ts) where one is set.
+ * With KEELSON_CA_HASH the agent trusts exactly the CA whose public key has that
  * hash (kubeadm's discovery): fetched once from the control plane's public CA bundle without
  * verification, accepted only if the hash matches, kept in the state dir and used as the only
  * trust from then on, so every reconnect verifies the server's chain and name against it.
@@ -82,7 +83,7 @@ export class ControlPlaneTrust {
     }
   }
 
-  /** Options for `new WebSocket(url, …)` and https.request to `url`: the CA, and the proxy's agent if it goes through one. */
+  /** Options for `new WebSocket(url, …)` and https.request to `url`: the CA, and the proxy's agent where it goes through one. */
   connectOptions(url: string): { ca?: string; agent?: Agent } {
     const agent = this.proxy.agentFor(new URL(url));
     return { ...(this.ca ? { ca: this.ca } : {}), ...(agent ? { agent } : {}) };
