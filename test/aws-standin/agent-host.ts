@@ -7,7 +7,7 @@ import type { InstanceHost, InstanceRecord } from "./world.ts";
  * STAND-IN, for tests: instances that boot a real `keelson-agent`. The launch template's user
  * data is a shell script holding the join token's install command (agent-install.ts); this host
  * takes from it what that command passes the installed agent — the control plane's URL, the
- * join token, and over TLS the CA hash — and starts `keelson-agent` as test/e2e/support does,
+ * join token, over TLS the CA hash, and the proxy settings it exports — and starts `keelson-agent` as test/e2e/support does,
  * listening on the instance's own 127.0.x.y address, named as EC2 names hosts
  * (`ip-127-0-12-1`), its state dir under a temporary directory removed at stop.
  * Running the install script itself is test/e2e/install-agent.test.ts's work; here a hundred
@@ -66,6 +66,8 @@ export class AgentInstanceHost implements InstanceHost {
         KEELSON_PRIMARY_IP: ip,
         ...(target.caHash ? { KEELSON_CA_HASH: target.caHash } : {}),
         ...(target.readsInstanceId ? { KEELSON_CLOUD_INSTANCE_ID: instance.instanceId } : {}),
+        // The install script writes the proxy it ran with into agent.env (the cluster's httpProxy).
+        ...target.env,
         ...this.extraEnv,
         ...this.envFor?.(instance),
       },

@@ -1,10 +1,11 @@
-import { spawn } from "node:child_process";
-import { existsSync, readFileSync, readlinkSync, statSync, writeFileSync } from "node:fs";
+import { execFileSync, spawn } from "node:child_process";
+import { copyFileSync, existsSync, mkdirSync, readFileSync, readlinkSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createSelfSignedCa } from "../../packages/control-plane/src/pki/cluster-ca.ts";
 import { caCertHash } from "../../packages/protocol/src/ca-hash.ts";
 import { packAgent } from "../../scripts/pack-agent.ts";
+import { startConnectProxy } from "../support/connect-proxy.ts";
 import { issueJoinToken, type JoinTokenAnswer, joinTokenUsedAt } from "./support/join-tokens.ts";
 import { api, freePort, type ServerProc, startServer, tempDir, trustedFetch, waitUntil } from "./support/processes.ts";
 
@@ -13,7 +14,9 @@ import { api, freePort, type ServerProc, startServer, tempDir, trustedFetch, wai
  * by sh against a real keelson-server with KEELSON_TLS=auto on loopback, with the install root
  * in a temporary directory and no systemd. It installs the packed agent, starts the launcher,
  * which registers with the join token; a second run changes nothing; a wrong CA hash is refused
- * before the script is even fetched, and the token stays unspent.
+ * before the script is even fetched, and the token stays unspent. A run with HTTPS_PROXY (as an
+ * auto deploy's user data exports the cluster's httpProxy) writes it into agent.env, and the
+ * restarted agent links through that proxy (a CONNECT proxy in the test, counting its tunnels).
  */
 
 const ADMIN = "e2e-admin-token";
@@ -172,4 +175,51 @@ describe("the agent install command under a temporary root", () => {
     expect(nodes).toHaveLength(1);
     expect(nodes[0]?.agentConnected).toBe(true);
   }, 120_000);
+
+  it("a proxy in the install's environment reaches the agent: agent.env carries it and the agent links through it", async () => {
+    const proxy = await startConnectProxy();
+    try {
+      const issued = await joinToken();
+      const envFile = join(root, "etc", "keelson", "agent.env");
+      const oldPid = readFileSync(pidFile, "utf8").trim();
+      // As an auto deploy's user data exports the cluster's httpProxy (curl reads the lower-case names too).
+      const run = await runSh(issued.installCommand, { ...agentEnv, HTTPS_PROXY: proxy.url, https_proxy: proxy.url });
+      expect(run.code, run.out).toBe(0);
+      // The script's own downloads went through it (curl), then the settings changed: the agent restarted.
+      const byScript = proxy.connects.length;
+      expect(byScript).toBeGreaterThan(0);
+      expect(run.out).toContain(`stopping the agent (pid ${oldPid}) to start what changed`);
+      expect(readFileSync(envFile, "utf8")).toBe(
+        `KEELSON_CONTROL_PLANE=${server.url}\nKEELSON_CA_HASH=${issued.caCertHash}\nKEELSON_JOIN_TOKEN=${issued.token}\n` +
+          `HTTPS_PROXY='${proxy.url}'\n`,
+      );
+      // systemd reads the file as the bare value: its own env-file parser, as its environment.d generator runs it.
+      if (existsSync(ENV_GENERATOR)) {
+        const config = tempDir("keelson-e2e-envd-");
+        mkdirSync(join(config, "environment.d"));
+        copyFileSync(envFile, join(config, "environment.d", "10-agent.conf"));
+        const parsed = execFileSync(ENV_GENERATOR, { env: { XDG_CONFIG_HOME: config }, encoding: "utf8" });
+        expect(parsed.split("\n")).toContain(`HTTPS_PROXY=${proxy.url}`);
+      }
+      // So does sh: the launcher started by the script has it in its environment.
+      const pid = readFileSync(pidFile, "utf8").trim();
+      expect(pid).not.toBe(oldPid);
+      expect(readFileSync(`/proc/${pid}/environ`, "utf8").split("\0")).toContain(`HTTPS_PROXY=${proxy.url}`);
+
+      // The restarted agent links to the control plane through the proxy: a tunnel to it stays open.
+      const authority = new URL(server.url).host;
+      await waitUntil("the agent's link through the proxy", async () => proxy.open() >= 1);
+      expect(proxy.connects.slice(byScript).every((c) => c === authority)).toBe(true);
+      await waitUntil(
+        "the installed agent linked",
+        async () => (await nodesNamed("installed-host"))[0]?.agentConnected,
+      );
+      expect(proxy.open()).toBeGreaterThanOrEqual(1);
+    } finally {
+      await proxy.close();
+    }
+  }, 120_000);
 });
+
+/** systemd's environment.d generator: the same env-file parser EnvironmentFile= uses (src/basic/env-file.c). */
+const ENV_GENERATOR = "/usr/lib/systemd/user-environment-generators/30-systemd-environment-d-generator";

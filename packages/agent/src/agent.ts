@@ -4,6 +4,7 @@ import { EtcdBackups } from "./backups/index.ts";
 import { FactsMonitor } from "./facts.ts";
 import { ControlPlanes } from "./link/control-planes.ts";
 import { LinkClient } from "./link/index.ts";
+import { ProxyRoutes } from "./link/proxy.ts";
 import { type ControlPlaneTrust, establishTrust, TrustError } from "./link/trust.ts";
 import { AgentMetrics } from "./local-api/metrics.ts";
 import { buildLocalApi } from "./local-api/server.ts";
@@ -91,6 +92,11 @@ export class Agent {
         log: this.log,
         signal: this.starting.signal,
         backoff: this.backoff(),
+        proxy: new ProxyRoutes({
+          httpsProxy: settings.httpsProxy,
+          httpProxy: settings.httpProxy,
+          noProxy: settings.noProxy,
+        }),
       });
       identity = await ensureRegistered({
         fetch: trust.fetch,
@@ -220,7 +226,7 @@ class Running {
     });
     this.link = new LinkClient({
       url: agent.planes,
-      tls: () => trust.tlsOptions(),
+      connection: (url) => trust.connectOptions(url),
       hostId,
       credential: identity.credential,
       stateDir: settings.stateDir,

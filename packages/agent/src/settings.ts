@@ -4,6 +4,7 @@ import { CA_HASH_PATTERN } from "@keelson/protocol";
 import { parseListen, parseSettings, Setting } from "@keelson/settings";
 import { type Static, type TSchema, Type } from "typebox";
 import { CONTROL_PLANES_RULE, checkControlPlanes, splitControlPlanes } from "./link/control-planes.ts";
+import { checkProxyUrl, PROXY_URL_RULE } from "./link/proxy.ts";
 import { pinnedHashes } from "./link/trust.ts";
 import { DEFAULT_TIMEOUTS } from "./phases/config.ts";
 import { DEFAULT_RECONCILE } from "./phases/reconciler.ts";
@@ -83,6 +84,23 @@ export const AgentSettingsSchema = Type.Object({
     "The cloud's id of this machine, sent at registration: an auto deploy's user data sets it from the instance metadata (EC2's instance-id).",
     (value) =>
       /^[A-Za-z0-9._:-]{1,128}$/.test(value) ? undefined : "must be 1-128 letters, digits, '.', '_', ':' or '-'",
+  ),
+  httpsProxy: optionalText(
+    "HTTPS_PROXY",
+    PROXY_URL_RULE,
+    "The proxy the agent's https:// and wss:// connections (the control plane, downloads) go through, with CONNECT, unless NO_PROXY names the host; the install script writes the one it ran with (an auto deploy's cluster httpProxy) into agent.env.",
+    checkProxyUrl,
+  ),
+  httpProxy: optionalText(
+    "HTTP_PROXY",
+    PROXY_URL_RULE,
+    "The proxy of the agent's http:// and ws:// connections, as HTTPS_PROXY.",
+    checkProxyUrl,
+  ),
+  noProxy: optionalText(
+    "NO_PROXY",
+    "host names, domains (`.example.com`), IP addresses and CIDR blocks, each with an optional `:port`, comma-separated; `*` for all",
+    "Hosts the agent reaches directly, not through HTTPS_PROXY or HTTP_PROXY (curl's rules: a name matches its subdomains too).",
   ),
   logLevel: Setting.logLevel(),
   reconnectMaxMs: ms(

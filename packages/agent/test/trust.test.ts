@@ -1,4 +1,3 @@
-import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:https";
 import type { AddressInfo } from "node:net";
@@ -13,39 +12,7 @@ import {
   TRUSTED_CA_FILE,
   TrustError,
 } from "../src/link/trust.ts";
-
-/** A CA and a server certificate for 127.0.0.1, made by openssl in `dir`. */
-function makePki(dir: string, name: string): { caPem: string; key: string; cert: string } {
-  const p = (f: string) => join(dir, `${name}-${f}`);
-  const run = (...args: string[]) => execFileSync("openssl", args, { stdio: "pipe" });
-  run("ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", p("ca.key"));
-  run("req", "-x509", "-new", "-key", p("ca.key"), "-subj", `/CN=${name}-ca`, "-days", "2", "-out", p("ca.crt"));
-  run("ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", p("srv.key"));
-  run("req", "-new", "-key", p("srv.key"), "-subj", "/CN=127.0.0.1", "-out", p("srv.csr"));
-  writeFileSync(p("ext"), "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n");
-  run(
-    "x509",
-    "-req",
-    "-in",
-    p("srv.csr"),
-    "-CA",
-    p("ca.crt"),
-    "-CAkey",
-    p("ca.key"),
-    "-CAcreateserial",
-    "-days",
-    "1",
-    "-extfile",
-    p("ext"),
-    "-out",
-    p("srv.crt"),
-  );
-  return {
-    caPem: readFileSync(p("ca.crt"), "utf8"),
-    key: readFileSync(p("srv.key"), "utf8"),
-    cert: readFileSync(p("srv.crt"), "utf8"),
-  };
-}
+import { makePki } from "./pki-fixtures.ts";
 
 const servers: Server[] = [];
 afterEach(async () => {
@@ -114,6 +81,6 @@ describe("the agent's trust of the control plane", () => {
     await expect(establishTrust({ controlPlane: "http://127.0.0.1:1", caHash: realHash, stateDir })).rejects.toThrow(
       /plain HTTP/,
     );
-    expect(new ControlPlaneTrust(undefined).tlsOptions()).toEqual({});
+    expect(new ControlPlaneTrust(undefined).connectOptions("https://10.0.0.5:8443")).toEqual({});
   });
 });

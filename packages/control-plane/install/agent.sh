@@ -167,6 +167,19 @@ if [ "$(readlink "$AGENT_DIR/current" 2>/dev/null || true)" != "$AGENT_VERSION" 
 fi
 
 # --- Settings: /etc/keelson/agent.env, 0600 -----------------------------------------------------
+# The outbound proxy this script runs with (an auto deploy's user data exports the cluster's
+# httpProxy) is the agent's too: its connections and downloads go through it, as this script's
+# curl did, except to the hosts NO_PROXY names. Written single-quoted, which systemd's
+# EnvironmentFile= (src/basic/env-file.c: quotes removed, nothing inside escaped) and sh's `.`
+# both read as the bare value; a value they could not both read so is refused.
+PROXY_HTTPS=${HTTPS_PROXY:-${https_proxy:-}}
+PROXY_HTTP=${HTTP_PROXY:-${http_proxy:-}}
+PROXY_NONE=${NO_PROXY:-${no_proxy:-}}
+for value in "$PROXY_HTTPS" "$PROXY_HTTP" "$PROXY_NONE"; do
+  case $value in
+    *\'* | *\\* | *[[:space:]]*) die "a proxy setting holds a quote, a backslash or a space ($value): not giving it to the agent" ;;
+  esac
+done
 umask 077
 mkdir -p "$ROOT/etc/keelson"
 {
@@ -175,6 +188,9 @@ mkdir -p "$ROOT/etc/keelson"
   [ -z "$JOIN_TOKEN" ] || printf 'KEELSON_JOIN_TOKEN=%s\n' "$JOIN_TOKEN"
   # An auto deploy's user data reads the instance's id from the instance metadata service.
   [ -z "${KEELSON_CLOUD_INSTANCE_ID:-}" ] || printf 'KEELSON_CLOUD_INSTANCE_ID=%s\n' "$KEELSON_CLOUD_INSTANCE_ID"
+  [ -z "$PROXY_HTTPS" ] || printf "HTTPS_PROXY='%s'\n" "$PROXY_HTTPS"
+  [ -z "$PROXY_HTTP" ] || printf "HTTP_PROXY='%s'\n" "$PROXY_HTTP"
+  [ -z "$PROXY_NONE" ] || printf "NO_PROXY='%s'\n" "$PROXY_NONE"
 } >"$work/agent.env"
 if [ -f "$ENV_FILE" ] && cmp -s "$work/agent.env" "$ENV_FILE"; then
   say "$ENV_FILE is up to date"

@@ -11,6 +11,11 @@ export async function appWithAwsAccount(
 ): Promise<{ t: TestApp; standin: AwsStandin; aws: string; pool: string }> {
   const standin = await startAwsStandin();
   const t = await createTestApp({ ...options, settings: { ...options.settings, awsEndpointUrl: standin.url } });
+  return { t, standin, ...(await addAwsAccount(t)) };
+}
+
+/** The AWS account "aws" in `t`'s project (its settings point at the stand-in): its id and node pool. */
+export async function addAwsAccount(t: TestApp): Promise<{ aws: string; pool: string }> {
   const res = await t.request({
     method: "POST",
     url: `/v4/${t.projectId}/cloudProviders`,
@@ -19,7 +24,7 @@ export async function appWithAwsAccount(
   if (res.statusCode !== 200) throw new Error(`the AWS account was not created: ${res.body}`);
   const list = await t.request({ method: "GET", url: `/v4/${t.projectId}/cloudProviders` });
   const pool = list.json().find((p: { name: string }) => p.name === "aws").nodePoolUuid;
-  return { t, standin, aws: res.json().uuid, pool };
+  return { aws: res.json().uuid, pool };
 }
 
 /** A valid v4 create body of an auto-deployed cluster on `pool` (one master, two workers). */

@@ -5,6 +5,7 @@ import { databaseTime, dialectOf, replicas } from "@keelson/db";
 import { AGENT_LINK_PATH } from "@keelson/protocol";
 import { registerFleet, SimAgent, type SimBehaviour } from "../../../test/sim/index.ts";
 import { inProcessChannels } from "../src/replicas/channels.ts";
+import type { ServerSettings } from "../src/settings.ts";
 import { ADMIN_TOKEN, createTestApp, TEST_DIALECT, type TestApp } from "./helpers.ts";
 
 /** Control planes as replicas of one database, and agents linked to one of them (agent-links, agent-commands tests). */
@@ -54,18 +55,18 @@ export function agentOn(
   });
 }
 
-/** Two control planes on one database (on SQLite one file, sharing in-process channels as one process would). */
-export async function twoReplicas(): Promise<[TestApp, TestApp]> {
+/** Two control planes on one database (on SQLite one file, sharing in-process channels as one process would), with `settings` both. */
+export async function twoReplicas(settings: Partial<ServerSettings> = {}): Promise<[TestApp, TestApp]> {
   // On PostgreSQL each app has its own LISTEN connection, as two processes would.
   const channels = TEST_DIALECT === "sqlite" ? inProcessChannels() : undefined;
   const a = await createTestApp({
     ...(channels ? { channels } : {}),
-    settings: { ...SHORT, replicaId: "cp-a" },
+    settings: { ...SHORT, ...settings, replicaId: "cp-a" },
   });
   const b = await createTestApp({
     ...(channels ? { channels } : {}),
     dataDir: a.dataDir,
-    settings: { ...SHORT, replicaId: "cp-b" },
+    settings: { ...SHORT, ...settings, replicaId: "cp-b" },
   });
   // The second closes first and keeps the shared data; the first removes it.
   const closeB = b.close.bind(b);

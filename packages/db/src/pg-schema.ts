@@ -142,3 +142,4 @@ export const agentLinks = pgTwin(sqlite.agentLinks);
 export const agentCommands = pgTwin(sqlite.agentCommands);
 export const events = pgTwin(sqlite.events);
 export const sharedSecrets = pgTwin(sqlite.sharedSecrets);
+export const instanceTokenChecks = pgTwin(sqlite.instanceTokenChecks);

@@ -485,3 +485,18 @@ export const sharedSecrets = sqliteTable("shared_secrets", {
   sealed: text("sealed").notNull(),
   createdAt: text("created_at").notNull(),
 });
+
+/**
+ * The last look at an auto-deployed cluster's instance join token (domain/clusters/auto-deploy/
+ * token-sweep.ts): when, by the database's clock, and by which replica. Every replica sweeps;
+ * a sweep looks at a cluster only if its one upsert here wins (no look within the hold), so of
+ * several replicas on one database one reads the launch templates and renews the token.
+ */
+export const instanceTokenChecks = sqliteTable("instance_token_checks", {
+  clusterId: text("cluster_id")
+    .primaryKey()
+    .references(() => clusters.id, { onDelete: "cascade" }),
+  checkedAt: text("checked_at").notNull(),
+  /** KEELSON_REPLICA_ID of the replica that looked. */
+  checkedBy: text("checked_by").notNull(),
+});

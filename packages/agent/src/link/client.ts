@@ -1,4 +1,5 @@
 import { EventEmitter } from "node:events";
+import type { Agent as HttpAgent } from "node:http";
 import { join } from "node:path";
 import {
   AGENT_CAPABILITIES,
@@ -64,8 +65,11 @@ export interface LinkClientOptions {
   url: string | ControlPlanes;
   hostId: string;
   credential: string;
-  /** The CA the server's certificate must chain to (link/trust.ts); none: the system's store. */
-  tls?: () => { ca?: string };
+  /**
+   * How to reach a link URL (link/trust.ts): the CA the server's certificate must chain to (none:
+   * the system's store), and the outbound proxy's agent where the URL goes through one.
+   */
+  connection?: (url: string) => { ca?: string; agent?: HttpAgent };
   /** Where the record of handled command ids lives (commands.json). */
   stateDir: string;
   log: LinkLog;
@@ -337,10 +341,11 @@ export class LinkClient extends EventEmitter<LinkClientEvents> {
 
   private connect(): void {
     if (this.stopped) return;
-    const ws = new WebSocket(linkUrl(this.planes.current), {
+    const url = linkUrl(this.planes.current);
+    const ws = new WebSocket(url, {
       headers: { authorization: `Bearer ${this.options.credential}`, "x-keelson-host-id": this.options.hostId },
       handshakeTimeout: 10_000,
-      ...this.options.tls?.(),
+      ...this.options.connection?.(url),
       maxPayload: 4 * MAX_FRAME_BYTES,
       perMessageDeflate: false,
     });

@@ -1,4 +1,4 @@
-import { request as httpRequest, type IncomingMessage } from "node:http";
+import { type Agent, request as httpRequest, type IncomingMessage } from "node:http";
 import { request as httpsRequest } from "node:https";
 import { Readable } from "node:stream";
 import {
@@ -10,10 +10,12 @@ import {
   splitPemCertificates,
 } from "@keelson/protocol";
 import { StateDir } from "../state-dir.ts";
+import { ProxyRoutes } from "./proxy.ts";
 
 /**
  * The agent's one home for TLS trust of the control plane (registration, the link, package
- * downloads). With KEELSON_CA_HASH the agent trusts exactly the CA whose public key has that
+ * downloads), and of the way there: through the outbound proxy (proxy.ts) where one is set.
+ * With KEELSON_CA_HASH the agent trusts exactly the CA whose public key has that
  * hash (kubeadm's discovery): fetched once from the control plane's public CA bundle without
  * verification, accepted only if the hash matches, kept in the state dir and used as the only
  * trust from then on, so every reconnect verifies the server's chain and name against it.
@@ -42,13 +44,19 @@ export interface TrustOptions {
   log?: TrustLog;
   signal?: AbortSignal;
   backoff?: BackoffOptions;
+  /** HTTPS_PROXY, HTTP_PROXY and NO_PROXY (proxy.ts); none: every connection is direct. */
+  proxy?: ProxyRoutes;
 }
 
 export class ControlPlaneTrust {
   /**
    * @param ca the PEM CA certificates trusted, alone; undefined: the system's store (or plain HTTP).
+   * @param proxy the outbound proxy's routes; by default none.
    */
-  constructor(public ca: string | undefined) {}
+  constructor(
+    public ca: string | undefined,
+    readonly proxy = new ProxyRoutes(),
+  ) {}
 
   /**
    * Takes the control plane's current CA bundle as the trust, read through this trust (so the
@@ -75,15 +83,17 @@ export class ControlPlaneTrust {
     }
   }
 
-  /** Options for `new WebSocket(url, …)` and https.request. */
-  tlsOptions(): { ca?: string } {
-    return this.ca ? { ca: this.ca } : {};
+  /** Options for `new WebSocket(url, …)` and https.request to `url`: the CA, and the proxy's agent where it goes through one. */
+  connectOptions(url: string): { ca?: string; agent?: Agent } {
+    const agent = this.proxy.agentFor(new URL(url));
+    return { ...(this.ca ? { ca: this.ca } : {}), ...(agent ? { agent } : {}) };
   }
 
-  /** `fetch` with this trust (Node's own fetch cannot take a CA without undici's dispatcher). */
+  /** `fetch` with this trust and proxy (Node's own fetch takes neither a CA nor a proxy without undici's dispatcher). */
   readonly fetch: typeof fetch = (input, init) => {
-    if (!this.ca) return fetch(input, init);
-    return fetchWith(String(input instanceof Request ? input.url : input), init ?? {}, { ca: this.ca }, 5);
+    const url = String(input instanceof Request ? input.url : input);
+    if (!this.ca && !this.proxy.agentFor(new URL(url))) return fetch(input, init);
+    return fetchWith(url, init ?? {}, { ...(this.ca ? { ca: this.ca } : {}), proxy: this.proxy }, 5);
   };
 }
 
@@ -131,13 +141,13 @@ export async function establishTrust(options: TrustOptions): Promise<ControlPlan
         `KEELSON_CA_HASH is set but KEELSON_CONTROL_PLANE (${options.controlPlane}) is plain HTTP: give its https:// URL`,
       );
     }
-    return new ControlPlaneTrust(undefined);
+    return new ControlPlaneTrust(undefined, options.proxy);
   }
   const kept = state.readText(TRUSTED_CA_FILE);
   if (kept) {
-    if (pins.length === 0) return new ControlPlaneTrust(kept);
+    if (pins.length === 0) return new ControlPlaneTrust(kept, options.proxy);
     // The kept bundle came from the pinned control plane (a rotation's next CA too): all of it stays trusted.
-    if (pinnedCaCertificates(kept, pins)) return new ControlPlaneTrust(kept);
+    if (pinnedCaCertificates(kept, pins)) return new ControlPlaneTrust(kept, options.proxy);
     options.log?.warn(
       { file: state.path(TRUSTED_CA_FILE) },
       "the CA kept in the state dir does not match KEELSON_CA_HASH; fetching the control plane's CA again",
@@ -147,7 +157,7 @@ export async function establishTrust(options: TrustOptions): Promise<ControlPlan
       { controlPlane: options.controlPlane },
       "no KEELSON_CA_HASH: the server certificate is checked against the system's CA store only",
     );
-    return new ControlPlaneTrust(undefined);
+    return new ControlPlaneTrust(undefined, options.proxy);
   }
   const bundle = await fetchCaBundle(caBundleUrl(url), options);
   const accepted = pinnedCaCertificates(bundle, pins);
@@ -163,7 +173,7 @@ export async function establishTrust(options: TrustOptions): Promise<ControlPlan
     { caCertHash: splitPemCertificates(accepted).map(caCertHash), file: state.path(TRUSTED_CA_FILE) },
     "control plane CA accepted by its hash",
   );
-  return new ControlPlaneTrust(accepted);
+  return new ControlPlaneTrust(accepted, options.proxy);
 }
 
 function caBundleUrl(controlPlane: URL): string {
@@ -184,7 +194,7 @@ async function fetchCaBundle(url: string, options: TrustOptions): Promise<string
       const response = await fetchWith(
         url,
         options.signal ? { signal: options.signal } : {},
-        { rejectUnauthorized: false },
+        { rejectUnauthorized: false, ...(options.proxy ? { proxy: options.proxy } : {}) },
         0,
       );
       const text = await response.text();
@@ -213,14 +223,18 @@ async function fetchCaBundle(url: string, options: TrustOptions): Promise<string
   }
 }
 
-/** A small fetch over node:http(s), for the TLS options Node's fetch does not take. */
-function fetchWith(
-  url: string,
-  init: RequestInit,
-  tls: { ca?: string; rejectUnauthorized?: boolean },
-  redirectsLeft: number,
-): Promise<Response> {
+/** How fetchWith connects: TLS options, and the proxy routes (each redirect's URL is routed afresh). */
+interface Connection {
+  ca?: string;
+  rejectUnauthorized?: boolean;
+  proxy?: ProxyRoutes;
+}
+
+/** A small fetch over node:http(s), for the TLS options and proxy agents Node's fetch does not take. */
+function fetchWith(url: string, init: RequestInit, connection: Connection, redirectsLeft: number): Promise<Response> {
+  const { proxy, ...tls } = connection;
   const target = new URL(url);
+  const agent = proxy?.agentFor(target);
   const request = target.protocol === "https:" ? httpsRequest : httpRequest;
   const headers = new Headers(init.headers);
   const body = init.body === undefined || init.body === null ? undefined : String(init.body);
@@ -232,6 +246,7 @@ function fetchWith(
         method: init.method ?? "GET",
         headers: Object.fromEntries(headers),
         ...(target.protocol === "https:" ? tls : {}),
+        ...(agent ? { agent } : {}),
         ...(init.signal ? { signal: init.signal } : {}),
       },
       (res: IncomingMessage) => {
@@ -241,7 +256,12 @@ function fetchWith(
           res.resume();
           if (redirectsLeft <= 0) return reject(new Error(`too many redirects at ${url}`));
           return resolve(
-            fetchWith(new URL(location, target).href, { ...init, method: "GET", body: null }, tls, redirectsLeft - 1),
+            fetchWith(
+              new URL(location, target).href,
+              { ...init, method: "GET", body: null },
+              connection,
+              redirectsLeft - 1,
+            ),
           );
         }
         const responseHeaders = new Headers();

@@ -12,7 +12,8 @@ import * as schema from "../schema.ts";
  * commands: a stopped control plane holds no link, and an operation that resumes on the new
  * database issues its commands again with the same ids (the agent answers a repeat from its record).
  * Nor the stored events: they live an hour, and a stream client after the move starts afresh
- * (its Last-Event-ID is older than anything there: told so, routes/events.ts).
+ * (its Last-Event-ID is older than anything there: told so, routes/events.ts). Nor the token
+ * sweep's last looks (`instance_token_checks`): the first sweep on the new database looks again.
  */
 export const TABLES_IN_ORDER: readonly Table[] = [
   schema.projects,
