@@ -1,14 +1,13 @@
 import { spawn } from "node:child_process";
 import { join } from "node:path";
-import { and, asc, eq, gt, max } from "drizzle-orm";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { startTcpProxy, type TcpProxy } from "../../../test/e2e/support/tcp-proxy.ts";
 import { type BadIdProxy, startBadIdProxy } from "../../../test/support/bad-id-proxy.ts";
+import { newestEventId, storedEventsAfter } from "../../control-plane/test/event-fixtures.ts";
 import { ADMIN_TOKEN } from "../../control-plane/test/helpers.ts";
 import type { Fleet } from "../../control-plane/test/membership-harness.ts";
 import { waitFor } from "../../control-plane/test/membership-harness.ts";
 import { type FleetAllocator, readyCluster } from "../../control-plane/test/rollout-harness.ts";
-import { events } from "../../db/src/index.ts";
 import { Api } from "../src/api.ts";
 import { openEvents, type StreamEvent } from "../src/events.ts";
 import { type Operation, OperationProgress } from "../src/progress.ts";
@@ -50,23 +49,6 @@ async function badIdProxy(): Promise<BadIdProxy> {
   return proxy;
 }
 
-/** The newest stored event id (every event recorded so far delivered first). */
-async function newestId(): Promise<number> {
-  await f.t.app.keelson.projectEvents.settled();
-  const [row] = await f.t.db.select({ id: max(events.id) }).from(events);
-  return Number(row?.id ?? 0);
-}
-
-/** The project's stored events after `after`, oldest first. */
-async function storedAfter(after: number): Promise<StreamEvent[]> {
-  const rows = await f.t.db
-    .select()
-    .from(events)
-    .where(and(eq(events.projectId, f.t.projectId), gt(events.id, after)))
-    .orderBy(asc(events.id));
-  return rows.map((r) => ({ id: String(r.id), name: r.type, data: JSON.parse(r.payload) }));
-}
-
 const restart = (clusterId: string) =>
   f.t.request({ method: "POST", url: `/v3/${f.t.projectId}/clusters/${clusterId}/restart?batchPercent=1` });
 
@@ -96,7 +78,7 @@ describe("the CLI's events stream after a drop", () => {
       projectName: undefined,
       context: undefined,
     };
-    const opened = await newestId();
+    const opened = await newestEventId(f.t);
     const stream = await openEvents(cli as unknown as Cli, s);
     const got: StreamEvent[] = [];
     const following = stream.events((e) => got.push(e));
@@ -109,7 +91,9 @@ describe("the CLI's events stream after a drop", () => {
       proxy.refuse(true);
       expect(proxy.cut()).toBeGreaterThan(0);
       const cutAt = Number(got.at(-1)?.id);
-      await waitFor("events stored while the stream is down", async () => ((await newestId()) > cutAt + 3 ? 1 : 0));
+      await waitFor("events stored while the stream is down", async () =>
+        (await newestEventId(f.t)) > cutAt + 3 ? 1 : 0,
+      );
       proxy.refuse(false);
       await waitFor(
         "the restart's end on the stream",
@@ -123,7 +107,7 @@ describe("the CLI's events stream after a drop", () => {
         )?.[1],
       );
       expect(resumedAfter).toBeGreaterThanOrEqual(cutAt);
-      const stored = await storedAfter(opened);
+      const stored = await storedEventsAfter(f.t, opened);
       const last = Number(got.at(-1)?.id);
       expect(got.map((e) => e.id)).toEqual(stored.filter((e) => Number(e.id) <= last).map((e) => e.id));
       expect(got).toEqual(stored.slice(0, got.length));
@@ -144,7 +128,7 @@ describe("the CLI's events stream after a drop", () => {
         ).json() as unknown as Operation[]
       ).map((o) => o.uuid),
     );
-    const opened = await newestId();
+    const opened = await newestEventId(f.t);
     const bin = join(import.meta.dirname, "..", "bin", "keelson.mjs");
     const child = spawn(process.execPath, [bin, "restart", "clr-cli", "--batch-percent", "1"], {
       env: { PATH: process.env.PATH ?? "/usr/bin:/bin", ...env, KEELSON_URL: proxy.url },
@@ -184,7 +168,7 @@ describe("the CLI's events stream after a drop", () => {
       op,
       new Map(nodes.map((n) => [n.uuid, { name: n.name, isMaster: n.isMaster === 1 }])),
     );
-    const stored = await storedAfter(opened);
+    const stored = await storedEventsAfter(f.t, opened);
     const end = stored.findIndex((e) => e.name === "operation.finished" && e.data.operationId === op.uuid);
     expect(end).toBeGreaterThan(0);
     const lines = stored.map((e) => progress.apply(e, 0));

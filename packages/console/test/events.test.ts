@@ -1,21 +1,23 @@
 import type { AddressInfo } from "node:net";
-import { and, asc, eq, gt, max } from "drizzle-orm";
 import { afterEach, describe, expect, it } from "vitest";
 import { startTcpProxy, type TcpProxy } from "../../../test/e2e/support/tcp-proxy.ts";
 import { startBadIdProxy } from "../../../test/support/bad-id-proxy.ts";
-import { inProcessChannels } from "../../control-plane/src/replicas/channels.ts";
-import { createTestApp, TEST_DIALECT, type TestApp } from "../../control-plane/test/helpers.ts";
+import {
+  createCluster,
+  finishedOn,
+  newestEventId,
+  storedEventsAfter,
+} from "../../control-plane/test/event-fixtures.ts";
+import { createTestApp, type TestApp } from "../../control-plane/test/helpers.ts";
 import { waitFor } from "../../control-plane/test/membership-harness.ts";
-import { SHORT } from "../../control-plane/test/replica-fixtures.ts";
-import { events } from "../../db/src/index.ts";
 import { followEvents, type LiveEvent } from "../src/events.ts";
 
 /**
  * The console's events stream (src/events.ts) under Node, against real control planes on
- * loopback, through a TCP proxy that stands for the network and the load balancer: after the
- * connection is cut, and after the replica serving it stops (the proxy then sends it to the
- * other replica), the stream reconnects by itself with Last-Event-ID and gets every stored
- * event once, in order; a Last-Event-ID the server refuses, and a stream that stays down, end it
+ * loopback, through a TCP proxy that stands for the network: after the connection is cut, the
+ * stream reconnects by itself with Last-Event-ID and gets every stored event once, in order
+ * (after its replica stopped, on the other one: control-plane/test/events-resume.test.ts, both
+ * stores); a Last-Event-ID the server refuses, and a stream that stays down, end it
  * with the reason (no reconnecting without end). Whatever the page shows is made of these events.
  */
 
@@ -52,35 +54,6 @@ function follow(t: TestApp, base: string, giveUpMs?: number) {
   return { got, seen, stop };
 }
 
-async function createCluster(t: TestApp, name: string): Promise<string> {
-  const res = await t.request({ method: "POST", url: `/v4/${t.projectId}/clusters`, payload: { name } });
-  expect(res.statusCode, res.body).toBe(200);
-  return res.json().uuid as string;
-}
-
-const finishedOn = (got: LiveEvent[], clusterId: string) =>
-  waitFor(
-    `operation.finished of ${clusterId}`,
-    () => got.find((e) => e.name === "operation.finished" && e.data.targetId === clusterId),
-    15_000,
-  );
-
-async function newestId(t: TestApp): Promise<number> {
-  await t.app.keelson.projectEvents.settled();
-  const [row] = await t.db.select({ id: max(events.id) }).from(events);
-  return Number(row?.id ?? 0);
-}
-
-/** The project's stored events after `after`, as the stream sends them. */
-async function storedAfter(t: TestApp, after: number): Promise<LiveEvent[]> {
-  const rows = await t.db
-    .select()
-    .from(events)
-    .where(and(eq(events.projectId, t.projectId), gt(events.id, after)))
-    .orderBy(asc(events.id));
-  return rows.map((r) => ({ id: String(r.id), name: r.type, data: JSON.parse(r.payload) }));
-}
-
 async function listeningApp(options: Parameters<typeof createTestApp>[0] = {}): Promise<TestApp> {
   const t = await createTestApp({ runOperations: true, ...options });
   await t.app.listen({ host: "127.0.0.1", port: 0 });
@@ -91,7 +64,7 @@ describe("the console's events stream", () => {
   it("after the connection is cut, resumes with Last-Event-ID: every event once, in order, the gap's too", async () => {
     const t = await listeningApp();
     const proxy = await proxyTo(t);
-    const opened = await newestId(t);
+    const opened = await newestEventId(t);
     const { got, seen } = follow(t, proxy.url);
     await waitFor("the stream open", () => t.app.keelson.projectEvents.size === 1);
     await finishedOn(got, await createCluster(t, "before-cut"));
@@ -105,42 +78,12 @@ describe("the console's events stream", () => {
     proxy.refuse(false);
     await finishedOn(got, last);
 
-    const stored = await storedAfter(t, opened);
+    const stored = await storedEventsAfter(t, opened);
     expect(got).toEqual(stored);
     expect(new Set(got.map((e) => e.id)).size).toBe(got.length);
     expect(seen.reloads).toBe(0);
     expect(seen.gaveUp).toBeUndefined();
     expect(proxy.stats().forwarded).toBeGreaterThanOrEqual(2);
-  });
-
-  it("when the replica serving it stops, resumes on the other replica without a gap or a repeat", async () => {
-    // Two replicas of one database (on SQLite one file and in-process channels, as replica-fixtures does).
-    const channels = TEST_DIALECT === "sqlite" ? inProcessChannels() : undefined;
-    const a = await listeningApp({ ...(channels ? { channels } : {}), settings: { ...SHORT, replicaId: "cp-a" } });
-    const balancer = await proxyTo(a);
-    const opened = await newestId(a);
-    const { got, seen } = follow(a, balancer.url);
-    await waitFor("the stream open on A", () => a.app.keelson.projectEvents.size === 1);
-    await finishedOn(got, await createCluster(a, "on-a"));
-    // B joins once A's operation is done (SQLite's streams show their own replica's live events).
-    const b = await listeningApp({
-      ...(channels ? { channels } : {}),
-      dataDir: a.dataDir,
-      settings: { ...SHORT, replicaId: "cp-b" },
-    });
-
-    // A stops (its streams end); the balancer sends new connections to B, where work goes on.
-    balancer.retarget(address(b));
-    await a.close(true);
-    const onB = await createCluster(b, "on-b");
-    await finishedOn(got, onB);
-    expect(b.app.keelson.projectEvents.size).toBe(1);
-
-    const stored = await storedAfter(b, opened);
-    expect(got).toEqual(stored);
-    expect(got.map((e) => e.id)).toEqual([...new Set(got.map((e) => e.id))]);
-    expect(seen.reloads).toBe(0);
-    expect(seen.gaveUp).toBeUndefined();
   });
 
   it("a Last-Event-ID the server refuses (400) ends it with the server's message after one try", async () => {
