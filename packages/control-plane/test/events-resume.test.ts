@@ -4,14 +4,14 @@ import { startTcpProxy } from "../../../test/e2e/support/tcp-proxy.ts";
 import { followEvents, type LiveEvent } from "../../console/src/events.ts";
 import { inProcessChannels } from "../src/replicas/channels.ts";
 import { createCluster, finishedOn, newestEventId, storedEventsAfter } from "./event-fixtures.ts";
-import { createTestApp, TEST_DIALECT, type TestApp } from "./helpers.ts";
+import { ADMIN_TOKEN, createTestApp, TEST_DIALECT, type TestApp } from "./helpers.ts";
 import { waitFor } from "./membership-harness.ts";
 import { SHORT } from "./replica-fixtures.ts";
 
 /**
  * A client of the events stream (the console's, packages/console/src/events.ts, run under Node)
- * following through a load balancer (a TCP proxy) while the replica serving it stops: the
- * balancer sends it to the other replica of the same database, where it resumes with
+ * following through a load balancer (a TCP proxy) while the replica serving it stops or is
+ * drained: the balancer sends it to the other replica of the same database, where it resumes with
  * Last-Event-ID and gets every stored event of the project once, in order. On both stores (on
  * SQLite two apps on one file, as replica-fixtures does; on PostgreSQL two replicas of one
  * database, where the stream on A also shows B's operations live).
@@ -39,31 +39,36 @@ async function replica(
   return { t, channels };
 }
 
-describe("a resuming client when its replica stops", () => {
-  it(`moves to the other replica and gets every event once, in order (${TEST_DIALECT})`, async () => {
-    const { t: a, channels } = await replica("cp-a");
-    const balancer = await startTcpProxy(address(a));
-    closers.push(() => balancer.close());
-    const opened = await newestEventId(a);
-    const got: LiveEvent[] = [];
-    let reloads = 0;
-    let gaveUp: Error | undefined;
-    const stop = followEvents(
-      { projectId: a.projectId, token: a.token },
-      (e) => got.push(e),
-      () => reloads++,
-      {
-        base: balancer.url,
-        onGiveUp: (e) => {
-          gaveUp = e;
-        },
+/** Replica A, a balancer in front of it, a client following through it, and one operation it saw run on A. */
+async function followingOnA() {
+  const { t: a, channels } = await replica("cp-a");
+  const balancer = await startTcpProxy(address(a));
+  closers.push(() => balancer.close());
+  const opened = await newestEventId(a);
+  const got: LiveEvent[] = [];
+  const seen = { reloads: 0, gaveUp: undefined as Error | undefined };
+  const stop = followEvents(
+    { projectId: a.projectId, token: a.token },
+    (e) => got.push(e),
+    () => seen.reloads++,
+    {
+      base: balancer.url,
+      onGiveUp: (e) => {
+        seen.gaveUp = e;
       },
-    );
-    closers.push(async () => stop());
-    await waitFor("the stream open on A", () => a.app.keelson.projectEvents.size === 1);
-    await finishedOn(got, await createCluster(a, "on-a"));
-    // B joins once A's operation is done (on SQLite a stream shows its own replica's live events only).
-    const { t: b } = await replica("cp-b", { dataDir: a.dataDir, channels });
+    },
+  );
+  closers.push(async () => stop());
+  await waitFor("the stream open on A", () => a.app.keelson.eventStreams.size === 1);
+  await finishedOn(got, await createCluster(a, "on-a"));
+  // B joins once A's operation is done (on SQLite a stream shows its own replica's live events only).
+  const { t: b } = await replica("cp-b", { dataDir: a.dataDir, channels });
+  return { a, b, balancer, opened, got, seen };
+}
+
+describe("a resuming client when its replica stops or drains", () => {
+  it(`moves to the other replica when its replica stops, and gets every event once, in order (${TEST_DIALECT})`, async () => {
+    const { a, b, balancer, opened, got, seen } = await followingOnA();
     if (TEST_DIALECT === "postgres") await finishedOn(got, await createCluster(b, "through-b-while-on-a"));
 
     // A stops (its streams end); the balancer sends new connections to B, where work goes on.
@@ -71,11 +76,26 @@ describe("a resuming client when its replica stops", () => {
     await a.close(true);
     const onB = await createCluster(b, "on-b");
     await finishedOn(got, onB);
-    expect(b.app.keelson.projectEvents.size).toBe(1);
+    expect(b.app.keelson.eventStreams.size).toBe(1);
 
     expect(got).toEqual(await storedEventsAfter(b, opened));
     expect(new Set(got.map((e) => e.id)).size).toBe(got.length);
-    expect(reloads).toBe(0);
-    expect(gaveUp).toBeUndefined();
+    expect(seen).toEqual({ reloads: 0, gaveUp: undefined });
+  });
+
+  it(`a drained replica ends its streams; the client resumes on the other replica without a gap (${TEST_DIALECT})`, async () => {
+    const { a, b, balancer, opened, got, seen } = await followingOnA();
+    // The balancer takes A out (its /readyz answers 503 draining) as the drain begins.
+    balancer.retarget(address(b));
+    const drained = await b.request({ method: "POST", url: "/v1/replicas/cp-a/drain", token: ADMIN_TOKEN });
+    expect(drained.statusCode, drained.body).toBe(202);
+    await waitFor("A's streams ended", () => a.app.keelson.eventStreams.size === 0);
+    const onB = await createCluster(b, "after-drain");
+    await waitFor("the client on B", () => b.app.keelson.eventStreams.size === 1, 10_000);
+    await finishedOn(got, onB);
+    // A is still up (a drain stops nothing but its work): the client is on B only.
+    expect(a.app.keelson.eventStreams.size).toBe(0);
+    expect(got).toEqual(await storedEventsAfter(b, opened));
+    expect(seen).toEqual({ reloads: 0, gaveUp: undefined });
   });
 });

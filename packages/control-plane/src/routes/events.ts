@@ -1,4 +1,3 @@
-import type { ServerResponse } from "node:http";
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
 import { followFrom, lostBlock, parseLastEventId, type ReplayStart, replayStart } from "../domain/events/replay.ts";
@@ -22,14 +21,14 @@ const HEARTBEAT_MS = 15_000;
  */
 export const eventRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const k = app.keelson;
-  const open = new Set<ServerResponse>();
+  const open = k.eventStreams;
   // One follower of the runner and the hub for every stream (app.ts): each event is encoded once.
   const { projectEvents: fanout, eventLog } = k;
   const bufferLimit = k.settings.eventStreamBufferBytes;
 
   // An open stream would hold app.close() until the client leaves; end them all first.
   app.addHook("preClose", async () => {
-    for (const res of open) res.end();
+    open.endAll();
   });
 
   app.get(
