@@ -5,12 +5,12 @@ import { startBadIdProxy } from "../../../test/support/bad-id-proxy.ts";
 import {
   createCluster,
   finishedOn,
+  followAsPage,
   newestEventId,
   storedEventsAfter,
 } from "../../control-plane/test/event-fixtures.ts";
 import { createTestApp, type TestApp } from "../../control-plane/test/helpers.ts";
 import { waitFor } from "../../control-plane/test/membership-harness.ts";
-import { followEvents, type LiveEvent } from "../src/events.ts";
 
 /**
  * The console's events stream (src/events.ts) under Node, against real control planes on
@@ -34,24 +34,10 @@ async function proxyTo(t: TestApp): Promise<TcpProxy> {
 
 const address = (t: TestApp) => ({ host: "127.0.0.1", port: (t.app.server.address() as AddressInfo).port });
 
-/** A stream followed as a page does; what it got, whether it was told to reload, and why it gave up. */
 function follow(t: TestApp, base: string, giveUpMs?: number) {
-  const got: LiveEvent[] = [];
-  const seen = { reloads: 0, gaveUp: undefined as Error | undefined };
-  const stop = followEvents(
-    { projectId: t.projectId, token: t.token },
-    (e) => got.push(e),
-    () => seen.reloads++,
-    {
-      base,
-      ...(giveUpMs === undefined ? {} : { giveUpMs }),
-      onGiveUp: (error) => {
-        seen.gaveUp = error;
-      },
-    },
-  );
-  closers.push(async () => stop());
-  return { got, seen, stop };
+  const following = followAsPage(t, base, giveUpMs);
+  closers.push(async () => following.stop());
+  return following;
 }
 
 async function listeningApp(options: Parameters<typeof createTestApp>[0] = {}): Promise<TestApp> {

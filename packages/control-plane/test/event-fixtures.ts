@@ -2,6 +2,7 @@ import { events } from "@keelson/db";
 import type { StreamEvent } from "@keelson/protocol/event-stream";
 import { and, asc, eq, gt, max } from "drizzle-orm";
 import { expect } from "vitest";
+import { followEvents, type LiveEvent } from "../../console/src/events.ts";
 import type { TestApp } from "./helpers.ts";
 import { waitFor } from "./membership-harness.ts";
 
@@ -38,3 +39,25 @@ export const finishedOn = (got: StreamEvent[], clusterId: string) =>
     () => got.find((e) => e.name === "operation.finished" && e.data.targetId === clusterId),
     15_000,
   );
+
+/**
+ * The project's stream followed as a console page does (packages/console/src/events.ts) from
+ * `base`: what it got, how often it was told to read its resources again, why it gave up.
+ */
+export function followAsPage(t: TestApp, base: string, giveUpMs?: number) {
+  const got: LiveEvent[] = [];
+  const seen = { reloads: 0, gaveUp: undefined as Error | undefined };
+  const stop = followEvents(
+    { projectId: t.projectId, token: t.token },
+    (e) => got.push(e),
+    () => seen.reloads++,
+    {
+      base,
+      ...(giveUpMs === undefined ? {} : { giveUpMs }),
+      onGiveUp: (error) => {
+        seen.gaveUp = error;
+      },
+    },
+  );
+  return { got, seen, stop };
+}

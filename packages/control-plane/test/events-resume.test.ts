@@ -1,9 +1,8 @@
 import type { AddressInfo } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { startTcpProxy } from "../../../test/e2e/support/tcp-proxy.ts";
-import { followEvents, type LiveEvent } from "../../console/src/events.ts";
 import { inProcessChannels } from "../src/replicas/channels.ts";
-import { createCluster, finishedOn, newestEventId, storedEventsAfter } from "./event-fixtures.ts";
+import { createCluster, finishedOn, followAsPage, newestEventId, storedEventsAfter } from "./event-fixtures.ts";
 import { ADMIN_TOKEN, createTestApp, TEST_DIALECT, type TestApp } from "./helpers.ts";
 import { waitFor } from "./membership-harness.ts";
 import { SHORT } from "./replica-fixtures.ts";
@@ -45,19 +44,7 @@ async function followingOnA() {
   const balancer = await startTcpProxy(address(a));
   closers.push(() => balancer.close());
   const opened = await newestEventId(a);
-  const got: LiveEvent[] = [];
-  const seen = { reloads: 0, gaveUp: undefined as Error | undefined };
-  const stop = followEvents(
-    { projectId: a.projectId, token: a.token },
-    (e) => got.push(e),
-    () => seen.reloads++,
-    {
-      base: balancer.url,
-      onGiveUp: (e) => {
-        seen.gaveUp = e;
-      },
-    },
-  );
+  const { got, seen, stop } = followAsPage(a, balancer.url);
   closers.push(async () => stop());
   await waitFor("the stream open on A", () => a.app.keelson.eventStreams.size === 1);
   await finishedOn(got, await createCluster(a, "on-a"));
