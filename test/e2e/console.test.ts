@@ -6,7 +6,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { loadWebCliKey } from "../../packages/control-plane/src/domain/webcli/key.ts";
 import { issueWebCliToken } from "../../packages/control-plane/src/domain/webcli/tokens.ts";
 import type { AgentProc } from "./support/agents.ts";
-import { ARTIFACTS, type HeadlessBrowser, launchChromium } from "./support/browser.ts";
+import { ARTIFACTS, consoleUser, type HeadlessBrowser, launchChromium } from "./support/browser.ts";
 import { contrastRatio, measureContrast, parseColor } from "./support/contrast.ts";
 import { startNodeAgents, tearDownHosts } from "./support/node-checks.ts";
 import type { NodeHostDirs } from "./support/node-hosts.ts";
@@ -56,13 +56,7 @@ describe("web console in a browser", () => {
 
   beforeAll(async () => {
     server = await startServer({ adminToken: ADMIN, env: { KEELSON_AGENT_HEARTBEAT_MS: "2000" } });
-    const projects = await api<{ projects: { id: string; name: string }[] }>(`${server.url}/v1/projects`, ADMIN);
-    projectId = projects.body.projects.find((p) => p.name === "default")?.id as string;
-    const user = await api(`${server.url}/v1/projects/${projectId}/users`, ADMIN, {
-      method: "POST",
-      body: { ...USER, role: "admin" },
-    });
-    expect(user.status, JSON.stringify(user.body)).toBeLessThan(300);
+    projectId = await consoleUser(server.url, ADMIN, USER);
     // The node packages of both versions, as `pnpm pack:node` builds them: nodes run their cluster's.
     await uploadNodePackages(server.url, ADMIN, join(scratch, "packages"), [
       [FROM, "v1.30.6-keelson-standin"],

@@ -1,91 +1,92 @@
-import type { Session } from "./session.ts";
+import { followResuming, type StreamEvent, StreamGaveUp } from "@keelson/protocol/event-stream";
+import { ApiRefusal, CliError, EXIT } from "./errors.ts";
+import type { Cli, Session } from "./session.ts";
 
 /**
  * The project's events stream (`GET /v4/{project}/events`, server-sent events; see the control
  * plane's routes/events.ts): `operation.started|step|finished` and `node.report|connected|
- * disconnected|agent`, each with a JSON body. There is no replay, so a follower subscribes
- * first and reads current state from the REST resources afterwards.
+ * disconnected|agent`, each with a JSON body and a stored id. A follower subscribes before it
+ * starts an operation (the stream's opening block names the newest id, so nothing after it is
+ * missed); when the stream drops (the replica serving it stopped or drains, the connection cut)
+ * it reconnects by itself with `Last-Event-ID` (@keelson/protocol/event-stream), for at most
+ * `--reconnect-timeout-ms`, and the server replays what was missed: every event once, in order.
  */
 
-export interface StreamEvent {
-  name: string;
-  data: Record<string, unknown>;
-}
+export type { StreamEvent };
 
 export interface EventStream {
-  /** Calls `handler` for each event until closed; resolves when the stream ends. */
+  /** Calls `handler` for each event until closed; rejects (a CliError) when the stream gave up. */
   events(handler: (event: StreamEvent) => void): Promise<void>;
+  /** Where drops and resumes are told (stderr; a live display replaces it to draw below the note). */
+  note: (text: string) => void;
   close(): void;
 }
 
+/** Asking again may pass: unreachable, or the server's 5xx or 429. Any other refusal stands. */
+export function retryable(error: unknown): boolean {
+  if (error instanceof ApiRefusal) return error.status >= 500 || error.status === 429;
+  return !(error instanceof CliError) || error.exitCode === EXIT.unreachable;
+}
+
 /**
- * Opens the stream and returns once the server holds the subscription (its first comment line
- * arrived), so nothing that happens after this resolves is missed.
+ * Opens the stream and returns once the server holds the subscription (its opening block
+ * arrived), so nothing that happens after this resolves is missed. Drops and resumes are told
+ * on stderr.
  */
-export async function openEvents(s: Session): Promise<EventStream> {
-  const abort = new AbortController();
-  const res = await s.api.send("GET", `/v4/${s.projectId}/events`, {
-    headers: { accept: "text/event-stream" },
-    signal: abort.signal,
-    stream: true,
-  });
-  const reader = res.body[Symbol.asyncIterator]();
-  const decoder = new TextDecoder();
-  let buffer = "";
+export async function openEvents(cli: Cli, s: Session): Promise<EventStream> {
   const pending: StreamEvent[] = [];
+  let note = (text: string) => cli.out.note(text);
   let handler: ((event: StreamEvent) => void) | undefined;
-
-  const take = (chunk: Uint8Array) => {
-    buffer += decoder.decode(chunk, { stream: true });
-    for (let end = buffer.indexOf("\n\n"); end !== -1; end = buffer.indexOf("\n\n")) {
-      const block = buffer.slice(0, end);
-      buffer = buffer.slice(end + 2);
-      const event = parseBlock(block);
-      if (!event) continue;
-      if (handler) handler(event);
-      else pending.push(event);
-    }
-  };
-  const first = await reader.next().catch(() => ({ done: true as const, value: undefined }));
-  if (!first.done && first.value) take(first.value);
-
+  const stream = followResuming({
+    connect: async (lastEventId, signal) => {
+      const res = await s.api.send("GET", `/v4/${s.projectId}/events`, {
+        headers: {
+          accept: "text/event-stream",
+          ...(lastEventId === undefined ? {} : { "last-event-id": lastEventId }),
+        },
+        signal,
+        stream: true,
+      });
+      return decode(res.body);
+    },
+    retryable,
+    giveUpMs: cli.settings.reconnectTimeoutMs,
+    onEvent: (event) => (handler ? handler(event) : pending.push(event)),
+    onDrop: (reason, attempt, delayMs) =>
+      note(
+        `events stream dropped (${reason instanceof Error ? reason.message : String(reason)}); reconnecting in ${(delayMs / 1000).toFixed(1)}s (attempt ${attempt})`,
+      ),
+    onResume: (lastEventId) =>
+      note(`events stream resumed${lastEventId === undefined ? "" : ` after event ${lastEventId}`}`),
+  });
+  await stream.opened.catch((error: unknown) => {
+    throw error instanceof StreamGaveUp ? (error.cause as Error) : error;
+  });
   return {
     async events(h) {
       handler = h;
       for (const event of pending.splice(0)) h(event);
-      if (first.done) return;
-      try {
-        for (;;) {
-          const { done, value } = await reader.next();
-          if (done) return;
-          take(value);
-        }
-      } catch {
-        // closed by us, or the connection dropped: the follower falls back to polling
-      }
+      await stream.done.catch((error: unknown) => {
+        if (!(error instanceof StreamGaveUp)) throw error;
+        const exit = error.cause instanceof CliError ? error.cause.exitCode : EXIT.unreachable;
+        throw new CliError(error.message, exit);
+      });
     },
-    close() {
-      abort.abort();
-      res.body.destroy();
+    get note() {
+      return note;
     },
+    set note(to) {
+      note = to;
+    },
+    close: () => stream.close(),
   };
 }
 
-function parseBlock(block: string): StreamEvent | undefined {
-  let name = "message";
-  const data: string[] = [];
-  for (const line of block.split("\n")) {
-    if (line.startsWith(":")) continue;
-    const colon = line.indexOf(":");
-    const field = colon === -1 ? line : line.slice(0, colon);
-    const value = colon === -1 ? "" : line.slice(colon + 1).replace(/^ /, "");
-    if (field === "event") name = value;
-    else if (field === "data") data.push(value);
-  }
-  if (data.length === 0) return undefined;
+async function* decode(body: AsyncIterable<Uint8Array> & { destroy(): void }): AsyncIterable<string> {
+  const decoder = new TextDecoder();
   try {
-    return { name, data: JSON.parse(data.join("\n")) as Record<string, unknown> };
-  } catch {
-    return undefined;
+    for await (const chunk of body) yield decoder.decode(chunk, { stream: true });
+  } finally {
+    body.destroy();
   }
 }

@@ -1,5 +1,5 @@
 import { ApiRefusal, CliError, EXIT } from "./errors.ts";
-import { type EventStream, openEvents } from "./events.ts";
+import { type EventStream, openEvents, retryable } from "./events.ts";
 import { elapsed } from "./output.ts";
 import { type Operation, OperationProgress } from "./progress.ts";
 import type { Cli, Session } from "./session.ts";
@@ -77,7 +77,7 @@ export function startClusterOperation(
 }
 
 export async function startOperation(cli: Cli, s: Session, options: StartOptions): Promise<void> {
-  const stream = options.wait ? await openEvents(s) : undefined;
+  const stream = options.wait ? await openEvents(cli, s) : undefined;
   try {
     const before = options.targetId ? await listOperations(s, { target: options.targetId, limit: 50 }) : [];
     const known = new Set(before.map((op) => op.uuid));
@@ -100,13 +100,12 @@ export async function startOperation(cli: Cli, s: Session, options: StartOptions
   }
 }
 
-/** `operations watch`: follows an operation that is already there. */
 /**
  * Subscribes, then sends a request whose answer names the operation it started (`start`
  * returns its id), and follows it: the stream is open before the request, so no event is lost.
  */
 export async function startAndFollow(cli: Cli, s: Session, start: () => Promise<string>): Promise<void> {
-  const stream = await openEvents(s);
+  const stream = await openEvents(cli, s);
   try {
     const id = await start();
     await follow(cli, s, await findOperation(s, id), stream);
@@ -115,8 +114,9 @@ export async function startAndFollow(cli: Cli, s: Session, start: () => Promise<
   }
 }
 
+/** `operations watch`: follows an operation that is already there. */
 export async function watchOperation(cli: Cli, s: Session, ref: string): Promise<void> {
-  const stream = await openEvents(s);
+  const stream = await openEvents(cli, s);
   try {
     await follow(cli, s, await findOperation(s, ref), stream);
   } finally {
@@ -156,19 +156,27 @@ async function follow(cli: Cli, s: Session, first: Operation, stream: EventStrea
     stopInterrupt();
     stream.close();
   };
-  if (out.tty) redraw();
-  else out.note(`following ${op.kind} ${op.uuid} on ${target} (${op.state})`);
+  if (out.tty) {
+    // A note of the stream (dropped, resumed) goes above the display, which is drawn again below it.
+    stream.note = (text) => {
+      out.note(text);
+      drawn = 0;
+    };
+    redraw();
+  } else out.note(`following ${op.kind} ${op.uuid} on ${target} (${op.state})`);
   const finished = new Promise<Operation>((resolve, reject) => {
     if (isEnd(first)) return resolve(first);
     ticker = setInterval(redraw, 1000);
-    // The stream has no replay: the state is also read back now and then, and at its end.
+    // The state is also read back now and then, in case the operation ended while the stream
+    // was down or its events were lost. A poll that cannot reach the server passes: whether to
+    // give up is the stream's to say (it reconnects for --reconnect-timeout-ms).
     const poll = async () => {
       try {
         const now = await findOperation(s, op.uuid, op.targetUuid);
         op = now;
         if (isEnd(now)) resolve(now);
       } catch (error) {
-        reject(error);
+        if (!retryable(error)) reject(error);
       }
     };
     poller = setInterval(() => void poll(), POLL_MS);
@@ -182,6 +190,12 @@ async function follow(cli: Cli, s: Session, first: Operation, stream: EventStrea
     };
     void stream
       .events((event) => {
+        if (event.name === "events.lost") {
+          // The server no longer holds the events missed while the stream was down: say so, read the state.
+          out.note(`events were lost while the stream was down (${String(event.data.message ?? "")})`);
+          void poll();
+          return;
+        }
         const lines = progress.apply(event, Date.now());
         if (event.data.operationId === op.uuid && typeof event.data.state === "string") {
           op = { ...op, state: event.data.state as Operation["state"] };
@@ -190,7 +204,7 @@ async function follow(cli: Cli, s: Session, first: Operation, stream: EventStrea
         if (out.tty) redraw();
         else for (const line of lines) out.note(`${since().padStart(7)}  ${line}`);
       })
-      .then(() => poll());
+      .then(() => poll(), reject);
   }).finally(stopAll);
 
   const final = await finished;

@@ -49,6 +49,10 @@ export function buildProgram(wrap: Wrap): Command {
     .option("--context <name>", "context of the config file to use (env KEELSON_CONTEXT)")
     .option("--ca-file <file>", "CA certificates to trust for https (env KEELSON_CA_FILE)")
     .option("--request-timeout-ms <ms>", "limit of one API request (env KEELSON_REQUEST_TIMEOUT_MS)")
+    .option(
+      "--reconnect-timeout-ms <ms>",
+      "how long a dropped events stream is reconnected before giving up (env KEELSON_RECONNECT_TIMEOUT_MS)",
+    )
     .option("--no-color", "no colours (also NO_COLOR); colours are only used on a terminal")
     .showHelpAfterError("(run with --help for usage)")
     .addHelpText(
@@ -121,6 +125,7 @@ export async function run(argv: readonly string[], term: Terminal): Promise<numb
         context: opts.context,
         caFile: opts.caFile,
         requestTimeoutMs: opts.requestTimeoutMs,
+        reconnectTimeoutMs: opts.reconnectTimeoutMs,
         noColor: opts.color === false ? "1" : undefined,
       };
       const settings = readCliSettings(term.env, flags);

@@ -67,6 +67,15 @@ export const CliSettingsSchema = Type.Object({
     unit: "milliseconds",
     description: "Limit of one API request (not of following an operation).",
   }),
+  reconnectTimeoutMs: Type.Integer({
+    env: "KEELSON_RECONNECT_TIMEOUT_MS",
+    default: 60_000,
+    minimum: 1_000,
+    maximum: 3_600_000,
+    unit: "milliseconds",
+    description:
+      "How long a command following an operation reconnects its dropped events stream (0.5 s doubling to 5 s apart) before it gives up.",
+  }),
   noColor: Type.Optional(
     Type.String({
       env: "NO_COLOR",
@@ -89,6 +98,7 @@ const FLAGS: Record<keyof CliSettings, string> = {
   context: "--context",
   caFile: "--ca-file",
   requestTimeoutMs: "--request-timeout-ms",
+  reconnectTimeoutMs: "--reconnect-timeout-ms",
   noColor: "--no-color",
 };
 

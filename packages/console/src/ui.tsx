@@ -2,6 +2,17 @@ import type { ComponentChildren } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import { ApiError } from "./api.ts";
 
+/**
+ * When a page's events stream gave up reconnecting (events.ts): the failure, for an ErrorNote,
+ * and the `onGiveUp` to hand to followEvents.
+ */
+export function useStreamLoss(): [Error | null, (error: Error) => void] {
+  const [lost, setLost] = useState<Error | null>(null);
+  const onGiveUp = (error: Error) =>
+    setLost(new Error(`Live updates stopped: ${error.message}. Reload the page to follow again.`));
+  return [lost, onGiveUp];
+}
+
 /** A failure said in words, announced to screen readers as it appears. */
 export function ErrorNote({ error }: { error: unknown }) {
   if (!error) return null;

@@ -17,6 +17,7 @@ import { warmAwsApi } from "./domain/cloud-providers/aws/load.ts";
 import { startTokenSweep } from "./domain/clusters/auto-deploy/token-sweep.ts";
 import { followClusterHealth } from "./domain/clusters/health/health-follower.ts";
 import { EventLog } from "./domain/events/event-log.ts";
+import { OpenStreams } from "./domain/events/open-streams.ts";
 import { ProjectEventFanout } from "./domain/events/project-events.ts";
 import { hostLinkDomain } from "./domain/hosts/link-domain.ts";
 import type { PresenceOptions } from "./domain/hosts/presence.ts";
@@ -173,6 +174,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     eventsPrunedAt = Date.now();
     await eventLog.prune(settings.eventRetentionMinutes * 60_000, settings.eventRetentionRows);
   };
+  const eventStreams = new OpenStreams();
   const drain = new ReplicaDrain({
     db: options.store.db,
     channels,
@@ -181,6 +183,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     log: app.log,
     runner,
     agents,
+    streams: eventStreams,
   });
   await drain.listen();
   await startWrite(storage, app.log, "marking hosts disconnected", () => agents.resetStalePresence());
@@ -200,6 +203,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     log: app.log,
     agents,
     eventLog,
+    eventStreams,
     projectEvents,
     storage,
     tls,

@@ -4,6 +4,7 @@ import type { AgentHub } from "./agents/hub.ts";
 import type { Catalogue } from "./domain/catalogue/catalogue.ts";
 import type { AwsClientCache } from "./domain/cloud-providers/aws/client-cache.ts";
 import type { EventLog } from "./domain/events/event-log.ts";
+import type { OpenStreams } from "./domain/events/open-streams.ts";
 import type { ProjectEventFanout } from "./domain/events/project-events.ts";
 import type { AdminTokenSource } from "./domain/identity/admin-token.ts";
 import type { IdentityResolver } from "./domain/identity/resolver.ts";
@@ -40,6 +41,8 @@ export interface Keelson {
   readonly agents: AgentHub;
   /** The stored events of the project event streams (Last-Event-ID replays read it). */
   readonly eventLog: EventLog;
+  /** The events streams served here, ended together at close and at a drain. */
+  readonly eventStreams: OpenStreams;
   /** Records every operation and node event and hands each to this replica's event streams. */
   readonly projectEvents: ProjectEventFanout;
   /** The Prometheus registry of GET /metrics and the counters modules add to. */

@@ -183,6 +183,32 @@ describe("GET /v4/{project_uuid}/events with Last-Event-ID", () => {
   });
 });
 
+describe("a new stream's opening id", () => {
+  it("names the newest event, so a client dropped before its first event resumes from it without a gap", async () => {
+    const t = await app();
+    const { base } = await listening(t);
+    const url = `${base}/v4/${t.projectId}/events`;
+    await finished(await openStream(url, t.token), await cluster(t, "before-open"));
+    await t.app.keelson.projectEvents.settled();
+    const newest = (await t.app.keelson.eventLog.bounds()).newest as number;
+    const fresh = await openStream(url, t.token);
+    // A block with an id and no data: an EventSource (and the CLI, the console) keep it as Last-Event-ID.
+    await waitFor("the opening id", () => /^: keelson events\n\nid: \d+\n\n/.test(fresh.body()));
+    expect(fresh.body()).toMatch(new RegExp(`^: keelson events\n\nid: ${newest}\n\n`));
+    expect(fresh.events).toEqual([]);
+    fresh.close();
+    // Dropped before any event: what happens next is replayed from the opening id.
+    const gap = await cluster(t, "in-gap");
+    const witness = await openStream(url, t.token, { "last-event-id": "0" });
+    await finished(witness, gap);
+    const resumed = await openStream(url, t.token, { "last-event-id": String(newest) });
+    await finished(resumed, gap);
+    expect(resumed.events).toEqual(after(witness, newest));
+    expect(resumed.events.some((e) => e.data.targetId === gap)).toBe(true);
+    for (const s of [witness, resumed]) s.close();
+  });
+});
+
 describe("events of another replica", () => {
   it(`reach a stream on replica B when the operation runs on replica A (${TEST_DIALECT})`, async () => {
     const a = await app({ replicaId: "cp-a" });

@@ -1,7 +1,7 @@
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { type Browser, chromium } from "playwright-core";
-import { REPO_ROOT } from "./processes.ts";
+import { api, REPO_ROOT } from "./processes.ts";
 
 /** Debian's chromium (scripts/ensure-system-deps.sh); playwright-core never downloads a browser. */
 export const CHROMIUM = "/usr/bin/chromium";
@@ -46,4 +46,16 @@ export async function launchChromium(): Promise<HeadlessBrowser> {
       await browser.close().catch(() => {});
     },
   };
+}
+
+/** A console user (project admin) in the server's default project; resolves with the project's id. */
+export async function consoleUser(serverUrl: string, adminToken: string, user: { name: string; password: string }) {
+  const projects = await api<{ projects: { id: string; name: string }[] }>(`${serverUrl}/v1/projects`, adminToken);
+  const projectId = projects.body.projects.find((p) => p.name === "default")?.id as string;
+  const made = await api(`${serverUrl}/v1/projects/${projectId}/users`, adminToken, {
+    method: "POST",
+    body: { ...user, role: "admin" },
+  });
+  if (made.status >= 300) throw new Error(`creating the console user: ${made.status} ${JSON.stringify(made.body)}`);
+  return projectId;
 }

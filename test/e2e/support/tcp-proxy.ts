@@ -21,6 +21,8 @@ export interface TcpProxy {
   cut(): number;
   /** While on, new connections are accepted and reset at once. */
   refuse(on: boolean): void;
+  /** Where new connections go from now on (a load balancer moving clients to another replica). */
+  retarget(target: { host: string; port: number }): void;
   /**
    * Arms a one-shot cut timed by the traffic: once a control-plane frame containing `marker`
    * has gone to the agent, the agent's next bytes (its first frame after it, e.g. the report it
@@ -42,6 +44,7 @@ interface Pair {
 /** Starts a proxy on 127.0.0.1 (a free port) forwarding to `target`. */
 export async function startTcpProxy(target: { host: string; port: number }): Promise<TcpProxy> {
   const pairs = new Set<Pair>();
+  let current = target;
   let refusing = false;
   let closed = false;
   let trigger: { marker: string; seen: boolean; tail: string; fire(): void } | undefined;
@@ -62,7 +65,7 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
       client.resetAndDestroy();
       return;
     }
-    const upstream = createConnection({ host: target.host, port: target.port });
+    const upstream = createConnection({ host: current.host, port: current.port });
     upstream.on("error", () => undefined);
     const pair: Pair = { client, upstream };
     pairs.add(pair);
@@ -123,6 +126,9 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
     cut: cutAll,
     refuse(on) {
       refusing = on;
+    },
+    retarget(next) {
+      current = next;
     },
     cutOnReply(marker) {
       return new Promise<void>((resolve) => {

@@ -37,7 +37,7 @@ export function advance(run: AgentRun | null, e: LiveEvent): AgentRun | null {
   return { ...run, state };
 }
 
-/** Merges the stored operation (read after the start and after a reconnect, when events may have been missed). */
+/** Merges the stored operation (read after the start and after the stream lost events). */
 function merge(run: AgentRun, op: OperationRecord): AgentRun {
   const finished = op.state === "succeeded" || op.state === "failed";
   return {
@@ -196,7 +196,7 @@ export function AgentUpgradeForm(props: {
   );
 }
 
-/** After a reconnect of the event stream: the stored operation, since events in the gap are gone. */
+/** After the event stream lost events (`events.lost`: past the retention): the stored operation. */
 export async function resync(session: Session, run: AgentRun): Promise<(r: AgentRun | null) => AgentRun | null> {
   const op = await call<OperationRecord>(session, `/v1/operations/${run.operationId}`);
   return (r) => (r?.operationId === run.operationId ? merge(r, op) : r);

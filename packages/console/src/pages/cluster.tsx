@@ -3,7 +3,7 @@ import { useEffect, useState } from "preact/hooks";
 import { call, request, v3, v4 } from "../api.ts";
 import { followEvents, type LiveEvent } from "../events.ts";
 import type { Session } from "../session.ts";
-import { ErrorNote, StatusBadge, useLoad, when } from "../ui.tsx";
+import { ErrorNote, StatusBadge, useLoad, useStreamLoss, when } from "../ui.tsx";
 import { ClusterForm } from "./cluster-form.tsx";
 import type { Cluster } from "./clusters.tsx";
 import type { Host } from "./hosts.tsx";
@@ -40,6 +40,7 @@ export function ClusterPage({ session, clusterId }: { session: Session; clusterI
   const [attachRoles, setAttachRoles] = useState<Record<string, "master" | "worker" | "">>({});
   const [certAuth, setCertAuth] = useState(false);
 
+  const [streamLost, onGiveUp] = useStreamLoss();
   useEffect(() => {
     const names = new Map<string, string>();
     const say = (text: string) => setLog((l) => [...l.slice(-199), { at: new Date().toLocaleTimeString(), text }]);
@@ -78,7 +79,7 @@ export function ClusterPage({ session, clusterId }: { session: Session; clusterI
         data.reload();
       }
     };
-    return followEvents(session, onEvent, data.reload);
+    return followEvents(session, onEvent, data.reload, { onGiveUp });
   }, [session.token, clusterId]);
 
   const act = async (fn: () => Promise<unknown>) => {
@@ -199,6 +200,7 @@ export function ClusterPage({ session, clusterId }: { session: Session; clusterI
         </section>
       ) : null}
       <ErrorNote error={actionError} />
+      <ErrorNote error={streamLost} />
 
       <h2>Nodes</h2>
       {nodes.length === 0 ? <p>No nodes attached.</p> : null}

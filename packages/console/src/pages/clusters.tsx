@@ -2,7 +2,7 @@ import { useEffect, useState } from "preact/hooks";
 import { call, v4 } from "../api.ts";
 import { followEvents } from "../events.ts";
 import type { Session } from "../session.ts";
-import { ErrorNote, StatusBadge, useLoad } from "../ui.tsx";
+import { ErrorNote, StatusBadge, useLoad, useStreamLoss } from "../ui.tsx";
 import { ClusterForm } from "./cluster-form.tsx";
 
 export interface Cluster {
@@ -24,6 +24,7 @@ export interface Cluster {
 export function ClustersPage({ session }: { session: Session }) {
   const clusters = useLoad(() => call<Cluster[]>(session, v4(session, "clusters")), [session.token]);
   const [creating, setCreating] = useState(false);
+  const [streamLost, onGiveUp] = useStreamLoss();
   useEffect(
     () =>
       followEvents(
@@ -32,6 +33,7 @@ export function ClustersPage({ session }: { session: Session }) {
           if (e.name === "operation.finished" || e.name === "operation.started") clusters.reload();
         },
         clusters.reload,
+        { onGiveUp },
       ),
     [session.token],
   );
@@ -58,6 +60,7 @@ export function ClustersPage({ session }: { session: Session }) {
         </section>
       ) : null}
       <ErrorNote error={clusters.error} />
+      <ErrorNote error={streamLost} />
       {clusters.value && list.length === 0 ? <p>No clusters yet.</p> : null}
       {list.length ? (
         <div class="table-wrap">

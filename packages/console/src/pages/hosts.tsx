@@ -2,7 +2,7 @@ import { useEffect, useRef, useState } from "preact/hooks";
 import { call } from "../api.ts";
 import { followEvents } from "../events.ts";
 import type { Session } from "../session.ts";
-import { ErrorNote, Field, StatusBadge, useLoad } from "../ui.tsx";
+import { ErrorNote, Field, StatusBadge, useLoad, useStreamLoss } from "../ui.tsx";
 import { type AgentRun, AgentUpgradeForm, advance, resync } from "./agent-upgrade.tsx";
 
 export interface Host {
@@ -32,6 +32,7 @@ export function HostsPage({ session }: { session: Session }) {
   // The run as of now for the reconnect handler, which outlives renders.
   const current = useRef(run);
   current.current = run;
+  const [streamLost, onGiveUp] = useStreamLoss();
   useEffect(
     () =>
       followEvents(
@@ -46,6 +47,7 @@ export function HostsPage({ session }: { session: Session }) {
           const r = current.current;
           if (r) resync(session, r).then(setRun, setError);
         },
+        { onGiveUp },
       ),
     [session.token],
   );
@@ -66,6 +68,7 @@ export function HostsPage({ session }: { session: Session }) {
     <section aria-labelledby="hosts-title">
       <h1 id="hosts-title">Hosts</h1>
       <ErrorNote error={hosts.error} />
+      <ErrorNote error={streamLost} />
       <div class="table-wrap">
         <table>
           <caption class="sr-only">Hosts and their agents</caption>

@@ -2,7 +2,7 @@ import { useEffect } from "preact/hooks";
 import { call, v4 } from "../api.ts";
 import { followEvents } from "../events.ts";
 import type { Session } from "../session.ts";
-import { ErrorNote, StatusBadge, useLoad, when } from "../ui.tsx";
+import { ErrorNote, StatusBadge, useLoad, useStreamLoss, when } from "../ui.tsx";
 
 interface Operation {
   uuid: string;
@@ -22,8 +22,9 @@ export function OperationsPage({ session }: { session: Session }) {
     () => call<Operation[]>(session, v4(session, "operations"), { query: { limit: 200 } }),
     [session.token],
   );
+  const [streamLost, onGiveUp] = useStreamLoss();
   useEffect(
-    () => followEvents(session, (e) => e.name.startsWith("operation.") && ops.reload(), ops.reload),
+    () => followEvents(session, (e) => e.name.startsWith("operation.") && ops.reload(), ops.reload, { onGiveUp }),
     [session.token],
   );
   const list = [...(ops.value ?? [])].sort((a, b) => b.createdAt.localeCompare(a.createdAt));
@@ -31,6 +32,7 @@ export function OperationsPage({ session }: { session: Session }) {
     <section aria-labelledby="ops-title">
       <h1 id="ops-title">Operations</h1>
       <ErrorNote error={ops.error} />
+      <ErrorNote error={streamLost} />
       <div class="table-wrap">
         <table>
           <caption class="sr-only">Operations of project {session.projectName}</caption>

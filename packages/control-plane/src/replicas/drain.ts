@@ -9,7 +9,7 @@ import type { Channels } from "./channels.ts";
  * any replica marks the target's row (`draining_since`) and wakes it on the `drains` channel;
  * the target then claims no operation, hands over those it holds (runner.handOver) and closes
  * its agent links with going-away (hub.handOver), so the agents link to another URL of their
- * list. A notification missed (its LISTEN connection was away) is caught at the next heartbeat,
+ * list, and ends its events streams (OpenStreams), whose clients resume with Last-Event-ID. A notification missed (its LISTEN connection was away) is caught at the next heartbeat,
  * which reads the row. The mark stays until the replica restarts, which clears it: back in service.
  */
 
@@ -26,6 +26,8 @@ export interface ReplicaDrainOptions {
   log: FastifyBaseLogger;
   runner: DrainTarget;
   agents: DrainTarget;
+  /** The events streams served here: ended, so their clients resume elsewhere. */
+  streams: DrainTarget;
 }
 
 export class ReplicaDrain {
@@ -90,10 +92,10 @@ export class ReplicaDrain {
   /** Starts this replica's drain, once; resolves when its operations and links are handed over. */
   begin(why: string): Promise<void> {
     if (this.begun) return this.begun;
-    const { runner, agents, log, replicaId } = this.options;
+    const { runner, agents, streams, log, replicaId } = this.options;
     log.warn({ replica: replicaId, why }, "draining: handing over operations and agent links");
     this.begun = (async () => {
-      const results = await Promise.allSettled([runner.handOver(), agents.handOver()]);
+      const results = await Promise.allSettled([runner.handOver(), agents.handOver(), streams.handOver()]);
       for (const r of results)
         if (r.status === "rejected") log.warn({ err: r.reason, replica: replicaId }, "a drain hand-over failed");
       log.info({ replica: replicaId }, "drained: no operation claimed and no agent link held here");

@@ -1,7 +1,6 @@
-import type { ServerResponse } from "node:http";
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
-import { followFrom, lostBlock, parseLastEventId, replayStart } from "../domain/events/replay.ts";
+import { followFrom, lostBlock, parseLastEventId, type ReplayStart, replayStart } from "../domain/events/replay.ts";
 import { ErrorBody, READER } from "./common-schemas.ts";
 
 /** A comment line this often keeps proxies and clients from timing an idle stream out. */
@@ -13,7 +12,7 @@ const HEARTBEAT_MS = 15_000;
  * and nodes (`node.report`, `node.connected`, `node.disconnected`, `node.agent`), each with a
  * JSON `data:` line, so a client shows progress without polling. Authenticated like every
  * route, with the X-Auth-Token header. Every event carries its stored `id:`, the same on every
- * replica: a client that reconnects, to any replica, with `Last-Event-ID` (or `?lastEventId=`)
+ * replica, and a new stream opens with the newest id (a block with only `id:`): a client that reconnects, to any replica, with `Last-Event-ID` (or `?lastEventId=`)
  * gets the project's events after it from the table, then the live ones; when those are gone
  * (past KEELSON_EVENT_RETENTION_MINUTES / _ROWS, or an id this database never gave) the stream
  * opens with an `events.lost` event instead (no id) and the client reads current state from the
@@ -22,14 +21,14 @@ const HEARTBEAT_MS = 15_000;
  */
 export const eventRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const k = app.keelson;
-  const open = new Set<ServerResponse>();
+  const open = k.eventStreams;
   // One follower of the runner and the hub for every stream (app.ts): each event is encoded once.
   const { projectEvents: fanout, eventLog } = k;
   const bufferLimit = k.settings.eventStreamBufferBytes;
 
   // An open stream would hold app.close() until the client leaves; end them all first.
   app.addHook("preClose", async () => {
-    for (const res of open) res.end();
+    open.endAll();
   });
 
   app.get(
@@ -59,8 +58,12 @@ export const eventRoutes: FastifyPluginAsyncTypebox = async (app) => {
     async (request, reply) => {
       const projectId = request.params.project_uuid;
       const lastId = parseLastEventId(request.headers["last-event-id"], request.query.lastEventId);
-      // Before the 200: a database that cannot answer gets the API's error, not a cut stream.
-      const start = lastId === undefined ? undefined : await replayStart(eventLog, lastId);
+      // Before the 200: a database that cannot answer gets the API's error, not a cut stream. A
+      // new stream starts after the newest event and says so in its opening block (an `id:`
+      // without data, which sets the client's Last-Event-ID): a client dropped before its first
+      // event still resumes without a gap.
+      const from = lastId ?? (await eventLog.bounds()).newest ?? 0;
+      const start: ReplayStart = lastId === undefined ? { lost: false } : await replayStart(eventLog, lastId);
       reply.hijack();
       const res = reply.raw;
       res.writeHead(200, {
@@ -80,8 +83,8 @@ export const eventRoutes: FastifyPluginAsyncTypebox = async (app) => {
           res.destroy();
         }
       };
-      send(": keelson events\n\n");
-      if (start?.lost && lastId !== undefined) send(lostBlock(lastId, start));
+      send(`: keelson events\n\n${lastId === undefined ? `id: ${from}\n\n` : ""}`);
+      if (start.lost && lastId !== undefined) send(lostBlock(lastId, start));
       let stop: () => void = () => undefined;
       const heartbeat = setInterval(() => send(": heartbeat\n\n"), HEARTBEAT_MS);
       heartbeat.unref();
@@ -96,10 +99,7 @@ export const eventRoutes: FastifyPluginAsyncTypebox = async (app) => {
       res.on("close", cleanup);
       request.raw.on("close", cleanup);
       try {
-        stop =
-          lastId === undefined || start === undefined
-            ? fanout.follow(projectId, (_id, block) => send(block))
-            : await followFrom(fanout, eventLog, projectId, lastId, start, send);
+        stop = await followFrom(fanout, eventLog, projectId, from, start, send);
       } catch (err) {
         // The replay's read failed midway: the client reconnects with the last id it got.
         k.log.warn({ err, projectId }, "replaying stored events failed; ending the stream");
