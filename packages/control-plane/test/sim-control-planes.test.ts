@@ -51,9 +51,18 @@ describe("simulated agents with several control-plane URLs", () => {
       expect((await drain(a, "cp-b")).statusCode).toBe(202);
       await until("the agent linked again, to A", () => agent.connects === 2 && agent.connected, 15_000);
       expect(agent.linkUrl).toBe(onA.link);
-      expect(agent.fatal).toBeUndefined();
     } finally {
       await agent.stop();
+    }
+
+    // Starting at the draining B (random 0: the first URL), refused with 503: not the end of it.
+    const again = agentOn([onB.link, onA.link], id, { reconnect: true, random: () => 0 });
+    try {
+      expect(await again.connect(10_000)).toBe(true);
+      expect(again.linkUrl).toBe(onA.link);
+      expect(again.fatal).toBeUndefined();
+    } finally {
+      await again.stop();
     }
   });
 });
