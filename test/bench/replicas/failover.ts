@@ -37,7 +37,8 @@ export interface FailoverFigures {
   };
 }
 
-const MID_ROLLOUT = 0.3;
+/** The owner is stopped once this share of the workers restarted. */
+export const MIDWAY_PERCENT = 30;
 
 async function timedGet(url: string): Promise<{ status: number; ms: number }> {
   const t0 = performance.now();
@@ -71,7 +72,7 @@ export async function failover(
   const { projectId, clusterId } = set;
   const via = survivor.server as BenchServer;
   const clusterUrl = `${via.base}/v3/${projectId}/clusters/${clusterId}`;
-  const midway = Math.ceil(options.workers * MID_ROLLOUT);
+  const midway = Math.ceil((options.workers * MIDWAY_PERCENT) / 100);
   const restartedSince = async (before: number[]) =>
     (await set.restarts()).reduce((n, r, i) => n + r - (before[i] ?? 0), 0) >= midway;
 
