@@ -8,6 +8,7 @@ import pino from "pino";
 import { afterEach, describe, expect, it } from "vitest";
 import { dropDatabaseFor } from "../../../test/support/postgres-database.ts";
 import { createProject } from "../src/domain/projects/projects.ts";
+import { channelsOf, inProcessChannels } from "../src/replicas/channels.ts";
 import { claimableOperations, claimOperation, LeaseLost, type LeaseOptions } from "../src/runner/leases.ts";
 import { OperationRunner } from "../src/runner/runner.ts";
 import { recordOperation } from "../src/runner/store.ts";
@@ -285,6 +286,44 @@ describe("operations claimed with leases and fences", () => {
     await until("the operation succeeds", async () => (await row(sb, op.id))?.state === "succeeded", 5_000);
     const handover = tookOver - stopping;
     process.stdout.write(`[leases] ${TEST_DIALECT}: graceful stop to the other replica's step: ${handover} ms\n`);
+    expect(handover).toBeLessThan(1_000);
+    expect(await row(sb, op.id)).toMatchObject({ owner: "replica-b", fence: 2, attempts: 2 });
+  });
+
+  it("a graceful stop announces its release: the other replica claims at once, not at its next renewal", async () => {
+    const [sa, sb] = (await storesOnOneDatabase(2)) as [Store, Store];
+    // On SQLite the two stores share one file, and one process's channels, as two apps would.
+    const shared = inProcessChannels();
+    const channelsFor = (s: Store) => (TEST_DIALECT === "sqlite" ? shared : channelsOf(s));
+    const projectId = (await createProject(sa.db, "p")).id;
+    const slow = { leaseMs: 10_000, renewMs: 3_000, deadlineMs: 7_000 };
+    const a = runnerOn(sa, "replica-a", { ...slow, channels: channelsFor(sa) });
+    const b = runnerOn(sb, "replica-b", { ...slow, channels: channelsFor(sb) });
+    let heldByA = false;
+    let tookOver = 0;
+    const onStep = async (ctx: StepContext, replica: string) => {
+      if (replica === "replica-b") {
+        tookOver = Date.now();
+        return;
+      }
+      heldByA = true;
+      await untilAborted(ctx);
+    };
+    a.register(heldKind(onStep, "replica-a"));
+    b.register(heldKind(onStep, "replica-b"));
+    await a.start();
+    const op = await recordOperation(sa.db, { projectId, kind: "held", targetType: "cluster", targetId: "t" });
+    a.enqueue(op);
+    await until("replica-a runs the step", () => heldByA);
+    // B's first renewal runs as it starts; its next is 3 s away.
+    await b.start();
+    const stopping = Date.now();
+    await a.stop();
+    await until("the operation succeeds", async () => (await row(sb, op.id))?.state === "succeeded", 5_000);
+    const handover = tookOver - stopping;
+    process.stdout.write(
+      `[leases] ${TEST_DIALECT}: graceful stop to the other replica's step, 3 s renewals: ${handover} ms\n`,
+    );
     expect(handover).toBeLessThan(1_000);
     expect(await row(sb, op.id)).toMatchObject({ owner: "replica-b", fence: 2, attempts: 2 });
   });
