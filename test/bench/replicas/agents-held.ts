@@ -6,13 +6,14 @@ import { agentsPerReplica } from "./rollout-on-replicas.ts";
 /**
  * Agents holding their links at a 5 s heartbeat, spread over the replicas (each agent starts at
  * a random one of the URLs it lists), against one replica holding them all: each replica's RSS
- * and CPU over a window, with per-agent slopes (RSS above the replica's own before any agent
- * linked), and the database's load (transactions committed per second, PostgreSQL's CPU).
+ * and CPU over a window (the per-agent slopes between the setups: run.ts heldSlopes), and the
+ * database's load (transactions committed per second, PostgreSQL's CPU).
  */
 
 export interface HeldReplica {
   id: string;
   agents: number;
+  /** Right after the replica started (its start-up heap not yet collected). */
   idleRssMiB: number;
   rssMiB: number;
   cpuPercent: number;

@@ -18,7 +18,7 @@ import { execFileSync } from "node:child_process";
 import { readServerSettings } from "../../../packages/control-plane/src/settings.ts";
 import { type PostgresServer, startPostgres } from "../../support/postgres.ts";
 import { markdownTable } from "../support/markdown-table.ts";
-import { agentsHeld, type HeldFigures } from "./agents-held.ts";
+import { agentsHeld, type HeldFigures, type HeldReplica } from "./agents-held.ts";
 import { type FailoverFigures, failover, MIDWAY_PERCENT } from "./failover.ts";
 import { log, type Replica, ReplicaSet } from "./replica-set.ts";
 import { measuredRestart, type RolloutFigures, spreadAgents } from "./rollout-on-replicas.ts";
@@ -126,15 +126,30 @@ function rolloutTable(runs: RolloutFigures[]): string {
   ].join("\n");
 }
 
+/**
+ * Per-agent slopes between the setups: (one replica holding every agent − the mean of the three
+ * replicas) ÷ (the difference in agents held). Taken from one replica against itself (RSS after
+ * linking less RSS at start) the figure measured the start-up heap's collection instead.
+ */
+function heldSlopes(runs: HeldFigures[]): string {
+  const one = runs.find((h) => h.replicas.length === 1);
+  const many = runs.find((h) => h.replicas.length > 1);
+  if (!one || !many) return "";
+  const mean = (f: (r: HeldReplica) => number) => many.replicas.reduce((n, r) => n + f(r), 0) / many.replicas.length;
+  const single = one.replicas[0] as HeldReplica;
+  const agents = single.agents - mean((r) => r.agents);
+  const rssKiB = ((single.rssMiB - mean((r) => r.rssMiB)) * 1024) / agents;
+  const cpuUs = ((single.cpuPercent - mean((r) => r.cpuPercent)) * 10_000) / agents;
+  return `Per-agent slopes (one replica against the three's mean, ${agents.toFixed(0)} agents apart): RSS ${rssKiB.toFixed(1)} KiB per agent, CPU ${cpuUs.toFixed(1)} µs per agent per second.`;
+}
+
 function heldTable(runs: HeldFigures[]): string {
   const head = [
     "setup",
     "replica",
     "agents",
-    "RSS MiB (before any agent)",
-    "RSS per agent KiB",
+    "RSS MiB (at start)",
     "CPU % of a core",
-    "CPU per agent µs/s",
     "database: transactions/s",
     "PostgreSQL's CPU %",
   ];
@@ -144,9 +159,7 @@ function heldTable(runs: HeldFigures[]): string {
       r.id,
       String(r.agents),
       `${r.rssMiB.toFixed(0)} (${r.idleRssMiB.toFixed(0)})`,
-      r.agents ? (((r.rssMiB - r.idleRssMiB) * 1024) / r.agents).toFixed(1) : "–",
       r.cpuPercent.toFixed(1),
-      r.agents ? ((r.cpuPercent * 10_000) / r.agents).toFixed(1) : "–",
       i === 0 ? h.commitsPerS.toFixed(1) : "",
       i === 0 ? h.dbCpuPercent.toFixed(1) : "",
     ]),
@@ -155,6 +168,8 @@ function heldTable(runs: HeldFigures[]): string {
     `${AGENTS} agents at a ${HEARTBEAT_MS / 1000} s heartbeat, window ${WINDOW_S} s, one simulator process (the issue's 45,000 over three replicas: BENCH_AGENTS=45000; one replica holding them all then needs as many descriptors in one process); baseline: one replica holding them all. The agents registered through cp-1, so its RSS also holds what the registrations left.`,
     "",
     markdownTable(head, lines),
+    "",
+    heldSlopes(runs),
   ].join("\n");
 }
 
