@@ -7,6 +7,7 @@ import {
   CONTROL_CAPABILITIES,
   type CommandFrame,
   type ControlFrame,
+  ControlPlanes,
   encodeFrame,
   FATAL_CLOSE_CODES,
   type HostFacts,
@@ -38,7 +39,12 @@ export interface SimAgentInit {
   hostname: string;
   hostId: string;
   credential: string;
-  linkUrl: string;
+  /**
+   * The link URL, or several replicas' (KEELSON_CONTROL_PLANE's list): like the real agent
+   * (its ControlPlanes), the agent starts at a random one and moves to the next whenever an
+   * attempt fails or a link ends.
+   */
+  linkUrl: string | readonly string[];
   /** A wss link's trust, one context shared by the fleet (sim/trust.ts); undefined: ws's defaults. */
   secureContext?: SecureContext | undefined;
   behaviour: SimBehaviour;
@@ -77,6 +83,7 @@ export class SimAgent {
   failures = 0;
   connects = 0;
   private ws: WebSocket | undefined;
+  private planes: ControlPlanes;
   private stopped = false;
   private readonly backoff = new Backoff({ initialMs: 200, maxMs: 30_000 });
   private readonly answered = new Map<string, AgentFrame>();
@@ -147,6 +154,9 @@ export class SimAgent {
     this.hostname = init.hostname;
     this.hostId = init.hostId;
     this.credential = init.credential;
+    const urls = typeof init.linkUrl === "string" ? [init.linkUrl] : init.linkUrl;
+    // One URL draws no random number: a test's seeded `random` keeps its sequence for failures.
+    this.planes = new ControlPlanes(urls, urls.length > 1 ? init.behaviour.random : () => 0);
     this.phaseTimeMs = init.behaviour.phaseTimeMs;
     const fail = init.behaviour.failPhase;
     this.failPhase = typeof fail === "function" ? fail(init.hostname) : fail;
@@ -235,6 +245,21 @@ export class SimAgent {
     this.ws?.terminate();
   }
 
+  /**
+   * Starts over at a random one of its URLs and drops the link (reconnecting there): how a
+   * bench spreads a fleet that linked while only one replica ran, as if every replica had been
+   * up when the agents started.
+   */
+  relinkAtRandom(): void {
+    this.planes = new ControlPlanes(this.planes.urls, this.init.behaviour.random);
+    this.kill();
+  }
+
+  /** The link URL this agent is linked to now (or tries next). */
+  get linkUrl(): string {
+    return this.planes.current;
+  }
+
   send(frame: AgentFrame): boolean {
     if (!this.ws || this.ws.readyState !== WebSocket.OPEN) return false;
     this.ws.send(encodeFrame(frame));
@@ -272,7 +297,7 @@ export class SimAgent {
       // ws hands this to tls.connect, which then verifies against it (rejectUnauthorized stays on).
       ...(this.init.secureContext ? { secureContext: this.init.secureContext } : {}),
     };
-    const ws = new WebSocket(this.init.linkUrl, options);
+    const ws = new WebSocket(this.planes.current, options);
     this.ws = ws;
     ws.on("upgrade", (res) => {
       this.tlsProtocol = res.socket instanceof TLSSocket ? (res.socket.getProtocol() ?? undefined) : undefined;
@@ -302,7 +327,12 @@ export class SimAgent {
       this.onFrame(parsed.frame);
     });
     ws.on("unexpected-response", (_req, res) => {
-      this.fatal = { code: res.statusCode ?? 0, reason: `upgrade refused with HTTP ${res.statusCode}` };
+      const status = res.statusCode ?? 0;
+      // As the real agent: a 503 (a replica stopping, draining or at its link ceiling) is retried
+      // (on the next URL when there are several); any other refusal ends this agent.
+      if (status === 503) this.lastFailure = "HTTP 503";
+      else this.fatal = { code: status, reason: `upgrade refused with HTTP ${status}` };
+      res.resume();
       ws.terminate();
     });
     ws.on("error", (err) => {
@@ -322,6 +352,7 @@ export class SimAgent {
         this.settleWelcome(false);
         return;
       }
+      if (this.planes.urls.length > 1) this.planes.next();
       this.reconnectTimer = setTimeout(() => this.open(), this.backoff.next());
     });
   }

@@ -5,6 +5,7 @@
  * the agent's own trust code.
  */
 export { type ClientOptions, WebSocket, WebSocketServer } from "ws";
+export { ControlPlanes } from "../../packages/agent/src/link/control-planes.ts";
 export {
   ControlPlaneTrust,
   establishTrust,

@@ -46,8 +46,12 @@ export interface SimulatorOptions {
   namePrefix?: string;
   /** Reconnect (with backoff) when the link drops. Default true. */
   reconnect?: boolean;
-  /** The link URL, when it is not <url>/v1/agents/link (the benchmark's bare baseline server). */
-  linkUrl?: string;
+  /**
+   * The link URL, when it is not <url>/v1/agents/link (the benchmark's bare baseline server);
+   * or several replicas' link URLs: each agent starts at a random one and moves to the next
+   * whenever an attempt fails or its link ends, as the real agent does with KEELSON_CONTROL_PLANE's list.
+   */
+  linkUrl?: string | readonly string[];
   random?: () => number;
   /** Give up waiting for every agent's welcome after this. Default 120 s. */
   connectTimeoutMs?: number;

@@ -118,7 +118,9 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     () => agents.links.open,
     () => void drain.begin("its replicas row says it drains"),
   );
+  const channels = options.channels ?? channelsOf(options.store);
   const runner = new OperationRunner(options.store.db, app.log, (full) => storage.full(full), {
+    channels,
     replicaId: settings.replicaId,
     leaseMs: settings.operationLeaseMs,
     renewMs: settings.operationLeaseRenewMs,
@@ -138,7 +140,6 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   const metrics = new ControlPlaneMetrics(settings.replicaId);
   const { presence, ...hubTuning } = options.agentHub ?? {};
   const openFiles = readOpenFileLimit();
-  const channels = options.channels ?? channelsOf(options.store);
   const links = new LinkBook({
     db: options.store.db,
     channels,

@@ -8,6 +8,7 @@ import pino from "pino";
 import { afterEach, describe, expect, it } from "vitest";
 import { dropDatabaseFor } from "../../../test/support/postgres-database.ts";
 import { createProject } from "../src/domain/projects/projects.ts";
+import { channelsOf, inProcessChannels } from "../src/replicas/channels.ts";
 import { claimableOperations, claimOperation, LeaseLost, type LeaseOptions } from "../src/runner/leases.ts";
 import { OperationRunner } from "../src/runner/runner.ts";
 import { recordOperation } from "../src/runner/store.ts";
@@ -258,11 +259,18 @@ describe("operations claimed with leases and fences", () => {
     expect(await row(store, op.id)).toMatchObject({ owner: "replica-a", attempts: 2 });
   });
 
-  it("a graceful stop releases the leases: another replica takes the operation over within 1 s", async () => {
+  /**
+   * Replica A runs a step until it is stopped gracefully, then B (started while A holds it)
+   * takes the operation over: the time from A's stop to B's step, and the row at the end.
+   */
+  async function gracefulHandover(leases: { a: Partial<LeaseOptions>; b: Partial<LeaseOptions> }, wake: boolean) {
     const [sa, sb] = (await storesOnOneDatabase(2)) as [Store, Store];
+    // On SQLite the two stores share one file, and one process's channels, as two apps would.
+    const shared = inProcessChannels();
+    const channels = (s: Store) => (wake ? { channels: TEST_DIALECT === "sqlite" ? shared : channelsOf(s) } : {});
     const projectId = (await createProject(sa.db, "p")).id;
-    const a = runnerOn(sa, "replica-a", { leaseMs: 10_000, renewMs: 2_000, deadlineMs: 7_000 });
-    const b = runnerOn(sb, "replica-b", { leaseMs: 10_000, renewMs: 200, deadlineMs: 7_000 });
+    const a = runnerOn(sa, "replica-a", { ...leases.a, ...channels(sa) });
+    const b = runnerOn(sb, "replica-b", { ...leases.b, ...channels(sb) });
     let heldByA = false;
     let tookOver = 0;
     const onStep = async (ctx: StepContext, replica: string) => {
@@ -279,14 +287,35 @@ describe("operations claimed with leases and fences", () => {
     const op = await recordOperation(sa.db, { projectId, kind: "held", targetType: "cluster", targetId: "t" });
     a.enqueue(op);
     await until("replica-a runs the step", () => heldByA);
+    // B's first renewal runs as it starts (A still holds the operation); the next is a renewal away.
     await b.start();
     const stopping = Date.now();
     await a.stop();
     await until("the operation succeeds", async () => (await row(sb, op.id))?.state === "succeeded", 5_000);
-    const handover = tookOver - stopping;
+    return { handover: tookOver - stopping, row: await row(sb, op.id) };
+  }
+
+  it("a graceful stop releases the leases: another replica takes the operation over within 1 s", async () => {
+    const { handover, row: after } = await gracefulHandover(
+      {
+        a: { leaseMs: 10_000, renewMs: 2_000, deadlineMs: 7_000 },
+        b: { leaseMs: 10_000, renewMs: 200, deadlineMs: 7_000 },
+      },
+      false,
+    );
     process.stdout.write(`[leases] ${TEST_DIALECT}: graceful stop to the other replica's step: ${handover} ms\n`);
     expect(handover).toBeLessThan(1_000);
-    expect(await row(sb, op.id)).toMatchObject({ owner: "replica-b", fence: 2, attempts: 2 });
+    expect(after).toMatchObject({ owner: "replica-b", fence: 2, attempts: 2 });
+  });
+
+  it("a graceful stop announces its release: the other replica claims at once, not at its next renewal", async () => {
+    const slow = { leaseMs: 10_000, renewMs: 3_000, deadlineMs: 7_000 };
+    const { handover, row: after } = await gracefulHandover({ a: slow, b: slow }, true);
+    process.stdout.write(
+      `[leases] ${TEST_DIALECT}: graceful stop to the other replica's step, 3 s renewals: ${handover} ms\n`,
+    );
+    expect(handover).toBeLessThan(1_000);
+    expect(after).toMatchObject({ owner: "replica-b", fence: 2, attempts: 2 });
   });
 
   it("a drain hands over what it holds at once and claims nothing more, while it goes on renewing", async () => {

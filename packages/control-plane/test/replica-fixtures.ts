@@ -41,7 +41,7 @@ export async function listening(t: TestApp): Promise<{ base: string; link: strin
 }
 
 export function agentOn(
-  link: string,
+  link: string | string[],
   id: { hostId: string; credential: string },
   behaviour: Partial<SimBehaviour> = {},
 ): SimAgent {

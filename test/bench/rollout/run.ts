@@ -3,6 +3,7 @@ import { secretsKeyEnv } from "../../support/secrets-key.ts";
 import { ask, spawnNode, stopChild, waitMessage } from "../agents/children.ts";
 import { cpuSeconds, memoryMiB, treeCpuSeconds } from "../agents/proc-stats.ts";
 import { apiAs, freePort } from "../support/admin-api.ts";
+import { awaitOperation, buildBenchCluster, POLL_MS, serverMs } from "../support/bench-cluster.ts";
 import { linkAgents, startBenchFleet } from "../support/bench-fleet.ts";
 import { SETTINGS, type StatementStats, statementStats } from "../support/pg-statements.ts";
 
@@ -24,37 +25,7 @@ function log(line: string): void {
 
 const api = apiAs(ADMIN_TOKEN);
 
-interface Operation {
-  uuid: string;
-  kind: string;
-  state: string;
-  error: string | null;
-  startedAt: string | null;
-  finishedAt: string | null;
-}
-
-/**
- * How often the bench asks whether the operation ended. Each answer carries the operation's
- * params and progress (every node's id, about 120 KB at 1,000 nodes): asked every 20 ms, that
- * alone cost the server about 0.1 ms of CPU per ms of the rollout, so the CPU figure followed
- * the wall time, which the other processes of a loaded machine stretch (PostgreSQL's server
- * among them). The operation's own time comes from its timestamps, not from this.
- */
-const POLL_MS = 250;
-
-async function awaitOperation(base: string, projectId: string, clusterId: string, t0: number) {
-  for (;;) {
-    const { body } = await api<Operation[]>(`${base}/v4/${projectId}/operations?target=${clusterId}&limit=1`);
-    const op = body[0];
-    if (op && (op.state === "succeeded" || op.state === "failed")) return { op, wallMs: performance.now() - t0 };
-    await new Promise((r) => setTimeout(r, POLL_MS));
-  }
-}
-
 const pct = (value: number, of: number) => `${value >= of ? "+" : ""}${(((value - of) / of) * 100).toFixed(1)}%`;
-
-const serverMs = (op: Operation) =>
-  op.startedAt && op.finishedAt ? Date.parse(op.finishedAt) - Date.parse(op.startedAt) : Number.NaN;
 
 /**
  * The baseline, measured in the same run: the same fleet and restart rule driven by a bare
@@ -134,23 +105,11 @@ async function rollWith(
   try {
     log(`${dialect}: registering and connecting ${WORKERS + 1} simulated agents (phase time ${PHASE_MS} ms)...`);
     const hosts = await linkAgents(fleet, { adminToken: ADMIN_TOKEN, count: WORKERS + 1, phaseTimeMs: PHASE_MS });
-    const created = await api<{ uuid: string }>(`${base}/v4/${projectId}/clusters`, {
-      method: "POST",
-      body: { name: "bench-rollout", kubeRoleVersion: FROM },
+    const clusterId = await buildBenchCluster(ADMIN_TOKEN, base, projectId, hosts, {
+      name: "bench-rollout",
+      version: FROM,
     });
-    const clusterId = created.body.uuid;
-    await awaitOperation(base, projectId, clusterId, performance.now());
-    const [first, ...rest] = hosts;
-    if (!first) throw new Error("no hosts");
-    const attach = async (body: unknown) => {
-      const t0 = performance.now();
-      const res = await api(`${base}/v4/${projectId}/clusters/${clusterId}/attach`, { method: "POST", body });
-      if (res.status !== 200) throw new Error(`attach: ${res.status} ${JSON.stringify(res.body)}`);
-      return awaitOperation(base, projectId, clusterId, t0);
-    };
-    await attach([{ uuid: first.uuid, isMaster: true }]);
-    const joined = await attach(rest.map((h) => ({ uuid: h.uuid, isMaster: false })));
-    log(`${dialect}: cluster of 1 master + ${rest.length} workers ready (${joined.op.state}); rolling...`);
+    log(`${dialect}: cluster of 1 master + ${hosts.length - 1} workers ready; rolling...`);
     await new Promise((r) => setTimeout(r, 1000));
 
     const runs: DialectRun["runs"] = [];
@@ -173,7 +132,7 @@ async function rollWith(
       const t0 = performance.now();
       const res = await api(`${base}${url}`, { method: "POST", ...(body ? { body } : {}) });
       if (res.status !== 200) throw new Error(`${what}: ${res.status} ${JSON.stringify(res.body)}`);
-      const done = await awaitOperation(base, projectId, clusterId, t0);
+      const done = await awaitOperation(ADMIN_TOKEN, base, projectId, clusterId, t0);
       const cpuMs = (cpuSeconds(pid) - cpu0) * 1000;
       const dbCpuMs = dbPid ? (treeCpuSeconds(dbPid) - db0) * 1000 : 0;
       runs.push({

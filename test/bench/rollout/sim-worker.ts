@@ -21,10 +21,36 @@ type Message =
       count: number;
       phaseTimeMs: number;
       bare?: boolean;
-      linkUrl?: string;
+      /** Several replicas' link URLs: each agent starts at a random one (see test/sim). */
+      linkUrl?: string | string[];
     }
   | { type: "counts" }
+  /** Notes every agent's connects now; "relinked" answers once each has linked again since. */
+  | { type: "mark" }
+  | { type: "relinked"; timeoutMs: number }
+  /** Each agent starts over at a random one of its URLs (the replicas bench). */
+  | { type: "spread" }
+  /** How many agents are linked through each URL now. */
+  | { type: "where" }
   | { type: "stop" };
+
+let marked: number[] = [];
+
+/** Resolves with the time (Date.now(), the same clock as the bench's) when every agent linked again since the mark. */
+async function relinked(fleet: Simulator, timeoutMs: number): Promise<number> {
+  const deadline = Date.now() + timeoutMs;
+  const again = () => fleet.agents.every((a, i) => a.connected && a.connects > (marked[i] as number));
+  while (!again()) {
+    if (Date.now() > deadline) {
+      const missing = fleet.agents.filter((a, i) => !(a.connected && a.connects > (marked[i] as number)));
+      throw new Error(
+        `${missing.length}/${fleet.agents.length} agents not linked again after ${timeoutMs} ms (e.g. ${missing[0]?.hostname}: ${missing[0]?.fatal?.reason ?? missing[0]?.lastFailure})`,
+      );
+    }
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  return Date.now();
+}
 
 process.on("message", async (message: Message) => {
   try {
@@ -49,6 +75,19 @@ process.on("message", async (message: Message) => {
         upgrades: agents.map((a) => a.upgrades),
         notOk: agents.filter((a) => a.membership && a.nodeStatus !== "ok").length,
       });
+    } else if (message.type === "mark") {
+      marked = (sim?.agents ?? []).map((a) => a.connects);
+      process.send?.({ type: "marked" });
+    } else if (message.type === "relinked") {
+      if (!sim) throw new Error("relinked before start");
+      process.send?.({ type: "relinked", at: await relinked(sim, message.timeoutMs) });
+    } else if (message.type === "spread") {
+      for (const agent of sim?.agents ?? []) agent.relinkAtRandom();
+      process.send?.({ type: "spread" });
+    } else if (message.type === "where") {
+      const by: Record<string, number> = {};
+      for (const a of sim?.agents ?? []) if (a.connected) by[a.linkUrl] = (by[a.linkUrl] ?? 0) + 1;
+      process.send?.({ type: "where", by });
     } else if (message.type === "stop") {
       await sim?.stop();
       process.send?.({ type: "stopped", ...(sim?.stats() ?? {}) });

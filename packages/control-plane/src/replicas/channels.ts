@@ -28,6 +28,11 @@ export const CHANNELS = {
   events: "keelson_events",
   /** A replica asked to drain: its id (drain.ts). */
   drains: "keelson_drains",
+  /**
+   * Operation leases released by a graceful stop or a drain: the releasing replica's id; the
+   * others look for operations to claim at once rather than at their next renewal (runner.ts).
+   */
+  released: "keelson_released",
 } as const;
 
 export type Channel = keyof typeof CHANNELS;

@@ -1,5 +1,6 @@
 import { type Db, databaseTime, dialectOf, operations } from "@keelson/db";
 import { and, asc, eq, inArray, isNull, lt, or, type SQL, sql } from "drizzle-orm";
+import type { Channels } from "../replicas/channels.ts";
 import { isUnfinished } from "./store.ts";
 import type { OperationRow } from "./types.ts";
 
@@ -20,6 +21,11 @@ export interface LeaseOptions {
   deadlineMs: number;
   /** Runs first in every renewal (the replica's heartbeat); a throw counts as a failed renewal. */
   heartbeat?: () => Promise<void>;
+  /**
+   * Where a release is announced and heard (`released`): the operations a graceful stop or a
+   * drain gives up are claimed by another replica at once, not up to a renewal later.
+   */
+  channels?: Channels;
 }
 
 export const SINGLE_PROCESS: LeaseOptions = { replicaId: "local", leaseMs: 10_000, renewMs: 2_000, deadlineMs: 7_000 };

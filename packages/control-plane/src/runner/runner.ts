@@ -71,6 +71,7 @@ export class OperationRunner {
   private fencedSince: number | null = null;
   /** Set by a drain (handOver): nothing more is claimed here, what was held is given up. */
   private handingOver = false;
+  private unlistenReleased: (() => Promise<void>) | undefined;
 
   constructor(
     private readonly db: Db,
@@ -117,6 +118,11 @@ export class OperationRunner {
     // the app is ready, and what is left to resume is taken up at once.
     await this.renew();
     this.renewing = setInterval(() => void this.renew(), this.lease.renewMs).unref();
+    this.unlistenReleased = await this.lease.channels?.listen("released", () => {
+      this.pickUp().catch((err: unknown) =>
+        logWriteFailure(this.log, err, { replica: this.replicaId }, "looking for released operations failed", "warn"),
+      );
+    });
   }
 
   get isRunning(): boolean {
@@ -203,19 +209,30 @@ export class OperationRunner {
     await settleWithin(this.active, timeoutMs);
     const ids = [...this.held.keys()];
     this.held.clear();
+    await this.unlistenReleased?.().catch(() => undefined);
     try {
       await releaseLeases(this.db, this.replicaId, ids);
     } catch (err) {
       // Not fatal: the leases run out by themselves and another replica claims the operations then.
       logWriteFailure(this.log, err, { replica: this.replicaId }, "releasing operation leases failed", "warn");
+      return;
     }
+    await this.announceRelease(ids);
+  }
+
+  /** Wakes the other replicas to claim what was just released; a notice lost costs them one renewal. */
+  private async announceRelease(ids: readonly string[]): Promise<void> {
+    if (ids.length === 0 || !this.lease.channels) return;
+    await this.lease.channels.notify("released", this.replicaId).catch((err: unknown) => {
+      logWriteFailure(this.log, err, { replica: this.replicaId }, "announcing released leases failed", "warn");
+    });
   }
 
   /**
    * A drain (POST /v1/replicas/{id}/drain): claims nothing more, stops the step work of what it
    * holds (steps return at their next check of the signal, as at a graceful stop), waits up to
    * `timeoutMs` for them, then releases those leases so that another replica takes the
-   * operations over at its next renewal. Heartbeat and renewals go on: the replica still serves
+   * operations over at once (announced: announceRelease). Heartbeat and renewals go on: the replica still serves
    * the API. A step still running after the wait writes nothing more (its fence is gone).
    */
   async handOver(timeoutMs = 10_000): Promise<string[]> {
@@ -226,6 +243,7 @@ export class OperationRunner {
     await settleWithin(this.active, timeoutMs);
     for (const id of ids) this.held.delete(id);
     await releaseLeases(this.db, this.replicaId, ids);
+    await this.announceRelease(ids);
     this.log.info({ replica: this.replicaId, operations: ids }, "draining: operations handed over");
     return ids;
   }

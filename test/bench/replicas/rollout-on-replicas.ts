@@ -1,0 +1,80 @@
+import type { PostgresServer } from "../../support/postgres.ts";
+import { ask } from "../agents/children.ts";
+import { awaitOperation, serverMs } from "../support/bench-cluster.ts";
+import type { BenchServer } from "../support/bench-fleet.ts";
+import { ADMIN_TOKEN, log, type Replica, type ReplicaSet, restartDeltas } from "./replica-set.ts";
+
+/**
+ * One staggered restart on a set of replicas, measured: wall and operation time, the CPU of
+ * every running replica and of PostgreSQL's processes over it, how the agents' links were
+ * spread over the replicas, and each node's restarts (the simulators' counts).
+ */
+
+export interface RolloutFigures {
+  label: string;
+  replicas: number;
+  /** Agents linked per replica id when the restart began. */
+  agentsOn: Record<string, number>;
+  claimedBy: string | null;
+  state: string;
+  error: string | null;
+  wallMs: number;
+  opMs: number;
+  replicasCpuMs: number;
+  dbCpuMs: number;
+  once: number;
+  twice: number;
+  never: number;
+}
+
+/** Agents linked through each replica now, by replica id. */
+export async function agentsPerReplica(set: ReplicaSet): Promise<Record<string, number>> {
+  const { by } = await ask<{ by: Record<string, number> }>(set.worker, { type: "where" }, "where");
+  const byPort = new Map(set.replicas.map((r) => [String(r.port), r.id]));
+  return Object.fromEntries(Object.entries(by).map(([url, n]) => [byPort.get(new URL(url).port) ?? url, n]));
+}
+
+/**
+ * Moves every agent to a random replica of its list (as if all had run when the agents
+ * started) and waits until each is linked again.
+ */
+export async function spreadAgents(set: ReplicaSet): Promise<void> {
+  await ask(set.worker, { type: "mark" }, "marked");
+  await ask(set.worker, { type: "spread" }, "spread");
+  await ask(set.worker, { type: "relinked", timeoutMs: 180_000 }, "relinked");
+}
+
+/** A restart claimed by `owner` (undefined: by whichever replica claims it), measured. */
+export async function measuredRestart(
+  set: ReplicaSet,
+  pg: PostgresServer,
+  label: string,
+  owner: Replica | undefined,
+  percent: number,
+): Promise<RolloutFigures> {
+  const agentsOn = await agentsPerReplica(set);
+  const before = await set.restarts();
+  const cpu0 = set.cpu(pg);
+  const t0 = performance.now();
+  const op = await set.restartClaimedBy(owner, percent);
+  const via = (owner?.server ?? set.running()[0]) as BenchServer;
+  const done = await awaitOperation(ADMIN_TOKEN, via.base, set.projectId, set.clusterId, t0);
+  const cpu1 = set.cpu(pg);
+  const counts = restartDeltas(before, await set.restarts());
+  log(
+    `${label}: restart ${done.op.state} in ${done.wallMs.toFixed(0)} ms${done.op.error ? ` (${done.op.error})` : ""}`,
+  );
+  return {
+    label,
+    replicas: set.running().length,
+    agentsOn,
+    claimedBy: op.replica,
+    state: done.op.state,
+    error: done.op.error,
+    wallMs: done.wallMs,
+    opMs: serverMs(done.op),
+    replicasCpuMs: (cpu1.replicas - cpu0.replicas) * 1000,
+    dbCpuMs: (cpu1.db - cpu0.db) * 1000,
+    ...counts,
+  };
+}
