@@ -204,6 +204,40 @@ describe("the SQLite store's gate", () => {
 });
 
 describe("the PostgreSQL store", () => {
+  it("compresses the large JSON columns with lz4 where the server has it (this one does)", async () => {
+    const url = await freshDatabaseUrl();
+    const { db } = await open("postgres", url);
+    const sql = postgres(url, { max: 1, onnotice: () => {} });
+    try {
+      const rows = await sql<{ table: string; column: string; compression: string }[]>`
+        select c.relname as table, a.attname as column, a.attcompression as compression
+        from pg_attribute a join pg_class c on c.oid = a.attrelid
+        where (c.relname, a.attname) in (('nodes', 'phases'), ('nodes', 'facts'), ('operations', 'cursor'),
+          ('operations', 'params'), ('agent_commands', 'payload'), ('agent_commands', 'result'), ('events', 'payload'))
+        order by 1, 2`;
+      expect(rows.map((r) => `${r.table}.${r.column}=${r.compression}`)).toEqual([
+        "agent_commands.payload=l",
+        "agent_commands.result=l",
+        "events.payload=l",
+        "nodes.facts=l",
+        "nodes.phases=l",
+        "operations.cursor=l",
+        "operations.params=l",
+      ]);
+      // A value large enough to be compressed is, with lz4, and reads back whole.
+      await db.insert(projects).values({ id: "p", name: "x".repeat(100) });
+      const big = Array.from({ length: 400 }, (_, i) => ({ phase: i, state: "running" }));
+      await db
+        .insert(operations)
+        .values({ id: "o", projectId: "p", kind: "k", targetType: "cluster", targetId: "t", params: { big } });
+      const [stored] = await sql<{ method: string }[]>`select pg_column_compression(params) as method from operations`;
+      expect(stored?.method).toBe("lz4");
+      expect(firstRow(await db.select().from(operations))?.params).toEqual({ big });
+    } finally {
+      await sql.end();
+    }
+  });
+
   it("migrates once when two servers start on the same empty database at once", async () => {
     const url = await freshDatabaseUrl();
     await Promise.all([open("postgres", url), open("postgres", url)]);
