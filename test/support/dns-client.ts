@@ -135,19 +135,29 @@ export function encodeQuery(id: number, name: string, type: number): Buffer {
   return Buffer.concat([header, ...labels, Buffer.from([0, type >> 8, type & 0xff, 0, 1])]);
 }
 
-/** One query over UDP to host:port; rejects after `timeoutMs` without an answer. */
-export function queryUdp(host: string, port: number, name: string, type: number, timeoutMs = 2000) {
+/**
+ * One query over UDP to host:port, sent again every `retryMs` as a resolver does (UDP may lose
+ * it, and a server starved of CPU on a loaded machine may take a while); rejects after
+ * `timeoutMs` without an answer.
+ */
+export function queryUdp(host: string, port: number, name: string, type: number, timeoutMs = 6000, retryMs = 1000) {
   const id = Math.floor(Math.random() * 0xffff);
   const socket = dgram.createSocket(host.includes(":") ? "udp6" : "udp4");
+  const query = encodeQuery(id, name, type);
   return new Promise<DnsAnswer>((resolve, reject) => {
-    const timer = setTimeout(() => {
+    const again = setInterval(() => socket.send(query, port, host), retryMs);
+    const done = () => {
+      clearTimeout(timer);
+      clearInterval(again);
       socket.close();
+    };
+    const timer = setTimeout(() => {
+      done();
       reject(new Error(`no answer to ${name} within ${timeoutMs} ms`));
     }, timeoutMs);
     socket.on("message", (msg) => {
       if (msg.readUInt16BE(0) !== id) return;
-      clearTimeout(timer);
-      socket.close();
+      done();
       try {
         resolve(decodeAnswer(msg));
       } catch (err) {
@@ -155,10 +165,9 @@ export function queryUdp(host: string, port: number, name: string, type: number,
       }
     });
     socket.on("error", (err) => {
-      clearTimeout(timer);
-      socket.close();
+      done();
       reject(err);
     });
-    socket.send(encodeQuery(id, name, type), port, host);
+    socket.send(query, port, host);
   });
 }
