@@ -1,8 +1,8 @@
 import { and, eq, inArray, sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { freshDatabaseUrl } from "../../../test/support/postgres-database.ts";
 import { cloudProviders, nodePools, nodes, projects } from "../src/schema.ts";
-import { lockIds, lockRows, openStore, parseDatabaseUrl, rowsOfJson, type Store } from "../src/store/index.ts";
+import { lockIds, lockRows, openStore, rowsOfJson, type Store } from "../src/store/index.ts";
+import { optionsFor } from "./store-options.ts";
 
 /**
  * Two writers of the same rows of one table on PostgreSQL: one locks them with lockRows (an
@@ -17,16 +17,7 @@ let store: Store;
 const ids = Array.from({ length: HOSTS }, (_, i) => `h${String(i).padStart(2, "0")}`);
 
 beforeAll(async () => {
-  store = await openStore({
-    dialect: "postgres",
-    target: parseDatabaseUrl(await freshDatabaseUrl()),
-    poolSize: 4,
-    statementTimeoutMs: 10_000,
-    connectTimeoutMs: 5_000,
-    startTimeoutMs: 0,
-    applicationName: "keelson-test",
-    binaryVersion: "0.1.0",
-  });
+  store = await openStore(await optionsFor("postgres"));
   const { db } = store;
   await db.insert(projects).values({ id: "p", name: "p" });
   await db.insert(cloudProviders).values({ id: "cp", projectId: "p", name: "n", type: "local" });

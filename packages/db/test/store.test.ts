@@ -12,31 +12,17 @@ import {
   firstRow,
   MIGRATIONS,
   openStore,
-  parseDatabaseUrl,
   SchemaTooNewError,
   type Store,
   type StoreOptions,
 } from "../src/store/index.ts";
 import { openPostgresStore } from "../src/store/postgres-store.ts";
+import { optionsFor } from "./store-options.ts";
 
 const stores: Store[] = [];
 afterEach(async () => {
   await Promise.all(stores.splice(0).map((s) => s.close()));
 });
-
-async function optionsFor(dialect: Store["dialect"], url?: string): Promise<StoreOptions> {
-  if (dialect === "sqlite") return { dialect, file: ":memory:", binaryVersion: "0.1.0" };
-  return {
-    dialect,
-    target: parseDatabaseUrl(url ?? (await freshDatabaseUrl())),
-    poolSize: 4,
-    statementTimeoutMs: 10_000,
-    connectTimeoutMs: 5_000,
-    startTimeoutMs: 0,
-    applicationName: "keelson-test",
-    binaryVersion: "0.1.0",
-  };
-}
 
 async function open(dialect: Store["dialect"], url?: string): Promise<Store> {
   const store = await openStore(await optionsFor(dialect, url));
