@@ -58,6 +58,8 @@ interface Waiter {
   timer: NodeJS.Timeout;
   resolve(result: unknown): void;
   reject(err: Error): void;
+  /** What `issue` answered: the same command issued again with this id joins it. */
+  result?: Promise<unknown>;
 }
 
 /**
@@ -119,9 +121,6 @@ export class CommandRelay {
     this.pruning = setInterval(prune, Math.min(60_000, this.options.retentionMs)).unref();
   }
 
-  /** The result of each command issued here and not yet settled, by id. */
-  private readonly pending = new Map<string, Promise<unknown>>();
-
   isWaiting(id: string): boolean {
     return this.waiting.has(id);
   }
@@ -135,8 +134,8 @@ export class CommandRelay {
   ): Promise<CommandResult<N>> {
     const id = options.id ?? randomUUID();
     // A step retried after a database outage issues the same stable id again: it joins the wait.
-    const pending = this.pending.get(id);
-    if (pending) return pending as Promise<CommandResult<N>>;
+    const joined = this.waiting.get(id)?.result;
+    if (joined) return joined as Promise<CommandResult<N>>;
     const result = new Promise<CommandResult<N>>((resolve, reject) => {
       const timer = setTimeout(() => {
         if (!this.forget(id)) return;
@@ -168,11 +167,8 @@ export class CommandRelay {
         session.send(frameOf(row));
       },
     );
-    this.pending.set(id, result);
-    result.then(
-      () => this.pending.delete(id),
-      () => this.pending.delete(id),
-    );
+    const waiter = this.waiting.get(id);
+    if (waiter) waiter.result = result;
     return this.options.observer ? observed(name, result, this.options.observer) : result;
   }
 

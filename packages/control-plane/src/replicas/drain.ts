@@ -9,8 +9,9 @@ import type { Channels } from "./channels.ts";
  * any replica marks the target's row (`draining_since`) and wakes it on the `drains` channel;
  * the target then claims no operation, hands over those it holds (runner.handOver) and closes
  * its agent links with going-away (hub.handOver), so the agents link to another URL of their
- * list, and ends its events streams (OpenStreams), whose clients resume with Last-Event-ID. A notification missed (its LISTEN connection was away) is caught at the next heartbeat,
- * which reads the row. The mark stays until the replica restarts, which clears it: back in service.
+ * list, and ends its events streams (OpenStreams), whose clients resume with Last-Event-ID. A
+ * notification missed (its LISTEN connection was away) is caught at the next heartbeat, which
+ * reads the row. The mark stays until the replica restarts, which clears it: back in service.
  */
 
 /** What hands its part over at a drain: the runner, the agent hub. */

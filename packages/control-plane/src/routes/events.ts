@@ -12,11 +12,12 @@ const HEARTBEAT_MS = 15_000;
  * and nodes (`node.report`, `node.connected`, `node.disconnected`, `node.agent`), each with a
  * JSON `data:` line, so a client shows progress without polling. Authenticated like every
  * route, with the X-Auth-Token header. Every event carries its stored `id:`, the same on every
- * replica, and a new stream opens with the newest id (a block with only `id:`): a client that reconnects, to any replica, with `Last-Event-ID` (or `?lastEventId=`)
- * gets the project's events after it from the table, then the live ones; when those are gone
- * (past KEELSON_EVENT_RETENTION_MINUTES / _ROWS, or an id this database never gave) the stream
- * opens with an `events.lost` event instead (no id) and the client reads current state from the
- * REST resources. A stream whose client stops reading is ended once
+ * replica, and a new stream opens with the newest id (a block with only `id:`): a client that
+ * reconnects, to any replica, with `Last-Event-ID` (or `?lastEventId=`) gets the project's
+ * events after it from the table, then the live ones; when those are gone (past
+ * KEELSON_EVENT_RETENTION_MINUTES / _ROWS, or an id this database never gave) the stream opens
+ * with an `events.lost` event instead (no id) and the client reads current state from the REST
+ * resources. A stream whose client stops reading is ended once
  * KEELSON_EVENT_STREAM_BUFFER_BYTES wait unsent.
  */
 export const eventRoutes: FastifyPluginAsyncTypebox = async (app) => {

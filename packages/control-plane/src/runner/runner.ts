@@ -232,8 +232,9 @@ export class OperationRunner {
    * A drain (POST /v1/replicas/{id}/drain): claims nothing more, stops the step work of what it
    * holds (steps return at their next check of the signal, as at a graceful stop), waits up to
    * `timeoutMs` for them, then releases those leases so that another replica takes the
-   * operations over at once (announced: announceRelease). Heartbeat and renewals go on: the replica still serves
-   * the API. A step still running after the wait writes nothing more (its fence is gone).
+   * operations over at once (announced: announceRelease). Heartbeat and renewals go on: the
+   * replica still serves the API. A step still running after the wait writes nothing more (its
+   * fence is gone).
    */
   async handOver(timeoutMs = 10_000): Promise<string[]> {
     if (this.handingOver) return [];

@@ -3,6 +3,7 @@ import type { NodeAgentEvent, NodeEvents, NodeLinkEvent, NodeReportEvent } from 
 import type { Channels } from "../../replicas/channels.ts";
 import type { OperationRunner } from "../../runner/runner.ts";
 import type { OperationEvent } from "../../runner/types.ts";
+import { logWriteFailure } from "../../storage/log-failure.ts";
 import { type EventLog, type NewEvent, READ_PAGE, type StoredEvent } from "./event-log.ts";
 
 export type ProjectEventName =
@@ -151,7 +152,8 @@ export class ProjectEventFanout {
         this.enqueue(async () => {
           this.inflight--;
           // Once per spell (a full disk refuses every one of a rollout's reports).
-          if (!this.failing) this.sources.logger.warn({ err, type }, "storing events failed; streamed without ids");
+          if (!this.failing)
+            logWriteFailure(this.sources.logger, err, { type }, "storing events failed; streamed without ids", "warn");
           this.failing = true;
           this.deliver(null, event);
           await this.readNotified();
