@@ -20,6 +20,7 @@ import { CommandFailedError, CommandTimeoutError, HostOfflineError } from "../sr
 import { SessionRegistry } from "../src/agents/sessions.ts";
 import { PresenceWriter, SEEN_BATCH_HOSTS, seenBatches } from "../src/domain/hosts/presence.ts";
 import { hashSecret } from "../src/domain/identity/token-hash.ts";
+import { inProcessChannels } from "../src/replicas/channels.ts";
 import { ADMIN_TOKEN, createTestApp, type TestApp } from "./helpers.ts";
 
 const facts = (hostname: string): HostFacts => ({
@@ -121,8 +122,14 @@ afterEach(async () => {
   t = undefined;
 });
 
-async function start(agentHub: NonNullable<Parameters<typeof createTestApp>[0]>["agentHub"] = {}) {
-  t = await createTestApp({ runOperations: false, agentHub: { presence: { flushDelayMs: 5 }, ...agentHub } });
+type AppOptions = NonNullable<Parameters<typeof createTestApp>[0]>;
+
+async function start(agentHub: AppOptions["agentHub"] = {}, channels?: AppOptions["channels"]) {
+  t = await createTestApp({
+    runOperations: false,
+    agentHub: { presence: { flushDelayMs: 5 }, ...agentHub },
+    ...(channels ? { channels } : {}),
+  });
   await t.app.listen({ host: "127.0.0.1", port: 0 });
   const { port } = t.app.server.address() as AddressInfo;
   return { t, base: `http://127.0.0.1:${port}`, url: `ws://127.0.0.1:${port}${AGENT_LINK_PATH}` };
@@ -498,6 +505,32 @@ describe("agent hub", () => {
     peer.send({ type: "result", id: c4.id, ok: true, result: { at: "late" } });
     await new Promise((r) => setTimeout(r, 30));
     expect(agents.isConnected(hostId)).toBe(true);
+  });
+
+  it("sends a command once per link, however many wake-ups or issues of its id ask for it", async () => {
+    // The app's own channels, so the test can give the wake-ups another replica's issue or a
+    // resubscription's catch-up would.
+    const channels = inProcessChannels();
+    const { t, url } = await start({}, channels);
+    const { hostId, credential } = await register(t);
+    const agents = t.app.keelson.agents;
+    const peer = await connect(url, credential);
+    peer.send(hello(hostId));
+    await peer.next("welcome");
+    const reply = agents.sendCommand(hostId, "ping", {}, { id: "once", timeoutMs: 10_000 });
+    expect((await peer.next("command")).id).toBe("once");
+    for (let i = 0; i < 3; i++) await channels.notify("commands", `${hostId} once`);
+    // A step retried after a database outage issues its stable id again: it joins the wait.
+    const joined = agents.sendCommand(hostId, "ping", {}, { id: "once", timeoutMs: 10_000 });
+    const marker = agents.sendCommand(hostId, "ping", {}, { id: "marker", timeoutMs: 10_000 });
+    expect((await peer.next("command")).id).toBe("marker");
+    await new Promise((r) => setTimeout(r, 100));
+    expect(peer.frames.filter((f) => f.type === "command")).toEqual([]);
+    peer.send({ type: "result", id: "once", ok: true, result: { at: "t1" } });
+    peer.send({ type: "result", id: "marker", ok: true, result: { at: "t2" } });
+    await expect(reply).resolves.toEqual({ at: "t1" });
+    await expect(joined).resolves.toEqual({ at: "t1" });
+    await expect(marker).resolves.toEqual({ at: "t2" });
   });
 
   it("re-delivers an unanswered command with the same id after the host reconnects", async () => {

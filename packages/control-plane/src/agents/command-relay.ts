@@ -164,7 +164,7 @@ export class CommandRelay {
         const session = this.options.sessionOf(hostId);
         if (options.issuer || !session) return this.fail(id, err);
         this.options.log.warn({ err, id, hostId }, "could not record a command; sending it on this link only");
-        session.send(frameOf(row));
+        session.sendCommandOnce(frameOf(row));
       },
     );
     const waiter = this.waiting.get(id);
@@ -197,7 +197,7 @@ export class CommandRelay {
   /** A host linked here: its unanswered commands go out again, same ids. */
   async onLinked(session: AgentSession): Promise<void> {
     const rows = await markSent(this.options.db, { hostIds: [session.hostId] });
-    for (const row of rows) session.send(frameOf(row));
+    for (const row of rows) session.sendCommandOnce(frameOf(row));
   }
 
   /** Stops waiting: every command issued here fails (the rows stay for whoever issues them again). */
@@ -233,7 +233,7 @@ export class CommandRelay {
   private async send(id: string, session: AgentSession): Promise<void> {
     try {
       const row = await this.sends.add(id);
-      if (row) session.send(frameOf(row));
+      if (row) session.sendCommandOnce(frameOf(row));
     } catch (err) {
       this.options.log.warn({ err, id, hostId: session.hostId }, "could not mark a command sent");
     }

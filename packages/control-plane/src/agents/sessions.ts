@@ -1,10 +1,13 @@
-import type { ControlFrame } from "@keelson/protocol";
+import type { CommandFrame, ControlFrame } from "@keelson/protocol";
 import { closeReason, encodeFrame } from "@keelson/protocol";
 import type WebSocket from "ws";
 
 let nextSessionId = 1;
 
 const NO_CAPABILITIES: ReadonlySet<string> = new Set();
+
+/** Command ids a session remembers having sent (sendCommandOnce). */
+const COMMANDS_REMEMBERED = 256;
 
 /**
  * One authenticated agent connection. A hub holds thousands for hours, so a session keeps only
@@ -26,6 +29,8 @@ export class AgentSession {
   epoch: number | undefined;
   /** The frames being handled, one after another (enqueue); undefined while none is. */
   private inbox: Promise<void> | undefined;
+  /** Ids of the commands sent on this link (sendCommandOnce); undefined until the first. */
+  private commandsSent: Set<string> | undefined;
 
   constructor(
     readonly socket: WebSocket,
@@ -40,6 +45,24 @@ export class AgentSession {
   send(frame: ControlFrame): boolean {
     if (!this.open) return false;
     this.socket.send(encodeFrame(frame));
+    return true;
+  }
+
+  /**
+   * Sends a command unless this link already carried it. A link delivers whole and in order, so
+   * one sending per link is enough; several wake-ups (the issuer's own send, another replica's
+   * notice, a catch-up after a resubscription) may each ask for the same row, and an agent must
+   * not get it twice. A new link is a new session: it gets the unanswered commands again.
+   */
+  sendCommandOnce(frame: CommandFrame): boolean {
+    this.commandsSent ??= new Set();
+    if (this.commandsSent.has(frame.id) || !this.send(frame)) return false;
+    this.commandsSent.add(frame.id);
+    // Bounded: the oldest ids go first (a Set iterates in insertion order); commands of a link
+    // are answered or expired long before this many more were sent on it.
+    if (this.commandsSent.size > COMMANDS_REMEMBERED) {
+      this.commandsSent.delete(this.commandsSent.values().next().value as string);
+    }
     return true;
   }
 
