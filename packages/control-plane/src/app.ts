@@ -8,6 +8,7 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRepl
 import { AgentHub, type AgentHubOptions } from "./agents/hub.ts";
 import { LinkBook } from "./agents/link-book.ts";
 import { defaultLinkLimit, readOpenFileLimit } from "./agents/link-capacity.ts";
+import { peerNodeEvents } from "./agents/peer-node-events.ts";
 import { installAudit } from "./audit/http.ts";
 import { pruneAuditRecords } from "./audit/records.ts";
 import type { Keelson } from "./context.ts";
@@ -165,7 +166,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     log: eventLog,
     logger: app.log,
     // SQLite serves one replica: its events are this process's, delivered as recorded.
-    ...(options.store.dialect === "postgres" ? { channels } : {}),
+    ...(options.store.dialect === "postgres" ? { channels, peers: peerNodeEvents(agents) } : {}),
   });
   await projectEvents.start();
   // With the heartbeat, at most once a minute: a DELETE per renewal would be noise in every rollout.

@@ -44,10 +44,11 @@ export function agentOn(
   link: string | string[],
   id: { hostId: string; credential: string },
   behaviour: Partial<SimBehaviour> = {},
+  index = 1,
 ): SimAgent {
   return new SimAgent({
-    index: 1,
-    hostname: "worker-1",
+    index,
+    hostname: `worker-${index}`,
     hostId: id.hostId,
     credential: id.credential,
     linkUrl: link,
@@ -55,8 +56,14 @@ export function agentOn(
   });
 }
 
-/** Two control planes on one database (on SQLite one file, sharing in-process channels as one process would), with `settings` both. */
-export async function twoReplicas(settings: Partial<ServerSettings> = {}): Promise<[TestApp, TestApp]> {
+/**
+ * Two control planes on one database (on SQLite one file, sharing in-process channels as one
+ * process would), with `settings` both; `bRunsOperations: false` leaves every operation to A.
+ */
+export async function twoReplicas(
+  settings: Partial<ServerSettings> = {},
+  { bRunsOperations = true } = {},
+): Promise<[TestApp, TestApp]> {
   // On PostgreSQL each app has its own LISTEN connection, as two processes would.
   const channels = TEST_DIALECT === "sqlite" ? inProcessChannels() : undefined;
   const a = await createTestApp({
@@ -65,6 +72,7 @@ export async function twoReplicas(settings: Partial<ServerSettings> = {}): Promi
   });
   const b = await createTestApp({
     ...(channels ? { channels } : {}),
+    runOperations: bRunsOperations,
     dataDir: a.dataDir,
     settings: { ...SHORT, ...settings, replicaId: "cp-b" },
   });

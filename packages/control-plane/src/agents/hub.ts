@@ -155,7 +155,12 @@ export class AgentHub {
 
   /** Whether the host's agent is linked to any replica (this one, or another live one). */
   isConnected(hostId: string): boolean {
-    return this.registry.get(hostId)?.open === true || this.linkBook.heldElsewhere(hostId);
+    return this.linkedHere(hostId) || this.linkBook.heldElsewhere(hostId);
+  }
+
+  /** Whether the host's agent is linked to this replica. */
+  linkedHere(hostId: string): boolean {
+    return this.registry.get(hostId)?.open === true;
   }
 
   /**

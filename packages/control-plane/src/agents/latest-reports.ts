@@ -3,11 +3,12 @@ import type { AgentHub } from "./hub.ts";
 import type { NodeReportEvent } from "./node-events.ts";
 
 /**
- * The book of each host's latest node report to this process (node-events.ts carries them), as
- * far as rollouts need it: its etcd member health (absent: a worker, etcd not running, or an
- * agent older than the field), status and API server, the command it names, and when it arrived. In memory only: it says what each host
- * told this process (after a control-plane restart a node's row still shows what it told the
- * previous one; every agent reports right after it reconnects).
+ * The book of each host's latest node report to this process (node-events.ts carries them; on
+ * PostgreSQL also other replicas' reports of the hosts waited on here), as far as rollouts need
+ * it: its etcd member health (absent: a worker, etcd not running, or an agent older than the
+ * field), status and API server, the command it names, and when it arrived. In memory only: it
+ * says what each host told this process (after a control-plane restart a node's row still shows
+ * what it told the previous one; every agent reports right after it reconnects).
  *
  * `seq` orders reports as this process received them: a waiter takes `mark()` before it
  * starts a master's restart and counts only reports with a higher `seq`, which a timestamp
@@ -68,6 +69,8 @@ export function latestReports(hub: AgentHub): LatestReports {
     // Listeners on `all` run before the per-host ones, so a waiter woken by a host's report
     // already finds that report here.
     hub.nodeEvents.all.on("node-report", (event) => created.record(event));
+    // And those of hosts linked to another replica, read back for this replica's waiters.
+    hub.nodeEvents.fromPeers.on("node-report", (event) => created.record(event));
   }
   return book;
 }

@@ -68,6 +68,13 @@ export class NodeEvents {
     link: [NodeLinkEvent];
     agent: [NodeAgentEvent];
   }>();
+  /**
+   * Reports of hosts linked to another replica, read back from the events table for this
+   * replica's waiters on them (peer-node-events.ts). Apart from `all`: what follows `all`
+   * (the event log, metrics, the health follower) already had them on the replica holding
+   * the link.
+   */
+  readonly fromPeers = new EventEmitter<{ "node-report": [NodeReportEvent] }>();
   private readonly byHost = new Map<string, Set<(event: NodeEvent) => void>>();
 
   constructor() {
@@ -94,6 +101,26 @@ export class NodeEvents {
     if (event.type === "node-report") this.all.emit("node-report", event);
     else if (event.type === "link") this.all.emit("link", event);
     else this.all.emit("agent", event);
+    this.toListeners(event);
+  }
+
+  /** Another replica's event of a host waited on here (see `fromPeers`). */
+  emitFromPeer(event: NodeEvent): void {
+    if (event.type === "node-report") this.fromPeers.emit("node-report", event);
+    this.toListeners(event);
+  }
+
+  /** Whether a listener waits on `hostId` here. */
+  listened(hostId: string): boolean {
+    return this.byHost.has(hostId);
+  }
+
+  /** Hosts with a listener here. */
+  get listenedHosts(): number {
+    return this.byHost.size;
+  }
+
+  private toListeners(event: NodeEvent): void {
     const set = this.byHost.get(event.hostId);
     if (!set) return;
     for (const listener of [...set]) listener(event);

@@ -1,5 +1,7 @@
 import type { FastifyBaseLogger } from "fastify";
-import type { NodeAgentEvent, NodeEvents, NodeLinkEvent, NodeReportEvent } from "../../agents/node-events.ts";
+import { nodeEventRecord } from "../../agents/node-event-records.ts";
+import type { NodeEvent, NodeEvents } from "../../agents/node-events.ts";
+import type { PeerEventSink } from "../../agents/peer-node-events.ts";
 import type { Channels } from "../../replicas/channels.ts";
 import type { OperationRunner } from "../../runner/runner.ts";
 import type { OperationEvent } from "../../runner/types.ts";
@@ -31,6 +33,8 @@ export interface FanoutSources {
   log: EventLog;
   /** PostgreSQL's channels, to read other replicas' events when notified; absent on SQLite (one replica). */
   channels?: Channels;
+  /** Also given other replicas' events, when it wants them (with `channels`: peer-node-events.ts). */
+  peers?: PeerEventSink;
   logger: FastifyBaseLogger;
 }
 
@@ -66,9 +70,9 @@ export class ProjectEventFanout {
   async start(): Promise<void> {
     const { runnerEvents, nodeEvents, channels } = this.sources;
     runnerEvents.on("event", this.onOperation);
-    nodeEvents.on("node-report", this.onReport);
-    nodeEvents.on("link", this.onLink);
-    nodeEvents.on("agent", this.onAgent);
+    nodeEvents.on("node-report", this.onNode);
+    nodeEvents.on("link", this.onNode);
+    nodeEvents.on("agent", this.onNode);
     if (!channels) return;
     this.delivered = (await this.sources.log.bounds()).newest ?? 0;
     // After a gap in the LISTEN connection, what was missed is read as if just notified.
@@ -83,9 +87,9 @@ export class ProjectEventFanout {
   async stop(): Promise<void> {
     const { runnerEvents, nodeEvents } = this.sources;
     runnerEvents.off("event", this.onOperation);
-    nodeEvents.off("node-report", this.onReport);
-    nodeEvents.off("link", this.onLink);
-    nodeEvents.off("agent", this.onAgent);
+    nodeEvents.off("node-report", this.onNode);
+    nodeEvents.off("link", this.onNode);
+    nodeEvents.off("agent", this.onNode);
     await this.unlisten?.();
     await this.settled();
   }
@@ -178,15 +182,18 @@ export class ProjectEventFanout {
 
   /** Delivers the rows other replicas wrote after `delivered`, up to `upTo`. */
   private async readOthers(upTo: number): Promise<void> {
-    if (this.followers === 0) {
+    const { log, peers } = this.sources;
+    if (this.followers === 0 && !peers?.wanted()) {
       // Nobody here to deliver to; a stream opened later starts from now (or replays).
       this.delivered = Math.max(this.delivered, upTo);
       return;
     }
-    const { log } = this.sources;
     for (;;) {
       const rows: StoredEvent[] = await log.read(this.delivered, { othersThan: log.replica }, upTo);
-      for (const row of rows) this.deliver(row.id, row);
+      for (const row of rows) {
+        this.deliver(row.id, row);
+        peers?.deliver(row);
+      }
       if (rows.length < READ_PAGE) break;
       this.delivered = (rows.at(-1) as StoredEvent).id;
     }
@@ -201,21 +208,8 @@ export class ProjectEventFanout {
 
   private readonly onOperation = (e: OperationEvent): void => this.record(e.projectId, e.type, e);
 
-  private readonly onReport = (e: NodeReportEvent): void =>
-    this.record(e.projectId, "node.report", {
-      hostId: e.hostId,
-      clusterId: e.clusterId,
-      status: e.report.status,
-      apiResponding: e.apiResponding,
-      phases: e.report.phases,
-      ...(e.etcd ? { etcd: e.etcd } : {}),
-    });
-
-  private readonly onLink = (e: NodeLinkEvent): void =>
-    this.record(e.projectId, e.connected ? "node.connected" : "node.disconnected", { hostId: e.hostId });
-
-  private readonly onAgent = (e: NodeAgentEvent): void => {
-    const { type: _t, projectId, ...rest } = e;
-    this.record(projectId, "node.agent", rest);
+  private readonly onNode = (e: NodeEvent): void => {
+    const { type, data } = nodeEventRecord(e);
+    this.record(e.projectId, type, data);
   };
 }
