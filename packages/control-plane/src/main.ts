@@ -86,7 +86,7 @@ let app: Awaited<ReturnType<typeof buildApp>>;
 try {
   secrets = await loadServerSecrets(store, config);
   // After the secrets: on PostgreSQL the CA of KEELSON_TLS=auto is one of them.
-  tls = await prepareServerTls(config, secrets.tlsCa);
+  tls = await prepareServerTls(config, secrets);
   app = await buildApp({
     store,
     dataDir: config.dataDir,

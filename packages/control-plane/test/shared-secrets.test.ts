@@ -3,11 +3,13 @@ import { existsSync, mkdtempSync, readFileSync, renameSync, rmSync, statSync, wr
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type Store, sharedSecrets } from "@keelson/db";
+import { caCertHash, splitPemCertificates } from "@keelson/protocol";
 import { SettingsError } from "@keelson/settings";
 import { afterEach, describe, expect, it } from "vitest";
 import { dropDatabaseFor } from "../../../test/support/postgres-database.ts";
 import { verifyWebCliToken } from "../src/domain/webcli/tokens.ts";
 import { issueWebCliSession } from "../src/domain/webcli/webcli.ts";
+import type { ClusterCa } from "../src/pki/cluster-ca.ts";
 import { loadSecretCipher } from "../src/secrets/cipher.ts";
 import { loadServerSecrets, type ServerSecrets } from "../src/secrets/server-secrets.ts";
 import { defaultServerSettings } from "../src/settings.ts";
@@ -180,7 +182,7 @@ if (TEST_DIALECT === "sqlite") {
             publicUrl: `https://${id}.example.internal:8443`,
             tlsServerNames: "keelson.example.internal",
           });
-          return { id, dataDir, tls: await prepareServerTls(settings, secrets.tlsCa) };
+          return { id, dataDir, tls: await prepareServerTls(settings, secrets) };
         }),
       );
       const [one, two] = started;
@@ -199,7 +201,7 @@ if (TEST_DIALECT === "sqlite") {
       await prepareServerTls(defaultServerSettings({ dataDir: stray, tlsMode: "auto", host: "10.0.0.1" }));
       const secrets = await replica(database, key, stray);
       const err = await refusal(
-        prepareServerTls(defaultServerSettings({ dataDir: stray, tlsMode: "auto", host: "10.0.0.1" }), secrets.tlsCa),
+        prepareServerTls(defaultServerSettings({ dataDir: stray, tlsMode: "auto", host: "10.0.0.1" }), secrets),
       );
       expect(err.message).toContain(`${join(stray, "tls", "ca.crt")} differs from the tls-ca the replicas share`);
 
@@ -210,6 +212,46 @@ if (TEST_DIALECT === "sqlite") {
       caFiles(tlsDir).write(successor);
       expect(await (await replica(database, key, one?.dataDir)).tlsCa?.()).toEqual(successor);
       expect(await (await replica(database, key)).tlsCa?.()).toEqual(successor);
+    });
+
+    it("a CA rotation's next CA is the same on every replica, promoted on each to the same CA; the next stage makes a new one", async () => {
+      const database = dir();
+      const key = keyFile();
+      await storeOf(database);
+      const staged = (dataDir: string) =>
+        defaultServerSettings({ dataDir, tlsMode: "auto", host: "10.0.0.1", tlsNextCa: true });
+      const [one, two] = [dir(), dir()];
+      const [a, b] = await Promise.all(
+        [one, two].map(async (d) => prepareServerTls(staged(d), await replica(database, key, d))),
+      );
+      // Stage: both serve the current CA and one next CA, and keep it in their data dirs.
+      expect(a?.caBundlePem).toBe(b?.caBundlePem);
+      expect(splitPemCertificates(a?.caBundlePem as string)).toHaveLength(2);
+      const next = caFiles(join(one, "tls", "next")).read();
+      expect(next).toBeDefined();
+      expect(caFiles(join(two, "tls", "next")).read()).toEqual(next);
+
+      // Promote on each (README "Rotating the CA"), one after the other: both end on that CA.
+      for (const d of [one, two]) {
+        const tlsDir = join(d, "tls");
+        renameSync(join(tlsDir, "ca.crt"), join(tlsDir, "previous-ca.crt"));
+        caFiles(tlsDir).write(next as ClusterCa);
+        rmSync(join(tlsDir, "next"), { recursive: true });
+        const promoted = await prepareServerTls(
+          defaultServerSettings({ dataDir: d, tlsMode: "auto", host: "10.0.0.1" }),
+          await replica(database, key, d),
+        );
+        expect(promoted?.caCertHash).toBe(caCertHash((next as ClusterCa).certPem));
+      }
+      // The next rotation's stage, on both at once: one new next CA, not the promoted one.
+      const [c, d] = await Promise.all(
+        [one, two].map(async (dd) => prepareServerTls(staged(dd), await replica(database, key, dd))),
+      );
+      const third = caFiles(join(one, "tls", "next")).read();
+      expect(third?.certPem).not.toBe(next?.certPem);
+      expect(caFiles(join(two, "tls", "next")).read()).toEqual(third);
+      expect(c?.caBundlePem).toBe(d?.caBundlePem);
+      expect(c?.caBundlePem).toContain(third?.certPem.trim());
     });
 
     it("two apps on one database: the admin token of A works on B, a web CLI token minted on A verifies on B, a rotation on A reaches B", async () => {

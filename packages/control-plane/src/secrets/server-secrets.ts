@@ -13,11 +13,13 @@ import { loadWebCliKey, parseWebCliKey, WEBCLI_KEY_FILE } from "../domain/webcli
 import type { ClusterCa } from "../pki/cluster-ca.ts";
 import type { ServerSettings } from "../settings.ts";
 import { readIfExists } from "../storage/data-dir-files.ts";
-import { type CaSource, caFiles, newControlPlaneCa, PREVIOUS_CA_FILE, TLS_DIR } from "../tls/ca-files.ts";
+import { type CaSource, caFiles, NEXT_CA_DIR, newControlPlaneCa, PREVIOUS_CA_FILE, TLS_DIR } from "../tls/ca-files.ts";
 import { cipherOfKeyText, loadSecretCipher, newKeyText, SECRET_KEY_FILE, type SecretCipher } from "./cipher.ts";
 import {
   fileCopy,
+  type LocalCopy,
   readSharedSecret,
+  renewSharedSecret,
   replaceSharedSecret,
   SECRETS_KEY_SETTING,
   sharedSecret,
@@ -40,6 +42,8 @@ export interface ServerSecrets {
    * the data dir's `tls/` files.
    */
   tlsCa?: CaSource;
+  /** A CA rotation's next CA (KEELSON_TLS_NEXT_CA), the same on every replica (PostgreSQL). */
+  tlsNextCa?: CaSource;
 }
 
 const SHARED = {
@@ -47,6 +51,7 @@ const SHARED = {
   adminToken: "admin-token",
   webcliKey: "webcli-key",
   tlsCa: "tls-ca",
+  tlsNextCa: "tls-next-ca",
 } as const;
 
 /**
@@ -83,26 +88,30 @@ export async function loadServerSecrets(
   );
   // Made only when KEELSON_TLS=auto asks for it: a replica behind a TLS proxy needs none.
   const tlsCa: CaSource = async () => {
-    const local = caFiles(join(dataDir, TLS_DIR));
     const pair = await sharedSecret(db, sealing, {
       name: SHARED.tlsCa,
-      local: {
-        where: local.where,
-        read: () => {
-          const ca = local.read();
-          return ca && JSON.stringify(ca);
-        },
-        write: (value) => local.write(JSON.parse(value)),
-      },
-      generate: async () => JSON.stringify(await newControlPlaneCa()),
+      local: caCopy(join(dataDir, TLS_DIR)),
+      generate: newCaText,
       // The promote step of a CA rotation: the data dir's previous CA is the one the database holds.
       succeeds: (_local, shared) =>
         readIfExists(join(dataDir, TLS_DIR, PREVIOUS_CA_FILE)) === (JSON.parse(shared) as ClusterCa).certPem,
     });
     return JSON.parse(pair);
   };
-  if (settings.adminToken) return { cipher, webcliKey, tlsCa, admin: configuredAdminToken(settings.adminToken) };
-  return { cipher, webcliKey, tlsCa, ...(await sharedAdminToken(db, sealing, join(dataDir, ADMIN_TOKEN_FILE))) };
+  // A rotation's next CA: one for every replica, so each serves the same one in its bundle and
+  // the promote step on each makes the same CA current. A data dir's own (staged before it was
+  // shared) gives way to the database's. Once promoted (it is the current CA), the next
+  // rotation's stage makes a new one.
+  const tlsNextCa: CaSource = async () => {
+    const spec = { name: SHARED.tlsNextCa, local: caCopy(join(dataDir, TLS_DIR, NEXT_CA_DIR)), changes: true };
+    const current = await tlsCa();
+    const next = await sharedSecret(db, sealing, { ...spec, generate: newCaText });
+    if ((JSON.parse(next) as ClusterCa).certPem !== current.certPem) return JSON.parse(next);
+    return JSON.parse(await renewSharedSecret(db, sealing, spec, next, await newCaText()));
+  };
+  const tls = { tlsCa, tlsNextCa };
+  if (settings.adminToken) return { cipher, webcliKey, ...tls, admin: configuredAdminToken(settings.adminToken) };
+  return { cipher, webcliKey, ...tls, ...(await sharedAdminToken(db, sealing, join(dataDir, ADMIN_TOKEN_FILE))) };
 }
 
 async function sharedAdminToken(
@@ -122,6 +131,21 @@ async function sharedAdminToken(
       },
     },
     currentAdminToken: () => readSharedSecret(db, sealing, SHARED.adminToken),
+  };
+}
+
+const newCaText = async () => JSON.stringify(await newControlPlaneCa());
+
+/** A CA's files in `dir` as one secret's copy: its certificate and key, as JSON. */
+function caCopy(dir: string): LocalCopy {
+  const files = caFiles(dir);
+  return {
+    where: files.where,
+    read: () => {
+      const ca = files.read();
+      return ca && JSON.stringify(ca);
+    },
+    write: (value) => files.write(JSON.parse(value)),
   };
 }
 

@@ -1,6 +1,6 @@
 import { type Db, firstRow, sharedSecrets } from "@keelson/db";
 import { SettingsError } from "@keelson/settings";
-import { eq } from "drizzle-orm";
+import { and, eq } from "drizzle-orm";
 import { readIfExists, writeFileAtomic } from "../storage/data-dir-files.ts";
 import type { SecretCipher } from "./cipher.ts";
 
@@ -98,6 +98,31 @@ export async function replaceSharedSecret(
     .set({ sealed: sealing.encrypt(value) })
     .where(eq(sharedSecrets.name, spec.name));
   spec.local.write(value);
+}
+
+/**
+ * Replaces the database's value of a secret with `fresh` if it still is `stale`, and answers the
+ * value it holds then (rewriting the data-dir copy): of replicas renewing at once, one writes and
+ * every one gets its value (the sealed text is random, so comparing it is a compare-and-set).
+ */
+export async function renewSharedSecret(
+  db: Db,
+  sealing: SecretCipher,
+  spec: Pick<SharedSecretSpec, "name" | "local">,
+  stale: string,
+  fresh: string,
+): Promise<string> {
+  const row = await readRow(db, spec.name);
+  if (row && unseal(sealing, spec.name, row.sealed) === stale) {
+    await db
+      .update(sharedSecrets)
+      .set({ sealed: sealing.encrypt(fresh) })
+      .where(and(eq(sharedSecrets.name, spec.name), eq(sharedSecrets.sealed, row.sealed)));
+  }
+  const now = await readSharedSecret(db, sealing, spec.name);
+  if (now === undefined) throw new Error(`the shared secret ${spec.name} is gone`);
+  spec.local.write(now);
+  return now;
 }
 
 /** The database's value of a secret now, or undefined when it has none (the admin token's refresh). */

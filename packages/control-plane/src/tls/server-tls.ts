@@ -38,15 +38,23 @@ const SERVER_KEY_FILE = "server.key";
 
 const HOUR_MS = 3_600_000;
 
+/** The CAs the replicas share in the database (secrets/server-secrets.ts): current and a rotation's next. */
+export interface SharedCas {
+  tlsCa?: CaSource | undefined;
+  tlsNextCa?: CaSource | undefined;
+}
+
 /**
- * The TLS side of the server for `settings.tlsMode`; undefined for `off`. `sharedCa`: the CA the
- * replicas share in the database (secrets/server-secrets.ts); without it `auto` uses the data
- * dir's `tls/` CA.
+ * The TLS side of the server for `settings.tlsMode`; undefined for `off`. `shared`: the CAs the
+ * replicas share; without them `auto` uses the data dir's `tls/` CAs.
  */
-export async function prepareServerTls(settings: ServerSettings, sharedCa?: CaSource): Promise<ServerTls | undefined> {
+export async function prepareServerTls(
+  settings: ServerSettings,
+  shared: SharedCas = {},
+): Promise<ServerTls | undefined> {
   if (settings.tlsMode === "off") return undefined;
   if (settings.tlsMode === "files") return filesTls(settings);
-  return autoTls(settings, sharedCa);
+  return autoTls(settings, shared);
 }
 
 /** One way to say how often a certificate is looked at: hourly, or every tenth of a short lifetime. */
@@ -54,12 +62,13 @@ function checkEveryMs(validHours: number): number {
   return Math.max(1_000, Math.min(HOUR_MS, (validHours * HOUR_MS) / 10));
 }
 
-async function autoTls(settings: ServerSettings, sharedCa: CaSource | undefined): Promise<ServerTls> {
+async function autoTls(settings: ServerSettings, shared: SharedCas): Promise<ServerTls> {
   const dir = join(settings.dataDir, TLS_DIR);
-  const ca = sharedCa ? await sharedCa() : await ensureCa(dir);
+  const ca = shared.tlsCa ? await shared.tlsCa() : await ensureCa(dir);
   // A CA rotation (README "Rotating the CA"): the next CA is made and served before it signs,
   // the previous one is served until the operator removes it, so agents trust both meanwhile.
-  const next = settings.tlsNextCa ? await ensureCa(join(dir, NEXT_CA_DIR)) : undefined;
+  const nextCa = shared.tlsNextCa ?? (() => ensureCa(join(dir, NEXT_CA_DIR)));
+  const next = settings.tlsNextCa ? await nextCa() : undefined;
   const previous = readIfExists(join(dir, PREVIOUS_CA_FILE));
   const names = serverNames(settings);
   const validMs = settings.tlsCertValidHours * HOUR_MS;
