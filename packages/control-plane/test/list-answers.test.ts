@@ -121,6 +121,27 @@ describe("large lists", () => {
     expect(resumed.map((c) => c.uuid)).not.toContain(firstUuids[2]);
   });
 
+  it("cluster pages follow (creation time, uuid): a gone marker's page goes on after its place, repeating nothing", async () => {
+    // Three clusters of one millisecond: only the uuid orders them.
+    const at = "2020-01-01T00:00:00.000Z";
+    const ids: string[] = [];
+    for (const name of ["same-a", "same-b", "same-c"]) {
+      const id = await insertCluster(t.db, t.projectId, name);
+      await t.db.update(clusters).set({ createdAt: at }).where(eq(clusters.id, id));
+      ids.push(id);
+    }
+    ids.sort();
+    const list = url("/v4/{p}/clusters");
+    const first = await get(`${list}?limit=2`);
+    expect((first.json() as { uuid: string }[]).map((c) => c.uuid)).toEqual(ids.slice(0, 2));
+    const marker = /continue=([^&>]+)/.exec(first.headers.link as string)?.[1] as string;
+    // The marker's cluster (the second) is deleted; the first, of the same time, stays.
+    await t.db.delete(clusters).where(eq(clusters.id, ids[1] as string));
+    const next = (await get(`${list}?limit=1&continue=${marker}`)).json() as { uuid: string }[];
+    expect(next.map((c) => c.uuid)).toEqual([ids[2]]);
+    for (const id of [ids[0], ids[2]]) await t.db.delete(clusters).where(eq(clusters.id, id as string));
+  });
+
   it.each(LISTS)("%s: a bad limit or marker is a 400 naming the field", async (list) => {
     for (const [query, field] of [
       ["?limit=0", "limit"],

@@ -161,7 +161,11 @@ export const clusters = sqliteTable(
       .$defaultFn(() => new Date().toISOString())
       .$onUpdate(() => new Date().toISOString()),
   },
-  (t) => [uniqueIndex("clusters_project_name").on(t.projectId, t.name)],
+  (t) => [
+    uniqueIndex("clusters_project_name").on(t.projectId, t.name),
+    // The project's list and its pages, in their order (views.ts): a page reads only its rows.
+    index("clusters_project_created").on(t.projectId, t.createdAt, t.id),
+  ],
 );
 
 /** Hosts. A registered host is a node of its project; `clusterId` null means unattached. */

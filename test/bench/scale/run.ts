@@ -2,7 +2,8 @@
 // seeded through the store (not the API) to 1,000, 10,000 and 50,000 (BENCH_SCALE_SIZES) in one
 // project, on SQLite and on PostgreSQL; at each size a fresh keelson-server runs on the data and
 // the bench takes its idle RSS, the first list (computed), the list again (cached), the list
-// after a cluster is created through the API (computed again) and its RSS after. One request at a time; each figure is the median of BENCH_SCALE_TRIES. Prints the
+// after a cluster is created through the API (computed again), the first page of 500 after a write
+// (read in SQL: it should not grow with the list) and its RSS after. One request at a time; each figure is the median of BENCH_SCALE_TRIES. Prints the
 // table and the time per 1,000 clusters at each size: flat means linear growth.
 import { randomUUID } from "node:crypto";
 import { mkdtempSync } from "node:fs";
@@ -30,6 +31,7 @@ const SIZES = (process.env.BENCH_SCALE_SIZES ?? "1000,10000,50000").split(",").m
 const TRIES = Number(process.env.BENCH_SCALE_TRIES ?? 3);
 const ADMIN = "bench-admin-token";
 const BATCH = 500;
+const PAGE = 500;
 
 interface Row {
   store: string;
@@ -38,6 +40,8 @@ interface Row {
   firstMs: number;
   cachedMs: number;
   afterWriteMs: number;
+  /** The first page of PAGE clusters after a write: read in SQL, it should not grow with the list. */
+  pageMs: number;
   rssMiB: number;
   bytes: number;
 }
@@ -165,6 +169,7 @@ async function growth(name: string, url: string | undefined): Promise<Row[]> {
         const first: number[] = [];
         const cached: number[] = [];
         const afterWrite: number[] = [];
+        const page: number[] = [];
         let bytes = 0;
         for (let i = 0; i < TRIES; i++) {
           // The first list of the process, then each one after the cluster created below: computed.
@@ -178,6 +183,7 @@ async function growth(name: string, url: string | undefined): Promise<Row[]> {
             body: JSON.stringify({ name: `written-${size}-${i}` }),
           });
           await res.arrayBuffer();
+          page.push((await timedGet(`${list}?limit=${PAGE}`)).ms);
         }
         return {
           store: name,
@@ -186,6 +192,7 @@ async function growth(name: string, url: string | undefined): Promise<Row[]> {
           firstMs: median(first),
           cachedMs: median(cached),
           afterWriteMs: median(afterWrite),
+          pageMs: median(page),
           rssMiB: memoryMiB(pid).rss,
           bytes,
         };
@@ -209,6 +216,7 @@ try {
         "cached ms",
         "after a write ms",
         "ms per 1,000 (after a write)",
+        `page of ${PAGE} after a write ms`,
         "idle RSS MiB",
         "RSS after MiB",
       ],
@@ -220,6 +228,7 @@ try {
         r.cachedMs.toFixed(0),
         r.afterWriteMs.toFixed(0),
         ((r.afterWriteMs / r.clusters) * 1000).toFixed(1),
+        r.pageMs.toFixed(0),
         r.idleRssMiB.toFixed(0),
         r.rssMiB.toFixed(0),
       ]),

@@ -6,7 +6,9 @@
  * The marker is the last item's creation time and uuid (base64url of a JSON pair), not a
  * position: a page starts right after that item however many were created or deleted before
  * it. Should that item be gone, the page starts at the first item created at or after its
- * time: an item can then come twice (clients key by uuid), never be skipped.
+ * time: an item can then come twice (clients key by uuid), never be skipped. The cluster lists
+ * page in SQL (`keysetPage`), by (creation time, uuid), their order: a gone item's page starts
+ * right after its place, repeating nothing.
  */
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { type Static, Type } from "typebox";
@@ -74,6 +76,23 @@ function parseMarker(text: string): Marker {
     throw badRequest("continue", "continue must be the marker of a previous page's Link header", "invalid_continue");
   }
   return { at: parsed[0], id: parsed[1] };
+}
+
+/** Where the first page starts: before every item (every creation time and uuid sorts after ""). */
+export const FIRST_PAGE: Marker = { at: "", id: "" };
+
+/**
+ * A page from rows read after the marker in list order, one more than `limit` asked for: that
+ * one only tells there is a next page.
+ */
+export function keysetPage<T>(
+  rows: readonly T[],
+  markerOf: (item: T) => Marker,
+  limit: number,
+): { items: T[]; next?: string } {
+  const items = rows.slice(0, limit);
+  const last = items[items.length - 1];
+  return rows.length > limit && last !== undefined ? { items, next: markerText(markerOf(last)) } : { items };
 }
 
 function markerText(marker: Marker): string {

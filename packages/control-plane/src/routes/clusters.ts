@@ -6,13 +6,13 @@ import { createCluster, deleteCluster, updateCluster, type WriteResult } from ".
 import { presentClusterV3, presentClusterV4 } from "../domain/clusters/present/presenters.ts";
 import { clusterReadSchemaV3, clusterReadSchemaV4 } from "../domain/clusters/present/read-schema.ts";
 import type { ApiVersion } from "../domain/clusters/spec/fields.ts";
-import { findCluster, getClusterView, listClusterViews } from "../domain/clusters/views.ts";
+import { findCluster, getClusterView, listClusterViews, listClusterViewsPage } from "../domain/clusters/views.ts";
 import { listClusterNodeViews } from "../domain/nodes/nodes.ts";
 import { presentNodeV4 } from "../domain/nodes/present.ts";
 import { baseUrlOf } from "../http/base-url.ts";
 import { sendCachedJson } from "../http/json-answer.ts";
 import { sendNoBody } from "../http/no-body.ts";
-import { PAGING_EXTENSION, PageQuery, pageOf, pageRequest } from "../http/paging.ts";
+import { PAGING_EXTENSION, PageQuery, pageRequest } from "../http/paging.ts";
 import { type Produced, SnapshotCache } from "../http/snapshot-cache.ts";
 import { warnIgnoredFields } from "../http/warnings.ts";
 import {
@@ -101,9 +101,8 @@ export const clusterRoutes: FastifyPluginAsyncTypebox = async (app) => {
         const page = pageRequest(request.query);
         const key = `${version}:list:${projectId}${page ? `:${request.query.limit ?? ""}:${request.query.continue ?? ""}` : ""}`;
         return sendSnapshot(request, reply, key, async () => {
-          const views = await listClusterViews(k.db, k.catalogue, projectId);
-          if (!page) return JSON.stringify(views.map(present));
-          const paged = pageOf(views, (v) => ({ at: v.row.createdAt, id: v.row.id }), page);
+          if (!page) return JSON.stringify((await listClusterViews(k.db, k.catalogue, projectId)).map(present));
+          const paged = await listClusterViewsPage(k.db, k.catalogue, projectId, page);
           return { text: JSON.stringify(paged.items.map(present)), nextPage: paged.next };
         });
       },

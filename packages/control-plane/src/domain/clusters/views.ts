@@ -9,8 +9,9 @@ import {
   prepare,
   type Tx,
 } from "@keelson/db";
-import { and, eq, sql } from "drizzle-orm";
+import { and, eq, gt, or, sql } from "drizzle-orm";
 import { notFound } from "../../http/errors.ts";
+import { FIRST_PAGE, keysetPage, type PageRequest } from "../../http/paging.ts";
 import type { Catalogue } from "../catalogue/catalogue.ts";
 import { countRoles, masterHealth, type NodeHealthInput, type RoleCounts, workerHealth } from "./health/health.ts";
 import type { ClusterView } from "./present/presenters.ts";
@@ -67,6 +68,24 @@ function prepareReads(db: Db) {
       db,
       "cluster_views",
       joined().where(eq(clusters.projectId, projectId)).orderBy(clusters.createdAt, clusters.id),
+    ),
+    // A page of that list (http/paging.ts): the rows after a marker's (creation time, uuid), by
+    // the same order, so a page of a large list reads that page, not the list.
+    page: prepare(
+      db,
+      "cluster_views_page",
+      joined()
+        .where(
+          and(
+            eq(clusters.projectId, projectId),
+            or(
+              gt(clusters.createdAt, sql.placeholder("afterAt")),
+              and(eq(clusters.createdAt, sql.placeholder("afterAt")), gt(clusters.id, sql.placeholder("afterId"))),
+            ),
+          ),
+        )
+        .orderBy(clusters.createdAt, clusters.id)
+        .limit(sql.placeholder("limit")),
     ),
     roles: prepare(
       db,
@@ -149,4 +168,21 @@ export async function getClusterView(
 /** Every cluster of a project, oldest first, ready for the presenters, from one query. */
 export async function listClusterViews(db: Db, catalogue: Catalogue, projectId: string): Promise<ClusterView[]> {
   return (await reads(db).views.all({ projectId })).map((r) => toView(catalogue, r));
+}
+
+/** A page of that list: `limit` clusters after `after` (from the first without), and the marker of the next. */
+export async function listClusterViewsPage(
+  db: Db,
+  catalogue: Catalogue,
+  projectId: string,
+  page: PageRequest,
+): Promise<{ items: ClusterView[]; next?: string }> {
+  const after = page.after ?? FIRST_PAGE;
+  // One row more than the page: whether there is a next page, without counting.
+  const rows = await reads(db).page.all({ projectId, afterAt: after.at, afterId: after.id, limit: page.limit + 1 });
+  return keysetPage(
+    rows.map((r) => toView(catalogue, r)),
+    (v) => ({ at: v.row.createdAt, id: v.row.id }),
+    page.limit,
+  );
 }

@@ -1,0 +1,1 @@
+CREATE INDEX "clusters_project_created" ON "clusters" USING btree ("project_id","created_at","id");

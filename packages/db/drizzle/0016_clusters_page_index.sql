@@ -1,0 +1,1 @@
+CREATE INDEX `clusters_project_created` ON `clusters` (`project_id`,`created_at`,`id`);
