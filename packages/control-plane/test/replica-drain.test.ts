@@ -4,7 +4,7 @@ import { eq } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
 import { WebSocket } from "ws";
 import { registerReplica } from "../src/replicas/registry.ts";
-import { ADMIN_TOKEN, type TestApp } from "./helpers.ts";
+import { ADMIN_TOKEN, TEST_DIALECT, type TestApp } from "./helpers.ts";
 import { agentOn, replicaRow, twoReplicasAndAHost, until } from "./replica-fixtures.ts";
 
 /** `POST /v1/replicas/{id}/drain` (issue 17): two replicas on one database, an agent linked to the drained one. */
@@ -72,6 +72,29 @@ describe("replica drain", () => {
       await a.close();
     }
   });
+
+  // PostgreSQL: the replicas' store. Two apps of one process on one SQLite file cannot race
+  // (better-sqlite3 waits for a lock synchronously, holding the thread the other app needs).
+  it.runIf(TEST_DIALECT === "postgres")(
+    "two drains at once, of A through B and of B through A: one is taken, the other is refused as the last replica",
+    async () => {
+      const { a, b } = await twoReplicasAndAHost();
+      try {
+        for (let round = 0; round < 5; round++) {
+          const answers = await Promise.all([drain(b, "cp-a"), drain(a, "cp-b")]);
+          const codes = answers.map((r) => r.statusCode).sort();
+          expect(codes).toEqual([202, 409]);
+          expect(answers.find((r) => r.statusCode === 409)?.json()).toMatchObject({ code: "last_replica" });
+          const marked = [await drainingSince(a, "cp-a"), await drainingSince(a, "cp-b")].filter((d) => d !== null);
+          expect(marked).toHaveLength(1);
+          await a.db.update(replicas).set({ drainingSince: null });
+        }
+      } finally {
+        await b.close();
+        await a.close();
+      }
+    },
+  );
 
   it("asked through A, B answers /readyz 503 draining, closes its agent links with going-away and refuses new ones; the agent links to A; B's restart ends the drain", async () => {
     const { a, b, onA, onB, id } = await twoReplicasAndAHost();

@@ -1,5 +1,5 @@
-import { type Db, databaseTime, dialectOf, replicas } from "@keelson/db";
-import { and, count, eq, gt, isNull, ne } from "drizzle-orm";
+import { type Db, databaseTime, dialectOf, lockRows, replicas } from "@keelson/db";
+import { eq, gt } from "drizzle-orm";
 import type { FastifyBaseLogger } from "fastify";
 import { conflict, notFound } from "../http/errors.ts";
 import type { Channels } from "./channels.ts";
@@ -55,37 +55,40 @@ export class ReplicaDrain {
   /**
    * Marks replica `id` draining (idempotent) and wakes it. Refuses an unknown id (404), a
    * replica that is not live (409 `replica_gone`: nothing to drain) and the last live replica
-   * that is not draining (409 `last_replica`: nobody would take its work over). Two drains of
-   * two different replicas at the same instant may both pass the last-replica check.
+   * that is not draining (409 `last_replica`: nobody would take its work over). The check and
+   * the mark are one transaction holding every replica row: two drains of two replicas at once
+   * (through two replicas) are decided one after the other, so they cannot both pass and leave
+   * none to take the work over.
    */
   async request(id: string): Promise<void> {
     const { db, leaseMs, channels } = this.options;
     const dialect = dialectOf(db);
     const fresh = gt(replicas.heartbeatAt, databaseTime(dialect, -leaseMs));
-    const [row] = await db.select({ draining: replicas.drainingSince }).from(replicas).where(eq(replicas.id, id));
-    if (!row) throw notFound("replica", id);
-    const [live] = await db
-      .select({ id: replicas.id })
-      .from(replicas)
-      .where(and(eq(replicas.id, id), fresh));
-    if (!live)
-      throw conflict(`replica ${id} is not live (no heartbeat within the lease): nothing to drain`, "replica_gone");
-    if (row.draining === null) {
-      const [others] = await db
-        .select({ n: count() })
-        .from(replicas)
-        .where(and(ne(replicas.id, id), fresh, isNull(replicas.drainingSince)));
-      if (Number(others?.n ?? 0) === 0) {
-        throw conflict(
-          `replica ${id} is the last live replica that is not draining: no other would take its operations and agents over`,
-          "last_replica",
-        );
-      }
-      await db
-        .update(replicas)
-        .set({ drainingSince: databaseTime(dialect) })
-        .where(and(eq(replicas.id, id), isNull(replicas.drainingSince)));
-    }
+    await db.transaction(
+      async (tx) => {
+        const all = await lockRows(tx, replicas, undefined);
+        const row = all.find((r) => r.id === id);
+        if (!row) throw notFound("replica", id);
+        // Live by the database's clock (as every lease here), read under the locks.
+        const live = new Set((await tx.select({ id: replicas.id }).from(replicas).where(fresh)).map((r) => r.id));
+        if (!live.has(id))
+          throw conflict(`replica ${id} is not live (no heartbeat within the lease): nothing to drain`, "replica_gone");
+        if (row.drainingSince !== null) return;
+        if (!all.some((r) => r.id !== id && r.drainingSince === null && live.has(r.id))) {
+          throw conflict(
+            `replica ${id} is the last live replica that is not draining: no other would take its operations and agents over`,
+            "last_replica",
+          );
+        }
+        await tx
+          .update(replicas)
+          .set({ drainingSince: databaseTime(dialect) })
+          .where(eq(replicas.id, id));
+      },
+      // SQLite: take the write lock at BEGIN, so a second server on the file waits instead of
+      // failing its upgrade from a read lock (PostgreSQL's row locks above do that there).
+      dialect === "sqlite" ? { behavior: "immediate" } : undefined,
+    );
     // Also when already draining: a replica that missed the first notification hears this one.
     await channels.notify("drains", id);
   }
