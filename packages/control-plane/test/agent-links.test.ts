@@ -2,15 +2,21 @@ import { randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import { agentLinks, firstRow, nodes } from "@keelson/db";
 import { AGENT_CAPABILITIES } from "@keelson/protocol";
-import { eq } from "drizzle-orm";
+import { and, eq, isNotNull } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
 import { dropLink, linksElsewhere, reapLinks, takeLink } from "../src/replicas/links.ts";
 import { ADMIN_TOKEN, createTestApp, type TestApp } from "./helpers.ts";
 import { insertHost } from "./node-fixtures.ts";
 import { agentOn, replicaRow, SHORT, twoReplicasAndAHost, until } from "./replica-fixtures.ts";
 
+/** The host's link, if a replica holds it (a dropped link's row stays, with no replica and its epoch). */
 const linkRow = async (t: TestApp, hostId: string) =>
-  firstRow(await t.db.select().from(agentLinks).where(eq(agentLinks.hostId, hostId)));
+  firstRow(
+    await t.db
+      .select()
+      .from(agentLinks)
+      .where(and(eq(agentLinks.hostId, hostId), isNotNull(agentLinks.replica))),
+  );
 const connectedFlag = async (t: TestApp, hostId: string) =>
   firstRow(await t.db.select({ c: nodes.agentConnected }).from(nodes).where(eq(nodes.id, hostId)))?.c;
 
@@ -29,15 +35,19 @@ describe("agent_links table", () => {
 
     await replicaRow(t, "cp-live", 0);
     await replicaRow(t, "cp-dead", 60_000);
-    await takeLink(t.db, h1.id, "cp-live");
+    // A take after a drop goes on from the dropped epoch: a late notice of the old link (epoch 2)
+    // cannot be mistaken for this one.
+    expect(await takeLink(t.db, h1.id, "cp-live")).toBe(3);
     await takeLink(t.db, h2.id, "cp-dead");
     await takeLink(t.db, h3.id, "cp-a");
     expect((await linksElsewhere(t.db, "cp-a", 3_000)).map((l) => l.hostId)).toEqual([h1.id]);
-    expect((await reapLinks(t.db, "cp-a", 3_000)).map((l) => l.hostId)).toEqual([h2.id]);
+    expect(await reapLinks(t.db, "cp-a", 3_000)).toEqual([{ hostId: h2.id, replica: "cp-dead", epoch: 1 }]);
+    expect(await linkRow(t, h2.id)).toBeUndefined();
     expect(await linkRow(t, h3.id)).toMatchObject({ replica: "cp-a" });
     // At its start a replica also removes what its previous process held.
     expect((await reapLinks(t.db, "cp-a", 3_000, true)).map((l) => l.hostId)).toEqual([h3.id]);
-    expect(await linkRow(t, h1.id)).toMatchObject({ replica: "cp-live", epoch: 1 });
+    expect(await linkRow(t, h1.id)).toMatchObject({ replica: "cp-live", epoch: 3 });
+    expect(await takeLink(t.db, h2.id, "cp-a")).toBe(2);
   });
 });
 

@@ -391,7 +391,12 @@ export const agentLinks = sqliteTable(
     hostId: text("host_id")
       .primaryKey()
       .references(() => nodes.id, { onDelete: "cascade" }),
-    replica: text("replica").notNull(),
+    /**
+     * The replica holding the link; null once none does. The row stays with its epoch: a later
+     * take raises it again, so epochs only grow and a late notice of an older link can never be
+     * taken for the current one (a deleted row would start over at 1).
+     */
+    replica: text("replica"),
     epoch: integer("epoch").notNull(),
     connectedAt: text("connected_at").notNull(),
   },

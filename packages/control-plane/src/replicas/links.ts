@@ -1,11 +1,12 @@
 import { agentLinks, type Db, databaseTime, dialectOf, nodes, replicas } from "@keelson/db";
-import { and, eq, gt, inArray, ne, notInArray, or, sql } from "drizzle-orm";
+import { and, eq, gt, inArray, isNotNull, ne, notInArray, or, sql } from "drizzle-orm";
 
 /**
  * The agent_links table (DESIGN.md "Replicas"): which replica holds each host's link, one row per
  * host cluster-wide. Taking a link raises its epoch, so of two replicas that both think they hold
  * a host, the one with the lower epoch knows it was superseded; dropping one is conditional on
- * the epoch, so a late close never removes its successor's row.
+ * the epoch, so a late close never removes its successor's link. A dropped link leaves its row
+ * with no replica and its epoch, so epochs only grow, across drops too.
  */
 
 export interface LinkRow {
@@ -13,6 +14,9 @@ export interface LinkRow {
   replica: string;
   epoch: number;
 }
+
+/** Held: some replica holds the link (a dropped one's row has none). */
+const held = isNotNull(agentLinks.replica);
 
 /** A link another replica holds, with the host's project (connected hosts of one project). */
 export interface HeldLink extends LinkRow {
@@ -34,21 +38,23 @@ export async function takeLink(db: Db, hostId: string, replica: string): Promise
   return row.epoch;
 }
 
-/** Removes the link if it is still `replica`'s at `epoch`; false when another took it since. */
+/** Ends the link if it is still `replica`'s at `epoch`; false when another took it since. */
 export async function dropLink(db: Db, hostId: string, replica: string, epoch: number): Promise<boolean> {
   const gone = await db
-    .delete(agentLinks)
+    .update(agentLinks)
+    .set({ replica: null })
     .where(and(eq(agentLinks.hostId, hostId), eq(agentLinks.replica, replica), eq(agentLinks.epoch, epoch)))
     .returning({ hostId: agentLinks.hostId });
   return gone.length > 0;
 }
 
-/** Removes every link `replica` holds (its graceful stop); answers them. */
-export async function dropLinksOf(db: Db, replica: string): Promise<LinkRow[]> {
+/** Ends every link `replica` holds (its graceful stop); answers their hosts. */
+export async function dropLinksOf(db: Db, replica: string): Promise<{ hostId: string }[]> {
   return await db
-    .delete(agentLinks)
+    .update(agentLinks)
+    .set({ replica: null })
     .where(eq(agentLinks.replica, replica))
-    .returning({ hostId: agentLinks.hostId, replica: agentLinks.replica, epoch: agentLinks.epoch });
+    .returning({ hostId: agentLinks.hostId });
 }
 
 /** Ids of the replicas whose heartbeat is younger than `leaseMs` (by the database's clock). */
@@ -61,7 +67,7 @@ function liveReplicaIds(db: Db, leaseMs: number) {
 
 /** Links held by live replicas other than `self` (what this replica learns at start and after a LISTEN gap). */
 export async function linksElsewhere(db: Db, self: string, leaseMs: number): Promise<HeldLink[]> {
-  return await db
+  const rows = await db
     .select({
       hostId: agentLinks.hostId,
       replica: agentLinks.replica,
@@ -71,17 +77,41 @@ export async function linksElsewhere(db: Db, self: string, leaseMs: number): Pro
     .from(agentLinks)
     .innerJoin(nodes, eq(nodes.id, agentLinks.hostId))
     .where(and(ne(agentLinks.replica, self), inArray(agentLinks.replica, liveReplicaIds(db, leaseMs))));
+  // A live replica's id matched: never null here.
+  return rows.filter((r): r is HeldLink => r.replica !== null);
 }
 
 /**
- * Removes the links of replicas whose heartbeat ran out (they died holding them), never
- * `self`'s (its own row may be missing for a while: a start on a full disk). With `ownToo` (a
- * start) also `self`'s own, left by its previous process. Answers the rows removed.
+ * Ends the links of replicas whose heartbeat ran out (they died holding them), never `self`'s
+ * (its own row may be missing for a while: a start on a full disk). With `ownToo` (a start) also
+ * `self`'s own, left by its previous process. Answers the links ended, with who held them.
  */
 export async function reapLinks(db: Db, self: string, leaseMs: number, ownToo = false): Promise<LinkRow[]> {
-  const dead = and(ne(agentLinks.replica, self), notInArray(agentLinks.replica, liveReplicaIds(db, leaseMs)));
-  return await db
-    .delete(agentLinks)
-    .where(ownToo ? or(eq(agentLinks.replica, self), dead) : dead)
-    .returning({ hostId: agentLinks.hostId, replica: agentLinks.replica, epoch: agentLinks.epoch });
+  const dead = and(held, ne(agentLinks.replica, self), notInArray(agentLinks.replica, liveReplicaIds(db, leaseMs)));
+  const which = ownToo ? or(eq(agentLinks.replica, self), dead) : dead;
+  // Read first: the update's answer holds the new (empty) holder. A link taken again between
+  // the two no longer matches `which`, and is neither ended nor answered.
+  const found = await db
+    .select({ hostId: agentLinks.hostId, replica: agentLinks.replica, epoch: agentLinks.epoch })
+    .from(agentLinks)
+    .where(which);
+  if (found.length === 0) return [];
+  const ended = new Set(
+    (
+      await db
+        .update(agentLinks)
+        .set({ replica: null })
+        .where(
+          and(
+            which,
+            inArray(
+              agentLinks.hostId,
+              found.map((r) => r.hostId),
+            ),
+          ),
+        )
+        .returning({ hostId: agentLinks.hostId })
+    ).map((r) => r.hostId),
+  );
+  return found.filter((r): r is LinkRow => ended.has(r.hostId) && r.replica !== null);
 }

@@ -1,6 +1,6 @@
 import { agentLinks, type Db, databaseUnavailable, lockIds, nodes } from "@keelson/db";
 import type { HelloFrame } from "@keelson/protocol";
-import { and, eq, inArray, notExists, sql } from "drizzle-orm";
+import { and, eq, inArray, isNotNull, notExists, sql } from "drizzle-orm";
 import type { FastifyBaseLogger } from "fastify";
 import type { Presence, PresencePatch } from "../../agents/link-domain.ts";
 
@@ -83,7 +83,12 @@ export class PresenceWriter implements Presence {
       .where(
         and(
           eq(nodes.agentConnected, 1),
-          notExists(this.db.select({ one: sql`1` }).from(agentLinks).where(eq(agentLinks.hostId, nodes.id))),
+          notExists(
+            this.db
+              .select({ one: sql`1` })
+              .from(agentLinks)
+              .where(and(eq(agentLinks.hostId, nodes.id), isNotNull(agentLinks.replica))),
+          ),
         ),
       )
       .returning({ id: nodes.id });

@@ -1,0 +1,1 @@
+ALTER TABLE "agent_links" ALTER COLUMN "replica" DROP NOT NULL;
