@@ -83,7 +83,7 @@ export function checkNoControlChars(value: string, path: string): void {
   if (hasControlChars(value)) throw badRequest(path, `${path} must not contain control characters`);
 }
 
-/** A plain token (proxy address, registry host, image tag): no whitespace or control characters. */
+/** A plain token (registry host, image tag): no whitespace or control characters. */
 export function checkToken(value: string, path: string): void {
   if (/\s/.test(value) || hasControlChars(value)) {
     throw badRequest(path, `${path} must not contain whitespace or control characters`);
