@@ -1,10 +1,9 @@
 import { isIP } from "node:net";
 import { resolve } from "node:path";
-import { CA_HASH_PATTERN } from "@keelson/protocol";
+import { CA_HASH_PATTERN, checkProxyUrl, PROXY_URL_RULE } from "@keelson/protocol";
 import { parseListen, parseSettings, Setting } from "@keelson/settings";
 import { type Static, type TSchema, Type } from "typebox";
 import { CONTROL_PLANES_RULE, checkControlPlanes, splitControlPlanes } from "./link/control-planes.ts";
-import { checkProxyUrl, PROXY_URL_RULE } from "./link/proxy.ts";
 import { pinnedHashes } from "./link/trust.ts";
 import { DEFAULT_TIMEOUTS } from "./phases/config.ts";
 import { DEFAULT_RECONCILE } from "./phases/reconciler.ts";

@@ -245,7 +245,9 @@ describe("the attach operation", () => {
   it("joins masters one at a time, each listing the ok masters as etcd members, then the workers", async () => {
     const masters = agents(3);
     const workers = agents(2);
-    const id = await f.createCluster("three-masters");
+    // The cluster's proxy rides in every join's settings (the nodes' containerd uses it).
+    const httpProxy = "http://proxy.example.com:3128";
+    const id = await f.createCluster("three-masters", { httpProxy });
     const res = await f.attach(id, [w(workers[0] as string), ...masters.map(m), w(workers[1] as string)]);
     expect(res.statusCode).toBe(200);
     await f.idle();
@@ -279,6 +281,7 @@ describe("the attach operation", () => {
       apiEndpoint: `https://${await ip(masters[0] as string)}:443`,
     });
     expect(joinOf(joins[3]).role).toBe("worker");
+    for (const join of joins) expect(joinOf(join).settings.httpProxy).toBe(httpProxy);
 
     expect(await f.cluster(id)).toMatchObject({
       status: "ok",

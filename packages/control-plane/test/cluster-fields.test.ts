@@ -174,7 +174,10 @@ const SAMPLES: Record<string, { value: unknown; with?: Record<string, unknown> }
   subnets: { value: ["subnet-1"] },
   privateSubnets: { value: ["subnet-2"], with: { vpc: "vpc-1" } },
   isPrivate: { value: true },
-  internalElb: { value: true, with: { isPrivate: true, vpc: "vpc-1", httpProxy: "proxy:3128", privateSubnets: ["s"] } },
+  internalElb: {
+    value: true,
+    with: { isPrivate: true, vpc: "vpc-1", httpProxy: "http://proxy:3128", privateSubnets: ["s"] },
+  },
   httpProxy: { value: "http://proxy.example.com:3128" },
   containersCidr: { value: "10.20.0.0/16" },
   servicesCidr: { value: "10.21.0.0/16" },
@@ -536,7 +539,11 @@ const LIMITS: LimitCase[] = [
     {},
     "v4",
   ],
-  ["httpProxy", ["http://proxy:3128", "proxy.example.com:3128"], ["http://proxy :3128"]],
+  [
+    "httpProxy",
+    ["http://proxy:3128", "https://user:secret@proxy.example.com:3128/"],
+    ["http://proxy :3128", "proxy.example.com:3128", "ftp://proxy:21", "http://proxy:3128/path", "http://pro\txy:3128"],
+  ],
   ["addonOperatorImageTag", catalogue.file.addonOperatorTags, ["9.9.9"]],
   ["kubeRoleVersion", catalogue.roles.map((r) => r.roleVersion), ["1.0.0-kls.1", "1.31.4", "latest"]],
 ];

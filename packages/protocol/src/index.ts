@@ -15,6 +15,7 @@ export * from "./loopback.ts";
 export * from "./node-package.ts";
 export * from "./package-verify.ts";
 export * from "./phases.ts";
+export * from "./proxy-url.ts";
 export * from "./release-version.ts";
 export * from "./text.ts";
 export * from "./url-host.ts";

@@ -21,18 +21,6 @@ export interface ProxySettings {
   noProxy?: string | undefined;
 }
 
-export const PROXY_URL_RULE = "an http:// or https:// proxy URL (http://proxy.example.com:3128), no path";
-
-/** The check of a proxy setting: what the cluster field httpProxy accepts, and user info. */
-export function checkProxyUrl(value: string): string | undefined {
-  let url: URL | undefined;
-  try {
-    url = new URL(value);
-  } catch {}
-  const ok = url && ["http:", "https:"].includes(url.protocol) && url.hostname && ["", "/"].includes(url.pathname);
-  return ok ? undefined : `must be ${PROXY_URL_RULE}`;
-}
-
 const secure = (url: URL) => url.protocol === "https:" || url.protocol === "wss:";
 
 /**

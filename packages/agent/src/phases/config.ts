@@ -24,6 +24,8 @@ export interface ClusterSettings {
   /** API server port as the spec stores it (a decimal string); default 443. */
   k8sApiPort?: string;
   externalDnsName?: string;
+  /** The proxy the node reaches outside the cluster through (create-only); node-proxy.ts. */
+  httpProxy?: string;
   runtimeConfig?: string;
   etcdHeartbeatIntervalMs?: number;
   etcdElectionTimeoutMs?: number;
@@ -39,6 +41,9 @@ export interface ClusterSettings {
   dockerUbuntuPackageRepoUrl?: string;
   containerRuntime?: "containerd" | "docker";
 }
+
+/** The cluster's DNS domain: the kubelet's clusterDomain, CoreDNS's zone, the API's service name. */
+export const CLUSTER_DOMAIN = "cluster.local";
 
 /** Ports every service binds on the node's primary IP; tests pick free ones. */
 export interface ServicePorts {

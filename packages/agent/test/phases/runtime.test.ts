@@ -2,9 +2,11 @@ import { chmodSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:
 import { join } from "node:path";
 import { execa } from "execa";
 import { afterAll, describe, expect, it } from "vitest";
+import { startConnectProxy } from "../../../../test/support/connect-proxy.ts";
 import { writeOciArchive } from "../../../../test/support/oci-image.ts";
 import type { NodeConfigInput } from "../../src/phases/config.ts";
 import { renderContainerdConfig } from "../../src/phases/impl/containerd-config.ts";
+import { noProxyEntries } from "../../src/phases/impl/node-proxy.ts";
 import {
   configureRuntime,
   loadUserImages,
@@ -13,6 +15,7 @@ import {
 } from "../../src/phases/impl/runtime.ts";
 import { nodePaths } from "../../src/phases/paths.ts";
 import { DirectSupervisor, killAllFromPidFiles } from "../../src/services/direct.ts";
+import { criPullImage } from "./cri-pull.ts";
 import { FIXTURE_NODE_PACKAGE, fakeHost, nodeConfig, phaseContexts, tempDir, testLog } from "./helpers.ts";
 
 /**
@@ -35,6 +38,17 @@ function setup(input: Partial<NodeConfigInput> = {}) {
   const ctx = phaseContexts({ config, services, timeoutMs: 60_000 });
   const ctr = (...args: string[]) => execa(CTR, ["--address", paths.containerdSocket, ...args]);
   return { root, config, services, ctx, paths, ctr };
+}
+
+/** A process's environment as the kernel keeps it. */
+function environOf(pid: number | null): Record<string, string> {
+  const text = readFileSync(`/proc/${pid}/environ`, "utf8");
+  return Object.fromEntries(
+    text
+      .split("\0")
+      .filter(Boolean)
+      .map((line) => [line.slice(0, line.indexOf("=")), line.slice(line.indexOf("=") + 1)]),
+  );
 }
 
 afterAll(() => {
@@ -161,4 +175,51 @@ describe("container runtime and user images", () => {
       `required binary "containerd" not found; looked for ${root}/bin/containerd`,
     );
   });
+});
+
+describe("the cluster's proxy in containerd's environment", () => {
+  it("containerd gets HTTP_PROXY, HTTPS_PROXY and NO_PROXY with a proxy, none without, nothing else changed; its CRI pulls go through the proxy", async () => {
+    const { ctx, config, services, paths } = setup();
+    await configureRuntime.start(ctx());
+    await startRuntime.start(ctx());
+    const plain = (await services.status("containerd")).pid;
+    const without = environOf(plain);
+    expect(Object.keys(without).filter((name) => /proxy/i.test(name))).toEqual([]);
+
+    // A proxy that refuses every tunnel: it only notes where containerd asked to go.
+    const proxy = await startConnectProxy();
+    proxy.refuse = true;
+    const proxiedConfig = { ...config, cluster: { ...config.cluster, httpProxy: proxy.url } };
+    const proxied = phaseContexts({ config: proxiedConfig, services, timeoutMs: 60_000 });
+    try {
+      // The phase's next start restarts containerd with the proxy (config.toml is unchanged).
+      expect((await configureRuntime.start(proxied()))?.message).toBe("up to date");
+      await startRuntime.start(proxied());
+      const pid = (await services.status("containerd")).pid;
+      expect(pid).not.toBe(plain);
+      expect(environOf(pid)).toEqual({
+        ...without,
+        HTTP_PROXY: proxy.url,
+        HTTPS_PROXY: proxy.url,
+        NO_PROXY: noProxyEntries(proxiedConfig).join(","),
+      });
+      expect(environOf(pid).NO_PROXY).toBe(
+        "localhost,127.0.0.1,::1,127.0.0.12,10.20.0.0/16,10.21.0.0/16,.svc,.cluster.local",
+      );
+
+      // The kubelet's pull, in containerd's process: a registry outside the cluster is asked
+      // for through the proxy (which refuses, so nothing leaves the machine).
+      const pull = await criPullImage(paths.containerdSocket, "registry.keelson.test/keelson/probe:1.0");
+      expect(pull.status).not.toBe(0);
+      expect(pull.message).toMatch(/registry\.keelson\.test/);
+      expect(proxy.connects).toContain("registry.keelson.test:443");
+
+      // And back: the cluster without a proxy gives containerd none again.
+      await startRuntime.start(ctx());
+      expect(environOf((await services.status("containerd")).pid)).toEqual(without);
+    } finally {
+      await proxy.close();
+      await startRuntime.stop(ctx("stop"));
+    }
+  }, 120_000);
 });

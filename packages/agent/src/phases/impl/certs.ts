@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import type { CertProfile } from "@keelson/protocol";
 import { nthAddress, parseIpv4 } from "@keelson/protocol";
 import { writeFileAtomic } from "../../services/atomic-file.ts";
-import type { NodeConfig } from "../config.ts";
+import { CLUSTER_DOMAIN, type NodeConfig } from "../config.ts";
 import { type PhaseContext, PhaseError } from "../types.ts";
 import { definePhase } from "./common.ts";
 import { clusterRange } from "./net.ts";
@@ -45,7 +45,7 @@ export function certRequests(config: NodeConfig): CertRequest[] {
     "kubernetes",
     "kubernetes.default",
     "kubernetes.default.svc",
-    "kubernetes.default.svc.cluster.local",
+    `kubernetes.default.svc.${CLUSTER_DOMAIN}`,
     "localhost",
     ...nodeDns,
     ...(cluster.externalDnsName ? [cluster.externalDnsName] : []),

@@ -3,6 +3,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { urlHost } from "@keelson/protocol";
 import { readTextOrUndefined } from "../../services/atomic-file.ts";
 import type { ServiceSpec } from "../../services/types.ts";
+import { CLUSTER_DOMAIN } from "../config.ts";
 import { type PhaseContext, PhaseError } from "../types.ts";
 import { applyBootstrapObjects, bootstrapDrift, removeOwnDnsEndpoint } from "./bootstrap-objects.ts";
 import { configuredServiceEnv, definePhase, ensureService, expectServiceRunning, servicePhase } from "./common.ts";
@@ -60,7 +61,7 @@ function apiserverSpec(ctx: PhaseContext): ServiceSpec {
       `--service-cluster-ip-range=${config.cluster.servicesCidr}`,
       // Required since Kubernetes 1.20: without them the real kube-apiserver exits. The key pair
       // is the cluster's one, delivered with the apiserver certificate (certs phase).
-      "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+      `--service-account-issuer=https://kubernetes.default.svc.${CLUSTER_DOMAIN}`,
       `--service-account-signing-key-file=${paths.serviceAccountKey}`,
       `--service-account-key-file=${paths.serviceAccountPub}`,
       "--authorization-mode=Node,RBAC",

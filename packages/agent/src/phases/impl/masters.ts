@@ -5,7 +5,7 @@ import { parseIpv4, parseVrouterId, urlHost, VROUTER_ID_MAX, VROUTER_ID_MIN, vrr
 import { readTextOrUndefined } from "../../services/atomic-file.ts";
 import { processStartTime } from "../../services/process-info.ts";
 import type { ServiceSpec } from "../../services/types.ts";
-import type { NodeConfig } from "../config.ts";
+import { CLUSTER_DOMAIN, type NodeConfig } from "../config.ts";
 import type { NodePaths } from "../paths.ts";
 import { type PhaseContext, PhaseError } from "../types.ts";
 import {
@@ -199,7 +199,7 @@ export function renderCorefile(config: NodeConfig, paths: NodePaths): DesiredFil
       "    errors",
       `    health ${host}:${config.ports.corednsHealth}`,
       `    ready ${host}:${config.ports.corednsReady}`,
-      "    kubernetes cluster.local in-addr.arpa ip6.arpa {",
+      `    kubernetes ${CLUSTER_DOMAIN} in-addr.arpa ip6.arpa {`,
       `        endpoint ${config.apiServerUrl}`,
       `        tls ${paths.cert("kubelet")} ${paths.key("kubelet")} ${paths.caCert}`,
       "        pods insecure",

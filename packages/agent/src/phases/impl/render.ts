@@ -1,7 +1,7 @@
 import { cpus } from "node:os";
 import { type CertProfile, nthAddress, urlHost } from "@keelson/protocol";
 import { renderEnvFile } from "../../services/env-file.ts";
-import { allowsWorkloadsOnMaster, type NodeConfig } from "../config.ts";
+import { allowsWorkloadsOnMaster, CLUSTER_DOMAIN, type NodeConfig } from "../config.ts";
 import type { NodePaths } from "../paths.ts";
 import { PhaseError } from "../types.ts";
 import type { DesiredFile } from "./common.ts";
@@ -130,7 +130,7 @@ export function renderKubeletConfig(config: NodeConfig, paths: NodePaths): strin
       x509: { clientCAFile: paths.caCert },
     },
     authorization: { mode: "Webhook" },
-    clusterDomain: "cluster.local",
+    clusterDomain: CLUSTER_DOMAIN,
     clusterDNS: [clusterDnsIp(config)],
     containerRuntimeEndpoint: `unix://${paths.containerdSocket}`,
     cgroupDriver: CGROUP_DRIVER,

@@ -12,6 +12,7 @@ import {
   servicePhase,
   writeFiles,
 } from "./common.ts";
+import { nodeProxyEnv } from "./node-proxy.ts";
 import { runtimeFiles } from "./render.ts";
 import { probedPid, probeRuntime } from "./runtime-probe.ts";
 
@@ -80,7 +81,9 @@ function containerdSpec(ctx: PhaseContext): ServiceSpec {
       "--state",
       paths.containerdState,
     ],
-    env: configuredServiceEnv(paths.containerdConfig),
+    // The cluster's proxy, for image pulls (node-proxy.ts says why containerd alone gets it).
+    // A changed proxy changes the spec, so the phase's next start restarts containerd with it.
+    env: { ...configuredServiceEnv(paths.containerdConfig), ...nodeProxyEnv(ctx.config) },
     // ctr talks to containerd over its socket: the same probe works for the real one.
     health: {
       kind: "exec",

@@ -54,26 +54,6 @@ export function checkAwsCreate(spec: ClusterSpec, namedNodes: number): void {
   if (spec.vpc && !spec.subnets?.length) {
     throw badRequest("subnets", "subnets is required when vpc is given: the subnets of that VPC the hosts go in");
   }
-  if (spec.httpProxy !== undefined) checkProxyUrl(spec.httpProxy);
-}
-
-/** A proxy the hosts' curl and agent can use: http(s)://host[:port], no path. */
-function checkProxyUrl(value: string): void {
-  let url: URL | undefined;
-  try {
-    url = new URL(value);
-  } catch {}
-  if (
-    !url ||
-    !["http:", "https:"].includes(url.protocol) ||
-    !url.hostname ||
-    (url.pathname !== "/" && url.pathname !== "")
-  ) {
-    throw badRequest(
-      "httpProxy",
-      `httpProxy must be a proxy URL such as http://proxy.example.com:3128 (got "${value}")`,
-    );
-  }
 }
 
 /** The cloud steps' plan from the stored spec; the user data carries the cluster's join token. */

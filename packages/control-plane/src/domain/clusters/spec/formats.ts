@@ -3,7 +3,7 @@
  * throws `badRequest(path, ...)` naming the field as the client spelled it (`etcdBackup.localPath`
  * for a nested one) and the rule that failed. Cross-field rules live in rules.ts.
  */
-import { type Ipv4Block, parseIpv4, parseIpv4Cidr } from "@keelson/protocol";
+import { checkProxyUrl, type Ipv4Block, parseIpv4, parseIpv4Cidr } from "@keelson/protocol";
 import { badRequest } from "../../../http/errors.ts";
 
 /** Dotted-quad IPv4 without leading zeros (`010.0.0.1` is octal to some parsers: refused). */
@@ -83,7 +83,7 @@ export function checkNoControlChars(value: string, path: string): void {
   if (hasControlChars(value)) throw badRequest(path, `${path} must not contain control characters`);
 }
 
-/** A plain token (proxy address, registry host, image tag): no whitespace or control characters. */
+/** A plain token (registry host, image tag): no whitespace or control characters. */
 export function checkToken(value: string, path: string): void {
   if (/\s/.test(value) || hasControlChars(value)) {
     throw badRequest(path, `${path} must not contain whitespace or control characters`);
@@ -132,6 +132,16 @@ export function checkHttpUrl(value: string, path: string): void {
   if (!url || (url.protocol !== "http:" && url.protocol !== "https:")) {
     throw badRequest(path, `${path} must be an http(s) URL (got "${value}")`);
   }
+}
+
+/**
+ * httpProxy: the proxy rule the agent and the node's containerd apply too (protocol's
+ * proxy-url.ts), after the token check (URL parsing would drop a tab or newline silently).
+ */
+export function checkProxy(value: string, path: string): void {
+  checkToken(value, path);
+  const problem = checkProxyUrl(value);
+  if (problem) throw badRequest(path, `${path} ${problem} (got "${value}")`);
 }
 
 export function checkOneOf(values: readonly string[]): (value: string, path: string) => void {
