@@ -7,7 +7,7 @@ import { caCertHash } from "@keelson/protocol";
 import { afterEach, describe, expect, it } from "vitest";
 import WebSocket, { WebSocketServer } from "ws";
 import { type ConnectProxy, startConnectProxy } from "../../../test/support/connect-proxy.ts";
-import { bypassesProxy, ProxyRoutes } from "../src/link/proxy.ts";
+import { bypassesProxy, ProxyRoutes, proxyFor } from "../src/link/proxy.ts";
 import { ControlPlaneTrust, establishTrust, isCertificateError } from "../src/link/trust.ts";
 import { readAgentSettings } from "../src/settings.ts";
 import { makePki } from "./pki-fixtures.ts";
@@ -75,7 +75,10 @@ describe("NO_PROXY", () => {
       "http://proxy:3128",
       "localhost",
     ]);
-    expect(() => readAgentSettings({ ...env, HTTPS_PROXY: "proxy:3128" })).toThrow(/HTTPS_PROXY/);
+    // host:port means http://, as curl reads it.
+    const bare = readAgentSettings({ ...env, HTTPS_PROXY: "proxy:3128" });
+    expect(proxyFor(new URL("wss://cp:8443/"), bare)?.href).toBe("http://proxy:3128/");
+    expect(() => readAgentSettings({ ...env, HTTPS_PROXY: "socks5://proxy:1080" })).toThrow(/HTTPS_PROXY/);
     expect(() => readAgentSettings({ ...env, HTTP_PROXY: "http://proxy:3128/path" })).toThrow(/HTTP_PROXY/);
   });
 });

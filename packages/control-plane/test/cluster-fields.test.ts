@@ -541,8 +541,8 @@ const LIMITS: LimitCase[] = [
   ],
   [
     "httpProxy",
-    ["http://proxy:3128", "https://user:secret@proxy.example.com:3128/"],
-    ["http://proxy :3128", "proxy.example.com:3128", "ftp://proxy:21", "http://proxy:3128/path", "http://pro\txy:3128"],
+    ["http://proxy:3128", "https://user:secret@proxy.example.com:3128/", "proxy.example.com:3128"],
+    ["http://proxy :3128", "ftp://proxy:21", "http://proxy:3128/path", "http://pro\txy:3128", "proxy:3128?x=1"],
   ],
   ["addonOperatorImageTag", catalogue.file.addonOperatorTags, ["9.9.9"]],
   ["kubeRoleVersion", catalogue.roles.map((r) => r.roleVersion), ["1.0.0-kls.1", "1.31.4", "latest"]],

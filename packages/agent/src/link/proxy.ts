@@ -3,6 +3,7 @@ import { Agent as HttpsAgent, type RequestOptions } from "node:https";
 import { BlockList, isIP, connect as netConnect, type Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import { type ConnectionOptions, connect as tlsConnect } from "node:tls";
+import { parseProxyUrl } from "@keelson/protocol";
 
 /**
  * The agent's outbound proxy (HTTPS_PROXY, HTTP_PROXY, NO_PROXY, as curl reads them): which URL
@@ -70,7 +71,8 @@ function inBlock(host: string, cidr: string): boolean {
 export function proxyFor(url: URL, settings: ProxySettings): URL | undefined {
   const proxy = secure(url) ? settings.httpsProxy : settings.httpProxy;
   if (!proxy || bypassesProxy(url, settings.noProxy)) return undefined;
-  return new URL(proxy);
+  // The settings were checked against this rule at start.
+  return parseProxyUrl(proxy) ?? new URL(proxy);
 }
 
 /** Thrown (to the request) when the proxy answers CONNECT with anything but 2xx. */

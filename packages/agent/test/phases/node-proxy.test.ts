@@ -79,8 +79,14 @@ describe("the node's proxy environment", () => {
     expect(entries.join(",")).toBe("localhost,127.0.0.1,::1,10.20.0.0/16,10.21.0.0/16,10.0.0.100,.svc,.cluster.local");
   });
 
+  it("takes host:port as curl and Go do, as http://, and gives containerd the URL with its scheme", () => {
+    const env = nodeProxyEnv(config({ primaryIp: "10.0.0.5", cluster: { httpProxy: "proxy.example.com:3128" } }));
+    expect(env.HTTP_PROXY).toBe("http://proxy.example.com:3128");
+    expect(env.HTTPS_PROXY).toBe("http://proxy.example.com:3128");
+  });
+
   it("refuses a proxy that is not a proxy URL, with the API's rule", () => {
-    for (const bad of ["proxy.example.com:3128", "ftp://proxy:21", "http://proxy:3128/path"]) {
+    for (const bad of ["ftp://proxy:21", "http://proxy:3128/path", "proxy:3128/path"]) {
       const broken = config({ primaryIp: "10.0.0.5", cluster: { httpProxy: bad } });
       expect(() => nodeProxyEnv(broken)).toThrow(PhaseError);
       expect(() => nodeProxyEnv(broken)).toThrow(`the cluster's httpProxy must be an http:// or https:// proxy URL`);

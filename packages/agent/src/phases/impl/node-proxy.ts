@@ -1,5 +1,5 @@
 import { isIP } from "node:net";
-import { checkProxyUrl } from "@keelson/protocol";
+import { checkProxyUrl, proxyUrlText } from "@keelson/protocol";
 import { CLUSTER_DOMAIN, type NodeConfig } from "../config.ts";
 import { PhaseError } from "../types.ts";
 
@@ -33,7 +33,9 @@ export function nodeProxyEnv(config: NodeConfig): ProxyEnv {
   const problem = checkProxyUrl(proxy);
   // The API refuses such a value; one stored before that rule stops here, named.
   if (problem) throw new PhaseError(`the cluster's httpProxy ${problem} (got "${proxy}")`);
-  return { HTTP_PROXY: proxy, HTTPS_PROXY: proxy, NO_PROXY: noProxyEntries(config).join(",") };
+  // With its scheme written out: Go reads host:port as http:// too, but one spelling everywhere.
+  const url = proxyUrlText(proxy);
+  return { HTTP_PROXY: url, HTTPS_PROXY: url, NO_PROXY: noProxyEntries(config).join(",") };
 }
 
 /** NO_PROXY's entries, each once, in a stable order (a reordered list would restart containerd). */
