@@ -119,7 +119,7 @@ function rolloutTable(runs: RolloutFigures[]): string {
     ];
   });
   return [
-    `A staggered restart of 1 master + ${WORKERS} workers (phase time ${PHASE_MS} ms, batch ${PERCENT}%) on three replicas against one (baseline: the first row); node timeout ${NODE_TIMEOUT_MS} ms. With the agents spread, a rollout still waits for node reports that reach only the replica holding each node's link (README "Several replicas", not yet built): that run is expected to fail at the node timeout.`,
+    `A staggered restart of 1 master + ${WORKERS} workers (phase time ${PHASE_MS} ms, batch ${PERCENT}%) on three replicas against one (baseline: the first row); node timeout ${NODE_TIMEOUT_MS} ms. With the agents spread, the owner hears the other replicas' node reports through the events table (README "Several replicas").`,
     "",
     markdownTable(head, lines),
     ...runs.flatMap((r) => (r.error ? [`${r.label}: ${r.error}`] : [])),
