@@ -1,7 +1,7 @@
 import { and, eq, inArray, sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { cloudProviders, nodePools, nodes, projects } from "../src/schema.ts";
-import { lockIds, lockRows, openStore, rowsOfJson, type Store } from "../src/store/index.ts";
+import { lockIds, lockRows, openStore, rowsOf, type Store } from "../src/store/index.ts";
 import { optionsFor } from "./store-options.ts";
 
 /**
@@ -46,10 +46,14 @@ describe("lockIds on PostgreSQL", () => {
       // Stops at the first error: each deadlock costs PostgreSQL's deadlock_timeout (1 s).
       for (let round = 0; round < ROUNDS && errors.length === 0; round++) {
         const order = shuffled();
-        const rows = rowsOfJson("postgres", JSON.stringify(order.map((h) => ({ h, s: `r${round}` }))), {
-          r_host: { key: "h", type: "text" },
-          r_status: { key: "s", type: "text" },
-        });
+        const rows = rowsOf(
+          "postgres",
+          order.map((h) => ({ h, s: `r${round}` })),
+          {
+            r_host: { key: "h", type: "text" },
+            r_status: { key: "s", type: "text" },
+          },
+        );
         try {
           await db.transaction(async (tx) => {
             await lockIds(tx, nodes, order);
