@@ -47,7 +47,6 @@ describe("lockIds on PostgreSQL", () => {
       for (let round = 0; round < ROUNDS && errors.length === 0; round++) {
         const order = shuffled();
         const rows = rowsOf(
-          "postgres",
           order.map((h) => ({ h, s: `r${round}` })),
           {
             r_host: { key: "h", type: "text" },

@@ -63,7 +63,6 @@ export class EventLog {
   private async write(items: NewEvent[]): Promise<number[]> {
     const dialect = dialectOf(this.db);
     const rows = rowsOf(
-      dialect,
       items.map((e) => ({ p: e.projectId, t: e.type, d: e.payload })),
       {
         r_project: { key: "p", type: "text" },

@@ -1,4 +1,4 @@
-import { type Db, dialectOf, firstRow, nodes, rowsOf, StatementBatch, type Tx, writeInIdOrder } from "@keelson/db";
+import { type Db, firstRow, nodes, rowsOf, StatementBatch, type Tx, writeInIdOrder } from "@keelson/db";
 import type { NodeReportFrame } from "@keelson/protocol";
 import { and, eq, isNull, or, sql } from "drizzle-orm";
 import type { ReportOutcome } from "../../agents/link-domain.ts";
@@ -54,7 +54,6 @@ export class NodeReportWriter {
    */
   private async write(batch: Report[], now = new Date()): Promise<ReportOutcome[]> {
     const rows = rowsOf(
-      dialectOf(this.db),
       batch.map(({ hostId, frame }) => ({
         h: hostId,
         c: frame.clusterId,
