@@ -6,9 +6,9 @@ import { optionsFor } from "./store-options.ts";
 
 /**
  * Two writers of the same rows of one table on PostgreSQL: one locks them with lockRows (an
- * attach), the other writes several in one UPDATE joined to a JSON batch (node reports). The
- * UPDATE takes its locks in the join's order; without lockIds first, the two deadlock within a
- * few hundred rounds here and PostgreSQL aborts one (40P01).
+ * attach), the other writes several in one UPDATE joined to a batch of rows (rowsOf, as the
+ * node reports do). The UPDATE takes its locks in the join's order; without lockIds first, the
+ * two deadlock within a few hundred rounds here and PostgreSQL aborts one (40P01).
  */
 const HOSTS = 24;
 const ROUNDS = 150;

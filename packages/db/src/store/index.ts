@@ -4,7 +4,7 @@ import { keelsonSchema } from "../schema.ts";
 import { assertBinaryCanRun } from "./compat.ts";
 import { openPostgresStore, type PostgresOptions } from "./postgres-store.ts";
 
-export { type Field, type FieldType, rowsOf } from "./batch-rows.ts";
+export { type Field, rowsOf } from "./batch-rows.ts";
 export { StatementBatch, type StatementBatchOptions } from "./statement-batch.ts";
 
 import { openSqliteStore } from "./sqlite-store.ts";
