@@ -1,14 +1,14 @@
 import { and, eq, inArray, sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { cloudProviders, nodePools, nodes, projects } from "../src/schema.ts";
-import { lockIds, lockRows, openStore, rowsOfJson, type Store } from "../src/store/index.ts";
+import { lockIds, lockRows, openStore, rowsOf, type Store } from "../src/store/index.ts";
 import { optionsFor } from "./store-options.ts";
 
 /**
  * Two writers of the same rows of one table on PostgreSQL: one locks them with lockRows (an
- * attach), the other writes several in one UPDATE joined to a JSON batch (node reports). The
- * UPDATE takes its locks in the join's order; without lockIds first, the two deadlock within a
- * few hundred rounds here and PostgreSQL aborts one (40P01).
+ * attach), the other writes several in one UPDATE joined to a batch of rows (rowsOf, as the
+ * node reports do). The UPDATE takes its locks in the join's order; without lockIds first, the
+ * two deadlock within a few hundred rounds here and PostgreSQL aborts one (40P01).
  */
 const HOSTS = 24;
 const ROUNDS = 150;
@@ -46,10 +46,13 @@ describe("lockIds on PostgreSQL", () => {
       // Stops at the first error: each deadlock costs PostgreSQL's deadlock_timeout (1 s).
       for (let round = 0; round < ROUNDS && errors.length === 0; round++) {
         const order = shuffled();
-        const rows = rowsOfJson("postgres", JSON.stringify(order.map((h) => ({ h, s: `r${round}` }))), {
-          r_host: { key: "h", type: "text" },
-          r_status: { key: "s", type: "text" },
-        });
+        const rows = rowsOf(
+          order.map((h) => ({ h, s: `r${round}` })),
+          {
+            r_host: { key: "h", type: "text" },
+            r_status: { key: "s", type: "text" },
+          },
+        );
         try {
           await db.transaction(async (tx) => {
             await lockIds(tx, nodes, order);

@@ -15,7 +15,11 @@ export const SETTINGS: Record<string, string> = PG_STATEMENTS
 export interface StatementStats {
   /** Forgets what was counted so far (the setup's statements). */
   reset(): Promise<void>;
-  /** The `limit` statements that took the most execution time since the reset, as table rows. */
+  /**
+   * The `limit` statements that took the most execution time since the reset, as table rows.
+   * Texts that differ only in the length of a VALUES list (rowsOf pads a batch to a power of
+   * two: one text per size) count as one statement; `texts` says how many they were.
+   */
   top(limit?: number): Promise<string[]>;
   close(): Promise<void>;
 }
@@ -30,18 +34,23 @@ export async function statementStats(url: string): Promise<StatementStats> {
     },
     async top(limit = 15) {
       const rows = await sql<
-        { calls: string; total: number; mean: number; rows: string; blks: string; query: string }[]
-      >`select calls::text, total_exec_time as total, mean_exec_time as mean, rows::text,
-          (shared_blks_hit + shared_blks_read + shared_blks_dirtied)::text as blks,
-          regexp_replace(query, '\\s+', ' ', 'g') as query
-        from pg_stat_statements where dbid = (select oid from pg_database where datname = current_database())
-        order by total_exec_time desc limit ${limit}`;
+        { texts: string; calls: string; total: number; mean: number; rows: string; blks: string; query: string }[]
+      >`select count(*)::text as texts, sum(calls)::text as calls, sum(total_exec_time) as total,
+          sum(total_exec_time) / sum(calls) as mean, sum(rows)::text as rows, sum(blks)::text as blks,
+          min(query) as query
+        from (select calls, total_exec_time, rows,
+                shared_blks_hit + shared_blks_read + shared_blks_dirtied as blks,
+                regexp_replace(query, '\\s+', ' ', 'g') as query,
+                -- $1, $2… as $, then every row of a VALUES list but its last dropped
+                regexp_replace(regexp_replace(query, '\\$\\d+', '$', 'g'), '(\\(\\$(, \\$)*\\), )+', '', 'g') as shape
+              from pg_stat_statements where dbid = (select oid from pg_database where datname = current_database())) s
+        group by shape order by sum(total_exec_time) desc limit ${limit}`;
       return [
-        "| calls | total ms | mean ms | rows | buffers | statement |",
-        "|---|---|---|---|---|---|",
+        "| calls | total ms | mean ms | rows | buffers | texts | statement |",
+        "|---|---|---|---|---|---|---|",
         ...rows.map(
           (r) =>
-            `| ${r.calls} | ${r.total.toFixed(0)} | ${r.mean.toFixed(3)} | ${r.rows} | ${r.blks} | \`${r.query.slice(0, 160)}\` |`,
+            `| ${r.calls} | ${r.total.toFixed(0)} | ${r.mean.toFixed(3)} | ${r.rows} | ${r.blks} | ${r.texts} | \`${r.query.slice(0, 160)}\` |`,
         ),
       ];
     },

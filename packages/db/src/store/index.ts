@@ -4,6 +4,7 @@ import { keelsonSchema } from "../schema.ts";
 import { assertBinaryCanRun } from "./compat.ts";
 import { openPostgresStore, type PostgresOptions } from "./postgres-store.ts";
 
+export { type Field, rowsOf } from "./batch-rows.ts";
 export { StatementBatch, type StatementBatchOptions } from "./statement-batch.ts";
 
 import { openSqliteStore } from "./sqlite-store.ts";
@@ -33,7 +34,6 @@ export {
   lockRows,
   type Prepared,
   prepare,
-  rowsOfJson,
   writeInIdOrder,
 } from "./portable.ts";
 export {

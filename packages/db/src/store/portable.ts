@@ -158,49 +158,6 @@ export function databaseTime(dialect: Dialect, offsetMs = 0): SQL<string> {
 }
 
 /**
- * The rows of a JSON array of objects as a subquery, one column per field (`as` names it, so
- * it never collides with a column of the table being written): one parameter for any number of
- * rows, so a statement that writes a batch is the same text, compiled once, whatever its size.
- * A text field reads back exactly the string put in; an integer field is an integer; a json
- * field is a document inside the array, read back as its JSON text (for a text column holding
- * JSON: it is encoded once, with the array, not once more as a string inside it). Rows come in
- * the array's order.
- *
- * On PostgreSQL `json_to_recordset` parses each element once into its typed columns and keeps a
- * json field's own text; `json_array_elements` with one `->>` per field would parse every
- * element again for each field (a 1,000-report batch of 4 KB phase lists: 20 MB parsed, not 4).
- * SQLite's `json_each` names each element `value`, read field by field.
- */
-export function rowsOfJson(
-  dialect: Dialect,
-  json: string,
-  fields: Record<string, { key: string; type: "text" | "integer" | "json" }>,
-): SQL {
-  const entries = Object.entries(fields);
-  if (dialect === "postgres") {
-    const columns = entries.map(([as, { key, type }]) =>
-      type === "json"
-        ? sql`cast(${sql.identifier(key)} as text) as ${sql.identifier(as)}`
-        : sql`${sql.identifier(key)} as ${sql.identifier(as)}`,
-    );
-    const keys = new Map(entries.map(([, { key, type }]) => [key, type]));
-    const definitions = [...keys].map(([key, type]) => sql`${sql.identifier(key)} ${sql.raw(type)}`);
-    return sql`(select ${sql.join(columns, sql`, `)} from json_to_recordset(cast(${json} as json)) as x(${sql.join(definitions, sql`, `)}))`;
-  }
-  const columns = entries.map(([as, { key, type }]) => {
-    const quoted = `'${key.replace(/'/g, "''")}'`;
-    const value =
-      type === "integer"
-        ? sql.raw(`cast(value->>${quoted} as integer)`)
-        : type === "json"
-          ? sql.raw(`value->${quoted}`)
-          : sql.raw(`value->>${quoted}`);
-    return sql`${value} as ${sql.identifier(as)}`;
-  });
-  return sql`(select ${sql.join(columns, sql`, `)} from json_each(${json}))`;
-}
-
-/**
  * `column in (the strings of a JSON array)`: one parameter for any number of ids, so the
  * statement's text is the same for every list and is compiled once (an `inArray` of n ids is a
  * new statement for every n: compiled again on SQLite, parsed and described again on PostgreSQL).

@@ -5,7 +5,7 @@ import {
   dialectOf,
   events,
   firstColumn,
-  rowsOfJson,
+  rowsOf,
   StatementBatch,
 } from "@keelson/db";
 import { and, asc, eq, gt, lte, ne, or, type SQL, sql } from "drizzle-orm";
@@ -62,11 +62,14 @@ export class EventLog {
 
   private async write(items: NewEvent[]): Promise<number[]> {
     const dialect = dialectOf(this.db);
-    const rows = rowsOfJson(dialect, JSON.stringify(items.map((e) => ({ p: e.projectId, t: e.type, d: e.payload }))), {
-      r_project: { key: "p", type: "text" },
-      r_type: { key: "t", type: "text" },
-      r_payload: { key: "d", type: "text" },
-    });
+    const rows = rowsOf(
+      items.map((e) => ({ p: e.projectId, t: e.type, d: e.payload })),
+      {
+        r_project: { key: "p", type: "text" },
+        r_type: { key: "t", type: "text" },
+        r_payload: { key: "d", type: "text" },
+      },
+    );
     const insert = (from: SQL) =>
       sql`insert into ${events} (project_id, type, payload, replica) select r_project, r_type, r_payload, ${this.replicaId} from ${from}${rows} as r returning id`;
     const ids =

@@ -1,9 +1,9 @@
-import { type Db, dialectOf, firstRow, nodes, rowsOfJson, StatementBatch, type Tx, writeInIdOrder } from "@keelson/db";
+import { type Db, firstRow, nodes, rowsOf, StatementBatch, type Tx, writeInIdOrder } from "@keelson/db";
 import type { NodeReportFrame } from "@keelson/protocol";
 import { and, eq, isNull, or, sql } from "drizzle-orm";
 import type { ReportOutcome } from "../../agents/link-domain.ts";
 
-/** Reports written by one statement at most (its one JSON parameter stays a few MB). */
+/** Reports written by one statement at most (its parameters stay a few MB). */
 const MAX_BATCH = 1_000;
 
 interface Report {
@@ -53,18 +53,15 @@ export class NodeReportWriter {
    * which was expected.
    */
   private async write(batch: Report[], now = new Date()): Promise<ReportOutcome[]> {
-    const rows = rowsOfJson(
-      dialectOf(this.db),
-      JSON.stringify(
-        batch.map(({ hostId, frame }) => ({
-          h: hostId,
-          c: frame.clusterId,
-          s: frame.report.status,
-          a: frame.apiResponding ? 1 : 0,
-          // Read back as its JSON text, the text nodes.phases holds (schema.ts: JSON mode).
-          p: frame.report.phases,
-        })),
-      ),
+    const rows = rowsOf(
+      batch.map(({ hostId, frame }) => ({
+        h: hostId,
+        c: frame.clusterId,
+        s: frame.report.status,
+        a: frame.apiResponding ? 1 : 0,
+        // Read back as its JSON text, the text nodes.phases holds (schema.ts: JSON mode).
+        p: frame.report.phases,
+      })),
       {
         r_host: { key: "h", type: "text" },
         r_cluster: { key: "c", type: "text" },
