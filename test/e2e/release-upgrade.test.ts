@@ -8,7 +8,7 @@ import { packRelease } from "../../scripts/pack-release.ts";
 import { type Simulator, startSimulator } from "../sim/index.ts";
 import { dropDatabase, freshDatabaseUrl } from "../support/postgres-database.ts";
 import { api, freePort, serverDialect, tempDir, waitUntil } from "./support/processes.ts";
-import { deriveRelease, keelson } from "./support/releases.ts";
+import { deriveRelease, keelson, stopInstalled } from "./support/releases.ts";
 
 /**
  * The control plane's life on real processes, as an operator runs it (README "Installing the
@@ -40,19 +40,7 @@ let pg: { url: string; bare: string; passwordFile: string } | undefined;
 
 async function stopEverything(): Promise<void> {
   await sim?.stop();
-  const stop = await keelson(["stop", "--root", root], 60_000);
-  if (stop.code !== 0) process.stderr.write(`keelson stop: ${stop.code} ${stop.stderr}` + "\n");
-  const state = join(root, "run", "keelson", "supervisor.json");
-  if (existsSync(state)) {
-    const s = JSON.parse(readFileSync(state, "utf8")) as { supervisorPid: number; serverPid: number | null };
-    for (const pid of [s.supervisorPid, s.serverPid]) {
-      try {
-        if (pid) process.kill(pid, "SIGKILL");
-      } catch {
-        // already gone
-      }
-    }
-  }
+  await stopInstalled(root);
 }
 
 afterAll(async () => {

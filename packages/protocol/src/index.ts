@@ -16,6 +16,7 @@ export * from "./node-package.ts";
 export * from "./package-verify.ts";
 export * from "./phases.ts";
 export * from "./release-version.ts";
+export * from "./replica-id.ts";
 export * from "./text.ts";
 export * from "./url-host.ts";
 export * from "./validate.ts";
