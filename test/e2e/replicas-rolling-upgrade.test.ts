@@ -4,9 +4,9 @@ import postgres from "postgres";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { packRelease } from "../../scripts/pack-release.ts";
 import { type Simulator, startSimulator } from "../sim/index.ts";
-import { dropDatabase, freshDatabaseUrl } from "../support/postgres-database.ts";
+import { dropDatabase } from "../support/postgres-database.ts";
 import { api, freePort, tempDir, waitUntil } from "./support/processes.ts";
-import { deriveRelease, keelson, stopInstalled } from "./support/releases.ts";
+import { deriveRelease, installDatabase, keelson, stopInstalled } from "./support/releases.ts";
 
 /**
  * Issue 17's rolling upgrade of the replicas, on PostgreSQL only (the e2e project leaves it out:
@@ -64,12 +64,7 @@ beforeAll(async () => {
     sqlite: "CREATE TABLE `half` (;",
     postgres: 'CREATE TABLE "half" (;',
   });
-  const url = new URL(await freshDatabaseUrl());
-  const passwordFile = join(work, "db-password");
-  writeFileSync(passwordFile, `${decodeURIComponent(url.password)}\n`, { mode: 0o600 });
-  const withPassword = url.toString();
-  url.password = "";
-  pg = { url: withPassword, bare: url.toString(), passwordFile };
+  pg = await installDatabase(work);
 }, 180_000);
 
 async function readDb<T>(query: string): Promise<T[]> {
@@ -139,6 +134,24 @@ function watch(id: ReplicaId): () => Promise<{ asked: number; failures: string[]
   };
 }
 
+/** `keelson upgrade` of cp-1 while cp-2's API is watched; once cp-1 is down, a cluster created through cp-2. */
+async function upgradeCp1WritingThroughCp2(config: string, cluster: string) {
+  const watched = watch("cp-2");
+  const upgrade = keelson(["upgrade", "--config", config, "--root", roots["cp-1"]]);
+  const down = async () =>
+    !(await fetch(`${urls["cp-1"]}/healthz`).then(
+      () => true,
+      () => false,
+    ));
+  await waitUntil("cp-1 stopped", down, 60_000);
+  const during = await api(`${urls["cp-2"]}/v4/${projectId}/clusters`, admin, {
+    method: "POST",
+    body: { name: cluster },
+  });
+  expect(during.status).toBe(200);
+  return { up: await upgrade, seen: await watched() };
+}
+
 describe("a rolling upgrade of two replicas on one PostgreSQL database, agents connected", () => {
   it("installs two replicas of A on one database: shared secrets, both live, agents listing both", async () => {
     const db = ["--database-url", pg?.bare as string, "--database-password-file", pg?.passwordFile as string];
@@ -193,24 +206,7 @@ describe("a rolling upgrade of two replicas on one PostgreSQL database, agents c
     expect(plan.stderr).toContain(`other live replicas on this database: cp-2 (${A} at ${urls["cp-2"]})`);
     expect(plan.stderr).toContain("the shared database is never restored while other replicas run on it");
 
-    const watched = watch("cp-2");
-    const upgrade = keelson(["upgrade", "--config", config, "--root", roots["cp-1"]]);
-    await waitUntil(
-      "cp-1 stopped",
-      async () =>
-        !(await fetch(`${urls["cp-1"]}/healthz`).then(
-          () => true,
-          () => false,
-        )),
-      60_000,
-    );
-    const during = await api(`${urls["cp-2"]}/v4/${projectId}/clusters`, admin, {
-      method: "POST",
-      body: { name: "made-during-upgrade" },
-    });
-    expect(during.status).toBe(200);
-    const up = await upgrade;
-    const seen = await watched();
+    const { up, seen } = await upgradeCp1WritingThroughCp2(config, "made-during-upgrade");
     process.stderr.write(`cp-2 while cp-1 upgraded: ${JSON.stringify(seen)}\n`);
     expect(up.code, up.stderr).toBe(0);
     expect(up.stderr).toContain(`upgraded keelson-server from ${A} to ${B}; this replica's API was unavailable`);
@@ -277,25 +273,8 @@ describe("a rolling upgrade of two replicas on one PostgreSQL database, agents c
 
   it("one replica's failed upgrade switches it back without restoring the shared database; rollback refuses while another replica runs", async () => {
     expect((await keelson(["download", "-", BROKEN, "--root", roots["cp-1"]])).code).toBe(0);
-    const watched = watch("cp-2");
-    const upgrade = keelson(["upgrade", "--config", upgradeConfig(BROKEN), "--root", roots["cp-1"]]);
-    await waitUntil(
-      "cp-1 stopped",
-      async () =>
-        !(await fetch(`${urls["cp-1"]}/healthz`).then(
-          () => true,
-          () => false,
-        )),
-      60_000,
-    );
     // Written through cp-2 while cp-1 fails: a restore of the backup cp-1 took would lose it.
-    const during = await api(`${urls["cp-2"]}/v4/${projectId}/clusters`, admin, {
-      method: "POST",
-      body: { name: "made-during-failed-upgrade" },
-    });
-    expect(during.status).toBe(200);
-    const up = await upgrade;
-    const seen = await watched();
+    const { up, seen } = await upgradeCp1WritingThroughCp2(upgradeConfig(BROKEN), "made-during-failed-upgrade");
     expect(up.code).toBe(1);
     expect(up.stderr).toContain(
       `upgrade to ${BROKEN} failed and this replica was switched back to ${B}; the shared database was not restored (replicas cp-2 run on it`,
