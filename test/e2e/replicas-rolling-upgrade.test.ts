@@ -175,7 +175,7 @@ describe("a rolling upgrade of two replicas on one PostgreSQL database, agents c
       ["cp-1", A, true, false],
       ["cp-2", A, true, true],
     ]);
-    const bad = await keelson(["install", "control-plane", "--root", join(work, "bad"), "--replica-id", "-x"]);
+    const bad = await keelson(["install", "control-plane", "--root", join(work, "bad"), "--replica-id", "_x"]);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain("--replica-id: 1-63 letters, digits, dots, dashes or underscores");
 

@@ -110,6 +110,8 @@ export function localProgram(env: Env, run: LocalRun): Command {
       };
       const { layout, service } = context(o.root, env);
       if (what === "control-plane") {
+        if (o.replicaId !== undefined && !REPLICA_ID.test(o.replicaId))
+          throw usageError(`--replica-id: ${REPLICA_ID_RULE}`);
         const release = o.release
           ? resolve(o.release)
           : o.version
@@ -118,8 +120,6 @@ export function localProgram(env: Env, run: LocalRun): Command {
               ? OWN_RELEASE
               : undefined;
         if (!release) throw usageError("--release DIR or --version V: which release to install");
-        if (o.replicaId !== undefined && !REPLICA_ID.test(o.replicaId))
-          throw usageError(`--replica-id: ${REPLICA_ID_RULE}`);
         if (o.databaseUrl !== undefined && !/^postgres(ql)?:\/\/[^/]/.test(o.databaseUrl))
           throw usageError("--database-url: must be a postgres:// or postgresql:// URL with a host");
         await installControlPlane(
