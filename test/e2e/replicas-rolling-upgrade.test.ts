@@ -13,7 +13,9 @@ import { deriveRelease, installDatabase, keelson, stopInstalled } from "./suppor
  * SQLite serves one replica), as an operator runs it (README "Rolling upgrade of the replicas"):
  * two replicas of release A installed with `keelson install control-plane` under two roots on
  * one database (the second with the first's secrets key), three simulated agents listing both
- * URLs, two clusters. `keelson upgrade` moves replica cp-1 to B while cp-2 (A) serves: its API
+ * URLs, two clusters, and an operation of a kind release A does not know, which neither replica
+ * claims (what a newer kind waits for during a rolling upgrade; a newer replica claiming it is
+ * operation-leases.test.ts's). `keelson upgrade` moves replica cp-1 to B while cp-2 (A) serves: its API
  * answers throughout, takes a write, the agents move to it; then cp-2, still A, works on the
  * schema B migrated and restarts on it, which is what an expand-only migration promises; then
  * cp-2 is upgraded the same way. At the end both run B, every agent is linked, the data is
@@ -196,6 +198,16 @@ describe("a rolling upgrade of two replicas on one PostgreSQL database, agents c
       concurrency: 3,
     });
     await waitUntil("the three agents on cp-1", async () => (await held("cp-1")) === 3, 30_000);
+
+    // An operation of a kind these releases do not know (as a newer release would record it):
+    // neither replica claims it, through several renewals (every 2 s), nor runs or fails it.
+    await readDb(
+      `insert into operations (id, project_id, kind, target_type, target_id, params) values ('op-newer-kind', '${projectId}', 'rolling.newer-kind', 'cluster', 'no-such-cluster', '{}')`,
+    );
+    await new Promise((r) => setTimeout(r, 5_000));
+    expect(
+      await readDb("select state, owner, attempts, fence, error from operations where id = 'op-newer-kind'"),
+    ).toEqual([{ state: "pending", owner: null, attempts: 0, fence: 0, error: null }]);
   }, 240_000);
 
   it("upgrades cp-1 to B while cp-2 (A) serves: its API answers throughout, takes writes, and holds the agents", async () => {
