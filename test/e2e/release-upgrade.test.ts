@@ -6,9 +6,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openSqliteConnection } from "../../packages/db/src/index.ts";
 import { packRelease } from "../../scripts/pack-release.ts";
 import { type Simulator, startSimulator } from "../sim/index.ts";
-import { dropDatabase, freshDatabaseUrl } from "../support/postgres-database.ts";
+import { dropDatabase } from "../support/postgres-database.ts";
 import { api, freePort, serverDialect, tempDir, waitUntil } from "./support/processes.ts";
-import { deriveRelease, keelson } from "./support/releases.ts";
+import { deriveRelease, installDatabase, keelson, stopInstalled } from "./support/releases.ts";
 
 /**
  * The control plane's life on real processes, as an operator runs it (README "Installing the
@@ -40,19 +40,7 @@ let pg: { url: string; bare: string; passwordFile: string } | undefined;
 
 async function stopEverything(): Promise<void> {
   await sim?.stop();
-  const stop = await keelson(["stop", "--root", root], 60_000);
-  if (stop.code !== 0) process.stderr.write(`keelson stop: ${stop.code} ${stop.stderr}` + "\n");
-  const state = join(root, "run", "keelson", "supervisor.json");
-  if (existsSync(state)) {
-    const s = JSON.parse(readFileSync(state, "utf8")) as { supervisorPid: number; serverPid: number | null };
-    for (const pid of [s.supervisorPid, s.serverPid]) {
-      try {
-        if (pid) process.kill(pid, "SIGKILL");
-      } catch {
-        // already gone
-      }
-    }
-  }
+  await stopInstalled(root);
 }
 
 afterAll(async () => {
@@ -115,14 +103,7 @@ beforeAll(async () => {
     sqlite: "CREATE TABLE `half` (;",
     postgres: 'CREATE TABLE "half" (;',
   });
-  if (dialect === "postgres") {
-    const url = new URL(await freshDatabaseUrl());
-    const passwordFile = join(work, "db-password");
-    writeFileSync(passwordFile, `${decodeURIComponent(url.password)}\n`, { mode: 0o600 });
-    const withPassword = url.toString();
-    url.password = "";
-    pg = { url: withPassword, bare: url.toString(), passwordFile };
-  }
+  if (dialect === "postgres") pg = await installDatabase(work);
   process.stderr.write(
     `releases packed in ${Math.round(performance.now() - t0)} ms (${JSON.stringify(packed.seconds)})` + "\n",
   );

@@ -1,12 +1,10 @@
 import { hostname } from "node:os";
 import { isAbsolute, resolve } from "node:path";
 import { checkDatabaseUrl, DATABASE_URL_RULE } from "@keelson/db";
+import { REPLICA_ID, REPLICA_ID_RULE } from "@keelson/protocol";
 import { parseListen, parseSettings, Setting, SettingsError } from "@keelson/settings";
 import { type Static, Type } from "typebox";
 import { decideTlsMode, type TlsMode } from "./tls/mode.ts";
-
-const REPLICA_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/;
-const REPLICA_ID_RULE = "1-63 letters, digits, dots, dashes or underscores, starting with a letter or digit";
 
 /**
  * Every setting of keelson-server, in one schema (DESIGN.md "Processes" names the first five).

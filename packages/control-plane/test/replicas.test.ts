@@ -39,6 +39,7 @@ describe("replicas", () => {
       id: "cp-1",
       url: "https://cp-1.example:8443",
       live: true,
+      self: true,
       agentsHeld: 0,
       operationsOwned: 0,
     });
@@ -93,9 +94,9 @@ describe("replicas", () => {
       async () => !(await t.db.select().from(replicas)).some((r) => r.id === "crashed-long-ago"),
     );
     const listed = (await t.request({ method: "GET", url: "/v1/replicas", token: ADMIN_TOKEN })).json();
-    expect(listed.map((r: { id: string; live: boolean }) => [r.id, r.live])).toEqual([
-      ["cp-1", true],
-      ["crashed-lately", false],
+    expect(listed.map((r: { id: string; live: boolean; self: boolean }) => [r.id, r.live, r.self])).toEqual([
+      ["cp-1", true, true],
+      ["crashed-lately", false, false],
     ]);
   });
 

@@ -17,6 +17,7 @@ export * from "./package-verify.ts";
 export * from "./phases.ts";
 export * from "./proxy-url.ts";
 export * from "./release-version.ts";
+export * from "./replica-id.ts";
 export * from "./text.ts";
 export * from "./url-host.ts";
 export * from "./validate.ts";

@@ -1,8 +1,9 @@
 import { execFileSync } from "node:child_process";
-import { readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { type CommandResult, runNode } from "../../../packages/cli/src/release/server.ts";
 import { writeSums } from "../../../scripts/pack-release.ts";
+import { freshDatabaseUrl } from "../../support/postgres-database.ts";
 import { REPO_ROOT } from "./processes.ts";
 
 /**
@@ -65,4 +66,33 @@ export function keelson(args: string[], timeoutMs = 240_000): Promise<CommandRes
     cwd: REPO_ROOT,
     timeoutMs,
   });
+}
+
+/** Stops an install under `root` (`keelson stop`), then kills what is left of its supervisor and server. */
+export async function stopInstalled(root: string): Promise<void> {
+  const stop = await keelson(["stop", "--root", root], 60_000);
+  if (stop.code !== 0) process.stderr.write(`keelson stop: ${stop.code} ${stop.stderr}` + "\n");
+  const state = join(root, "run", "keelson", "supervisor.json");
+  if (!existsSync(state)) return;
+  const s = JSON.parse(readFileSync(state, "utf8")) as { supervisorPid: number; serverPid: number | null };
+  for (const pid of [s.supervisorPid, s.serverPid]) {
+    try {
+      if (pid) process.kill(pid, "SIGKILL");
+    } catch {
+      // already gone
+    }
+  }
+}
+
+/**
+ * A new database for an install with `--database-url` and `--database-password-file`: its URL
+ * with the password (for a test's own reads), without it (for server.env), and the password file.
+ */
+export async function installDatabase(dir: string): Promise<{ url: string; bare: string; passwordFile: string }> {
+  const url = new URL(await freshDatabaseUrl());
+  const passwordFile = join(dir, "db-password");
+  writeFileSync(passwordFile, `${decodeURIComponent(url.password)}\n`, { mode: 0o600 });
+  const withPassword = url.toString();
+  url.password = "";
+  return { url: withPassword, bare: url.toString(), passwordFile };
 }

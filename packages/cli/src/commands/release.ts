@@ -1,6 +1,7 @@
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { REPLICA_ID, REPLICA_ID_RULE } from "@keelson/protocol";
 import { Command } from "commander";
 import { CliError, EXIT, usageError } from "../errors.ts";
 import { parseCommandLine, type Terminal } from "../program.ts";
@@ -84,6 +85,10 @@ export function localProgram(env: Env, run: LocalRun): Command {
         .option(
           "--secrets-key-file <file>",
           "keelson-server's KEELSON_SECRETS_KEY_FILE for a new install on PostgreSQL: the first replica's key, for every other replica (default: <root>/etc/keelson/secrets.key, made if missing)",
+        )
+        .option(
+          "--replica-id <id>",
+          "keelson-server's KEELSON_REPLICA_ID for a new install: each replica on one database needs its own (default: the host name's first label)",
         ),
     ),
     "keelson install control-plane --release ./keelson-0.3.0",
@@ -101,9 +106,12 @@ export function localProgram(env: Env, run: LocalRun): Command {
         databaseUrl?: string;
         databasePasswordFile?: string;
         secretsKeyFile?: string;
+        replicaId?: string;
       };
       const { layout, service } = context(o.root, env);
       if (what === "control-plane") {
+        if (o.replicaId !== undefined && !REPLICA_ID.test(o.replicaId))
+          throw usageError(`--replica-id: ${REPLICA_ID_RULE}`);
         const release = o.release
           ? resolve(o.release)
           : o.version
@@ -124,6 +132,7 @@ export function localProgram(env: Env, run: LocalRun): Command {
             databaseUrl: o.databaseUrl,
             databasePasswordFile: o.databasePasswordFile && resolve(o.databasePasswordFile),
             secretsKeyFile: o.secretsKeyFile && resolve(o.secretsKeyFile),
+            replicaId: o.replicaId,
           },
           say,
         );

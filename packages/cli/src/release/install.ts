@@ -147,6 +147,8 @@ export interface InstallOptions {
    * replicas share); by default `<etc>/secrets.key`, made here if missing.
    */
   secretsKeyFile?: string | undefined;
+  /** KEELSON_REPLICA_ID for a new server.env: each replica on one database needs its own. */
+  replicaId?: string | undefined;
 }
 
 /** The key file a PostgreSQL install's server.env names. */
@@ -163,6 +165,7 @@ function serverEnvText(layout: Layout, options: InstallOptions): string {
     ...(options.databaseUrl ? [`KEELSON_DATABASE_URL=${options.databaseUrl}`] : []),
     ...(options.databasePasswordFile ? [`KEELSON_DATABASE_PASSWORD_FILE=${options.databasePasswordFile}`] : []),
     ...(options.databaseUrl ? [`KEELSON_SECRETS_KEY_FILE=${secretsKeyFileOf(layout, options)}`] : []),
+    ...(options.replicaId ? [`KEELSON_REPLICA_ID=${options.replicaId}`] : []),
     "NODE_ENV=production",
   ];
   return `${lines.join("\n")}\n`;

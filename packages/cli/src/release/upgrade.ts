@@ -6,6 +6,7 @@ import { connectedHosts, waitHostsBack } from "./agents-back.ts";
 import { type Say, startAndWait } from "./install.ts";
 import { currentVersion, type Layout, releaseDir, switchCurrent } from "./layout.ts";
 import { readReleaseManifest, verifyRelease } from "./manifest.ts";
+import { namePeers, otherLiveReplicas, type PeerReplica } from "./replica-set.ts";
 import { type Inventory, inventory, readiness, runServerCommand, serverApi, serverDialect } from "./server.ts";
 import { failureOf, type ServiceManager } from "./service.ts";
 import { findServiceUser, giveDataDir } from "./service-user.ts";
@@ -50,6 +51,8 @@ export interface UpgradePlan {
   backupDir: string;
   steps: string[];
   problems: string[];
+  /** The other live replicas on a shared PostgreSQL database (replica-set.ts): they keep serving. */
+  peers: PeerReplica[];
 }
 
 export async function planUpgrade(
@@ -62,6 +65,8 @@ export async function planUpgrade(
   const backupDir = config.backupDir ?? join(layout.backups, `upgrade-${from ?? "none"}-to-${to}-${stamp()}`);
   const problems: string[] = [];
   const steps: string[] = [];
+  let peers: PeerReplica[] = [];
+  let runsBeside: string | undefined;
   if (!from) problems.push(`nothing is installed under ${layout.root}: run keelson install control-plane first`);
   const target = releaseDir(layout, to);
   if (!existsSync(join(target, "manifest.json"))) {
@@ -73,6 +78,7 @@ export async function planUpgrade(
       problems.push((err as Error).message);
     }
     const manifest = readReleaseManifest(target);
+    runsBeside = manifest.upgradesFrom.minimum;
     if (from && compareVersions(from, manifest.upgradesFrom.minimum) < 0)
       problems.push(`release ${to} upgrades from ${manifest.upgradesFrom.minimum} or newer; ${from} is installed`);
     if (from && existsSync(join(releaseDir(layout, from), "manifest.json"))) {
@@ -96,13 +102,24 @@ export async function planUpgrade(
       problems.push(
         `keelson-server ${from ?? ""} is not running and ready (${ready.status}): start it (keelson advanced-ddu scale-du up) or roll back first`,
       );
-    if (ready.ready)
+    if (ready.ready) {
       steps.unshift(
         `hosts with their agent connected now: ${(await connectedHosts(api)).length}; the upgrade waits for each of them again`,
       );
+      if (serverDialect(layout) === "postgres") peers = await otherLiveReplicas(api);
+    }
   } finally {
     await api.close();
   }
+  if (peers.length > 0)
+    steps.unshift(
+      `other live replicas on this database: ${namePeers(peers)}; they keep serving, and this replica's agents move to them while it restarts`,
+    );
+  for (const p of peers)
+    if (runsBeside && compareVersions(p.version, runsBeside) < 0)
+      problems.push(
+        `replica ${p.id} runs ${p.version}, and release ${to} runs beside ${runsBeside} or newer only: upgrade ${p.id} first`,
+      );
   steps.push(
     `stop keelson-server ${from} (${service.kind})`,
     `back up the database and the data dir's secrets into ${backupDir} (keelson-server ${from} backup)`,
@@ -110,9 +127,11 @@ export async function planUpgrade(
     `start keelson-server ${to} (it migrates the database as it starts)`,
     `wait up to ${config.readyTimeoutSeconds} s for /readyz, then up to ${config.agentsTimeoutSeconds} s for the agents`,
     `trial window: ${config.trialWindowSeconds} s ready without a restart`,
-    `on any failure: stop, switch back to ${from}, restore ${backupDir}, start ${from}`,
+    peers.length > 0
+      ? `on any failure: stop, switch back to ${from}, start ${from} on the database as ${to}'s migrations left it (the shared database is never restored while other replicas run on it)`
+      : `on any failure: stop, switch back to ${from}, restore ${backupDir}, start ${from}`,
   );
-  return { from, to, backupDir, steps, problems };
+  return { from, to, backupDir, steps, problems, peers };
 }
 
 export function sayPlan(plan: UpgradePlan, say: Say): void {
@@ -217,36 +236,50 @@ export async function upgradeControlPlane(
   })();
   if (failure) {
     say.note(`upgrade to ${to} failed: ${failure}\nrolling back to ${from} by itself`);
+    if (plan.peers.length > 0) {
+      await restoreRelease(layout, service, from, undefined, path, say, steps);
+      throw new CliError(
+        `upgrade to ${to} failed and this replica was switched back to ${from}; the shared database was not restored ` +
+          `(replicas ${plan.peers.map((p) => p.id).join(", ")} run on it; a database rollback stops every replica first: ` +
+          `keelson rollback --dir ${backupDir}): ${failure}`,
+      );
+    }
     await restoreRelease(layout, service, from, backupDir, path, say, steps);
     throw new CliError(
       `upgrade to ${to} failed and was rolled back to ${from} (database restored from ${backupDir}): ${failure}`,
     );
   }
-  say.note(`upgraded keelson-server from ${from} to ${to}; the API was unavailable for ${unavailableSeconds} s`);
+  say.note(
+    `upgraded keelson-server from ${from} to ${to}; ${plan.peers.length > 0 ? "this replica's" : "the"} API was unavailable for ${unavailableSeconds} s`,
+  );
   say.print(backupDir);
   return { from, to, backupDir, steps, unavailableSeconds };
 }
 
-/** Stop (tolerant), switch to `version`, restore the backup with that release's keelson-server, start, wait ready. */
+/**
+ * Stop (tolerant), switch to `version`, restore the backup with that release's keelson-server
+ * (no `backupDir`: the database stays as it is, replica-set.ts), start, wait ready.
+ */
 async function restoreRelease(
   layout: Layout,
   service: ServiceManager,
   version: string,
-  backupDir: string,
+  backupDir: string | undefined,
   path: string,
   say: Say,
   steps: Step[],
 ): Promise<void> {
   await timed(steps, "rollback: stop", say, () => service.stop());
   await timed(steps, "rollback: switch", say, async () => switchCurrent(layout, version));
-  await timed(steps, "rollback: restore", say, async () => {
-    const r = await runServerCommand(layout, version, ["restore", backupDir], path);
-    if (r.code !== 0)
-      throw new CliError(`rollback: keelson-server ${version} restore ${backupDir} failed: ${r.stderr.trim()}`);
-    // Restored as root: the service user must own the data dir's files again.
-    const user = findServiceUser(layout.root);
-    if (service.kind === "systemd" && user) giveDataDir(layout, user);
-  });
+  if (backupDir)
+    await timed(steps, "rollback: restore", say, async () => {
+      const r = await runServerCommand(layout, version, ["restore", backupDir], path);
+      if (r.code !== 0)
+        throw new CliError(`rollback: keelson-server ${version} restore ${backupDir} failed: ${r.stderr.trim()}`);
+      // Restored as root: the service user must own the data dir's files again.
+      const user = findServiceUser(layout.root);
+      if (service.kind === "systemd" && user) giveDataDir(layout, user);
+    });
   const ready = await timed(steps, "rollback: start", say, () => startAndWait(layout, service, 120_000));
   if (!ready.ready)
     throw new CliError(
@@ -283,11 +316,22 @@ export async function rollbackControlPlane(
     );
   const api = serverApi(layout);
   let before: Inventory | undefined;
+  let peers: PeerReplica[] = [];
   try {
-    if ((await readiness(api)).ready) before = await inventory(api);
+    if ((await readiness(api)).ready) {
+      before = await inventory(api);
+      if (serverDialect(layout) === "postgres") peers = await otherLiveReplicas(api);
+    }
   } finally {
     await api.close();
   }
+  // Refused before any change: the restore would undo what they write (and refuses while they are connected).
+  if (peers.length > 0)
+    throw new CliError(
+      `rollback refused: other replicas run on this database: ${namePeers(peers)}. A rollback restores the shared ` +
+        `database: stop every other replica first (keelson stop on each), roll back here, then on each of them ` +
+        `keelson install ${version} and keelson advanced-ddu scale-du up`,
+    );
   say.note(
     `rollback to keelson ${version} with the backup of ${manifest.createdAt} (${backupDir}):\n` +
       `  1. stop keelson-server ${currentVersion(layout) ?? ""} (${service.kind}; tolerated if it is already down)\n` +

@@ -19,6 +19,9 @@ const Replica = Type.Object({
       "Asked to drain (POST /v1/replicas/{id}/drain): it takes no operation and no agent link until it restarts",
   }),
   drainingSince: Type.Union([Timestamp, Type.Null()]),
+  self: Type.Boolean({
+    description: "The replica that answers this request (how the operator's tool tells its own from the others)",
+  }),
 });
 
 const present = (k: Keelson) => (r: ReplicaView) => ({
@@ -32,6 +35,7 @@ const present = (k: Keelson) => (r: ReplicaView) => ({
   operationsOwned: r.operationsOwned,
   draining: r.drainingSince !== null,
   drainingSince: r.drainingSince,
+  self: r.id === k.runner.replicaId,
 });
 
 /** The control-plane replicas sharing this database (issue 17), for the global admin. */
