@@ -38,7 +38,7 @@ export class ReplicaSet {
 
   private constructor(
     private readonly name: string,
-    private readonly databaseUrl: string,
+    readonly databaseUrl: string,
     replicas: Replica[],
     private readonly env: Record<string, string>,
   ) {

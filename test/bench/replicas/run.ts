@@ -18,6 +18,7 @@ import { execFileSync } from "node:child_process";
 import { readServerSettings } from "../../../packages/control-plane/src/settings.ts";
 import { type PostgresServer, startPostgres } from "../../support/postgres.ts";
 import { markdownTable } from "../support/markdown-table.ts";
+import { PG_STATEMENTS, SETTINGS, statementStats } from "../support/pg-statements.ts";
 import { agentsHeld, type HeldFigures, type HeldReplica } from "./agents-held.ts";
 import { type FailoverFigures, failover, MIDWAY_PERCENT } from "./failover.ts";
 import { log, type Replica, ReplicaSet } from "./replica-set.ts";
@@ -175,7 +176,7 @@ function heldTable(runs: HeldFigures[]): string {
 
 async function main(): Promise<void> {
   const started = load();
-  const pg = await startPostgres();
+  const pg = await startPostgres({ settings: SETTINGS });
   const failovers: FailoverFigures[] = [];
   const rollouts: RolloutFigures[] = [];
   const held: HeldFigures[] = [];
@@ -246,10 +247,21 @@ async function rolloutRuns(pg: PostgresServer, env: Record<string, string>): Pro
   const three = await ReplicaSet.create(pg, "three", 3, env);
   try {
     await three.buildOnFirst(NODES, PHASE_MS);
-    runs.push(await measuredRestart(three, pg, "three replicas, agents on the owner", three.replicas[0], PERCENT));
-    log("three: spreading the agents over the three replicas...");
-    await spreadAgents(three);
-    runs.push(await measuredRestart(three, pg, "three replicas, agents spread", undefined, PERCENT));
+    // BENCH_PG_STATEMENTS=1: PostgreSQL's account of each three-replica restart, printed after it.
+    const stats = PG_STATEMENTS ? await statementStats(three.databaseUrl) : undefined;
+    const counted = async (label: string, owner: Replica | undefined) => {
+      await stats?.reset();
+      runs.push(await measuredRestart(three, pg, label, owner, PERCENT));
+      if (stats) log(`${label}: PostgreSQL's statements\n${(await stats.top()).join("\n")}`);
+    };
+    try {
+      await counted("three replicas, agents on the owner", three.replicas[0]);
+      log("three: spreading the agents over the three replicas...");
+      await spreadAgents(three);
+      await counted("three replicas, agents spread", undefined);
+    } finally {
+      await stats?.close();
+    }
   } finally {
     await three.close();
   }

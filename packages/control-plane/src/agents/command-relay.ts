@@ -79,6 +79,8 @@ export class CommandRelay {
   private readonly inserts: StatementBatch<NewCommand, IssuedCommand | undefined>;
   private readonly sends: StatementBatch<string, SendableCommand | undefined>;
   private readonly answers: StatementBatch<Answer, boolean>;
+  /** Answers other replicas recorded, read together (a rollout's batch answers within a few ms). */
+  private readonly answerReads: StatementBatch<string, { result: unknown } | undefined>;
   private readonly unlisten: (() => Promise<void>)[] = [];
   private pruning: NodeJS.Timeout | undefined;
   private closed = false;
@@ -92,6 +94,10 @@ export class CommandRelay {
     this.sends = new StatementBatch(async (ids) => {
       const sent = new Map((await markSent(db, { ids })).map((r) => [r.id, r]));
       return ids.map((id) => sent.get(id));
+    });
+    this.answerReads = new StatementBatch(async (ids) => {
+      const found = new Map((await answerOf(db, ids)).map((r) => [r.id, r]));
+      return ids.map((id) => found.get(id));
     });
     this.answers = new StatementBatch(async (answers) => {
       const recorded = await recordAnswers(db, answers);
@@ -110,7 +116,7 @@ export class CommandRelay {
       ),
       await channels.listen(
         "commandResults",
-        (id) => void this.settleFromRows([id]),
+        (id) => void this.settleFromRow(id),
         () => void this.settleFromRows([...this.waiting.keys()]),
       ),
     );
@@ -248,6 +254,17 @@ export class CommandRelay {
       await this.settleFromRows([...this.waiting.keys()]);
     } catch (err) {
       this.options.log.warn({ err }, "could not catch up on agent commands");
+    }
+  }
+
+  /** Settles a command issued here from the answer another replica recorded. */
+  private async settleFromRow(id: string): Promise<void> {
+    if (!this.waiting.has(id)) return;
+    try {
+      const row = await this.answerReads.add(id);
+      if (row) this.settle(id, row.result);
+    } catch (err) {
+      this.options.log.warn({ err }, "could not read an agent's answer");
     }
   }
 

@@ -1,4 +1,4 @@
-import { agentCommands, type Db, databaseTime, dialectOf, operations } from "@keelson/db";
+import { agentCommands, type Db, databaseTime, dialectOf, inJsonArray, operations } from "@keelson/db";
 import { and, eq, exists, gt, inArray, isNull, lt, or, type SQL, sql } from "drizzle-orm";
 
 /**
@@ -155,7 +155,7 @@ export async function answerOf(db: Db, ids: readonly string[]): Promise<{ id: st
   return await db
     .select({ id: agentCommands.id, result: agentCommands.result })
     .from(agentCommands)
-    .where(and(inArray(agentCommands.id, [...ids]), eq(agentCommands.state, "answered")));
+    .where(and(inJsonArray(dialectOf(db), agentCommands.id, ids), eq(agentCommands.state, "answered")));
 }
 
 /** A command whose issuer stopped waiting (its timeout): never sent from now on. */
