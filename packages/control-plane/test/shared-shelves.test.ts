@@ -9,7 +9,8 @@ import { agentShelf } from "../src/domain/packages/agent-shelf.ts";
 import { ShelfDatabase } from "../src/domain/packages/shelf-database.ts";
 import { fakeAgentPackage, sha256 } from "./agent-package-fixtures.ts";
 import { ADMIN_TOKEN, createTestApp, TEST_DIALECT, type TestApp } from "./helpers.ts";
-import { SHORT, twoReplicas } from "./replica-fixtures.ts";
+import { SHORT, twoReplicas, until } from "./replica-fixtures.ts";
+import { fillStore, freeStore } from "./storage-fill.ts";
 
 /**
  * Every replica serves the same packages (issue 17, "Shared secrets and packages"): on
@@ -149,6 +150,25 @@ describe.runIf(TEST_DIALECT === "postgres")("package shelves shared by replicas 
     } finally {
       copies.mockRestore();
     }
+  });
+
+  it("a database out of space refuses an upload with 507 and keeps nothing of it, in the database or the data dir", async () => {
+    const a = await createTestApp({ storageProbeIntervalMs: 100 });
+    await fillStore(a, ["stored_package_chunks"]);
+    const bytes = threeChunks("3.8.0");
+    const refused = await upload(a, bytes);
+    expect(refused.statusCode).toBe(507);
+    expect(refused.json()).toMatchObject({ code: "storage_full" });
+    expect(await a.db.select().from(storedPackages)).toEqual([]);
+    expect(existsSync(fileOn(a, "3.8.0"))).toBe(false);
+    expect(leftovers(a)).toEqual([]);
+    await freeStore(a, ["stored_package_chunks"]);
+    let answer = refused;
+    await until("the upload taken once there is room", async () => {
+      answer = await upload(a, bytes);
+      return answer.statusCode === 200;
+    });
+    expect(answer.json()).toMatchObject({ version: "3.8.0", sha256: sha256(bytes) });
   });
 
   it("a replica starting with packages in its data dir that the database lacks stores them there", async () => {
