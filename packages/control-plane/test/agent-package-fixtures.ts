@@ -3,6 +3,17 @@ import { createHash, randomBytes as random } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { ADMIN_TOKEN, type TestApp } from "./helpers.ts";
+
+/** POST /v1/agentPackages with `body` as the tarball, by the admin unless `token` says otherwise. */
+export const uploadAgentPackage = (t: TestApp, body: Buffer, token: string | null = ADMIN_TOKEN) =>
+  t.request({
+    method: "POST",
+    url: "/v1/agentPackages",
+    payload: body,
+    headers: { "content-type": "application/octet-stream" },
+    token,
+  });
 
 export const sha256 = (data: Buffer | string) => createHash("sha256").update(data).digest("hex");
 

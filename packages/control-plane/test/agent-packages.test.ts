@@ -4,17 +4,10 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { packAgent } from "../../../scripts/pack-agent.ts";
 import { agentShelf } from "../src/domain/packages/agent-shelf.ts";
-import { fakeAgentPackage, sha256 } from "./agent-package-fixtures.ts";
+import { fakeAgentPackage, sha256, uploadAgentPackage } from "./agent-package-fixtures.ts";
 import { ADMIN_TOKEN, createTestApp, type TestApp } from "./helpers.ts";
 
-const upload = (t: TestApp, body: Buffer, token: string | null = ADMIN_TOKEN) =>
-  t.request({
-    method: "POST",
-    url: "/v1/agentPackages",
-    payload: body,
-    headers: { "content-type": "application/octet-stream" },
-    token,
-  });
+const upload = uploadAgentPackage;
 
 describe("agent packages served by the control plane", () => {
   let t: TestApp;

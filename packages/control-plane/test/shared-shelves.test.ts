@@ -7,7 +7,7 @@ import { describe, expect, it, vi } from "vitest";
 import { requirePackage } from "../src/domain/hosts/agent-upgrade-request.ts";
 import { agentShelf } from "../src/domain/packages/agent-shelf.ts";
 import { ShelfDatabase } from "../src/domain/packages/shelf-database.ts";
-import { fakeAgentPackage, sha256 } from "./agent-package-fixtures.ts";
+import { fakeAgentPackage, sha256, uploadAgentPackage } from "./agent-package-fixtures.ts";
 import { ADMIN_TOKEN, createTestApp, TEST_DIALECT, type TestApp } from "./helpers.ts";
 import { SHORT, twoReplicas, until } from "./replica-fixtures.ts";
 import { fillStore, freeStore } from "./storage-fill.ts";
@@ -18,14 +18,7 @@ import { fillStore, freeStore } from "./storage-fill.ts";
  * there. The replicas here have data dirs of their own, as on separate machines.
  */
 
-const upload = (t: TestApp, body: Buffer) =>
-  t.request({
-    method: "POST",
-    url: "/v1/agentPackages",
-    payload: body,
-    headers: { "content-type": "application/octet-stream" },
-    token: ADMIN_TOKEN,
-  });
+const upload = uploadAgentPackage;
 
 const download = (t: TestApp, version: string) =>
   t.request({ method: "GET", url: `/v1/agentPackages/${version}/package.tar.gz`, token: null });
