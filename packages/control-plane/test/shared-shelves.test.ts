@@ -1,4 +1,6 @@
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { storedPackageChunks, storedPackages } from "@keelson/db";
@@ -6,6 +8,7 @@ import { and, asc, eq } from "drizzle-orm";
 import { describe, expect, it, vi } from "vitest";
 import { requirePackage } from "../src/domain/hosts/agent-upgrade-request.ts";
 import { agentShelf } from "../src/domain/packages/agent-shelf.ts";
+import { ImageArchiveStore } from "../src/domain/packages/image-archives.ts";
 import { ShelfDatabase } from "../src/domain/packages/shelf-database.ts";
 import { fakeAgentPackage, sha256, uploadAgentPackage } from "./agent-package-fixtures.ts";
 import { ADMIN_TOKEN, createTestApp, TEST_DIALECT, type TestApp } from "./helpers.ts";
@@ -33,6 +36,19 @@ const leftovers = (t: TestApp) => {
 
 /** A package of about 2.5 MiB: three chunks in the database. */
 const threeChunks = (version: string) => fakeAgentPackage(version, {}, { randomBytes: 2_500_000 });
+
+/** A docker archive (`docker save`'s layout) naming busybox:1.36, with 1.5 MiB of layer: two chunks. */
+function dockerArchive(): Buffer {
+  const src = mkdtempSync(join(tmpdir(), "keelson-images-"));
+  try {
+    writeFileSync(join(src, "manifest.json"), JSON.stringify([{ Config: "c.json", RepoTags: ["busybox:1.36"] }]));
+    writeFileSync(join(src, "layer.bin"), randomBytes(1_500_000));
+    execFileSync("tar", ["-cf", join(src, "a.tar"), "-C", src, "manifest.json", "layer.bin"]);
+    return readFileSync(join(src, "a.tar"));
+  } finally {
+    rmSync(src, { recursive: true, force: true });
+  }
+}
 
 async function chunksOf(t: TestApp, version: string) {
   return t.db
@@ -145,6 +161,35 @@ describe.runIf(TEST_DIALECT === "postgres")("package shelves shared by replicas 
     }
   });
 
+  it("an image archive uploaded through A is served byte-exact by B, with its image names, and then kept in B's data dir", async () => {
+    const [a, b] = await twoReplicas({}, { ownDataDirs: true });
+    const bytes = dockerArchive();
+    const stored = await a.request({
+      method: "POST",
+      url: "/v1/imageArchives",
+      payload: bytes,
+      headers: { "content-type": "application/octet-stream" },
+      token: ADMIN_TOKEN,
+    });
+    expect(stored.json()).toEqual({
+      sha256: sha256(bytes),
+      sizeBytes: bytes.length,
+      images: ["docker.io/library/busybox:1.36"],
+    });
+    const onB = new ImageArchiveStore(b.app.keelson);
+    expect(await onB.find(sha256(bytes))).toEqual(stored.json());
+    expect(existsSync(join(onB.dir, `${sha256(bytes)}.tar`))).toBe(false);
+
+    const got = await b.request({ method: "GET", url: `/v1/imageArchives/${sha256(bytes)}/archive.tar`, token: null });
+    expect(got.statusCode).toBe(200);
+    expect(Buffer.compare(got.rawPayload, bytes)).toBe(0);
+    expect(Buffer.compare(readFileSync(join(onB.dir, `${sha256(bytes)}.tar`)), bytes)).toBe(0);
+    expect(JSON.parse(readFileSync(join(onB.dir, `${sha256(bytes)}.json`), "utf8"))).toEqual({
+      images: ["docker.io/library/busybox:1.36"],
+    });
+    expect(readdirSync(onB.dir).filter((n) => n.startsWith("."))).toEqual([]);
+  });
+
   it("a database out of space refuses an upload with 507 and keeps nothing of it, in the database or the data dir", async () => {
     const a = await createTestApp({ storageProbeIntervalMs: 100 });
     await fillStore(a, ["stored_package_chunks"]);
@@ -175,9 +220,23 @@ describe.runIf(TEST_DIALECT === "postgres")("package shelves shared by replicas 
     // A file that no longer matches its checksum stays out.
     writeFileSync(join(shelf, "keelson-agent-3.7.1.tar.gz"), bytes);
     writeFileSync(join(shelf, "keelson-agent-3.7.1.tar.gz.sha256"), `${sha256("other")}  keelson-agent-3.7.1.tar.gz\n`);
+    const archive = dockerArchive();
+    const images = join(dataDir, "packages", "images");
+    mkdirSync(images, { recursive: true });
+    writeFileSync(join(images, `${sha256(archive)}.tar`), archive);
+    writeFileSync(
+      join(images, `${sha256(archive)}.json`),
+      `${JSON.stringify({ images: ["docker.io/library/busybox:1.36"] })}\n`,
+    );
     expect((await a.request({ method: "GET", url: "/v1/agentPackages", token: ADMIN_TOKEN })).json()).toEqual([]);
+    expect(await new ImageArchiveStore(a.app.keelson).find(sha256(archive))).toBeUndefined();
 
     await createTestApp({ dataDir, databaseOf: a.dataDir, settings: { ...SHORT, replicaId: "cp-b" } });
+    expect(await new ImageArchiveStore(a.app.keelson).find(sha256(archive))).toEqual({
+      sha256: sha256(archive),
+      sizeBytes: archive.length,
+      images: ["docker.io/library/busybox:1.36"],
+    });
     const list = await a.request({ method: "GET", url: "/v1/agentPackages", token: ADMIN_TOKEN });
     expect(list.json()).toEqual([expect.objectContaining({ version: "3.7.0", sha256: sha256(bytes) })]);
     expect(Buffer.compare((await download(a, "3.7.0")).rawPayload, bytes)).toBe(0);

@@ -10,7 +10,8 @@ CREATE TABLE "stored_packages" (
 	"version" text NOT NULL,
 	"sha256" text NOT NULL,
 	"size_bytes" integer NOT NULL,
-	"stored_at" text NOT NULL
+	"stored_at" text NOT NULL,
+	"meta" text
 );
 --> statement-breakpoint
 ALTER TABLE "stored_package_chunks" ADD CONSTRAINT "stored_package_chunks_package_id_stored_packages_id_fk" FOREIGN KEY ("package_id") REFERENCES "public"."stored_packages"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint

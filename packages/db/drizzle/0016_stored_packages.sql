@@ -12,7 +12,8 @@ CREATE TABLE `stored_packages` (
 	`version` text NOT NULL,
 	`sha256` text NOT NULL,
 	`size_bytes` integer NOT NULL,
-	`stored_at` text NOT NULL
+	`stored_at` text NOT NULL,
+	`meta` text
 );
 --> statement-breakpoint
 CREATE UNIQUE INDEX `stored_packages_kind_version` ON `stored_packages` (`kind`,`version`);

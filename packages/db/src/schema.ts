@@ -502,7 +502,8 @@ export const instanceTokenChecks = sqliteTable("instance_token_checks", {
 });
 
 /**
- * The packages of the control plane's shelves (agent and node packages, domain/packages/shelf.ts)
+ * The packages of the control plane's shelves (agent and node packages, domain/packages/shelf.ts;
+ * image archives, image-archives.ts, by their sha256 as the version)
  * on PostgreSQL, where several replicas serve the same shelves: the database is their source of
  * truth and each replica's `<data dir>/packages/` a cache it fills from here. One row per kind and
  * version (the unique key decides which bytes a version has, whichever replica took them); the
@@ -520,6 +521,8 @@ export const storedPackages = sqliteTable(
     sha256: text("sha256").notNull(),
     sizeBytes: integer("size_bytes").notNull(),
     storedAt: text("stored_at").notNull(),
+    /** What the shelf knows of the package beyond its bytes, as JSON: an image archive's image names. */
+    meta: text("meta"),
   },
   (t) => [uniqueIndex("stored_packages_kind_version").on(t.kind, t.version)],
 );

@@ -1,8 +1,10 @@
 import { createHash, randomUUID } from "node:crypto";
-import { open } from "node:fs/promises";
+import { mkdir, open, rm } from "node:fs/promises";
+import { join } from "node:path";
 import { type Db, firstRow, storedPackageChunks, storedPackages } from "@keelson/db";
 import { and, asc, eq } from "drizzle-orm";
 import { ApiError } from "../../http/errors.ts";
+import { writingDataDirAsync } from "../../storage/data-dir-files.ts";
 
 /**
  * The shelves' packages in PostgreSQL (tables `stored_packages`, `stored_package_chunks`), where
@@ -15,6 +17,8 @@ export interface PackageRow {
   sha256: string;
   sizeBytes: number;
   storedAt: string;
+  /** What the shelf keeps beside the bytes, as JSON (an image archive's image names); null for packages. */
+  meta: string | null;
 }
 
 /** 1 MiB: a round trip per MiB, and a bytea value PostgreSQL stores out of line (the migration says so). */
@@ -26,7 +30,11 @@ const columns = {
   sha256: storedPackages.sha256,
   sizeBytes: storedPackages.sizeBytes,
   storedAt: storedPackages.storedAt,
+  meta: storedPackages.meta,
 };
+
+/** Fetches from the database under way, by the file they fill: two requests for one package fetch it once. */
+const fetching = new Map<string, Promise<void>>();
 
 export class ShelfDatabase {
   constructor(
@@ -51,6 +59,7 @@ export class ShelfDatabase {
         sha256: storedPackages.sha256,
         sizeBytes: storedPackages.sizeBytes,
         storedAt: storedPackages.storedAt,
+        meta: storedPackages.meta,
       })
       .from(storedPackages)
       .where(eq(storedPackages.kind, this.kind))
@@ -63,7 +72,7 @@ export class ShelfDatabase {
    * (kind, version) decides between replicas storing one version at once: the second waits at
    * the insert until the first commits, then finds its row. The caller compares the sha256.
    */
-  async publish(version: string, sha256: string, file: string): Promise<PackageRow> {
+  async publish(version: string, sha256: string, file: string, meta: string | null = null): Promise<PackageRow> {
     const handle = await open(file, "r");
     try {
       const sizeBytes = (await handle.stat()).size;
@@ -71,7 +80,7 @@ export class ShelfDatabase {
         const id = randomUUID();
         const taken = await tx
           .insert(storedPackages)
-          .values({ id, kind: this.kind, version, sha256, sizeBytes, storedAt: new Date().toISOString() })
+          .values({ id, kind: this.kind, version, sha256, sizeBytes, storedAt: new Date().toISOString(), meta })
           .onConflictDoNothing()
           .returning(columns);
         const mine = firstRow(taken);
@@ -93,6 +102,39 @@ export class ShelfDatabase {
     } finally {
       await handle.close();
     }
+  }
+
+  /**
+   * Fetches `version` into the data dir as `file` (in `dir`), unless a fetch of it is under way
+   * already (then waits for that one): staged beside it, checked by copyTo, then handed to
+   * `place` (which writes what goes beside it and renames the staged file to `file`). No space
+   * is a DataDirFullError (507), and a failed fetch leaves no file. Nothing when the database
+   * has no such version (the caller looked it up first).
+   */
+  async fetchOnce(
+    version: string,
+    dir: string,
+    file: string,
+    label: string,
+    place: (staged: string, row: PackageRow) => Promise<void>,
+  ): Promise<void> {
+    let running = fetching.get(file);
+    if (!running) {
+      running = writingDataDirAsync(dir, async () => {
+        const row = await this.row(version);
+        if (!row) return;
+        await mkdir(dir, { recursive: true });
+        const staged = join(dir, `.fetch-${randomUUID()}`);
+        try {
+          await this.copyTo(row, staged, label);
+          await place(staged, row);
+        } finally {
+          await rm(staged, { force: true });
+        }
+      }).finally(() => fetching.delete(file));
+      fetching.set(file, running);
+    }
+    await running;
   }
 
   /**

@@ -54,9 +54,6 @@ export interface ShelfPlace {
   store: Pick<Store, "dialect" | "db">;
 }
 
-/** Fetches from the database under way, by target file: two requests for one package fetch it once. */
-const fetching = new Map<string, Promise<void>>();
-
 export class PackageShelf {
   private readonly fileName: RegExp;
   private readonly dataDir: string;
@@ -205,12 +202,9 @@ export class PackageShelf {
     if (!pkg) throw new ApiError(404, "not_found", `${this.kind.label} ${version} is not stored on this control plane`);
     const file = this.fileOf(version);
     if (this.shared && this.local(version)?.sha256 !== pkg.sha256) {
-      let fetch = fetching.get(file);
-      if (!fetch) {
-        fetch = this.fetch(version).finally(() => fetching.delete(file));
-        fetching.set(file, fetch);
-      }
-      await fetch;
+      await this.shared.fetchOnce(version, this.dir, file, this.kind.label, (staged, row) =>
+        this.shelve(staged, version, row.sha256),
+      );
     }
     return { file, pkg };
   }
@@ -241,24 +235,6 @@ export class PackageShelf {
       else done.skipped.push(`${pkg.version} (the database holds other bytes)`);
     }
     return done;
-  }
-
-  /** Copies `version` from the database into this data dir: staged, checked, renamed into place. */
-  private fetch(version: string): Promise<void> {
-    const dir = this.dir;
-    return writingDataDirAsync(dir, async () => {
-      const row = await this.shared?.row(version);
-      if (!row)
-        throw new ApiError(404, "not_found", `${this.kind.label} ${version} is not stored on this control plane`);
-      mkdirSync(dir, { recursive: true });
-      const staged = join(dir, `.fetch-${randomUUID()}.tar.gz`);
-      try {
-        await this.shared?.copyTo(row, staged, this.kind.label);
-        await this.shelve(staged, version, row.sha256);
-      } finally {
-        await rm(staged, { force: true });
-      }
-    });
   }
 
   /** Where hosts download a stored version, relative to the control plane's base URL. */
