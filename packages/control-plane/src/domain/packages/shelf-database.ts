@@ -39,10 +39,11 @@ const fetching = new Map<string, Promise<void>>();
 export class ShelfDatabase {
   constructor(
     private readonly db: Db,
-    /** The shelf's kind (its directory name, "agent", "node"). */
+    /** The shelf's kind (its directory name: "agent", "node", "images"). */
     private readonly kind: string,
   ) {}
 
+  /** The row of `version`, with the id its chunks carry. */
   async row(version: string): Promise<(PackageRow & { id: string }) | undefined> {
     return firstRow(await this.db.select(columns).from(storedPackages).where(this.versionIs(version)));
   }
@@ -167,8 +168,8 @@ export class ShelfDatabase {
         500,
         "package_damaged",
         `the database's copy of ${label} ${row.version} is damaged (${size} bytes with sha256 ${sha256}, ` +
-          `stored as ${row.sizeBytes} bytes with sha256 ${row.sha256}); it is not served. A replica that still ` +
-          "has it in its data dir serves it; upload the package again under a new version",
+          `stored as ${row.sizeBytes} bytes with sha256 ${row.sha256}); it is not served here, and replicas ` +
+          "that hold it in their data dir still serve their checked copy",
       );
     }
   }
