@@ -24,6 +24,7 @@ import { hostLinkDomain } from "./domain/hosts/link-domain.ts";
 import type { PresenceOptions } from "./domain/hosts/presence.ts";
 import { IdentityResolver } from "./domain/identity/resolver.ts";
 import { hashSecret } from "./domain/identity/token-hash.ts";
+import { publishLocalShelves } from "./domain/packages/publish-local.ts";
 import { ensureDefaultProject } from "./domain/projects/projects.ts";
 import { installAuth } from "./http/auth.ts";
 import { stripCompatPrefix } from "./http/compat-prefix.ts";
@@ -271,6 +272,9 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     }
     await prune();
     pruning = setInterval(prune, 3_600_000).unref();
+    await publishLocalShelves(keelson).catch((err: unknown) =>
+      logWriteFailure(app.log, err, {}, "storing the data dir's packages in the database failed"),
+    );
   });
   app.addHook("preClose", async () => {
     clearInterval(pruning);

@@ -4,17 +4,10 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { packAgent } from "../../../scripts/pack-agent.ts";
 import { agentShelf } from "../src/domain/packages/agent-shelf.ts";
-import { fakeAgentPackage, sha256 } from "./agent-package-fixtures.ts";
+import { fakeAgentPackage, sha256, uploadAgentPackage } from "./agent-package-fixtures.ts";
 import { ADMIN_TOKEN, createTestApp, type TestApp } from "./helpers.ts";
 
-const upload = (t: TestApp, body: Buffer, token: string | null = ADMIN_TOKEN) =>
-  t.request({
-    method: "POST",
-    url: "/v1/agentPackages",
-    payload: body,
-    headers: { "content-type": "application/octet-stream" },
-    token,
-  });
+const upload = uploadAgentPackage;
 
 describe("agent packages served by the control plane", () => {
   let t: TestApp;
@@ -36,7 +29,7 @@ describe("agent packages served by the control plane", () => {
     const res = await upload(t, bytes);
     expect(res.statusCode, res.body).toBe(200);
     expect(res.json()).toMatchObject({ version: "7.7.7-cp", sha256: real.sha256, sizeBytes: bytes.length });
-    const stored = join(agentShelf(t.dataDir).dir, "keelson-agent-7.7.7-cp.tar.gz");
+    const stored = join(agentShelf(t.app.keelson).dir, "keelson-agent-7.7.7-cp.tar.gz");
     expect(sha256(readFileSync(stored))).toBe(real.sha256);
     expect(readFileSync(`${stored}.sha256`, "utf8")).toBe(`${real.sha256}  keelson-agent-7.7.7-cp.tar.gz\n`);
 
@@ -105,7 +98,7 @@ describe("agent packages served by the control plane", () => {
     const after = await t.request({ method: "GET", url: "/v1/agentPackages", token: ADMIN_TOKEN });
     expect(after.json()).toEqual(before.json());
     // No staging leftovers either.
-    expect(readdirSync(agentShelf(t.dataDir).dir).filter((f) => f.startsWith("."))).toEqual([]);
+    expect(readdirSync(agentShelf(t.app.keelson).dir).filter((f) => f.startsWith("."))).toEqual([]);
   });
 
   it("is admin-only for upload, import and list; unknown versions are 404", async () => {
@@ -114,6 +107,6 @@ describe("agent packages served by the control plane", () => {
     expect((await t.request({ method: "GET", url: "/v1/agentPackages" })).statusCode).toBe(403);
     const missing = await t.request({ method: "GET", url: "/v1/agentPackages/0.0.1/package.tar.gz", token: null });
     expect(missing.statusCode).toBe(404);
-    expect(existsSync(join(agentShelf(t.dataDir).dir, "keelson-agent-5.0.0.tar.gz"))).toBe(false);
+    expect(existsSync(join(agentShelf(t.app.keelson).dir, "keelson-agent-5.0.0.tar.gz"))).toBe(false);
   });
 });

@@ -97,6 +97,8 @@ export async function createTestApp(
   options: {
     runOperations?: boolean;
     dataDir?: string;
+    /** The data dir whose database the app opens: another app's, for replicas with data dirs of their own. Default: its own. */
+    databaseOf?: string;
     agentHub?: AppOptions["agentHub"];
     settings?: Partial<ServerSettings>;
     /** An admin-token file (rotation rewrites it); by default the token is ADMIN_TOKEN, as if configured. */
@@ -111,7 +113,7 @@ export async function createTestApp(
 ): Promise<TestApp> {
   const settings: MutableSettings = { ...defaultServerSettings(), awsEndpointUrl: NO_CLOUD, ...options.settings };
   const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), "keelson-test-"));
-  const store = await openTestStore(dataDir);
+  const store = await openTestStore(options.databaseOf ?? dataDir);
   const db = store.db;
   const app = await buildApp({
     store,

@@ -12,7 +12,7 @@ const pkg = fakeAgentPackage(VERSION);
 
 async function fleetWithPackage(count: number): Promise<Fleet> {
   const f = await startFleet(count, { namePrefix: "up" });
-  await agentShelf(f.t.dataDir).storeBytes(pkg);
+  await agentShelf(f.t.app.keelson).storeBytes(pkg);
   return f;
 }
 

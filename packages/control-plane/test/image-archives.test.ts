@@ -69,7 +69,7 @@ describe("image archives", () => {
     expect(plain.statusCode).toBe(400);
     expect(plain.json()).toMatchObject({ field: "archive", message: expect.stringContaining("not an image archive") });
     expect((await upload(readFileSync(oci), f.t.token)).statusCode).toBe(403);
-    const shelf = new ImageArchiveStore(f.t.app.keelson.dataDir).dir;
+    const shelf = new ImageArchiveStore(f.t.app.keelson).dir;
     expect(existsSync(shelf) ? readdirSync(shelf) : []).toEqual([]);
   });
 

@@ -6,8 +6,8 @@ import { afterAll, describe, expect, it } from "vitest";
 import { agentInstallCommand } from "../src/domain/install/agent-install.ts";
 import { defaultServerSettings } from "../src/settings.ts";
 import { prepareServerTls } from "../src/tls/server-tls.ts";
-import { fakeAgentPackage, sha256 } from "./agent-package-fixtures.ts";
-import { ADMIN_TOKEN, createTestApp, type TestApp } from "./helpers.ts";
+import { fakeAgentPackage, sha256, uploadAgentPackage } from "./agent-package-fixtures.ts";
+import { ADMIN_TOKEN, createTestApp } from "./helpers.ts";
 
 /**
  * GET /v1/install/agent.sh and the join token's installCommand (README, "Adding a host"). The
@@ -26,14 +26,7 @@ function shellcheck(text: string, name: string): void {
   expect(result.status).toBe(0);
 }
 
-const upload = (t: TestApp, body: Buffer) =>
-  t.request({
-    method: "POST",
-    url: "/v1/agentPackages",
-    payload: body,
-    headers: { "content-type": "application/octet-stream" },
-    token: ADMIN_TOKEN,
-  });
+const upload = uploadAgentPackage;
 
 describe("GET /v1/install/agent.sh", () => {
   it("is public, names the package stored last (or the one asked for) and holds no credential", async () => {

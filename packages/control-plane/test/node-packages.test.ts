@@ -107,7 +107,7 @@ describe("node packages served by the control plane", () => {
     const workers = pool.take(2);
     const hosts = [...masters, ...workers].map((a) => a.hostId);
     const clusterId = await readyCluster(f, "npk-one", masters, workers, { kubeRoleVersion: FROM });
-    const stored = nodeShelf(f.t.app.keelson).find(FROM);
+    const stored = await nodeShelf(f.t.app.keelson).find(FROM);
     const joins = sent.filter((s) => s.name === "node.join" && hosts.includes(s.hostId));
     expect(joins).toHaveLength(3);
     for (const j of joins) {

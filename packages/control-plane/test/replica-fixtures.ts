@@ -59,10 +59,12 @@ export function agentOn(
 /**
  * Two control planes on one database (on SQLite one file, sharing in-process channels as one
  * process would), with `settings` both; `bRunsOperations: false` leaves every operation to A.
+ * `ownDataDirs` gives B a data dir of its own, as a replica on another machine has (its
+ * package shelves, its files); by default both share A's.
  */
 export async function twoReplicas(
   settings: Partial<ServerSettings> = {},
-  { bRunsOperations = true } = {},
+  { bRunsOperations = true, ownDataDirs = false } = {},
 ): Promise<[TestApp, TestApp]> {
   // On PostgreSQL each app has its own LISTEN connection, as two processes would.
   const channels = TEST_DIALECT === "sqlite" ? inProcessChannels() : undefined;
@@ -73,12 +75,12 @@ export async function twoReplicas(
   const b = await createTestApp({
     ...(channels ? { channels } : {}),
     runOperations: bRunsOperations,
-    dataDir: a.dataDir,
+    ...(ownDataDirs ? { databaseOf: a.dataDir } : { dataDir: a.dataDir }),
     settings: { ...SHORT, ...settings, replicaId: "cp-b" },
   });
-  // The second closes first and keeps the shared data; the first removes it.
+  // The second closes first and keeps the shared data (its own data dir it removes); the first removes it.
   const closeB = b.close.bind(b);
-  b.close = () => closeB(true);
+  b.close = () => closeB(!ownDataDirs);
   return [a, b];
 }
 

@@ -1,6 +1,7 @@
 import { getTableColumns, getTableName, is, SQL, StringChunk, sql } from "drizzle-orm";
 import {
   bigint,
+  customType,
   index,
   integer,
   type PgColumn,
@@ -21,7 +22,8 @@ import * as sqlite from "./schema.ts";
  * renders any drizzle table. test/schema-drift.test.ts compares the databases both dialects'
  * migrations build with each other and with schema.ts.
  *
- * Every column is `text` or `integer` in both dialects (an AUTOINCREMENT key: `bigint` identity), so a value reads back the same bytes:
+ * Every column is `text` or `integer` in both dialects (an AUTOINCREMENT key: `bigint` identity;
+ * the bytes of a stored package: `blob`, `bytea`), so a value reads back the same bytes:
  * JSON documents are text (drizzle's JSON mode of schema.ts reads and writes them; `jsonb`
  * would reorder their keys), timestamps are ISO-8601 text, flags 0/1 integers. A column type
  * or SQL default this file does not know stops it loading, naming the column: add its
@@ -38,6 +40,8 @@ const twins = new Map<SQLiteTable, PgTable>();
 function sqlText(value: SQL): string {
   return value.queryChunks.map((chunk) => (is(chunk, StringChunk) ? chunk.value.join("") : "?")).join("");
 }
+
+const bytea = customType<{ data: Buffer; driverData: Buffer }>({ dataType: () => "bytea" });
 
 /** What this file asks of a PostgreSQL column builder, the same for text and integer columns. */
 interface ColumnBuilder extends PgColumnBuilderBase {
@@ -62,6 +66,9 @@ function pgColumn(table: string, column: SQLiteColumn, fk: ForeignKey | undefine
     builder = bigint(column.name, { mode: "number" }).generatedAlwaysAsIdentity() as unknown as ColumnBuilder;
   } else if (column.columnType === "SQLiteInteger") {
     builder = integer(column.name) as unknown as ColumnBuilder;
+  } else if (column.columnType === "SQLiteBlobBuffer") {
+    // Bytes (a stored package's chunks): bytea, which postgres.js reads back as a Buffer.
+    builder = bytea(column.name) as unknown as ColumnBuilder;
   } else {
     throw new Error(`pg-schema: ${at} is ${column.columnType}, which has no PostgreSQL form here`);
   }
@@ -143,3 +150,5 @@ export const agentCommands = pgTwin(sqlite.agentCommands);
 export const events = pgTwin(sqlite.events);
 export const sharedSecrets = pgTwin(sqlite.sharedSecrets);
 export const instanceTokenChecks = pgTwin(sqlite.instanceTokenChecks);
+export const storedPackages = pgTwin(sqlite.storedPackages);
+export const storedPackageChunks = pgTwin(sqlite.storedPackageChunks);

@@ -1,5 +1,5 @@
 import { sql } from "drizzle-orm";
-import { index, integer, sqliteTable, text, uniqueIndex } from "drizzle-orm/sqlite-core";
+import { blob, index, integer, sqliteTable, text, uniqueIndex } from "drizzle-orm/sqlite-core";
 
 /**
  * A cluster's stored spec. Its fields are declared once, in the control plane's field table
@@ -509,3 +509,42 @@ export const instanceTokenChecks = sqliteTable("instance_token_checks", {
   /** KEELSON_REPLICA_ID of the replica that looked. */
   checkedBy: text("checked_by").notNull(),
 });
+
+/**
+ * The packages of the control plane's shelves (agent and node packages, domain/packages/shelf.ts;
+ * image archives, image-archives.ts, by their sha256 as the version)
+ * on PostgreSQL, where several replicas serve the same shelves: the database is their source of
+ * truth and each replica's `<data dir>/packages/` a cache it fills from here. One row per kind and
+ * version (the unique key decides which bytes a version has, whichever replica took them); the
+ * bytes are in `stored_package_chunks`. SQLite (one replica) keeps the shelves as files only and
+ * leaves both tables empty.
+ */
+export const storedPackages = sqliteTable(
+  "stored_packages",
+  {
+    id: text("id").primaryKey(),
+    /** The shelf: its directory under `<data dir>/packages/` ("agent", "node"). */
+    kind: text("kind").notNull(),
+    version: text("version").notNull(),
+    /** sha256 of the whole .tar.gz, checked again by every replica that fetches it. */
+    sha256: text("sha256").notNull(),
+    sizeBytes: integer("size_bytes").notNull(),
+    storedAt: text("stored_at").notNull(),
+    /** What the shelf knows of the package beyond its bytes, as JSON: an image archive's image names. */
+    meta: text("meta"),
+  },
+  (t) => [uniqueIndex("stored_packages_kind_version").on(t.kind, t.version)],
+);
+
+/** A package's bytes in pieces of at most 1 MiB (bytea on PostgreSQL), `seq` from 0, written with its row in one transaction. */
+export const storedPackageChunks = sqliteTable(
+  "stored_package_chunks",
+  {
+    packageId: text("package_id")
+      .notNull()
+      .references(() => storedPackages.id, { onDelete: "cascade" }),
+    seq: integer("seq").notNull(),
+    data: blob("data", { mode: "buffer" }).notNull(),
+  },
+  (t) => [uniqueIndex("stored_package_chunks_package_seq").on(t.packageId, t.seq)],
+);

@@ -86,7 +86,7 @@ const declared: Catalog = Object.fromEntries(
     }),
 );
 
-/** The same on PostgreSQL, where an AUTOINCREMENT key is a 64-bit identity (pg-schema.ts). */
+/** The same on PostgreSQL, where an AUTOINCREMENT key is a 64-bit identity and bytes are bytea (pg-schema.ts). */
 const pgDeclared: Catalog = Object.fromEntries(
   Object.entries(declared).map(([name, shape]) => {
     const table = (Object.values(schema) as unknown[]).find(
@@ -98,7 +98,10 @@ const pgDeclared: Catalog = Object.fromEntries(
         .map((c) => c.name),
     );
     const columns = Object.fromEntries(
-      Object.entries(shape.columns).map(([c, column]) => [c, wide.has(c) ? { ...column, type: "bigint" } : column]),
+      Object.entries(shape.columns).map(([c, column]) => [
+        c,
+        wide.has(c) ? { ...column, type: "bigint" } : column.type === "blob" ? { ...column, type: "bytea" } : column,
+      ]),
     );
     return [name, { ...shape, columns }];
   }),

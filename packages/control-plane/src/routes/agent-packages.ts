@@ -6,7 +6,7 @@ import { registerPackageRoutes } from "./package-routes.ts";
 
 /** Agent packages stored in the control plane's data dir and served to agents (docs/agent-package.md). */
 export const agentPackageRoutes: FastifyPluginAsyncTypebox = async (app) => {
-  const shelf = agentShelf(app.keelson.dataDir);
+  const shelf = agentShelf(app.keelson);
   await registerPackageRoutes(app, () => shelf, {
     tags: ["agent packages"],
     noun: "agent package",

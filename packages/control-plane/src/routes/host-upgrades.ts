@@ -60,7 +60,7 @@ export const hostUpgradeRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
     },
     async (request) => {
-      await requirePackage(k.dataDir, request.body.version);
+      await requirePackage(k, request.body.version);
       return planHostAgentUpgrade(k, request.params.project_uuid, request.body);
     },
   );
@@ -92,7 +92,7 @@ export const hostUpgradeRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
     },
     async (request) => {
-      const pkg = await requirePackage(k.dataDir, request.body.version);
+      const pkg = await requirePackage(k, request.body.version);
       return requestHostAgentUpgrade(
         k,
         request.params.project_uuid,

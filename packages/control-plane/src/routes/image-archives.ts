@@ -28,7 +28,7 @@ const Sha256 = Type.String({ pattern: "^[0-9a-f]{64}$" });
  */
 export const imageArchiveRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const k = app.keelson;
-  const store = new ImageArchiveStore(k.dataDir);
+  const store = new ImageArchiveStore(k);
   const tags = ["image archives"];
   app.addContentTypeParser(
     ["application/octet-stream", "application/x-tar"],
@@ -67,7 +67,7 @@ export const imageArchiveRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
     },
     async (request, reply) => {
-      const { file, archive } = store.get(request.params.sha256);
+      const { file, archive } = await store.get(request.params.sha256);
       return reply
         .header("content-type", "application/x-tar")
         .header("content-length", archive.sizeBytes)

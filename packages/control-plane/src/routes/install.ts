@@ -14,7 +14,7 @@ import { ErrorBody, PUBLIC } from "./common-schemas.ts";
  */
 export const installRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const k = app.keelson;
-  const shelf = agentShelf(k.dataDir);
+  const shelf = agentShelf(k);
   app.get(
     "/v1/install/agent.sh",
     {

@@ -57,7 +57,8 @@ export async function registerPackageRoutes(
         summary: `Upload a ${noun} (the .tar.gz of \`${shelf().kind.buildHint}\`) as application/octet-stream`,
         description:
           `The package is unpacked and verified like an agent would (manifest, every file's sha256) and stored in ` +
-          `\`<data dir>/packages/${shelf().kind.dir}/\` with its \`.sha256\`. ${docs.uploadNote} The same bytes again: ` +
+          `\`<data dir>/packages/${shelf().kind.dir}/\` with its \`.sha256\` (on PostgreSQL also in the database, ` +
+          `which every replica serves from). ${docs.uploadNote} The same bytes again: ` +
           "200, nothing changes; other bytes under a stored version: 409. Admin token only.",
         response: { 200: StoredPackage, 400: ErrorBody, 403: ErrorBody, 409: ErrorBody, 413: ErrorBody },
       },

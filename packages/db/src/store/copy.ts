@@ -14,6 +14,7 @@ import * as schema from "../schema.ts";
  * Nor the stored events: they live an hour, and a stream client after the move starts afresh
  * (its Last-Event-ID is older than anything there: told so, routes/events.ts). Nor the token
  * sweep's last looks (`instance_token_checks`): the first sweep on the new database looks again.
+ * Nor the stored packages: SQLite keeps its shelves as files in the data dir, and these tables empty.
  */
 export const TABLES_IN_ORDER: readonly Table[] = [
   schema.projects,

@@ -19,14 +19,14 @@ import { findExternalCluster } from "./external-clusters.ts";
 export const AGENT_TOKEN_MINUTES = 24 * 60;
 
 export async function agentDeploymentYaml(
-  keelson: Pick<Keelson, "db" | "dataDir" | "tls">,
+  keelson: Pick<Keelson, "db" | "store" | "dataDir" | "tls">,
   projectId: string,
   clusterId: string,
   controlPlane: string,
 ): Promise<string> {
   const cluster = await findExternalCluster(keelson.db, projectId, clusterId);
   // 404 when no agent package is stored: there is no agent to deploy (spec §7).
-  const agentPackage = await packageToInstall(agentShelf(keelson.dataDir), undefined);
+  const agentPackage = await packageToInstall(agentShelf(keelson), undefined);
   await keelson.db
     .delete(joinTokens)
     .where(and(eq(joinTokens.externalClusterId, cluster.id), isNull(joinTokens.usedAt)));

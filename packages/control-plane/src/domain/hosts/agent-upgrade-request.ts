@@ -5,6 +5,7 @@ import { badRequest, conflict, notFound } from "../../http/errors.ts";
 import { activeOperationFor, recordOperation } from "../../runner/store.ts";
 import { BUSY_KINDS } from "../clusters/rollouts/rollout.ts";
 import { agentShelf } from "../packages/agent-shelf.ts";
+import type { ShelfPlace } from "../packages/shelf.ts";
 import { HOST_UPGRADE_KIND, type HostUpgradeParams } from "./agent-rollout.ts";
 
 export interface HostAgentUpgradeRequest {
@@ -118,7 +119,7 @@ export async function planHostAgentUpgrade(
  * it from here). One host-agent rollout per project at a time.
  */
 export async function requestHostAgentUpgrade(
-  k: Pick<Keelson, "db" | "dataDir" | "agents" | "runner">,
+  k: Pick<Keelson, "db" | "store" | "dataDir" | "agents" | "runner">,
   projectId: string,
   request: HostAgentUpgradeRequest,
   baseUrl: string,
@@ -128,7 +129,7 @@ export async function requestHostAgentUpgrade(
   const params: HostUpgradeParams = {
     version: request.version,
     sha256: pkg.sha256,
-    url: `${baseUrl.replace(/\/+$/, "")}${agentShelf(k.dataDir).downloadPath(request.version)}`,
+    url: `${baseUrl.replace(/\/+$/, "")}${agentShelf(k).downloadPath(request.version)}`,
     batches,
   };
   const op = await k.db.transaction(async (tx) => {
@@ -146,8 +147,8 @@ export async function requestHostAgentUpgrade(
 }
 
 /** The stored package of `version`, or a 400 naming `version`. */
-export async function requirePackage(dataDir: string, version: string): Promise<{ sha256: string }> {
-  const pkg = agentShelf(dataDir).find(version);
+export async function requirePackage(place: ShelfPlace, version: string): Promise<{ sha256: string }> {
+  const pkg = await agentShelf(place).find(version);
   if (!pkg) {
     throw badRequest(
       "version",

@@ -9,7 +9,7 @@ import { findHost } from "./hosts.ts";
 const STAGE_TIMEOUT_MS = 10 * 60_000;
 const LIST_TIMEOUT_MS = 30_000;
 
-type Parts = Pick<Keelson, "db" | "agents" | "dataDir">;
+type Parts = Pick<Keelson, "db" | "store" | "agents" | "dataDir">;
 
 /** The host, linked now by an agent that takes the images commands; 409 otherwise. */
 async function imageHost(k: Parts, identity: Identity, hostId: string) {
@@ -36,8 +36,8 @@ export async function stageHostImages(
   hostId: string,
   request: { name: string; sha256: string },
 ): Promise<CommandResult<"images.stage">> {
-  const store = new ImageArchiveStore(k.dataDir);
-  const archive = store.find(request.sha256);
+  const store = new ImageArchiveStore(k);
+  const archive = await store.find(request.sha256);
   if (!archive) {
     throw badRequest(
       "sha256",

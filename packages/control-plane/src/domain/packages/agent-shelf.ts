@@ -1,5 +1,5 @@
 import { AGENT_PACKAGE_NAME, AGENT_VERSION_PATTERN, verifyAgentPackageDir } from "@keelson/protocol";
-import { PackageShelf, type ShelfKind } from "./shelf.ts";
+import { PackageShelf, type ShelfKind, type ShelfPlace } from "./shelf.ts";
 import { verifyPackageTarball } from "./verify.ts";
 
 /** Agent packages (`pnpm pack:agent`), installed by hosts' self-upgrade. */
@@ -13,6 +13,6 @@ export const AGENT_SHELF: ShelfKind = {
   verify: async (tarball, dir) => (await verifyPackageTarball(tarball, dir, (d) => verifyAgentPackageDir(d))).version,
 };
 
-export function agentShelf(dataDir: string): PackageShelf {
-  return new PackageShelf(AGENT_SHELF, dataDir);
+export function agentShelf(place: ShelfPlace): PackageShelf {
+  return new PackageShelf(AGENT_SHELF, place);
 }

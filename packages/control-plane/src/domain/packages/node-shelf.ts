@@ -8,7 +8,7 @@ import {
 import type { AgentHub } from "../../agents/hub.ts";
 import { badRequest } from "../../http/errors.ts";
 import type { Catalogue } from "../catalogue/catalogue.ts";
-import { PackageShelf, type ShelfKind } from "./shelf.ts";
+import { PackageShelf, type ShelfKind, type ShelfPlace } from "./shelf.ts";
 import { verifyPackageTarball } from "./verify.ts";
 
 /**
@@ -36,8 +36,8 @@ export function nodeShelfKind(catalogue: Catalogue): ShelfKind {
   };
 }
 
-export function nodeShelf(k: { dataDir: string; catalogue: Catalogue }): PackageShelf {
-  return new PackageShelf(nodeShelfKind(k.catalogue), k.dataDir);
+export function nodeShelf(k: ShelfPlace & { catalogue: Catalogue }): PackageShelf {
+  return new PackageShelf(nodeShelfKind(k.catalogue), k);
 }
 
 /**
@@ -45,12 +45,12 @@ export function nodeShelf(k: { dataDir: string; catalogue: Catalogue }): Package
  * agent resolves it against its control-plane URL) and sha256; undefined when none is stored,
  * and the node runs the package installed on its host.
  */
-export function nodePackageRef(
-  k: { dataDir: string; catalogue: Catalogue },
+export async function nodePackageRef(
+  k: ShelfPlace & { catalogue: Catalogue },
   roleVersion: string,
-): NodePackageRef | undefined {
+): Promise<NodePackageRef | undefined> {
   const shelf = nodeShelf(k);
-  const pkg = shelf.find(roleVersion);
+  const pkg = await shelf.find(roleVersion);
   return pkg ? { roleVersion, url: shelf.downloadPath(roleVersion), sha256: pkg.sha256 } : undefined;
 }
 

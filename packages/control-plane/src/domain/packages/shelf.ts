@@ -2,8 +2,10 @@ import { randomUUID } from "node:crypto";
 import { mkdirSync, readFileSync, statSync } from "node:fs";
 import { copyFile, mkdtemp, readdir, rename, rm, stat, writeFile } from "node:fs/promises";
 import { isAbsolute, join } from "node:path";
+import type { Store } from "@keelson/db";
 import { ApiError, badRequest, conflict } from "../../http/errors.ts";
 import { writingDataDir, writingDataDirAsync } from "../../storage/data-dir-files.ts";
+import { type PackageRow, ShelfDatabase } from "./shelf-database.ts";
 import { PackageRejected, sha256File } from "./verify.ts";
 
 /**
@@ -13,6 +15,13 @@ import { PackageRejected, sha256File } from "./verify.ts";
  * `sha256sum` format. A version is stored once: uploading the same bytes again is a no-op,
  * different bytes under a stored version a 409 (hosts already running it must not silently
  * differ from new ones).
+ *
+ * On PostgreSQL, where several replicas serve one database, the database is the shelves' source
+ * of truth (shelf-database.ts) and the data dir a cache: an upload through any replica is stored
+ * in both, lists and lookups read the database, and a replica asked for the file of a package
+ * its data dir lacks fetches it from there first (once, however many ask at a time). The unique
+ * key of the database decides a version's bytes across replicas. On SQLite (one replica) the
+ * shelf is its files only.
  */
 export interface StoredPackage {
   version: string;
@@ -39,14 +48,25 @@ export interface ShelfKind {
   accept?(version: string): void;
 }
 
+/** Where a shelf lives: its data dir and, on PostgreSQL, the database every replica shares. */
+export interface ShelfPlace {
+  dataDir: string;
+  store: Pick<Store, "dialect" | "db">;
+}
+
 export class PackageShelf {
   private readonly fileName: RegExp;
+  private readonly dataDir: string;
+  /** The database's shelf on PostgreSQL; undefined on SQLite. */
+  private readonly shared: ShelfDatabase | undefined;
 
   constructor(
     readonly kind: ShelfKind,
-    private readonly dataDir: string,
+    place: ShelfPlace,
   ) {
     this.fileName = new RegExp(`^${kind.stem}-(.+)\\.tar\\.gz$`);
+    this.dataDir = place.dataDir;
+    this.shared = place.store.dialect === "postgres" ? new ShelfDatabase(place.store.db, kind.dir) : undefined;
   }
 
   get dir(): string {
@@ -79,20 +99,17 @@ export class PackageShelf {
       }
       this.kind.accept?.(version);
       const sha256 = await sha256File(staged);
-      const existing = this.find(version);
-      if (existing) {
-        if (existing.sha256 === sha256) return existing;
+      // The database's row decides on PostgreSQL (whichever replica stored the version first).
+      const existing = this.shared ? stored(await this.shared.publish(version, sha256, staged)) : this.local(version);
+      if (existing && existing.sha256 !== sha256) {
         throw conflict(
           `${this.kind.label} ${version} is already stored with different content (sha256 ${existing.sha256}); ` +
             "give the new build its own version",
           "package_exists",
         );
       }
-      const target = this.fileOf(version);
-      // The checksum first: a package file without one is never listed or served.
-      await writeFile(`${target}.sha256`, `${sha256}  ${this.kind.stem}-${version}.tar.gz\n`);
-      await rename(staged, target);
-      return describe(version, target, sha256);
+      if (this.local(version)?.sha256 !== sha256) await this.shelve(staged, version, sha256);
+      return existing ?? describe(version, this.fileOf(version), sha256);
     } finally {
       await rm(staged, { force: true });
       await rm(unpacked, { recursive: true, force: true });
@@ -127,8 +144,24 @@ export class PackageShelf {
     return this.storeFile(path);
   }
 
-  /** Synchronous: two tiny reads, cheap enough for building a command payload. */
-  find(version: string): StoredPackage | undefined {
+  /** Moves the checked file `staged` into place as `version`'s package. */
+  private async shelve(staged: string, version: string, sha256: string): Promise<void> {
+    const target = this.fileOf(version);
+    // The checksum first: a package file without one is never listed or served.
+    await writeFile(`${target}.sha256`, `${sha256}  ${this.kind.stem}-${version}.tar.gz\n`);
+    await rename(staged, target);
+  }
+
+  /** The stored package of `version` (on PostgreSQL the database's, whether this data dir has it yet or not). */
+  async find(version: string): Promise<StoredPackage | undefined> {
+    if (!this.kind.versionPattern.test(version)) return undefined;
+    if (!this.shared) return this.local(version);
+    const row = await this.shared.row(version);
+    return row && stored(row);
+  }
+
+  /** The package in this data dir: two tiny reads. */
+  private local(version: string): StoredPackage | undefined {
     if (!this.kind.versionPattern.test(version)) return undefined;
     const file = this.fileOf(version);
     try {
@@ -140,6 +173,10 @@ export class PackageShelf {
   }
 
   async list(): Promise<StoredPackage[]> {
+    return this.shared ? (await this.shared.rows()).map(stored) : this.localList();
+  }
+
+  private async localList(): Promise<StoredPackage[]> {
     let names: string[];
     try {
       names = await readdir(this.dir);
@@ -150,17 +187,54 @@ export class PackageShelf {
     for (const name of names) {
       const version = this.fileName.exec(name)?.[1];
       if (!version) continue;
-      const pkg = this.find(version);
+      const pkg = this.local(version);
       if (pkg) found.push(pkg);
     }
     return found.sort((a, b) => a.storedAt.localeCompare(b.storedAt) || a.version.localeCompare(b.version));
   }
 
-  /** The stored file of `version`, for serving; 404 when there is none. */
+  /**
+   * The stored file of `version`, for serving; 404 when there is none. On PostgreSQL a package
+   * this data dir lacks (or holds with other bytes than the database's) is fetched first.
+   */
   async file(version: string): Promise<{ file: string; pkg: StoredPackage }> {
-    const pkg = this.find(version);
+    const pkg = await this.find(version);
     if (!pkg) throw new ApiError(404, "not_found", `${this.kind.label} ${version} is not stored on this control plane`);
-    return { file: this.fileOf(version), pkg };
+    const file = this.fileOf(version);
+    if (this.shared && this.local(version)?.sha256 !== pkg.sha256) {
+      await this.shared.fetchOnce(version, this.dir, file, this.kind.label, (staged, row) =>
+        this.shelve(staged, version, row.sha256),
+      );
+    }
+    return { file, pkg };
+  }
+
+  /**
+   * On PostgreSQL, stores in the database each package this data dir has and the database
+   * lacks: a shelf filled before the database held the shelves, or on SQLite before
+   * `keelson-server migrate-to-postgres`. A file whose bytes no longer match its `.sha256` is
+   * left out; a version the database holds with other bytes keeps the database's (served from
+   * here on). What it did, for the log.
+   */
+  async publishLocal(): Promise<{ published: string[]; skipped: string[] }> {
+    const done = { published: [] as string[], skipped: [] as string[] };
+    if (!this.shared) return done;
+    for (const pkg of await this.localList()) {
+      const row = await this.shared.row(pkg.version);
+      if (row) {
+        if (row.sha256 !== pkg.sha256) done.skipped.push(`${pkg.version} (the database holds other bytes)`);
+        continue;
+      }
+      const file = this.fileOf(pkg.version);
+      if ((await sha256File(file)) !== pkg.sha256) {
+        done.skipped.push(`${pkg.version} (its file does not match its .sha256)`);
+        continue;
+      }
+      const published = await this.shared.publish(pkg.version, pkg.sha256, file);
+      if (published.sha256 === pkg.sha256) done.published.push(pkg.version);
+      else done.skipped.push(`${pkg.version} (the database holds other bytes)`);
+    }
+    return done;
   }
 
   /** Where hosts download a stored version, relative to the control plane's base URL. */
@@ -171,6 +245,10 @@ export class PackageShelf {
   private fileOf(version: string): string {
     return join(this.dir, `${this.kind.stem}-${version}.tar.gz`);
   }
+}
+
+function stored(row: PackageRow): StoredPackage {
+  return { version: row.version, sha256: row.sha256, sizeBytes: row.sizeBytes, storedAt: row.storedAt };
 }
 
 function describe(version: string, file: string, sha256: string): StoredPackage {

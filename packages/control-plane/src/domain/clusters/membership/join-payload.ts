@@ -5,7 +5,7 @@ import { clusterApiServerUrl } from "../../kubeconfig/endpoint.ts";
 import type { ClusterRow } from "../views.ts";
 
 /** The stored node package of a role version, if any (domain/packages/node-shelf.ts). */
-export type NodePackageLookup = (roleVersion: string) => NodePackageRef | undefined;
+export type NodePackageLookup = (roleVersion: string) => Promise<NodePackageRef | undefined>;
 
 /**
  * The `node.join` a node gets: the cluster's settings, its CA, where the API is, (for a master)
@@ -19,7 +19,7 @@ export async function buildJoinPayload(
   node: { id: string; role: NodeRole },
   packages: NodePackageLookup,
 ): Promise<CommandPayload<"node.join">> {
-  const nodePackage = packages(cluster.kubeRoleVersion);
+  const nodePackage = await packages(cluster.kubeRoleVersion);
   return {
     clusterId: cluster.id,
     clusterName: cluster.name,

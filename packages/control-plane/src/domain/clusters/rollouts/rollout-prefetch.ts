@@ -1,3 +1,4 @@
+import type { NodePackageRef } from "@keelson/protocol";
 import { HostOfflineError } from "../../../agents/errors.ts";
 import type { Keelson } from "../../../context.ts";
 import { OperationInterrupted, type OperationStep, type StepContext } from "../../../runner/types.ts";
@@ -25,7 +26,7 @@ export function prefetchStep(
   return {
     name: "prefetch-packages",
     run: async (ctx) => {
-      const nodePackage = nodePackageRef(k, target);
+      const nodePackage = await nodePackageRef(k, target);
       if (!nodePackage) return;
       const connected = nodes().filter((n) => k.agents.isConnected(n.id));
       const skipped = await skip(connected);
@@ -59,7 +60,7 @@ async function prefetchOne(
   k: Keelson,
   ctx: StepContext,
   node: RolloutNode,
-  nodePackage: NonNullable<ReturnType<typeof nodePackageRef>>,
+  nodePackage: NodePackageRef,
 ): Promise<string | undefined> {
   if (ctx.signal.aborted) return undefined;
   const refused = nodePackageRefusal(k.agents, node.id, label(node));

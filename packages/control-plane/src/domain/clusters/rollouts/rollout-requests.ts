@@ -111,7 +111,7 @@ export async function startUpgrade(
     );
   }
 
-  assertNodePackageFor(k, cluster, target);
+  await assertNodePackageFor(k, cluster, target);
 
   const changes: UpgradeChanges = {};
   if (request.containerRuntime !== undefined) changes.containerRuntime = request.containerRuntime;
@@ -191,9 +191,13 @@ export async function startUpgrade(
  * old binaries under the new version's name. Clusters on host-installed packages (none stored
  * for their version) are not held back.
  */
-function assertNodePackageFor(k: Keelson, cluster: { name: string; kubeRoleVersion: string }, target: string): void {
+async function assertNodePackageFor(
+  k: Keelson,
+  cluster: { name: string; kubeRoleVersion: string },
+  target: string,
+): Promise<void> {
   const shelf = nodeShelf(k);
-  if (shelf.find(cluster.kubeRoleVersion) && !shelf.find(target)) {
+  if ((await shelf.find(cluster.kubeRoleVersion)) && !(await shelf.find(target))) {
     throw conflict(
       `cluster ${cluster.name} runs the stored node package of ${cluster.kubeRoleVersion}, but no node package of ` +
         `${target} is stored: upload it first (POST /v1/nodePackages)`,

@@ -250,8 +250,8 @@ export function rolloutOperationKinds(k: Keelson): OperationKind[] {
           return new Set(rows.filter((r) => r.version === target).map((r) => r.id));
         };
         // Looked up when the step runs: a package uploaded after an upgrade failed is used by its resume.
-        const nodePackageOf = (version: string) => {
-          const nodePackage = nodePackageRef(k, version);
+        const nodePackageOf = async (version: string) => {
+          const nodePackage = await nodePackageRef(k, version);
           return nodePackage ? { nodePackage } : {};
         };
         const plan: RolloutPlan = {
@@ -262,7 +262,7 @@ export function rolloutOperationKinds(k: Keelson): OperationKind[] {
               clusterId,
               kubeRoleVersion: target,
               settings: { ...(await upgradedSpec(k.db, clusterId, params.changes ?? {})) },
-              ...nodePackageOf(target),
+              ...(await nodePackageOf(target)),
             },
           }),
           skip: atTarget,
