@@ -41,12 +41,15 @@ describe("agent_links table", () => {
     await takeLink(t.db, h2.id, "cp-dead");
     await takeLink(t.db, h3.id, "cp-a");
     expect((await linksElsewhere(t.db, "cp-a", 3_000)).map((l) => l.hostId)).toEqual([h1.id]);
+    // What a replica reads at start and after a LISTEN gap carries the agent's capabilities.
+    await takeLink(t.db, h1.id, "cp-live", ["images", "node-sweep"]);
+    expect((await linksElsewhere(t.db, "cp-a", 3_000))[0]?.capabilities).toEqual(["images", "node-sweep"]);
     expect(await reapLinks(t.db, "cp-a", 3_000)).toEqual([{ hostId: h2.id, replica: "cp-dead", epoch: 1 }]);
     expect(await linkRow(t, h2.id)).toBeUndefined();
     expect(await linkRow(t, h3.id)).toMatchObject({ replica: "cp-a" });
     // At its start a replica also removes what its previous process held.
     expect((await reapLinks(t.db, "cp-a", 3_000, true)).map((l) => l.hostId)).toEqual([h3.id]);
-    expect(await linkRow(t, h1.id)).toMatchObject({ replica: "cp-live", epoch: 3 });
+    expect(await linkRow(t, h1.id)).toMatchObject({ replica: "cp-live", epoch: 4 });
     expect(await takeLink(t.db, h2.id, "cp-a")).toBe(2);
   });
 });
@@ -86,7 +89,7 @@ describe("one link per host across replicas", () => {
     }
   });
 
-  it("a host linked to B is among A's connected hosts of its project, and A's ping reaches it; its capabilities are unknown on A", async () => {
+  it("a host linked to B is among A's connected hosts of its project, and A's ping reaches it; A knows its capabilities from B's record", async () => {
     const { a, b, onB, id } = await twoReplicasAndAHost();
     const agent = agentOn(onB.link, id);
     try {
@@ -97,9 +100,10 @@ describe("one link per host across replicas", () => {
       expect(a.app.keelson.agents.connectedHosts()).toEqual([id.hostId]);
       expect(a.app.keelson.agents.connectedHosts(randomUUID())).toEqual([]);
       expect(b.app.keelson.agents.connectedHosts(a.projectId)).toEqual([id.hostId]);
-      // The hello, and so the capabilities, are B's only.
+      // The hello was B's; B recorded what it declared with the link, and told A.
       expect(b.app.keelson.agents.supports(id.hostId, AGENT_CAPABILITIES.nodePackages)).toBe(true);
-      expect(a.app.keelson.agents.supports(id.hostId, AGENT_CAPABILITIES.nodePackages)).toBeUndefined();
+      expect(a.app.keelson.agents.supports(id.hostId, AGENT_CAPABILITIES.nodePackages)).toBe(true);
+      expect(a.app.keelson.agents.supports(id.hostId, "not-a-capability")).toBe(false);
 
       const res = await a.request({
         method: "POST",
@@ -112,6 +116,7 @@ describe("one link per host across replicas", () => {
 
       await agent.stop();
       await until("A no longer lists the host", () => a.app.keelson.agents.connectedHosts(a.projectId).length === 0);
+      expect(a.app.keelson.agents.supports(id.hostId, AGENT_CAPABILITIES.nodePackages)).toBeUndefined();
     } finally {
       await agent.stop();
     }

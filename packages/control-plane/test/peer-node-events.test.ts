@@ -1,7 +1,9 @@
+import { AGENT_CAPABILITIES } from "@keelson/protocol";
 import { afterEach, describe, expect, it } from "vitest";
 import { registerFleet, type SimAgent, simPhases } from "../../../test/sim/index.ts";
 import { nodeEventOf, nodeEventRecord } from "../src/agents/node-event-records.ts";
 import type { NodeEvent } from "../src/agents/node-events.ts";
+import { sweepNow } from "../src/domain/clusters/membership/sweep.ts";
 import { ADMIN_TOKEN, TEST_DIALECT, type TestApp } from "./helpers.ts";
 import { agentOn, listening, twoReplicas, until } from "./replica-fixtures.ts";
 
@@ -127,6 +129,11 @@ describe.runIf(TEST_DIALECT === "postgres")("operations on one replica, hosts li
     const cluster = async () =>
       (await a.request({ method: "GET", url: `/v4/${a.projectId}/clusters/${clusterId}` })).json();
     expect(await cluster()).toMatchObject({ status: "ok", taskStatus: "success" });
+    // A knows what the master's agent declared to B, so its sweep reaches that master through B.
+    expect(a.app.keelson.agents.supports(masterId.hostId, AGENT_CAPABILITIES.nodeSweep)).toBe(true);
+    const swept = master.sweeps;
+    expect(await sweepNow(a.app.keelson, a.db, clusterId, a.app.log)).toBeDefined();
+    expect(master.sweeps).toBe(swept + 1);
 
     const restart = await a.request({ method: "POST", url: `/v3/${a.projectId}/clusters/${clusterId}/restart` });
     expect(restart.statusCode, restart.body).toBe(200);

@@ -398,6 +398,11 @@ export const agentLinks = sqliteTable(
      */
     replica: text("replica"),
     epoch: integer("epoch").notNull(),
+    /**
+     * What the agent declared in its hello on this link (AGENT_CAPABILITIES), so every replica
+     * knows what a host linked elsewhere takes; null from a replica older than the column.
+     */
+    capabilities: text("capabilities", { mode: "json" }).$type<string[]>(),
     connectedAt: text("connected_at").notNull(),
   },
   (t) => [index("agent_links_replica").on(t.replica)],

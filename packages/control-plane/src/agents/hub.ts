@@ -164,14 +164,15 @@ export class AgentHub {
   }
 
   /**
-   * Whether the host's agent, as linked to this replica now, declared `capability` in its
-   * hello; undefined while it is not linked here. A host linked to another replica is
-   * undefined too (its hello, and so its capabilities, are only that replica's): a caller
-   * that may go ahead on "unknown" sends the command and handles the agent's refusal.
+   * Whether the host's agent, as linked now, declared `capability` in its hello: the session's
+   * here, or what the replica holding the link recorded with it (agent_links). Undefined while
+   * no replica holds it, or when the holder is older than the record: a caller that may go
+   * ahead on "unknown" sends the command and handles the agent's refusal.
    */
   supports(hostId: string, capability: string): boolean | undefined {
     const session = this.registry.get(hostId);
-    return session?.open ? session.capabilities.has(capability) : undefined;
+    if (session?.open) return session.capabilities.has(capability);
+    return this.linkBook.capabilitiesElsewhere(hostId)?.has(capability);
   }
 
   /** Agent links held (helloed or not) against the ceiling, for /readyz. */
@@ -367,7 +368,7 @@ export class AgentHub {
     session.helloTimer = undefined;
     session.helloed = true;
     session.capabilities = this.capabilitySets.of(hello.capabilities ?? []);
-    session.epoch = await this.linkBook.take(session.hostId, session.projectId);
+    session.epoch = await this.linkBook.take(session.hostId, session.projectId, session.capabilities);
     if (!session.open || (session.epoch !== undefined && this.linkBook.supersedes(session.hostId, session.epoch))) {
       // Closed, or linked again elsewhere, while the link was being recorded.
       session.close(CloseCode.SUPERSEDED, "superseded by a newer connection of this host");

@@ -3,6 +3,7 @@ import { inArray } from "drizzle-orm";
 import type { FastifyBaseLogger } from "fastify";
 import type { Channels } from "../replicas/channels.ts";
 import { dropLink, dropLinksOf, type HeldLink, linksElsewhere, reapLinks, takeLink } from "../replicas/links.ts";
+import { CapabilitySets } from "./sessions.ts";
 
 export interface LinkBookOptions {
   db: Db;
@@ -15,10 +16,13 @@ export interface LinkBookOptions {
 
 /**
  * A link change as notified on the `links` channel: a host's link taken (`r`, the host's
- * project `p`) or dropped (`r` null) at epoch `e`, or every link of one replica gone (its
- * drain, or its death).
+ * project `p`, its agent's capabilities `c`: absent from a replica older than them) or dropped
+ * (`r` null) at epoch `e`, or every link of one replica gone (its drain, or its death).
  */
-type LinkNotice = { h: string; r: string; e: number; p: string } | { h: string; r: null; e: number } | { gone: string };
+type LinkNotice =
+  | { h: string; r: string; e: number; p: string; c?: string[] }
+  | { h: string; r: null; e: number }
+  | { gone: string };
 
 /**
  * This replica's view of the agent_links table (replicas/links.ts): it records the links it
@@ -26,8 +30,18 @@ type LinkNotice = { h: string; r: string; e: number; p: string } | { h: string; 
  * channel, so that "is this host connected anywhere" and "which hosts of a project are" stay
  * synchronous lookups (the hub's isConnected and connectedHosts). On SQLite (one replica) nothing is ever held elsewhere.
  */
+interface LinkElsewhere {
+  replica: string;
+  epoch: number;
+  projectId: string;
+  /** What its agent declared in its hello; undefined when the holder did not say. */
+  capabilities: ReadonlySet<string> | undefined;
+}
+
 export class LinkBook {
-  private readonly elsewhere = new Map<string, { replica: string; epoch: number; projectId: string }>();
+  private readonly elsewhere = new Map<string, LinkElsewhere>();
+  /** Capability sets shared by the hosts that declared the same list (sessions.ts). */
+  private readonly capabilitySets = new CapabilitySets();
   private unlisten: (() => Promise<void>) | undefined;
   private loading: Promise<void> = Promise.resolve();
   /** Told when another replica took a host's link at `epoch` (the hub closes its own if older). */
@@ -71,17 +85,23 @@ export class LinkBook {
     return hosts;
   }
 
+  /** What the agent of a host linked elsewhere declared; undefined when unknown or not linked elsewhere. */
+  capabilitiesElsewhere(hostId: string): ReadonlySet<string> | undefined {
+    return this.elsewhere.get(hostId)?.capabilities;
+  }
+
   /** Whether another replica is known to hold the host's link at an epoch above `epoch`. */
   supersedes(hostId: string, epoch: number): boolean {
     return (this.elsewhere.get(hostId)?.epoch ?? 0) > epoch;
   }
 
   /** Records this replica as the host's link holder; answers the epoch (undefined: not recorded). */
-  async take(hostId: string, projectId: string): Promise<number | undefined> {
+  async take(hostId: string, projectId: string, capabilities: ReadonlySet<string>): Promise<number | undefined> {
     try {
-      const epoch = await takeLink(this.options.db, hostId, this.options.replicaId);
+      const declared = [...capabilities];
+      const epoch = await takeLink(this.options.db, hostId, this.options.replicaId, declared);
       if (!this.supersedes(hostId, epoch)) this.elsewhere.delete(hostId);
-      await this.announce({ h: hostId, r: this.options.replicaId, e: epoch, p: projectId });
+      await this.announce({ h: hostId, r: this.options.replicaId, e: epoch, p: projectId, c: declared });
       return epoch;
     } catch (err) {
       // The link still works here (a full disk, the database away): other replicas only
@@ -161,8 +181,17 @@ export class LinkBook {
     if (notice.r === this.options.replicaId) return;
     const known = this.elsewhere.get(notice.h);
     if (!known || known.epoch < notice.e)
-      this.elsewhere.set(notice.h, { replica: notice.r, epoch: notice.e, projectId: notice.p });
+      this.elsewhere.set(notice.h, {
+        replica: notice.r,
+        epoch: notice.e,
+        projectId: notice.p,
+        capabilities: this.setOf(notice.c),
+      });
     this.onTaken(notice.h, notice.e);
+  }
+
+  private setOf(list: unknown): ReadonlySet<string> | undefined {
+    return Array.isArray(list) && list.every((c) => typeof c === "string") ? this.capabilitySets.of(list) : undefined;
   }
 
   private async reload(): Promise<void> {
@@ -170,7 +199,12 @@ export class LinkBook {
       const rows: HeldLink[] = await linksElsewhere(this.options.db, this.options.replicaId, this.options.leaseMs);
       this.elsewhere.clear();
       for (const row of rows) {
-        this.elsewhere.set(row.hostId, { replica: row.replica, epoch: row.epoch, projectId: row.projectId });
+        this.elsewhere.set(row.hostId, {
+          replica: row.replica,
+          epoch: row.epoch,
+          projectId: row.projectId,
+          capabilities: this.setOf(row.capabilities ?? undefined),
+        });
         this.onTaken(row.hostId, row.epoch);
       }
     } catch (err) {

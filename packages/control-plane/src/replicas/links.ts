@@ -18,20 +18,27 @@ export interface LinkRow {
 /** Held: some replica holds the link (a dropped one's row has none). */
 const held = isNotNull(agentLinks.replica);
 
-/** A link another replica holds, with the host's project (connected hosts of one project). */
+/** A link another replica holds, with the host's project (connected hosts of one project) and what its agent takes. */
 export interface HeldLink extends LinkRow {
   projectId: string;
+  capabilities: string[] | null;
 }
 
 /** Makes `replica` the holder of `hostId`'s link: one upsert; answers the new epoch. */
-export async function takeLink(db: Db, hostId: string, replica: string): Promise<number> {
+export async function takeLink(
+  db: Db,
+  hostId: string,
+  replica: string,
+  capabilities: readonly string[] = [],
+): Promise<number> {
   const now = databaseTime(dialectOf(db));
+  const declared = [...capabilities];
   const [row] = await db
     .insert(agentLinks)
-    .values({ hostId, replica, epoch: 1, connectedAt: now })
+    .values({ hostId, replica, epoch: 1, connectedAt: now, capabilities: declared })
     .onConflictDoUpdate({
       target: agentLinks.hostId,
-      set: { replica, epoch: sql`${agentLinks.epoch} + 1`, connectedAt: now },
+      set: { replica, epoch: sql`${agentLinks.epoch} + 1`, connectedAt: now, capabilities: declared },
     })
     .returning({ epoch: agentLinks.epoch });
   if (!row) throw new Error(`taking the link of host ${hostId} wrote no row`);
@@ -73,6 +80,7 @@ export async function linksElsewhere(db: Db, self: string, leaseMs: number): Pro
       replica: agentLinks.replica,
       epoch: agentLinks.epoch,
       projectId: nodes.projectId,
+      capabilities: agentLinks.capabilities,
     })
     .from(agentLinks)
     .innerJoin(nodes, eq(nodes.id, agentLinks.hostId))

@@ -9,13 +9,14 @@ import type { Keelson } from "../../../context.ts";
  * registered, delete the Nodes of workers that left (a kubelet may do neither; the agent's
  * node-sweep.ts). Every master also sweeps on its status pass (30 s by default), so this only
  * makes it prompt: best effort, never failing the operation. One master is enough (they share the
- * cluster's API); the first connected one that takes the command does it. Masters linked to
- * another replica, or whose agent predates the command, sweep on their pass.
+ * cluster's API); the first connected one that takes the command does it, on whichever replica
+ * holds its link (the command relay). Masters whose agent predates the command sweep on their
+ * pass.
  */
 
 const SWEEP_TIMEOUT_MS = 15_000;
 
-/** The cluster's masters linked here whose agents take node.sweep. */
+/** The cluster's masters whose agents, linked to any replica, take node.sweep. */
 async function sweepingMasters(k: Keelson, db: Db, clusterId: string): Promise<string[]> {
   const masters = await db
     .select({ id: nodes.id })
