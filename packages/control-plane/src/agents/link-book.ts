@@ -24,12 +24,7 @@ type LinkNotice =
   | { h: string; r: null; e: number }
   | { gone: string };
 
-/**
- * This replica's view of the agent_links table (replicas/links.ts): it records the links it
- * takes and drops, and keeps in memory which hosts other live replicas hold, from the `links`
- * channel, so that "is this host connected anywhere" and "which hosts of a project are" stay
- * synchronous lookups (the hub's isConnected and connectedHosts). On SQLite (one replica) nothing is ever held elsewhere.
- */
+/** A host's link another live replica holds, as this one knows it. */
 interface LinkElsewhere {
   replica: string;
   epoch: number;
@@ -38,6 +33,12 @@ interface LinkElsewhere {
   capabilities: ReadonlySet<string> | undefined;
 }
 
+/**
+ * This replica's view of the agent_links table (replicas/links.ts): it records the links it
+ * takes and drops, and keeps in memory which hosts other live replicas hold, from the `links`
+ * channel, so that "is this host connected anywhere" and "which hosts of a project are" stay
+ * synchronous lookups (the hub's isConnected and connectedHosts). On SQLite (one replica) nothing is ever held elsewhere.
+ */
 export class LinkBook {
   private readonly elsewhere = new Map<string, LinkElsewhere>();
   /** Capability sets shared by the hosts that declared the same list (sessions.ts). */
