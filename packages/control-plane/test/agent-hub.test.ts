@@ -507,7 +507,7 @@ describe("agent hub", () => {
     expect(agents.isConnected(hostId)).toBe(true);
   });
 
-  it("sends a command once per link, however many wake-ups or issues of its id ask for it", async () => {
+  it("sends each issue of a command once, however many wake-ups or joins of its id ask for it", async () => {
     // The app's own channels, so the test can give the wake-ups another replica's issue or a
     // resubscription's catch-up would.
     const channels = inProcessChannels();
@@ -531,6 +531,24 @@ describe("agent hub", () => {
     await expect(reply).resolves.toEqual({ at: "t1" });
     await expect(joined).resolves.toEqual({ at: "t1" });
     await expect(marker).resolves.toEqual({ at: "t2" });
+  });
+
+  it("sends a command issued again (its answer lost, or timed out) again on the same link; the agent's answer settles it", async () => {
+    const { t, url } = await start();
+    const { hostId, credential } = await register(t);
+    const agents = t.app.keelson.agents;
+    const peer = await connect(url, credential);
+    peer.send(hello(hostId));
+    await peer.next("welcome");
+    const first = agents.sendCommand(hostId, "ping", {}, { id: "again", timeoutMs: 100 });
+    expect((await peer.next("command")).id).toBe("again");
+    await expect(first).rejects.toBeInstanceOf(CommandTimeoutError);
+    // A step retried issues its stable id again: the agent must hear it again (it answers a
+    // repeated id from its record).
+    const second = agents.sendCommand(hostId, "ping", {}, { id: "again", timeoutMs: 10_000 });
+    expect((await peer.next("command")).id).toBe("again");
+    peer.send({ type: "result", id: "again", ok: true, result: { at: "from the record" } });
+    await expect(second).resolves.toEqual({ at: "from the record" });
   });
 
   it("re-delivers an unanswered command with the same id after the host reconnects", async () => {

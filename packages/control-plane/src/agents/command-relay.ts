@@ -69,6 +69,9 @@ interface Waiter {
  *   the `commands` channel wakes the holder (the payload is the host's and the command's ids);
  * - an answer is written to the row by the holder; the issuer, if it is another replica, is
  *   woken on `commandResults` and reads it;
+ * - each issue of a command is sent once: the send claims the row (pending to sent), so the
+ *   issuer's own send, another replica's notice and a catch-up cannot each send it; issuing the
+ *   id again (a step retried) makes it pending again, and it is sent again;
  * - a host that links (to any replica) gets its unanswered commands again, same ids: the agent
  *   answers a repeated id from its record;
  * - a command whose operation's fence moved on is never sent (checked as it is marked sent).
@@ -170,7 +173,7 @@ export class CommandRelay {
         const session = this.options.sessionOf(hostId);
         if (options.issuer || !session) return this.fail(id, err);
         this.options.log.warn({ err, id, hostId }, "could not record a command; sending it on this link only");
-        session.sendCommandOnce(frameOf(row));
+        session.sendCommand(frameOf(row));
       },
     );
     const waiter = this.waiting.get(id);
@@ -203,7 +206,7 @@ export class CommandRelay {
   /** A host linked here: its unanswered commands go out again, same ids. */
   async onLinked(session: AgentSession): Promise<void> {
     const rows = await markSent(this.options.db, { hostIds: [session.hostId] });
-    for (const row of rows) session.sendCommandOnce(frameOf(row));
+    for (const row of rows) session.sendCommandUnlessCarried(frameOf(row));
   }
 
   /** Stops waiting: every command issued here fails (the rows stay for whoever issues them again). */
@@ -239,7 +242,7 @@ export class CommandRelay {
   private async send(id: string, session: AgentSession): Promise<void> {
     try {
       const row = await this.sends.add(id);
-      if (row) session.sendCommandOnce(frameOf(row));
+      if (row) session.sendCommand(frameOf(row));
     } catch (err) {
       this.options.log.warn({ err, id, hostId: session.hostId }, "could not mark a command sent");
     }

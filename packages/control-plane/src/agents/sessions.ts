@@ -6,7 +6,7 @@ let nextSessionId = 1;
 
 const NO_CAPABILITIES: ReadonlySet<string> = new Set();
 
-/** Command ids a session remembers having sent (sendCommandOnce). */
+/** Command ids a session remembers having sent (sendCommand). */
 const COMMANDS_REMEMBERED = 256;
 
 /**
@@ -29,7 +29,7 @@ export class AgentSession {
   epoch: number | undefined;
   /** The frames being handled, one after another (enqueue); undefined while none is. */
   private inbox: Promise<void> | undefined;
-  /** Ids of the commands sent on this link (sendCommandOnce); undefined until the first. */
+  /** Ids of the commands sent on this link (sendCommand); undefined until the first. */
   private commandsSent: Set<string> | undefined;
 
   constructor(
@@ -48,15 +48,10 @@ export class AgentSession {
     return true;
   }
 
-  /**
-   * Sends a command unless this link already carried it. A link delivers whole and in order, so
-   * one sending per link is enough; several wake-ups (the issuer's own send, another replica's
-   * notice, a catch-up after a resubscription) may each ask for the same row, and an agent must
-   * not get it twice. A new link is a new session: it gets the unanswered commands again.
-   */
-  sendCommandOnce(frame: CommandFrame): boolean {
+  /** Sends a command, remembering that this link carried it (see `sendCommandUnlessCarried`). */
+  sendCommand(frame: CommandFrame): boolean {
+    if (!this.send(frame)) return false;
     this.commandsSent ??= new Set();
-    if (this.commandsSent.has(frame.id) || !this.send(frame)) return false;
     this.commandsSent.add(frame.id);
     // Bounded: the oldest ids go first (a Set iterates in insertion order); commands of a link
     // are answered or expired long before this many more were sent on it.
@@ -64,6 +59,15 @@ export class AgentSession {
       this.commandsSent.delete(this.commandsSent.values().next().value as string);
     }
     return true;
+  }
+
+  /**
+   * Sends a command unless this link already carried it: what a link that just came up is
+   * given again (its host's unanswered commands) may include one a wake-up sent on it a moment
+   * before, and an agent must not get it twice. A new link is a new session and gets them all.
+   */
+  sendCommandUnlessCarried(frame: CommandFrame): boolean {
+    return this.commandsSent?.has(frame.id) ? false : this.sendCommand(frame);
   }
 
   /**

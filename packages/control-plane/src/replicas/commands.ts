@@ -94,16 +94,20 @@ function sendable(db: Db): SQL {
 }
 
 /**
- * Marks as sent, and answers, the commands that may go out now: of `ids`, or every unanswered
- * one of `hostIds` (a host that just linked). The fence is checked in this same statement, so a
- * command of a former owner is never sent.
+ * Marks as sent, and answers, the commands that may go out now: of `ids`, those not sent yet
+ * (each issue of a command is claimed by one send, however many wake-ups ask for it: the
+ * issuer's own, another replica's notice, a catch-up; issuing an id again makes it pending
+ * again), or every unanswered one of `hostIds` (a host that just linked gets them again). The
+ * fence is checked in this same statement, so a command of a former owner is never sent.
  */
 export async function markSent(
   db: Db,
   which: { ids: readonly string[] } | { hostIds: readonly string[] },
 ): Promise<SendableCommand[]> {
   const scope =
-    "ids" in which ? inArray(agentCommands.id, [...which.ids]) : inArray(agentCommands.hostId, [...which.hostIds]);
+    "ids" in which
+      ? and(inArray(agentCommands.id, [...which.ids]), eq(agentCommands.state, "pending"))
+      : inArray(agentCommands.hostId, [...which.hostIds]);
   if (("ids" in which ? which.ids : which.hostIds).length === 0) return [];
   return await db
     .update(agentCommands)
