@@ -58,8 +58,6 @@ interface Waiter {
   timer: NodeJS.Timeout;
   resolve(result: unknown): void;
   reject(err: Error): void;
-  /** What `issue` answered: the same command issued again with this id joins it. */
-  result?: Promise<unknown>;
 }
 
 /**
@@ -130,6 +128,13 @@ export class CommandRelay {
     this.pruning = setInterval(prune, Math.min(60_000, this.options.retentionMs)).unref();
   }
 
+  /**
+   * The result of each command issued here and not yet settled, by id: the same command issued
+   * again with this id joins it. Removed once the result has settled (a microtask after), not
+   * with the waiter: a step that retries at once after its wait ended still joins that result.
+   */
+  private readonly pending = new Map<string, Promise<unknown>>();
+
   isWaiting(id: string): boolean {
     return this.waiting.has(id);
   }
@@ -143,8 +148,8 @@ export class CommandRelay {
   ): Promise<CommandResult<N>> {
     const id = options.id ?? randomUUID();
     // A step retried after a database outage issues the same stable id again: it joins the wait.
-    const joined = this.waiting.get(id)?.result;
-    if (joined) return joined as Promise<CommandResult<N>>;
+    const pending = this.pending.get(id);
+    if (pending) return pending as Promise<CommandResult<N>>;
     const result = new Promise<CommandResult<N>>((resolve, reject) => {
       const timer = setTimeout(() => {
         if (!this.forget(id)) return;
@@ -176,8 +181,11 @@ export class CommandRelay {
         session.sendCommand(frameOf(row));
       },
     );
-    const waiter = this.waiting.get(id);
-    if (waiter) waiter.result = result;
+    this.pending.set(id, result);
+    result.then(
+      () => this.pending.delete(id),
+      () => this.pending.delete(id),
+    );
     return this.options.observer ? observed(name, result, this.options.observer) : result;
   }
 
