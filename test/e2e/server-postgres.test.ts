@@ -112,8 +112,9 @@ describe("keelson-server on PostgreSQL", () => {
     })();
     await new Promise((resolve) => setTimeout(resolve, 300));
     await pg.restart(2_000);
-    // Back: within a few seconds every request succeeds again, with no restart of keelson-server.
-    const deadline = Date.now() + 15_000;
+    // Back: every request succeeds again, with no restart of keelson-server. Within a few seconds
+    // on a quiet machine; the bound is wide because the full suite's load once kept it past 15 s.
+    const deadline = Date.now() + 30_000;
     while (Date.now() < deadline && seen.at(-1)?.status !== 200) {
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
