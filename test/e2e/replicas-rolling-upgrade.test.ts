@@ -267,6 +267,8 @@ describe("a rolling upgrade of two replicas on one PostgreSQL database, agents c
     process.stderr.write(`cp-1 while cp-2 upgraded: ${JSON.stringify(seen)}\n`);
     expect(up.code, up.stderr).toBe(0);
     expect(up.stderr).toContain(`other live replicas on this database: cp-1 (${B} at ${urls["cp-1"]})`);
+    // cp-1 applied B's migration when it started: cp-2 runs none.
+    expect(up.stderr).toContain(`migrations to run at start: none (cp-1 runs ${B} and applied its 1; PostgreSQL)`);
     expect(seen.failures).toEqual([]);
     expect(current("cp-2")).toBe(join("releases", B));
     for (const id of Object.keys(roots) as ReplicaId[])

@@ -47,17 +47,19 @@ describe("keelson replicas", () => {
     const table = await keelson(["replicas"], { env: env(ADMIN_TOKEN) });
     expect(table.code, table.stderr).toBe(0);
     const lines = table.stdout.trimEnd().split("\n");
-    expect(lines[0]).toMatch(/^ID\s+URL\s+VERSION\s+STATUS\s+HEARTBEAT\s+STARTED\s+AGENTS\s+OPERATIONS$/);
-    expect(lines[1]).toMatch(/^cp-0\s+https:\/\/10\.0\.0\.9:8443\s+0\.0\.9\s+gone\s+1m\d\ds ago\s+\S+\s+7\s+0$/);
+    expect(lines[0]).toMatch(/^CURRENT\s+ID\s+URL\s+VERSION\s+STATUS\s+HEARTBEAT\s+STARTED\s+AGENTS\s+OPERATIONS$/);
+    expect(lines[1]).toMatch(/^-\s+cp-0\s+https:\/\/10\.0\.0\.9:8443\s+0\.0\.9\s+gone\s+1m\d\ds ago\s+\S+\s+7\s+0$/);
     // Its URL is the one its settings name (the test app listens elsewhere).
-    expect(lines[2]).toMatch(/^cp-1\s+http:\/\/127\.0\.0\.1:\d+\s+\S+\s+live\s+\d+\.\ds ago\s+\S+\s+0\s+0$/);
+    expect(lines[2]).toMatch(/^\*\s+cp-1\s+http:\/\/127\.0\.0\.1:\d+\s+\S+\s+live\s+\d+\.\ds ago\s+\S+\s+0\s+0$/);
     expect(lines).toHaveLength(3);
 
     const json = await keelson(["replicas", "-o", "json"], { env: env(ADMIN_TOKEN) });
     expect(json.code, json.stderr).toBe(0);
-    expect(JSON.parse(json.stdout).map((r: { id: string; live: boolean }) => [r.id, r.live])).toEqual([
-      ["cp-0", false],
-      ["cp-1", true],
+    expect(
+      JSON.parse(json.stdout).map((r: { id: string; live: boolean; self: boolean }) => [r.id, r.live, r.self]),
+    ).toEqual([
+      ["cp-0", false, false],
+      ["cp-1", true, true],
     ]);
   });
 
@@ -101,7 +103,7 @@ describe("keelson replicas", () => {
     expect(waited.code, waited.stderr).toBe(0);
     expect(waited.stdout.trim()).toBe("cp-1: drained, it holds no operation and no agent link");
     const table = await keelson(["replicas"], { env: env(ADMIN_TOKEN) });
-    expect(table.stdout).toMatch(/^cp-1\s+\S+\s+\S+\s+draining\s/m);
+    expect(table.stdout).toMatch(/^\*\s+cp-1\s+\S+\s+\S+\s+draining\s/m);
     expect((await t.request({ method: "GET", url: "/readyz", token: null })).json()).toEqual({ status: "draining" });
   });
 });

@@ -102,6 +102,14 @@ function connect(
   });
 }
 
+/** A peer past its hello: connected with the host's credential and welcomed. */
+async function linked(url: string, credential: string, hostId: string): Promise<Peer> {
+  const peer = await connect(url, credential);
+  peer.send(hello(hostId));
+  await peer.next("welcome");
+  return peer;
+}
+
 async function waitFor<T>(
   what: string,
   probe: () => T | undefined | false | Promise<T | undefined | false>,
@@ -405,9 +413,7 @@ describe("agent hub", () => {
   it("closes with BAD_FRAME on a bad frame after hello, and UNAUTHORIZED on a hello naming another host", async () => {
     const { t, url } = await start();
     const { hostId, credential } = await register(t);
-    const peer = await connect(url, credential);
-    peer.send(hello(hostId));
-    await peer.next("welcome");
+    const peer = await linked(url, credential, hostId);
     peer.send({ type: "facts", facts: { ...facts("x"), cpu: { model: "x", count: -1 } } });
     expect((await peer.closed).code).toBe(CloseCode.BAD_FRAME);
 
@@ -426,9 +432,7 @@ describe("agent hub", () => {
   it("replaces the old session on reconnect; the old socket's late close does not remove the new one", async () => {
     const { t, url } = await start();
     const { hostId, credential } = await register(t);
-    const first = await connect(url, credential);
-    first.send(hello(hostId));
-    await first.next("welcome");
+    const first = await linked(url, credential, hostId);
     const second = await connect(url, credential);
     second.send(hello(hostId, { agentVersion: "0.2.0" }));
     await second.next("welcome");
@@ -453,9 +457,7 @@ describe("agent hub", () => {
     const mute = await connect(url, silent.credential, { autoPong: false });
     mute.send(hello(silent.hostId));
     await mute.next("welcome");
-    const good = await connect(url, lively.credential);
-    good.send(hello(lively.hostId));
-    await good.next("welcome");
+    const good = await linked(url, lively.credential, lively.hostId);
     const closed = await mute.closed;
     // Terminated (no close frame): 1006 on the client side.
     expect(closed.code).toBe(1006);
@@ -469,9 +471,7 @@ describe("agent hub", () => {
     const { hostId, credential } = await register(t);
     const agents = t.app.keelson.agents;
     await expect(agents.sendCommand(hostId, "ping", {})).rejects.toBeInstanceOf(HostOfflineError);
-    const peer = await connect(url, credential);
-    peer.send(hello(hostId));
-    await peer.next("welcome");
+    const peer = await linked(url, credential, hostId);
 
     const ok = agents.sendCommand(hostId, "ping", {}, { timeoutMs: 2000 });
     const c1 = await peer.next("command");
@@ -514,9 +514,7 @@ describe("agent hub", () => {
     const { t, url } = await start({}, channels);
     const { hostId, credential } = await register(t);
     const agents = t.app.keelson.agents;
-    const peer = await connect(url, credential);
-    peer.send(hello(hostId));
-    await peer.next("welcome");
+    const peer = await linked(url, credential, hostId);
     const reply = agents.sendCommand(hostId, "ping", {}, { id: "once", timeoutMs: 10_000 });
     expect((await peer.next("command")).id).toBe("once");
     for (let i = 0; i < 3; i++) await channels.notify("commands", `${hostId} once`);
@@ -537,9 +535,7 @@ describe("agent hub", () => {
     const { t, url } = await start();
     const { hostId, credential } = await register(t);
     const agents = t.app.keelson.agents;
-    const peer = await connect(url, credential);
-    peer.send(hello(hostId));
-    await peer.next("welcome");
+    const peer = await linked(url, credential, hostId);
     const first = agents.sendCommand(hostId, "ping", {}, { id: "again", timeoutMs: 100 });
     expect((await peer.next("command")).id).toBe("again");
     await expect(first).rejects.toBeInstanceOf(CommandTimeoutError);
@@ -554,16 +550,12 @@ describe("agent hub", () => {
   it("re-delivers an unanswered command with the same id after the host reconnects", async () => {
     const { t, url } = await start();
     const { hostId, credential } = await register(t);
-    const first = await connect(url, credential);
-    first.send(hello(hostId));
-    await first.next("welcome");
+    const first = await linked(url, credential, hostId);
     const reply = t.app.keelson.agents.sendCommand(hostId, "ping", {}, { timeoutMs: 5000 });
     const sent = await first.next("command");
     first.ws.terminate();
     await waitFor("disconnect", () => !t.app.keelson.agents.isConnected(hostId));
-    const second = await connect(url, credential);
-    second.send(hello(hostId));
-    await second.next("welcome");
+    const second = await linked(url, credential, hostId);
     const again = await second.next("command");
     expect(again).toEqual(sent);
     second.send({ type: "result", id: again.id, ok: true, result: { at: "from the record" } });
@@ -573,9 +565,7 @@ describe("agent hub", () => {
   it("answers token.verify for the host's project, the admin token, and nothing else", async () => {
     const { t, url } = await start();
     const { hostId, credential } = await register(t);
-    const peer = await connect(url, credential);
-    peer.send(hello(hostId));
-    await peer.next("welcome");
+    const peer = await linked(url, credential, hostId);
     const cases = [
       [t.token, true],
       [ADMIN_TOKEN, true],
@@ -592,12 +582,8 @@ describe("agent hub", () => {
     const { t: app, url } = await start();
     const a = await register(app, "a");
     const b = await register(app, "b");
-    const pa = await connect(url, a.credential);
-    pa.send(hello(a.hostId));
-    await pa.next("welcome");
-    const pb = await connect(url, b.credential);
-    pb.send(hello(b.hostId));
-    await pb.next("welcome");
+    const pa = await linked(url, a.credential, a.hostId);
+    const pb = await linked(url, b.credential, b.hostId);
     const pending = app.app.keelson.agents
       .sendCommand(a.hostId, "ping", {}, { timeoutMs: 10_000 })
       .catch((e: unknown) => e);
@@ -695,9 +681,7 @@ describe("POST /v1/agents/ping", () => {
     const b = await register(t, "b");
     const peers = await Promise.all(
       [a, b].map(async (h, i) => {
-        const peer = await connect(url, h.credential);
-        peer.send(hello(h.hostId));
-        await peer.next("welcome");
+        const peer = await linked(url, h.credential, h.hostId);
         // Host a answers, host b fails.
         peer.ws.on("message", (data) => {
           const frame = JSON.parse(String(data));

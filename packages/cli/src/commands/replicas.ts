@@ -18,6 +18,8 @@ interface ReplicaRecord {
   operationsOwned: number;
   draining: boolean;
   drainingSince: string | null;
+  /** The replica that answered the listing (the one this tool's URL reaches). */
+  self: boolean;
 }
 
 /** How long ago `at` was, by this machine's clock (a heartbeat's age; `-` when in the future). */
@@ -28,6 +30,8 @@ const ago = (at: string, now: number) => {
 
 function columns(now: number): Column<ReplicaRecord>[] {
   return [
+    // kubectl's config get-contexts marks the current one the same way.
+    { header: "CURRENT", value: (r) => (r.self ? "*" : "-") },
     { header: "ID", value: (r) => r.id },
     { header: "URL", value: (r) => r.url },
     { header: "VERSION", value: (r) => r.version },
@@ -45,7 +49,7 @@ export function replicaCommands(program: Command, wrap: Wrap): void {
       program
         .command("replicas")
         .description(
-          "List the control-plane replicas on this database: URL, version, live or gone, last heartbeat, agent links held, operations owned (admin token)",
+          "List the control-plane replicas on this database (* marks the one that answered): URL, version, live or gone, last heartbeat, agent links held, operations owned (admin token)",
         ),
     ),
     "keelson replicas",

@@ -55,6 +55,18 @@ export interface UpgradePlan {
   peers: PeerReplica[];
 }
 
+/**
+ * What the new release's migrations mean here. On a shared database a peer already running the
+ * new release has applied them (the migrator skips what is applied), so this replica runs none.
+ */
+function migrationStep(added: number, dialect: "sqlite" | "postgres", to: string, peers: PeerReplica[]): string {
+  const store = dialect === "postgres" ? "PostgreSQL" : "SQLite";
+  const upgraded = peers.find((p) => p.version === to);
+  if (added > 0 && upgraded)
+    return `migrations to run at start: none (${upgraded.id} runs ${to} and applied its ${added}; ${store})`;
+  return `migrations to run at start: ${added} (${store})`;
+}
+
 export async function planUpgrade(
   layout: Layout,
   config: UpgradeConfig,
@@ -67,6 +79,7 @@ export async function planUpgrade(
   const steps: string[] = [];
   let peers: PeerReplica[] = [];
   let runsBeside: string | undefined;
+  let migrations: { added: number; dialect: "sqlite" | "postgres" } | undefined;
   if (!from) problems.push(`nothing is installed under ${layout.root}: run keelson install control-plane first`);
   const target = releaseDir(layout, to);
   if (!existsSync(join(target, "manifest.json"))) {
@@ -84,8 +97,7 @@ export async function planUpgrade(
     if (from && existsSync(join(releaseDir(layout, from), "manifest.json"))) {
       const old = readReleaseManifest(releaseDir(layout, from));
       const dialect = serverDialect(layout);
-      const added = manifest.schemaVersion[dialect] - old.schemaVersion[dialect];
-      steps.push(`migrations to run at start: ${added} (${dialect === "postgres" ? "PostgreSQL" : "SQLite"})`);
+      migrations = { added: manifest.schemaVersion[dialect] - old.schemaVersion[dialect], dialect };
       if (manifest.protocolVersion !== old.protocolVersion)
         problems.push(
           `release ${to} speaks agent protocol ${manifest.protocolVersion}, the agents ${old.protocolVersion}: upgrade the hosts' agents first`,
@@ -111,6 +123,7 @@ export async function planUpgrade(
   } finally {
     await api.close();
   }
+  if (migrations) steps.push(migrationStep(migrations.added, migrations.dialect, to, peers));
   if (peers.length > 0)
     steps.unshift(
       `other live replicas on this database: ${namePeers(peers)}; they keep serving, and this replica's agents move to them while it restarts`,

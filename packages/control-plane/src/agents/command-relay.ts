@@ -77,6 +77,12 @@ interface Waiter {
  */
 export class CommandRelay {
   private readonly waiting = new Map<string, Waiter>();
+  /**
+   * The result of each command issued here and not yet settled, by id: the same command issued
+   * again with this id joins it. Removed once the result has settled (a microtask after), not
+   * with the waiter: a step that retries at once after its wait ended still joins that result.
+   */
+  private readonly pending = new Map<string, Promise<unknown>>();
   private readonly inserts: StatementBatch<NewCommand, IssuedCommand | undefined>;
   private readonly sends: StatementBatch<string, SendableCommand | undefined>;
   private readonly answers: StatementBatch<Answer, boolean>;
@@ -117,7 +123,7 @@ export class CommandRelay {
       ),
       await channels.listen(
         "commandResults",
-        (id) => void this.settleFromRow(id),
+        (id) => void this.settleFromRows([id]),
         () => void this.settleFromRows([...this.waiting.keys()]),
       ),
     );
@@ -127,13 +133,6 @@ export class CommandRelay {
       );
     this.pruning = setInterval(prune, Math.min(60_000, this.options.retentionMs)).unref();
   }
-
-  /**
-   * The result of each command issued here and not yet settled, by id: the same command issued
-   * again with this id joins it. Removed once the result has settled (a microtask after), not
-   * with the waiter: a step that retries at once after its wait ended still joins that result.
-   */
-  private readonly pending = new Map<string, Promise<unknown>>();
 
   isWaiting(id: string): boolean {
     return this.waiting.has(id);
@@ -268,24 +267,16 @@ export class CommandRelay {
     }
   }
 
-  /** Settles a command issued here from the answer another replica recorded. */
-  private async settleFromRow(id: string): Promise<void> {
-    if (!this.waiting.has(id)) return;
-    try {
-      const row = await this.answerReads.add(id);
-      if (row) this.settle(id, row.result);
-    } catch (err) {
-      this.options.log.warn({ err }, "could not read an agent's answer");
-    }
-  }
-
+  /** Settles the commands issued here that another replica recorded answers for (one read per batch). */
   private async settleFromRows(ids: string[]): Promise<void> {
-    const mine = ids.filter((id) => this.waiting.has(id));
-    try {
-      for (const row of await answerOf(this.options.db, mine)) this.settle(row.id, row.result);
-    } catch (err) {
-      this.options.log.warn({ err }, "could not read agents' answers");
-    }
+    const reads = ids
+      .filter((id) => this.waiting.has(id))
+      .map(async (id) => {
+        const row = await this.answerReads.add(id);
+        if (row) this.settle(id, row.result);
+      });
+    const failed = (await Promise.allSettled(reads)).find((r) => r.status === "rejected");
+    if (failed) this.options.log.warn({ err: failed.reason }, "could not read agents' answers");
   }
 
   private async notify(channel: "commands" | "commandResults", payload: string): Promise<void> {
