@@ -1,4 +1,5 @@
 import { Command, CommanderError } from "commander";
+import { auditCommands } from "./commands/audit.ts";
 import { clusterActionCommands } from "./commands/cluster-actions.ts";
 import { clusterCommands } from "./commands/clusters.ts";
 import { ownsConfig } from "./commands/common.ts";
@@ -81,6 +82,7 @@ configure-hosts and upgrade-hosts --config FILE.`,
   clusterActionCommands(program, wrap);
   operationCommands(program, wrap);
   replicaCommands(program, wrap);
+  auditCommands(program, wrap);
   hostStatusCommand(program, wrap);
   hostUpgradeCommands(program, wrap);
   upgradeMgmtCommand(program, wrap);
