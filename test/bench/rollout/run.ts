@@ -5,6 +5,7 @@ import { cpuSeconds, memoryMiB, treeCpuSeconds } from "../agents/proc-stats.ts";
 import { apiAs, freePort } from "../support/admin-api.ts";
 import { awaitOperation, buildBenchCluster, POLL_MS, serverMs } from "../support/bench-cluster.ts";
 import { linkAgents, startBenchFleet } from "../support/bench-fleet.ts";
+import { type LoadResult, load } from "../support/measure.ts";
 import { SETTINGS, type StatementStats, statementStats } from "../support/pg-statements.ts";
 
 const WORKERS = Number(process.env.BENCH_WORKERS ?? 1000);
@@ -16,6 +17,11 @@ const PERCENT = Number(process.env.BENCH_PERCENT ?? 10);
  * between medians. (The patch upgrade runs once: after it there is no newer patch.)
  */
 const ROUNDS = Math.max(1, Number(process.env.BENCH_ROUNDS ?? 3));
+/**
+ * Seconds of reading the rolling cluster's node list (4 connections, gzip) with no rollout and
+ * then during one more restart (issue 18: the list's p99 while a rollout writes); 0 skips it.
+ */
+const LIST_SECONDS = Number(process.env.BENCH_LIST_SECONDS ?? 5);
 const ADMIN_TOKEN = "bench-admin-token";
 const FROM = "1.30.6-kls.1";
 
@@ -84,6 +90,8 @@ interface DialectRun {
     error: string | null;
   }[];
   counts: { restarts: number[]; upgrades: number[]; notOk: number };
+  /** The node list read with no rollout, then during a restart (undefined: BENCH_LIST_SECONDS=0). */
+  lists?: { idle: LoadResult; rolling: LoadResult; rollMs: number };
   cluster: Record<string, unknown>;
   rss: { rss: number; peak: number };
 }
@@ -153,12 +161,44 @@ async function rollWith(
       log(`${dialect}: PostgreSQL's statements over the ${runs.length} rollouts, by execution time:`);
       process.stdout.write(`${(await db.stats.top()).join("\n")}\n`);
     }
+    const lists = LIST_SECONDS > 0 ? await listsDuringRollout(dialect, base, projectId, clusterId) : undefined;
     const counts = await ask<DialectRun["counts"]>(worker, { type: "counts" }, "counts");
     const cluster = (await api<Record<string, unknown>>(`${base}/v3/${projectId}/clusters/${clusterId}`)).body;
-    return { dialect, runs, counts, cluster, rss: memoryMiB(pid) };
+    return { dialect, runs, counts, ...(lists ? { lists } : {}), cluster, rss: memoryMiB(pid) };
   } finally {
     await fleet.stop();
   }
+}
+
+/**
+ * The rolling cluster's node list (1,001 records, gzip), read by 4 connections for LIST_SECONDS
+ * with nothing rolling, then for as long again from the start of one more restart: what a
+ * write-heavy rollout does to a reader's p99 (the cache is recomputed after each batch's writes).
+ */
+async function listsDuringRollout(
+  dialect: string,
+  base: string,
+  projectId: string,
+  clusterId: string,
+): Promise<DialectRun["lists"]> {
+  const url = `${base}/v4/${projectId}/clusters/${clusterId}/nodes`;
+  const options = {
+    headers: { "x-auth-token": ADMIN_TOKEN, "accept-encoding": "gzip" },
+    connections: 4,
+    durationSec: LIST_SECONDS,
+  };
+  const idle = await load("idle", url, options);
+  const t0 = performance.now();
+  const res = await api(`${base}/v3/${projectId}/clusters/${clusterId}/restart?batchPercent=${PERCENT}`, {
+    method: "POST",
+  });
+  if (res.status !== 200) throw new Error(`restart with readers: ${res.status} ${JSON.stringify(res.body)}`);
+  const [rolling, done] = await Promise.all([
+    load("rolling", url, options),
+    awaitOperation(ADMIN_TOKEN, base, projectId, clusterId, t0),
+  ]);
+  log(`${dialect}: node list p99 ${idle.p99} ms idle, ${rolling.p99} ms during a restart (${done.op.state})`);
+  return { idle, rolling, rollMs: serverMs(done.op) };
 }
 
 async function main(): Promise<void> {
@@ -181,14 +221,11 @@ async function main(): Promise<void> {
   const idealMs = (1 + batches) * PHASE_MS;
   const nodes = WORKERS + 1;
   const exactly = (list: number[], times: number) => list.filter((n) => n === times).length;
-  const median = (list: number[]) => {
-    const sorted = [...list].sort((a, b) => a - b);
-    const mid = sorted.length >> 1;
-    return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
-  };
   const cpuOf = (d: DialectRun, what: string, withDb = false) =>
     median(d.runs.filter((r) => r.what === what).map((r) => r.cpuMs + (withDb ? r.dbCpuMs : 0)));
   const [sqlite, postgres] = results as [DialectRun, DialectRun];
+  // The list reading adds one restart.
+  const restarts = ROUNDS + (LIST_SECONDS > 0 ? 1 : 0);
   const kinds = [...new Set(sqlite.runs.map((r) => r.what))];
   const lines = [
     "",
@@ -215,9 +252,10 @@ async function main(): Promise<void> {
         `  with PostgreSQL's own processes counted too: ${(withDb / a).toFixed(2)} (${a.toFixed(0)} vs ${withDb.toFixed(0)} ms; SQLite runs inside the server, so its figure has it already)`,
       ].join("\n");
     }),
+    ...listLines(results),
     ...results.map(
       (d) =>
-        `${d.dialect}: nodes restarted exactly ${ROUNDS}x: ${exactly(d.counts.restarts, ROUNDS)}/${nodes}; upgraded exactly once: ${exactly(d.counts.upgrades, 1)}/${nodes}; not ok at the end: ${d.counts.notOk}; cluster after: status ${d.cluster.status}, taskStatus ${d.cluster.taskStatus}, kubeRoleVersion ${d.cluster.kubeRoleVersion}; server RSS ${d.rss.rss.toFixed(0)} MiB (peak ${d.rss.peak.toFixed(0)} MiB)`,
+        `${d.dialect}: nodes restarted exactly ${restarts}x: ${exactly(d.counts.restarts, restarts)}/${nodes}; upgraded exactly once: ${exactly(d.counts.upgrades, 1)}/${nodes}; not ok at the end: ${d.counts.notOk}; cluster after: status ${d.cluster.status}, taskStatus ${d.cluster.taskStatus}, kubeRoleVersion ${d.cluster.kubeRoleVersion}; server RSS ${d.rss.rss.toFixed(0)} MiB (peak ${d.rss.peak.toFixed(0)} MiB)`,
     ),
     "overhead per step: (operation ms - bare baseline ms) / (1 + batches): the control plane's time between one batch being back",
     "and the next running (sending 100 commands, storing 200 node reports, the cursor writes); the simulators' own timer slack",
@@ -225,5 +263,30 @@ async function main(): Promise<void> {
   ];
   process.stdout.write(`${lines.join("\n")}\n`);
 }
+
+function listLines(results: DialectRun[]): string[] {
+  if (!results.every((d) => d.lists)) return [];
+  const row = (d: DialectRun, r: LoadResult) =>
+    `| ${d.dialect} | ${r.label} | ${r.requestsPerSec.toFixed(0)} | ${r.p50.toFixed(0)} | ${r.p99.toFixed(0)} | ${r.errors + r.non2xx} |`;
+  return [
+    "",
+    `The rolling cluster's node list (${WORKERS + 1} nodes, gzip, 4 connections, ${LIST_SECONDS} s each), with nothing rolling (the baseline) and from the start of one more restart:`,
+    "",
+    "| store | list read | req/s | p50 ms | p99 ms | errors |",
+    "|---|---|---|---|---|---|",
+    ...results.flatMap((d) => (d.lists ? [row(d, d.lists.idle), row(d, d.lists.rolling)] : [])),
+    "",
+    ...results.map(
+      (d) =>
+        `${d.dialect}: the restart with readers took ${d.lists?.rollMs} ms (operation), against ${median(d.runs.filter((r) => r.what.startsWith("v3")).map((r) => r.opMs))} ms without (median)`,
+    ),
+  ];
+}
+
+const median = (list: number[]) => {
+  const sorted = [...list].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+};
 
 await main();
