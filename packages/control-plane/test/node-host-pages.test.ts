@@ -4,7 +4,7 @@
 import { gunzipSync } from "node:zlib";
 import { nodes } from "@keelson/db";
 import { eq } from "drizzle-orm";
-import { beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { ADMIN_TOKEN, createTestApp, type TestApp } from "./helpers.ts";
 import { insertHost, sampleFacts } from "./node-fixtures.ts";
 
@@ -37,74 +37,62 @@ describe("node and host pages", () => {
   });
 
   /**
-   * Five hosts of one millisecond, before all others, whose names share a prefix and two of
-   * which share a name: only the name and then the uuid order them.
+   * Before each test, five hosts of one millisecond, before all others, whose names share a
+   * prefix and two of which share a name: only the name and then the uuid order them.
    */
-  async function sameMillisecond(tag: string): Promise<void> {
-    for (const name of ["same-a", "same-b", "same-b", "same-c", "same-d"]) {
-      const row = await insertHost(t.db, t.projectId, { name: `${name}-${tag}` });
-      await t.db.update(nodes).set({ createdAt: "2000-01-01T00:00:00.000Z" }).where(eq(nodes.id, row.id));
+  const SAME_MS = "2000-01-01T00:00:00.000Z";
+  beforeEach(async () => {
+    for (const [i, name] of ["same-a", "same-b", "same-b", "same-c", "same-d"].entries()) {
+      const row = await insertHost(t.db, t.projectId, { name, facts: sampleFacts(name, `10.0.2.${i}`) });
+      await t.db.update(nodes).set({ createdAt: SAME_MS }).where(eq(nodes.id, row.id));
     }
-  }
-  const deleteSameMillisecond = () => t.db.delete(nodes).where(eq(nodes.createdAt, "2000-01-01T00:00:00.000Z"));
+    return async () => {
+      await t.db.delete(nodes).where(eq(nodes.createdAt, SAME_MS));
+    };
+  });
 
   it.each(LISTS)(
     "%s (admin: %s): a gone marker's page goes on right after its place, repeating nothing",
     async (list, token) => {
-      await sameMillisecond("gone");
-      try {
-        const whole = ((await get(url(list), token)).json() as Item[]).map(idOf);
-        const first = await get(url(list, "?limit=3"), token);
-        expect((first.json() as Item[]).map(idOf)).toEqual(whole.slice(0, 3));
-        const next = continueOf(first.headers.link);
-        // The marker's host (the third, of the same millisecond as the two before and after it) is deleted.
-        await t.db.delete(nodes).where(eq(nodes.id, whole[2] as string));
-        const rest = await get(url(list, `?limit=100&continue=${next}`), token);
-        expect(rest.statusCode).toBe(200);
-        expect((rest.json() as Item[]).map(idOf)).toEqual(whole.slice(3));
-        expect(rest.headers.link).toBeUndefined();
-      } finally {
-        await deleteSameMillisecond();
-      }
+      const whole = ((await get(url(list), token)).json() as Item[]).map(idOf);
+      const first = await get(url(list, "?limit=3"), token);
+      expect((first.json() as Item[]).map(idOf)).toEqual(whole.slice(0, 3));
+      const next = continueOf(first.headers.link);
+      // The marker's host (the third, of the same millisecond as the two before and after it) is deleted.
+      await t.db.delete(nodes).where(eq(nodes.id, whole[2] as string));
+      const rest = await get(url(list, `?limit=100&continue=${next}`), token);
+      expect(rest.statusCode).toBe(200);
+      expect((rest.json() as Item[]).map(idOf)).toEqual(whole.slice(3));
+      expect(rest.headers.link).toBeUndefined();
     },
   );
 
   it.each(LISTS)(
     "%s (admin: %s): pages of 2 chained by their Link give the whole list once, ties included",
     async (list, token) => {
-      await sameMillisecond("chain");
-      try {
-        const whole = ((await get(url(list), token)).json() as Item[]).map(idOf);
-        const seen: string[] = [];
-        let path: string | undefined = url(list, "?limit=2");
-        while (path) {
-          const page = await get(path, token);
-          seen.push(...(page.json() as Item[]).map(idOf));
-          path = page.headers.link ? /^<([^>]+)>/.exec(page.headers.link as string)?.[1] : undefined;
-        }
-        expect(seen).toEqual(whole);
-      } finally {
-        await deleteSameMillisecond();
+      const whole = ((await get(url(list), token)).json() as Item[]).map(idOf);
+      const seen: string[] = [];
+      let path: string | undefined = url(list, "?limit=2");
+      while (path) {
+        const page = await get(path, token);
+        seen.push(...(page.json() as Item[]).map(idOf));
+        path = page.headers.link ? /^<([^>]+)>/.exec(page.headers.link as string)?.[1] : undefined;
       }
+      expect(seen).toEqual(whole);
     },
   );
 
   it("a marker without the name, as pages gave before, starts after its host; with that host gone, at its time", async () => {
-    await sameMillisecond("pair");
-    try {
-      const list = url("/v4/{p}/nodes");
-      const whole = (await get(list)).json() as { uuid: string; createdAt?: string }[];
-      const ids = whole.map((n) => n.uuid);
-      const pair = marker(["2000-01-01T00:00:00.000Z", ids[1] as string]);
-      const after = (await get(`${list}?limit=2&continue=${pair}`)).json() as Item[];
-      expect(after.map(idOf)).toEqual(ids.slice(2, 4));
-      // Gone: from the first host of its millisecond on, skipping nothing (the one before it comes again).
-      await t.db.delete(nodes).where(eq(nodes.id, ids[1] as string));
-      const resumed = (await get(`${list}?limit=100&continue=${pair}`)).json() as Item[];
-      expect(resumed.map(idOf)).toEqual([ids[0], ...ids.slice(2)]);
-    } finally {
-      await deleteSameMillisecond();
-    }
+    const list = url("/v4/{p}/nodes");
+    const whole = (await get(list)).json() as { uuid: string; createdAt?: string }[];
+    const ids = whole.map((n) => n.uuid);
+    const pair = marker([SAME_MS, ids[1] as string]);
+    const after = (await get(`${list}?limit=2&continue=${pair}`)).json() as Item[];
+    expect(after.map(idOf)).toEqual(ids.slice(2, 4));
+    // Gone: from the first host of its millisecond on, skipping nothing (the one before it comes again).
+    await t.db.delete(nodes).where(eq(nodes.id, ids[1] as string));
+    const resumed = (await get(`${list}?limit=100&continue=${pair}`)).json() as Item[];
+    expect(resumed.map(idOf)).toEqual([ids[0], ...ids.slice(2)]);
   });
 
   it.each(LISTS)(
