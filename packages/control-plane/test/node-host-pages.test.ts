@@ -95,6 +95,16 @@ describe("node and host pages", () => {
     expect(resumed.map(idOf)).toEqual([ids[0], ...ids.slice(2)]);
   });
 
+  it("a marker without the name naming another project's host places nothing by it: the page starts at its time", async () => {
+    const other = await insertHost(t.db, t.otherProjectId, { name: "same-b" });
+    await t.db.update(nodes).set({ createdAt: SAME_MS }).where(eq(nodes.id, other.id));
+    for (const list of ["/v4/{p}/nodes", "/v1/hosts"]) {
+      const whole = ((await get(url(list))).json() as Item[]).map(idOf);
+      const page = await get(url(list, `?limit=100&continue=${marker([SAME_MS, other.id])}`));
+      expect((page.json() as Item[]).map(idOf), list).toEqual(whole);
+    }
+  });
+
   it.each(LISTS)(
     "%s (admin: %s): a page has its own tag, 304 with its Link, and its own compressed bytes",
     async (list, token) => {

@@ -52,7 +52,7 @@ export async function listHostsPage(
   identity: Identity,
   page: PageRequest,
 ): Promise<{ items: NodeRow[]; next?: string }> {
-  const where = and(visible(identity), await afterNode(db, page.after));
+  const where = await afterNode(db, visible(identity), page.after);
   // One row more than the page: whether there is a next page, without counting.
   const rows = await db
     .select()

@@ -59,7 +59,7 @@ export async function listNodeViewsPage(
   projectId: string,
   page: PageRequest,
 ): Promise<{ items: NodeView[]; next?: string }> {
-  const where = and(eq(nodes.projectId, projectId), await afterNode(db, page.after));
+  const where = await afterNode(db, eq(nodes.projectId, projectId), page.after);
   // One row more than the page: whether there is a next page, without counting.
   return keysetPage(await selectViews(db, where, page.limit + 1), (v) => nodeMarkerOf(v.row), page.limit);
 }
