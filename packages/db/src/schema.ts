@@ -207,7 +207,11 @@ export const nodes = sqliteTable(
     createdAt: createdAt(),
   },
   (t) => [
-    index("nodes_project").on(t.projectId),
+    // A project's node and host lists and their pages, in their order (nodes/list-order.ts); it
+    // also serves every lookup by project, as the index on the project alone did.
+    index("nodes_project_created").on(t.projectId, t.createdAt, t.name, t.id),
+    // The admin's host list (every project) and its pages, in the same order.
+    index("nodes_created").on(t.createdAt, t.name, t.id),
     index("nodes_cluster").on(t.clusterId),
     uniqueIndex("nodes_cloud_instance").on(t.cloudInstanceId),
   ],

@@ -5,6 +5,9 @@
 // after a cluster is created through the API (computed again), the first page of 500 after a write
 // (read in SQL: it should not grow with the list) and its RSS after. One request at a time; each figure is the median of BENCH_SCALE_TRIES. Prints the
 // table and the time per 1,000 clusters at each size: flat means linear growth.
+// Nodes are seeded beside the clusters, as many at each size; the second table gives the node
+// list (v4) and the admin's host list, whole and a page of 500, each after that same write (the
+// node and host lists are not cached: each read is computed), and its milliseconds per 1,000.
 import { randomUUID } from "node:crypto";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -15,6 +18,7 @@ import {
   cloudProviders,
   clusters,
   nodePools,
+  nodes,
   openStore,
   parseDatabaseUrl,
   projects,
@@ -44,6 +48,18 @@ interface Row {
   pageMs: number;
   rssMiB: number;
   bytes: number;
+}
+
+/** The node and host lists at one size, each read after a write. */
+interface NodeRow {
+  store: string;
+  nodes: number;
+  nodeBytes: number;
+  nodesMs: number;
+  nodePageMs: number;
+  hostBytes: number;
+  hostsMs: number;
+  hostPageMs: number;
 }
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? 0;
@@ -103,7 +119,7 @@ async function withServer<T>(
   }
 }
 
-/** Seeds clusters into the default project until it has `target`. */
+/** Seeds clusters and as many nodes into the default project until it has `target` of each. */
 async function seed(store: Store, projectId: string, from: number, target: number): Promise<void> {
   const [pool] = await store.db
     .select({ poolId: nodePools.id, providerId: cloudProviders.id })
@@ -134,6 +150,31 @@ async function seed(store: Store, projectId: string, from: number, target: numbe
       });
     }
     await store.db.insert(clusters).values(rows as never);
+    // Nodes of one batch share a creation millisecond or a few: their name and uuid order them.
+    const hosts = [];
+    for (let j = i; j < Math.min(target, i + BATCH); j++) {
+      const name = `node-${j}`;
+      const ip = `10.${(j >> 16) & 255}.${(j >> 8) & 255}.${j & 255}`;
+      hosts.push({
+        id: randomUUID(),
+        projectId,
+        nodePoolId: pool.poolId,
+        name,
+        primaryIp: ip,
+        agentVersion: "0.1.0",
+        facts: {
+          hostname: name,
+          os: { platform: "linux", family: "debian", distro: "Debian GNU/Linux", release: "12", kernel: "6.1.0" },
+          arch: "x64",
+          cpu: { model: "Bench CPU", count: 4 },
+          memory: { totalBytes: 8589934592 },
+          interfaces: [{ name: "eth0", mac: "02:00:00:00:00:01", addresses: [ip] }],
+          primaryIp: ip,
+          agentVersion: "0.1.0",
+        },
+      });
+    }
+    await store.db.insert(nodes).values(hosts);
   }
 }
 
@@ -145,11 +186,12 @@ async function timedGet(url: string): Promise<{ ms: number; bytes: number }> {
   return { ms: performance.now() - started, bytes: body.byteLength };
 }
 
-async function growth(name: string, url: string | undefined): Promise<Row[]> {
+async function growth(name: string, url: string | undefined): Promise<{ clusters: Row[]; nodes: NodeRow[] }> {
   const dataDir = mkdtempSync(join(tmpdir(), "keelson-bench-scale-"));
   // The first start migrates and makes the default project and its local pool.
   await withServer(dataDir, url, async () => undefined);
   const rows: Row[] = [];
+  const nodeRows: NodeRow[] = [];
   let seeded = 0;
   for (const size of SIZES) {
     const store = await openBenchStore(dataDir, url);
@@ -162,50 +204,77 @@ async function growth(name: string, url: string | undefined): Promise<Row[]> {
     } finally {
       await store.close();
     }
-    rows.push(
-      await withServer(dataDir, url, async (base, pid) => {
-        const list = `${base}/v4/${projectId}/clusters`;
-        const idleRssMiB = memoryMiB(pid).rss;
-        const first: number[] = [];
-        const cached: number[] = [];
-        const afterWrite: number[] = [];
-        const page: number[] = [];
-        let bytes = 0;
-        for (let i = 0; i < TRIES; i++) {
-          // The first list of the process, then each one after the cluster created below: computed.
-          const got = await timedGet(list);
-          (i === 0 ? first : afterWrite).push(got.ms);
-          bytes = got.bytes;
-          cached.push((await timedGet(list)).ms);
-          const res = await fetch(`${base}/v4/${projectId}/clusters`, {
-            method: "POST",
-            headers: { "x-auth-token": ADMIN, "content-type": "application/json" },
-            body: JSON.stringify({ name: `written-${size}-${i}` }),
-          });
-          await res.arrayBuffer();
-          page.push((await timedGet(`${list}?limit=${PAGE}`)).ms);
+    const [clusterRow, nodeRow] = await withServer(dataDir, url, async (base, pid) => {
+      const list = `${base}/v4/${projectId}/clusters`;
+      const nodeList = `${base}/v4/${projectId}/nodes`;
+      const hostList = `${base}/v1/hosts`;
+      const idleRssMiB = memoryMiB(pid).rss;
+      const first: number[] = [];
+      const cached: number[] = [];
+      const afterWrite: number[] = [];
+      const page: number[] = [];
+      const byNode = { whole: [] as number[], page: [] as number[], bytes: 0 };
+      const byHost = { whole: [] as number[], page: [] as number[], bytes: 0 };
+      let bytes = 0;
+      for (let i = 0; i < TRIES; i++) {
+        // The first list of the process, then each one after the cluster created below: computed.
+        const got = await timedGet(list);
+        (i === 0 ? first : afterWrite).push(got.ms);
+        bytes = got.bytes;
+        cached.push((await timedGet(list)).ms);
+        const res = await fetch(`${base}/v4/${projectId}/clusters`, {
+          method: "POST",
+          headers: { "x-auth-token": ADMIN, "content-type": "application/json" },
+          body: JSON.stringify({ name: `written-${size}-${i}` }),
+        });
+        await res.arrayBuffer();
+        page.push((await timedGet(`${list}?limit=${PAGE}`)).ms);
+        for (const [of, at] of [
+          [byNode, nodeList],
+          [byHost, hostList],
+        ] as const) {
+          const whole = await timedGet(at);
+          of.whole.push(whole.ms);
+          of.bytes = whole.bytes;
+          of.page.push((await timedGet(`${at}?limit=${PAGE}`)).ms);
         }
-        return {
-          store: name,
-          clusters: size,
-          idleRssMiB,
-          firstMs: median(first),
-          cachedMs: median(cached),
-          afterWriteMs: median(afterWrite),
-          pageMs: median(page),
-          rssMiB: memoryMiB(pid).rss,
-          bytes,
-        };
-      }),
-    );
-    process.stderr.write(`${JSON.stringify(rows.at(-1))}\n`);
+      }
+      const clusterRow: Row = {
+        store: name,
+        clusters: size,
+        idleRssMiB,
+        firstMs: median(first),
+        cachedMs: median(cached),
+        afterWriteMs: median(afterWrite),
+        pageMs: median(page),
+        rssMiB: memoryMiB(pid).rss,
+        bytes,
+      };
+      const nodeRow: NodeRow = {
+        store: name,
+        nodes: size,
+        nodeBytes: byNode.bytes,
+        nodesMs: median(byNode.whole),
+        nodePageMs: median(byNode.page),
+        hostBytes: byHost.bytes,
+        hostsMs: median(byHost.whole),
+        hostPageMs: median(byHost.page),
+      };
+      return [clusterRow, nodeRow] as const;
+    });
+    rows.push(clusterRow);
+    nodeRows.push(nodeRow);
+    process.stderr.write(`${JSON.stringify(clusterRow)}\n${JSON.stringify(nodeRow)}\n`);
   }
-  return rows;
+  return { clusters: rows, nodes: nodeRows };
 }
 
 const pg = await startPostgres();
 try {
-  const rows = [...(await growth("sqlite", undefined)), ...(await growth("postgres", await pg.createDatabase()))];
+  const onSqlite = await growth("sqlite", undefined);
+  const onPostgres = await growth("postgres", await pg.createDatabase());
+  const rows = [...onSqlite.clusters, ...onPostgres.clusters];
+  const nodeRows = [...onSqlite.nodes, ...onPostgres.nodes];
   process.stdout.write(
     markdownTable(
       [
@@ -234,8 +303,37 @@ try {
       ]),
     ),
   );
+  process.stdout.write("\n");
   process.stdout.write(
-    "\nLinear growth keeps 'ms per 1,000' flat across sizes; RSS after minus idle is the list's memory (its text and the cached bytes).\n",
+    markdownTable(
+      [
+        "store",
+        "nodes",
+        "node list MB",
+        "node list ms",
+        "ms per 1,000",
+        `node page of ${PAGE} ms`,
+        "host list MB",
+        "host list ms",
+        "ms per 1,000",
+        `host page of ${PAGE} ms`,
+      ],
+      nodeRows.map((r) => [
+        r.store,
+        String(r.nodes),
+        (r.nodeBytes / 1e6).toFixed(1),
+        r.nodesMs.toFixed(0),
+        ((r.nodesMs / r.nodes) * 1000).toFixed(1),
+        r.nodePageMs.toFixed(0),
+        (r.hostBytes / 1e6).toFixed(1),
+        r.hostsMs.toFixed(0),
+        ((r.hostsMs / r.nodes) * 1000).toFixed(1),
+        r.hostPageMs.toFixed(0),
+      ]),
+    ),
+  );
+  process.stdout.write(
+    "\nLinear growth keeps 'ms per 1,000' flat across sizes; RSS after minus idle is the list's memory (its text and the cached bytes). A page read in SQL stays flat as its list grows.\n",
   );
 } finally {
   await pg.stop();

@@ -3,12 +3,15 @@
  * opaque `continue` marker of the previous page's `Link: <…>; rel="next"` header. A client
  * that sends neither gets the whole array, as before paging existed.
  *
- * The marker is the last item's creation time and uuid (base64url of a JSON pair), not a
- * position: a page starts right after that item however many were created or deleted before
- * it. Should that item be gone, the page starts at the first item created at or after its
- * time: an item can then come twice (clients key by uuid), never be skipped. The cluster lists
- * page in SQL (`keysetPage`), by (creation time, uuid), their order: a gone item's page starts
- * right after its place, repeating nothing.
+ * The marker is the last item's place in the list's order, not a position: a page starts right
+ * after that item however many were created or deleted before it. It is base64url of a JSON
+ * array: creation time and uuid for the cluster lists, ordered by (creation time, uuid); those
+ * two and the name for the node and host lists, ordered by (creation time, name, uuid). All page
+ * in SQL (`keysetPage`): a gone item's page starts right after its place, repeating nothing.
+ * A node or host marker without the name (the pair every list gave before the name was added,
+ * which clients may still hold) starts after its item, found by uuid; should that item be gone,
+ * at the first item created at or after its time: an item can then come twice (clients key by
+ * uuid), never be skipped.
  */
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { type Static, Type } from "typebox";
@@ -41,10 +44,11 @@ export const PAGING_EXTENSION = {
   },
 };
 
-/** Where a page starts: just after the item with this uuid, created at `at`. */
-interface Marker {
+/** Where a page starts: just after the item with this uuid, created at `at` (named `name`, in lists ordered by it). */
+export interface Marker {
   at: string;
   id: string;
+  name?: string;
 }
 
 export interface PageRequest {
@@ -68,18 +72,18 @@ function parseMarker(text: string): Marker {
   }
   if (
     !Array.isArray(parsed) ||
-    parsed.length !== 2 ||
-    typeof parsed[0] !== "string" ||
-    typeof parsed[1] !== "string" ||
+    (parsed.length !== 2 && parsed.length !== 3) ||
+    !parsed.every((part) => typeof part === "string") ||
     Buffer.from(JSON.stringify(parsed)).toString("base64url") !== text
   ) {
     throw badRequest("continue", "continue must be the marker of a previous page's Link header", "invalid_continue");
   }
-  return { at: parsed[0], id: parsed[1] };
+  const [at, id, name] = parsed as [string, string, string?];
+  return name === undefined ? { at, id } : { at, id, name };
 }
 
-/** Where the first page starts: before every item (every creation time and uuid sorts after ""). */
-export const FIRST_PAGE: Marker = { at: "", id: "" };
+/** Where the first page starts: before every item (every creation time, name and uuid sorts after ""). */
+export const FIRST_PAGE: Required<Marker> = { at: "", id: "", name: "" };
 
 /**
  * A page from rows read after the marker in list order, one more than `limit` asked for: that
@@ -96,30 +100,8 @@ export function keysetPage<T>(
 }
 
 function markerText(marker: Marker): string {
-  return Buffer.from(JSON.stringify([marker.at, marker.id])).toString("base64url");
-}
-
-/**
- * A page of `items` (in list order, which is creation order) and the marker of the next, if
- * any items are left. `markerOf` gives an item's creation time and uuid.
- */
-export function pageOf<T>(
-  items: readonly T[],
-  markerOf: (item: T) => Marker,
-  page: PageRequest,
-): { items: T[]; next?: string } {
-  let start = 0;
-  const { after } = page;
-  if (after) {
-    const at = items.findIndex((item) => markerOf(item).id === after.id);
-    start = at >= 0 ? at + 1 : items.findIndex((item) => markerOf(item).at >= after.at);
-    if (start < 0) start = items.length;
-  }
-  const slice = items.slice(start, start + page.limit);
-  const last = slice[slice.length - 1];
-  return start + slice.length < items.length && last !== undefined
-    ? { items: slice, next: markerText(markerOf(last)) }
-    : { items: slice };
+  const parts = marker.name === undefined ? [marker.at, marker.id] : [marker.at, marker.id, marker.name];
+  return Buffer.from(JSON.stringify(parts)).toString("base64url");
 }
 
 /** The Link header of a page with more after it: this URL with `continue` set to `next`. */
@@ -128,18 +110,4 @@ export function linkNextPage(request: FastifyRequest, reply: FastifyReply, next:
   const url = new URL(request.originalUrl, "http://x");
   url.searchParams.set("continue", next);
   reply.header("link", `<${url.pathname}${url.search}>; rel="next"`);
-}
-
-/** The page of `items` the request asks for (all of them when it asks for none), its Link header set. */
-export function pageForRequest<T>(
-  request: FastifyRequest,
-  reply: FastifyReply,
-  items: readonly T[],
-  markerOf: (item: T) => Marker,
-): readonly T[] {
-  const page = pageRequest(request.query as PageParams);
-  if (!page) return items;
-  const paged = pageOf(items, markerOf, page);
-  linkNextPage(request, reply, paged.next);
-  return paged.items;
 }

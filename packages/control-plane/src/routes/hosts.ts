@@ -1,11 +1,11 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { AgentUpgradeRequest, AgentUpgradeResult, HostRecord } from "@keelson/protocol";
 import { Type } from "typebox";
-import { findHost, hostRecordOf, listHosts } from "../domain/hosts/hosts.ts";
+import { findHost, hostRecordOf, listHosts, listHostsPage } from "../domain/hosts/hosts.ts";
 import { relayAgentUpgrade } from "../domain/hosts/upgrade.ts";
 import { callerOf } from "../http/auth.ts";
 import { sendTaggedJson } from "../http/json-answer.ts";
-import { PAGING_EXTENSION, PageQuery, pageForRequest } from "../http/paging.ts";
+import { linkNextPage, PAGING_EXTENSION, PageQuery, pageRequest } from "../http/paging.ts";
 import { AGENT_RELAY_ERRORS, ErrorBody, HostParams, MEMBER, READER } from "./common-schemas.ts";
 
 /**
@@ -29,9 +29,11 @@ export const hostRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
     },
     async (request, reply) => {
-      const rows = await listHosts(k.db, callerOf(request));
-      const page = pageForRequest(request, reply, rows, (row) => ({ at: row.createdAt, id: row.id }));
-      return sendTaggedJson(request, reply, page.map(hostRecordOf));
+      const page = pageRequest(request.query);
+      if (!page) return sendTaggedJson(request, reply, (await listHosts(k.db, callerOf(request))).map(hostRecordOf));
+      const paged = await listHostsPage(k.db, callerOf(request), page);
+      linkNextPage(request, reply, paged.next);
+      return sendTaggedJson(request, reply, paged.items.map(hostRecordOf));
     },
   );
 

@@ -1,11 +1,11 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { NodeV3, NodeV4 } from "@keelson/protocol";
 import { Type } from "typebox";
-import { getNodeView, listNodeViews, updateNode } from "../domain/nodes/nodes.ts";
+import { getNodeView, listNodeViews, listNodeViewsPage, updateNode } from "../domain/nodes/nodes.ts";
 import { presentNodeV3, presentNodeV4 } from "../domain/nodes/present.ts";
 import { sendTaggedJson } from "../http/json-answer.ts";
 import { sendNoBody } from "../http/no-body.ts";
-import { PAGING_EXTENSION, PageQuery, pageForRequest } from "../http/paging.ts";
+import { linkNextPage, PAGING_EXTENSION, PageQuery, pageRequest } from "../http/paging.ts";
 import { ErrorBody, MEMBER, NoBody, ProjectUuidParams, READER } from "./common-schemas.ts";
 
 const NodeParams = Type.Object({
@@ -53,12 +53,22 @@ export const nodeRoutes: FastifyPluginAsyncTypebox = async (app) => {
         },
       },
       async (request, reply) => {
-        const views = await listNodeViews(db, request.params.project_uuid);
-        const page = pageForRequest(request, reply, views, (v) => ({ at: v.row.createdAt, id: v.row.id }));
+        const projectId = request.params.project_uuid;
+        const page = pageRequest(request.query);
+        if (!page) {
+          const views = await listNodeViews(db, projectId);
+          return sendTaggedJson(
+            request,
+            reply,
+            views.map((v) => present(v.row, v.extras)),
+          );
+        }
+        const paged = await listNodeViewsPage(db, projectId, page);
+        linkNextPage(request, reply, paged.next);
         return sendTaggedJson(
           request,
           reply,
-          page.map((v) => present(v.row, v.extras)),
+          paged.items.map((v) => present(v.row, v.extras)),
         );
       },
     );

@@ -1,8 +1,10 @@
 import { type Db, firstRow, nodes } from "@keelson/db";
 import { buildHostRecord, type HostRecord } from "@keelson/protocol";
-import { and, asc, eq, type SQL } from "drizzle-orm";
+import { and, eq, type SQL } from "drizzle-orm";
 import { notFound } from "../../http/errors.ts";
+import { keysetPage, type PageRequest } from "../../http/paging.ts";
 import type { Identity } from "../identity/resolver.ts";
+import { afterNode, NODE_LIST_ORDER, nodeMarkerOf } from "../nodes/list-order.ts";
 
 /**
  * The host resource of the control plane (`/v1/hosts`, also under `/resmgr/v1/hosts`): the
@@ -35,9 +37,30 @@ function visible(identity: Identity): SQL | undefined {
   return identity.kind === "admin" ? undefined : eq(nodes.projectId, identity.projectId);
 }
 
-/** The hosts the caller sees, oldest first (the rows: a paged list records a page of them). */
+/** The hosts the caller sees, oldest first. */
 export async function listHosts(db: Db, identity: Identity): Promise<NodeRow[]> {
-  return db.select().from(nodes).where(visible(identity)).orderBy(asc(nodes.createdAt), asc(nodes.name), asc(nodes.id));
+  return db
+    .select()
+    .from(nodes)
+    .where(visible(identity))
+    .orderBy(...NODE_LIST_ORDER);
+}
+
+/** A page of them: `limit` hosts after `after` (from the first without), and the marker of the next. */
+export async function listHostsPage(
+  db: Db,
+  identity: Identity,
+  page: PageRequest,
+): Promise<{ items: NodeRow[]; next?: string }> {
+  const where = await afterNode(db, visible(identity), page.after);
+  // One row more than the page: whether there is a next page, without counting.
+  const rows = await db
+    .select()
+    .from(nodes)
+    .where(where)
+    .orderBy(...NODE_LIST_ORDER)
+    .limit(page.limit + 1);
+  return keysetPage(rows, nodeMarkerOf, page.limit);
 }
 
 /** A host of another project is as unknown to the caller as one that does not exist. */

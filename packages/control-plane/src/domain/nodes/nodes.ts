@@ -1,8 +1,10 @@
 import { cloudProviders, clusters, type Db, nodePools, nodes } from "@keelson/db";
-import { and, asc, eq, type SQL } from "drizzle-orm";
+import { and, eq, type SQL } from "drizzle-orm";
 import type { Keelson } from "../../context.ts";
 import { badRequest, notFound } from "../../http/errors.ts";
+import { keysetPage, type PageRequest } from "../../http/paging.ts";
 import { changeMembership } from "../clusters/membership/change.ts";
+import { afterNode, NODE_LIST_ORDER, nodeMarkerOf } from "./list-order.ts";
 import type { NodeExtras, NodeRow } from "./present.ts";
 
 /** A node row with what its records need, read in one joined query. */
@@ -11,8 +13,8 @@ export interface NodeView {
   extras: NodeExtras;
 }
 
-async function selectViews(db: Db, where: SQL | undefined): Promise<NodeView[]> {
-  const rows = await db
+async function selectViews(db: Db, where: SQL | undefined, limit?: number): Promise<NodeView[]> {
+  const query = db
     .select({
       node: nodes,
       poolName: nodePools.name,
@@ -27,7 +29,8 @@ async function selectViews(db: Db, where: SQL | undefined): Promise<NodeView[]> 
     .innerJoin(cloudProviders, eq(cloudProviders.id, nodePools.cloudProviderId))
     .leftJoin(clusters, eq(clusters.id, nodes.clusterId))
     .where(where)
-    .orderBy(asc(nodes.createdAt), asc(nodes.name), asc(nodes.id));
+    .orderBy(...NODE_LIST_ORDER);
+  const rows = await (limit === undefined ? query : query.limit(limit));
   return rows.map((r) => ({
     row: r.node,
     extras: {
@@ -48,6 +51,17 @@ async function selectViews(db: Db, where: SQL | undefined): Promise<NodeView[]> 
 
 export async function listNodeViews(db: Db, projectId: string): Promise<NodeView[]> {
   return selectViews(db, eq(nodes.projectId, projectId));
+}
+
+/** A page of that list: `limit` nodes after `after` (from the first without), and the marker of the next. */
+export async function listNodeViewsPage(
+  db: Db,
+  projectId: string,
+  page: PageRequest,
+): Promise<{ items: NodeView[]; next?: string }> {
+  const where = await afterNode(db, eq(nodes.projectId, projectId), page.after);
+  // One row more than the page: whether there is a next page, without counting.
+  return keysetPage(await selectViews(db, where, page.limit + 1), (v) => nodeMarkerOf(v.row), page.limit);
 }
 
 export async function getNodeView(db: Db, projectId: string, nodeId: string): Promise<NodeView> {
