@@ -10,12 +10,19 @@ import { MIGRATIONS } from "../src/store/index.ts";
  * binaries refuse to start, or is listed here with the reason the previous release still runs.
  */
 
+const NODES_PROJECT =
+  "drops nodes_project, a plain (not unique) index on project_id, in the migration that creates " +
+  "nodes_project_created (project_id, created_at, name, id), which has it as a prefix: the previous release's " +
+  "queries use the new index, and no rule it relies on goes";
+
 /** Contracts by the letter that the previous release runs on all the same, and why. */
 const REVIEWED: Record<string, string> = {
   "sqlite/0017_agent_links_keep_epoch":
     "SQLite can only drop a NOT NULL by rebuilding the table: agent_links is copied whole with the same columns " +
     "and `replica` made nullable (PostgreSQL's 0016 drops the NOT NULL in place); the previous release reads " +
     "and writes it as before (replicas-rolling-upgrade e2e ran across it)",
+  "sqlite/0020_nodes_page_index": NODES_PROJECT,
+  "postgres/0019_nodes_page_index": NODES_PROJECT,
 };
 
 const journal = (dir: string) =>
