@@ -425,6 +425,157 @@ describe("the stand-in kube-apiserver under the real kubectl", () => {
     );
   });
 
+  it("Node authorizer and NodeRestriction for service-account tokens, pod status and PVC status: only what its own pods use", async () => {
+    const n7 = cert("system:node:n7", ["system:nodes"]);
+    const who = 'User "system:node:n7"';
+    const NS = "/api/v1/namespaces/default";
+    for (const name of ["runner", "idle"]) {
+      expect((await raw(masters(), "POST", `${NS}/serviceaccounts`, { metadata: { name } })).status).toBe(201);
+    }
+    const claim = (name: string) => ({
+      apiVersion: "v1",
+      kind: "PersistentVolumeClaim",
+      metadata: { name },
+      spec: { accessModes: ["ReadWriteOnce"], resources: { requests: { storage: "1Gi" } } },
+      status: { phase: "Bound", capacity: { storage: "1Gi" } },
+    });
+    const uids: Record<string, string> = {};
+    for (const [name, nodeName, serviceAccountName, claimName] of [
+      ["p7", "n7", "runner", "claim7"],
+      ["p8", "n8", "idle", "claim8"],
+    ] as const) {
+      expect((await raw(masters(), "POST", `${NS}/persistentvolumeclaims`, claim(claimName))).status).toBe(201);
+      const created = await raw(masters(), "POST", `${NS}/pods`, {
+        apiVersion: "v1",
+        kind: "Pod",
+        metadata: { name, labels: { app: name } },
+        spec: {
+          nodeName,
+          serviceAccountName,
+          containers: [{ name: "c", image: "pause" }],
+          volumes: [{ name: "data", persistentVolumeClaim: { claimName } }],
+        },
+      });
+      expect(created.status).toBe(201);
+      uids[name] = (created.body.metadata as { uid: string }).uid;
+    }
+
+    // TokenRequest: the Node authorizer lets it ask only for a service account its pods run as,
+    // NodeRestriction only with a binding to a pod of its own (uid checked).
+    const tokenFor = (sa: string, boundObjectRef?: Record<string, string>) =>
+      raw(n7, "POST", `${NS}/serviceaccounts/${sa}/token`, {
+        apiVersion: "authentication.k8s.io/v1",
+        kind: "TokenRequest",
+        spec: {
+          audiences: ["https://kubernetes.default.svc.cluster.local"],
+          ...(boundObjectRef ? { boundObjectRef } : {}),
+        },
+      });
+    const pod = (name: string, uid = uids[name]) => ({ apiVersion: "v1", kind: "Pod", name, ...(uid ? { uid } : {}) });
+    const saRefused = (name: string, why: string) =>
+      forbidden(`serviceaccounts "${name}" is forbidden: ${why}`, { name, kind: "serviceaccounts" });
+    expect(await tokenFor("idle", pod("p8"))).toEqual(
+      saRefused(
+        "idle",
+        `${who} cannot create resource "serviceaccounts/token" in API group "" in the namespace "default": no relationship found between node 'n7' and this object`,
+      ),
+    );
+    expect(await tokenFor("runner")).toEqual(saRefused("runner", "node requested token not bound to a pod"));
+    expect(await tokenFor("runner", { apiVersion: "v1", kind: "Secret", name: "s" })).toEqual(
+      saRefused("runner", "node requested token not bound to a pod"),
+    );
+    expect(await tokenFor("runner", pod("p7", ""))).toEqual(
+      saRefused("runner", "node requested token with a pod binding without a uid"),
+    );
+    expect(await tokenFor("runner", pod("p7", "0000"))).toEqual(
+      saRefused(
+        "runner",
+        "the UID in the bound object reference (0000) does not match the UID in record. The object might have been deleted and then recreated",
+      ),
+    );
+    expect(await tokenFor("runner", pod("p8"))).toEqual(
+      saRefused("runner", "node requested token bound to a pod scheduled on a different node"),
+    );
+    expect((await tokenFor("runner", pod("gone", "1111"))).body).toMatchObject({
+      reason: "NotFound",
+      message: 'pods "gone" not found',
+      code: 404,
+    });
+    const issued = await tokenFor("runner", pod("p7"));
+    expect(issued.status).toBe(201);
+    expect((issued.body.status as { token: string }).token.split(".")).toHaveLength(3);
+
+    // Pod status: only of pods bound to itself, with no label change; the spec stays as stored.
+    const podRefused = (name: string, why: string) =>
+      forbidden(`pods "${name}" is forbidden: ${why}`, { name, kind: "pods" });
+    expect(await raw(n7, "PATCH", `${NS}/pods/p8/status`, { status: { phase: "Running" } })).toEqual(
+      podRefused("p8", 'node "n7" can only update pod status for pods with spec.nodeName set to itself'),
+    );
+    const current = (await raw(masters(), "GET", `${NS}/pods/p8`)).body;
+    expect(await raw(n7, "PUT", `${NS}/pods/p8/status`, { ...current, status: { phase: "Failed" } })).toEqual(
+      podRefused("p8", 'node "n7" can only update pod status for pods with spec.nodeName set to itself'),
+    );
+    expect(
+      await raw(n7, "PATCH", `${NS}/pods/p7/status`, {
+        metadata: { labels: { app: "other" } },
+        status: { phase: "Running" },
+      }),
+    ).toEqual(podRefused("p7", 'node "n7" cannot update labels through pod status'));
+    const running = await raw(n7, "PATCH", `${NS}/pods/p7/status`, {
+      spec: { nodeName: "n8" },
+      status: { phase: "Running" },
+    });
+    expect(running.status).toBe(200);
+    const stored = (await raw(masters(), "GET", `${NS}/pods/p7`)).body as {
+      spec: { nodeName: string };
+      status: object;
+    };
+    expect(stored.status).toEqual({ phase: "Running" });
+    expect(stored.spec.nodeName).toBe("n7");
+    expect((await raw(masters(), "GET", `${NS}/pods/p8`)).body.status).toBeUndefined();
+
+    // PVCs: a claim its pods use, read by name, its status written only in the resize fields.
+    const pvcRefused = (name: string, why: string) =>
+      forbidden(`persistentvolumeclaims "${name}" is forbidden: ${why}`, { name, kind: "persistentvolumeclaims" });
+    const cannot = (verb: string, resource: string, why: string) =>
+      `${who} cannot ${verb} resource "${resource}" in API group "" in the namespace "default": ${why}`;
+    const unrelated = "no relationship found between node 'n7' and this object";
+    expect((await raw(n7, "GET", `${NS}/persistentvolumeclaims/claim7`)).status).toBe(200);
+    expect(await raw(n7, "GET", `${NS}/persistentvolumeclaims/claim8`)).toEqual(
+      pvcRefused("claim8", cannot("get", "persistentvolumeclaims", unrelated)),
+    );
+    expect(await raw(n7, "PATCH", `${NS}/persistentvolumeclaims/claim8/status`, { status: { phase: "Lost" } })).toEqual(
+      pvcRefused("claim8", cannot("patch", "persistentvolumeclaims/status", unrelated)),
+    );
+    expect(await raw(n7, "PATCH", `${NS}/persistentvolumeclaims/claim7`, { metadata: { labels: { a: "b" } } })).toEqual(
+      pvcRefused("claim7", cannot("patch", "persistentvolumeclaims", "can only get individual resources of this type")),
+    );
+    expect(await raw(n7, "GET", `${NS}/persistentvolumeclaims/claim7/status`)).toEqual(
+      pvcRefused("claim7", cannot("get", "persistentvolumeclaims/status", "can only get/update/patch this type")),
+    );
+    const other = 'node "n7" is not allowed to update fields other than status.capacity and status.conditions';
+    expect(
+      await raw(n7, "PATCH", `${NS}/persistentvolumeclaims/claim7/status`, {
+        status: { allocatedResources: { storage: "2Gi" } },
+      }),
+    ).toEqual(pvcRefused("claim7", `${other}: status.allocatedResources`));
+    expect(
+      await raw(n7, "PATCH", `${NS}/persistentvolumeclaims/claim7/status`, { metadata: { labels: { a: "b" } } }),
+    ).toEqual(pvcRefused("claim7", `${other}: metadata.labels`));
+    const resized = await raw(n7, "PATCH", `${NS}/persistentvolumeclaims/claim7/status`, {
+      status: {
+        capacity: { storage: "2Gi" },
+        conditions: [{ type: "FileSystemResizePending", status: "True" }],
+      },
+    });
+    expect(resized.status).toBe(200);
+    expect((await raw(masters(), "GET", `${NS}/persistentvolumeclaims/claim7`)).body.status).toEqual({
+      phase: "Bound",
+      capacity: { storage: "2Gi" },
+      conditions: [{ type: "FileSystemResizePending", status: "True" }],
+    });
+  });
+
   it("service-account tokens from the TokenRequest API authenticate, and RBAC refuses them without a binding", async () => {
     expect((await kubectl("alice", admin(), ["create", "serviceaccount", "probe"])).code).toBe(0);
     const token = (await kubectl("alice", admin(), ["create", "token", "probe"])).stdout.trim();

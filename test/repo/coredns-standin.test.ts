@@ -202,6 +202,46 @@ describe("the coredns stand-in answers DNS with Keelson's Corefile", () => {
     expect(await errorCode(resolver.resolve4("example.com"))).toBe("ESERVFAIL");
   }, 20_000);
 
+  it("serves the prometheus plugin's /metrics on the Corefile's address: the request and response counters grow with real queries", async () => {
+    expect(readFileSync(paths.corefile, "utf8")).toContain(`    prometheus ${HOST}:${config.ports.corednsMetrics}\n`);
+    const metrics = async () => {
+      const res = await httpGet(`http://${HOST}:${config.ports.corednsMetrics}/metrics`);
+      expect(res.status).toBe(200);
+      return res.text;
+    };
+    // The counter's value for exactly these labels (client_golang writes them in name order), 0 if absent.
+    const value = (text: string, name: string, labels: Record<string, string>) => {
+      const key = Object.entries(labels)
+        .sort(([a], [b]) => a.localeCompare(b))
+        .map(([k, v]) => `${k}="${v}"`)
+        .join(",");
+      const line = text.split("\n").find((l) => l.startsWith(`${name}{${key}} `));
+      return line ? Number(line.split(" ")[1]) : 0;
+    };
+    const server = `dns://${HOST}:${config.ports.corednsDns}`;
+    const request = { server, zone: ".", view: "", proto: "tcp", family: "1", type: "A" };
+    const noerror = { server, zone: ".", view: "", rcode: "NOERROR", plugin: "kubernetes" };
+    const nxdomain = { ...noerror, rcode: "NXDOMAIN" };
+    const before = await metrics();
+    expect(before).toContain('coredns_build_info{goversion="go1.20",revision="ae2bbc2",version="1.11.1"} 1\n');
+    expect((await tcpQuery(config.ports.corednsDns, "kube-dns.kube-system.svc.cluster.local", 1)).rcode).toBe(0);
+    expect((await tcpQuery(config.ports.corednsDns, "kube-dns.kube-system.svc.cluster.local", 1)).rcode).toBe(0);
+    expect((await tcpQuery(config.ports.corednsDns, "nope.default.svc.cluster.local", 1)).rcode).toBe(3);
+    const after = await metrics();
+    expect(after).toContain("# TYPE coredns_dns_requests_total counter\n");
+    expect(after).toContain("# TYPE coredns_dns_responses_total counter\n");
+    expect(value(after, "coredns_dns_requests_total", request)).toBe(
+      value(before, "coredns_dns_requests_total", request) + 3,
+    );
+    expect(value(after, "coredns_dns_responses_total", noerror)).toBe(
+      value(before, "coredns_dns_responses_total", noerror) + 2,
+    );
+    expect(value(after, "coredns_dns_responses_total", nxdomain)).toBe(
+      value(before, "coredns_dns_responses_total", nxdomain) + 1,
+    );
+    expect((await httpGet(`http://${HOST}:${config.ports.corednsMetrics}/other`)).status).toBe(404);
+  });
+
   it("an identity the API does not trust (a foreign CA's certificate) gets 401: the reflector's Unauthorized, and SERVFAIL", async () => {
     const foreignCa = makeCa(join(dir, "foreign-ca"), "someone-else");
     const stranger = issue(join(dir, "certs"), foreignCa, { cn: "system:node:x", groups: ["system:nodes"] });

@@ -407,4 +407,30 @@ describe("strict stand-ins: kube-proxy's and coredns's configuration files", () 
     writeFileSync(path, ".:53 {\n    health 127.0.0.1:18080\n    kubernetes in-addr.arpa {\n    }\n}\n");
     expect(run(30, "coredns", ["-conf", path]).stderr).toBe("plugin/kubernetes: non-reverse zone name must be used\n");
   });
+
+  it("coredns refuses in prometheus what CoreDNS 1.11's plugin/metrics setup.go refuses, in its words", () => {
+    const path = join(dir, "Corefile.prometheus");
+    const refusal = (line: string) => {
+      writeFileSync(path, `.:53 {\n    errors\n    health 127.0.0.1:18080\n${line}\n}\n`);
+      const r = run(30, "coredns", ["-conf", path]);
+      expect(r.code).toBe(1);
+      expect(r.stdout).toBe("");
+      return r.stderr;
+    };
+    // One optional address; more is the dispenser's ArgErr, naming the last token.
+    expect(refusal("    prometheus a b")).toBe(
+      `plugin/prometheus: ${path}:4 - Error during parsing: Wrong argument count or unexpected line ending after 'b'\n`,
+    );
+    // The address goes through Go's net.SplitHostPort, whose AddrError carries no position.
+    expect(refusal("    prometheus 127.0.0.1")).toBe("plugin/prometheus: address 127.0.0.1: missing port in address\n");
+    expect(refusal("    prometheus ::1:9153")).toBe(
+      "plugin/prometheus: address ::1:9153: too many colons in address\n",
+    );
+    expect(refusal("    prometheus [::1:9153")).toBe("plugin/prometheus: address [::1:9153: missing ']' in address\n");
+    expect(refusal("    prometheus :9153\n    prometheus :9154")).toBe(
+      "plugin/prometheus: this plugin can only be used once per Server Block\n",
+    );
+    // What Keelson writes passes setup (it only stops later, at the kubernetes block's missing endpoint).
+    expect(refusal("    prometheus 127.0.0.1:9153\n    kubernetes cluster.local")).toMatch(/^plugin\/kubernetes: /);
+  });
 });

@@ -57,6 +57,8 @@ export interface ServicePorts {
   bouncer: number;
   corednsHealth: number;
   corednsReady: number;
+  /** CoreDNS's prometheus plugin (/metrics): 9153, the port the kube-dns Service names "metrics". */
+  corednsMetrics: number;
   /** CoreDNS's DNS port (UDP and TCP): 53 in production; tests pick a free one. */
   corednsDns: number;
   /** kube-controller-manager's and kube-scheduler's secure ports (/healthz, /metrics). */
@@ -74,6 +76,7 @@ export const DEFAULT_PORTS: Omit<ServicePorts, "apiServer"> = {
   bouncer: 5443,
   corednsHealth: 8080,
   corednsReady: 8181,
+  corednsMetrics: 9153,
   corednsDns: 53,
   controllerManager: 10257,
   scheduler: 10259,

@@ -218,6 +218,7 @@ export async function freePorts(ip: string): Promise<NonNullable<NodeConfigInput
     "bouncer",
     "corednsHealth",
     "corednsReady",
+    "corednsMetrics",
     "corednsDns",
     "controllerManager",
     "scheduler",

@@ -64,6 +64,7 @@ function requiredPorts(ctx: PhaseContext): { port: number; owner: string; what: 
       { port: p.apiServer, owner: "kube-apiserver", what: "Kubernetes API" },
       { port: p.corednsHealth, owner: "coredns", what: "coredns health" },
       { port: p.corednsReady, owner: "coredns", what: "coredns ready" },
+      { port: p.corednsMetrics, owner: "coredns", what: "coredns metrics" },
       { port: p.corednsDns, owner: "coredns", what: "coredns DNS" },
       { port: p.controllerManager, owner: "kube-controller-manager", what: "kube-controller-manager secure port" },
       { port: p.scheduler, owner: "kube-scheduler", what: "kube-scheduler secure port" },

@@ -199,6 +199,9 @@ export function renderCorefile(config: NodeConfig, paths: NodePaths): DesiredFil
       "    errors",
       `    health ${host}:${config.ports.corednsHealth}`,
       `    ready ${host}:${config.ports.corednsReady}`,
+      // kubeadm's Corefile has `prometheus :9153`; bound to this master's address like health
+      // and ready, which is where the kube-dns Service's "metrics" port reaches it.
+      `    prometheus ${host}:${config.ports.corednsMetrics}`,
       `    kubernetes ${CLUSTER_DOMAIN} in-addr.arpa ip6.arpa {`,
       `        endpoint ${config.apiServerUrl}`,
       `        tls ${paths.cert("kubelet")} ${paths.key("kubelet")} ${paths.caCert}`,
@@ -228,6 +231,11 @@ export const coredns = servicePhase({
     health: { kind: "http", url: `http://${urlHost(ctx.config.primaryIp)}:${ctx.config.ports.corednsHealth}/health` },
     stopTimeoutMs: ctx.config.timeouts.serviceStopMs,
   }),
-  ports: (ctx) => [ctx.config.ports.corednsHealth, ctx.config.ports.corednsReady, ctx.config.ports.corednsDns],
+  ports: (ctx) => [
+    ctx.config.ports.corednsHealth,
+    ctx.config.ports.corednsReady,
+    ctx.config.ports.corednsMetrics,
+    ctx.config.ports.corednsDns,
+  ],
   started: (_ctx, status) => `coredns pid ${status.pid}`,
 });
