@@ -25,6 +25,7 @@ import {
   type Store,
 } from "../../../packages/db/src/index.ts";
 import { freePort } from "../../e2e/support/processes.ts";
+import { simPhases } from "../../sim/node.ts";
 import { startPostgres } from "../../support/postgres.ts";
 import { secretsKeyEnv } from "../../support/secrets-key.ts";
 import { spawnNode, stopChild } from "../agents/children.ts";
@@ -152,6 +153,9 @@ async function seed(store: Store, projectId: string, from: number, target: numbe
     await store.db.insert(clusters).values(rows as never);
     // Nodes of one batch share a creation millisecond or a few: their name and uuid order them.
     const hosts = [];
+    // A running worker's phase list, as its agent reports it (about 4 KB): the rows a list
+    // reads are as large as a real fleet's.
+    const phases = simPhases("worker", "ok", new Date());
     for (let j = i; j < Math.min(target, i + BATCH); j++) {
       const name = `node-${j}`;
       const ip = `10.${(j >> 16) & 255}.${(j >> 8) & 255}.${j & 255}`;
@@ -162,6 +166,8 @@ async function seed(store: Store, projectId: string, from: number, target: numbe
         name,
         primaryIp: ip,
         agentVersion: "0.1.0",
+        status: "ok",
+        phases,
         facts: {
           hostname: name,
           os: { platform: "linux", family: "debian", distro: "Debian GNU/Linux", release: "12", kernel: "6.1.0" },

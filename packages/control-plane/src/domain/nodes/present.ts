@@ -6,7 +6,27 @@ import type { NodeRecordV3, NodeRecordV4 } from "@keelson/protocol";
  * `lastSeen` on both. An unattached node reads `clusterUuid`, `clusterName` and
  * `clusterKubeRoleVersion` as null: there is no cluster to name.
  */
-export type NodeRow = typeof nodes.$inferSelect;
+export type NodeRow = Pick<typeof nodes.$inferSelect, NodeRecordColumn>;
+
+/**
+ * The node columns the records show, and the list order's: not the phases and facts, several
+ * KB a node that a list of 1,000 nodes would read and parse only to drop (nodes.ts selects these).
+ */
+export type NodeRecordColumn =
+  | "id"
+  | "name"
+  | "primaryIp"
+  | "status"
+  | "isMaster"
+  | "apiResponding"
+  | "projectId"
+  | "agentConnected"
+  | "lastSeen"
+  | "actualKubeRoleVersion"
+  | "cloudInstanceId"
+  | "nodePoolId"
+  | "clusterId"
+  | "createdAt";
 
 /** What a node record needs besides its row: its pool, provider and cluster. */
 export interface NodeExtras {
