@@ -1,7 +1,14 @@
-import { buildHostRecord, type HelloPayload, type HostFacts, validateUpgradeRequest } from "@keelson/protocol";
+import {
+  buildHostRecord,
+  clipText,
+  type HelloPayload,
+  type HostFacts,
+  validateUpgradeRequest,
+} from "@keelson/protocol";
 import pino, { type Logger } from "pino";
 import { EtcdBackups } from "./backups/index.ts";
 import { FactsMonitor } from "./facts.ts";
+import { InClusterAgent } from "./in-cluster/in-cluster-agent.ts";
 import { ControlPlanes } from "./link/control-planes.ts";
 import { LinkClient } from "./link/index.ts";
 import { ProxyRoutes } from "./link/proxy.ts";
@@ -42,7 +49,8 @@ const RESUME_RETRY_MS = 15_000;
 
 /**
  * keelson-agent: registration, host facts, the link, the local API, the node and the
- * self-upgrade, wired together. `start()` brings it up; `stopped` settles with the exit code
+ * self-upgrade, wired together; in in-cluster mode, registration and the link alone, reporting an
+ * external cluster (in-cluster/). `start()` brings it up; `stopped` settles with the exit code
  * the process should end with: 0 stopped, RESTART_EXIT_CODE start me again (new version),
  * AUTH_EXIT_CODE refused by the control plane (upgrade/ipc.ts). main.ts owns the process.
  */
@@ -57,7 +65,7 @@ export class Agent {
   private readonly starting = new AbortController();
   private resolveStopped!: (code: number) => void;
   private stopping: Promise<number> | undefined;
-  private running: Running | undefined;
+  private running: Running | InClusterAgent | undefined;
 
   constructor(
     readonly settings: AgentSettings,
@@ -78,7 +86,8 @@ export class Agent {
 
   /** Registers (retrying while the control plane is unreachable), then starts every part. */
   async start(): Promise<void> {
-    const localToken = this.stateDir.ensureLocalApiToken();
+    const { inCluster } = this.settings;
+    const localToken = inCluster ? "" : this.stateDir.ensureLocalApiToken();
     const first = (await this.facts.collect()).facts;
     const { settings } = this;
     let identity: Awaited<ReturnType<typeof ensureRegistered>>;
@@ -126,7 +135,9 @@ export class Agent {
       }
       throw err;
     }
-    this.running = new Running(this, identity, localToken, trust);
+    this.running = inCluster
+      ? new InClusterAgent(this, identity, trust, inCluster)
+      : new Running(this, identity, localToken, trust);
     if (this.starting.signal.aborted) {
       await this.stop((this.starting.signal.reason as Error).message);
       return;
@@ -208,7 +219,7 @@ class Running {
         this.link.sendStatus({
           agentStatus: status,
           agentVersion: AGENT_VERSION,
-          ...(error ? { agentError: clip(error) } : {}),
+          ...(error ? { agentError: clipText(error) } : {}),
         });
       },
       restart: async (version) => {
@@ -222,7 +233,7 @@ class Running {
       primaryIp: facts.current.primaryIp,
       facts: facts.current,
       agentStatus: this.upgrader.status,
-      ...(this.upgrader.error ? { agentError: clip(this.upgrader.error) } : {}),
+      ...(this.upgrader.error ? { agentError: clipText(this.upgrader.error) } : {}),
     });
     this.link = new LinkClient({
       url: agent.planes,
@@ -394,8 +405,4 @@ class Running {
     this.readySent = true;
     notifyReady(AGENT_VERSION);
   }
-}
-
-function clip(text: string): string {
-  return text.length > 4096 ? `${text.slice(0, 4093)}...` : text;
 }
