@@ -1,7 +1,8 @@
 import { cpSync, writeFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CLUSTER_NODES, startInClusterApi } from "../../../../test/support/incluster-cluster.ts";
-import { agentManifestObjects } from "../../../control-plane/src/domain/external-clusters/agent-manifest.ts";
+import { agentManifest } from "../../../control-plane/src/domain/external-clusters/agent-manifest.ts";
+import { agentEnvOf } from "../../../control-plane/test/agent-manifest-env.ts";
 import { inClusterCredentials, readCluster } from "../../src/in-cluster/cluster-reading.ts";
 import { readAgentSettings } from "../../src/settings.ts";
 
@@ -19,7 +20,7 @@ afterAll(() => api?.stop());
 
 describe("the in-cluster agent's settings", () => {
   it("take the manifest's env and what Kubernetes sets in a pod", () => {
-    const objects = agentManifestObjects({
+    const yaml = agentManifest({
       clusterName: "payments",
       clusterId: "c",
       controlPlane: "https://keelson.example:8443",
@@ -28,22 +29,7 @@ describe("the in-cluster agent's settings", () => {
       joinToken: "kjt_x",
       agentPackage: { version: "1.4.0", sha256: "0".repeat(64), sizeBytes: 1, storedAt: "" },
     });
-    const of = (kind: string) => objects.find((o) => o.kind === kind) as unknown as Record<string, unknown>;
-    const config = of("ConfigMap").data as Record<string, string>;
-    const secret = of("Secret").stringData as Record<string, string>;
-    const env: Record<string, string> = { KUBERNETES_SERVICE_HOST: "10.96.0.1", KUBERNETES_SERVICE_PORT: "443" };
-    const deployment = of("Deployment") as unknown as {
-      spec: { template: { spec: { containers: { env: unknown }[] } } };
-    };
-    for (const e of (deployment.spec.template.spec.containers[0]?.env ?? []) as {
-      name: string;
-      value?: string;
-      valueFrom?: { configMapKeyRef?: { key: string }; secretKeyRef?: { key: string } };
-    }[]) {
-      const from = e.valueFrom?.configMapKeyRef ? config : secret;
-      env[e.name] =
-        e.value ?? (from[e.valueFrom?.configMapKeyRef?.key ?? e.valueFrom?.secretKeyRef?.key ?? ""] as string);
-    }
+    const env = agentEnvOf(yaml, { KUBERNETES_SERVICE_HOST: "10.96.0.1", KUBERNETES_SERVICE_PORT: "443" });
     const settings = readAgentSettings(env);
     expect(settings).toMatchObject({
       mode: "in-cluster",
