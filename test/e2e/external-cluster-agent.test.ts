@@ -1,8 +1,9 @@
+import { rmSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { agentEnvOf } from "../../packages/control-plane/test/agent-manifest-env.ts";
 import { fakeAgentPackage } from "../../packages/control-plane/test/agent-package-fixtures.ts";
 import { type AwsStandin, STANDIN_KEYS, startAwsStandin } from "../aws-standin/server.ts";
-import { CLUSTER_NODES, startInClusterApi } from "../support/incluster-cluster.ts";
+import { REPORTED_NODES, startInClusterApi } from "../support/incluster-cluster.ts";
 import { type AgentProc, startAgent } from "./support/agents.ts";
 import { api, type ServerProc, startServer, tempDir, waitUntil } from "./support/processes.ts";
 
@@ -70,6 +71,7 @@ describe("the in-cluster agent of an external cluster", () => {
     await server?.stop();
     await standin?.close();
     cluster?.stop();
+    rmSync(stateDir, { recursive: true, force: true });
   }, 60_000);
 
   const listed = async () => {
@@ -104,22 +106,7 @@ describe("the in-cluster agent of an external cluster", () => {
       nodeCount: 2,
       readyNodes: 1,
     });
-    expect(first.agent.nodes).toEqual([
-      {
-        name: CLUSTER_NODES[0].name,
-        roles: ["control-plane"],
-        ready: "True",
-        kubeletVersion: "v1.31.4",
-        internalIp: "10.0.1.10",
-      },
-      {
-        name: CLUSTER_NODES[1].name,
-        roles: ["worker"],
-        ready: "False",
-        kubeletVersion: "v1.31.4",
-        internalIp: "10.0.1.11",
-      },
-    ]);
+    expect(first.agent.nodes).toEqual(REPORTED_NODES);
     // No host interface: nothing listens on the agent's local API address.
     await expect(fetch(`http://${agent.listen}/v1/hosts`)).rejects.toThrow();
 

@@ -14,7 +14,7 @@ import { kubeCall, processes, startApiServer, writeSecret } from "./standin-clus
  * and removes the files.
  */
 
-export const CLUSTER_NODES = [
+const CLUSTER_NODES = [
   {
     name: "ip-10-0-1-10",
     labels: { "node-role.kubernetes.io/control-plane": "", "kubernetes.io/os": "linux" },
@@ -23,6 +23,12 @@ export const CLUSTER_NODES = [
   },
   { name: "ip-10-0-1-11", labels: { "node-role.kubernetes.io/worker": "" }, ready: "False", ip: "10.0.1.11" },
 ] as const;
+
+/** CLUSTER_NODES as the agent reports them (protocol's ClusterNode). */
+export const REPORTED_NODES = [
+  { name: "ip-10-0-1-10", roles: ["control-plane"], ready: "True", kubeletVersion: "v1.31.4", internalIp: "10.0.1.10" },
+  { name: "ip-10-0-1-11", roles: ["worker"], ready: "False", kubeletVersion: "v1.31.4", internalIp: "10.0.1.11" },
+];
 
 export async function startInClusterApi() {
   const dir = mkdtempSync(join(tmpdir(), "keelson-incluster-"));

@@ -1,4 +1,5 @@
 import {
+  type AgentStatus,
   buildHostRecord,
   clipText,
   type HelloPayload,
@@ -10,7 +11,7 @@ import { EtcdBackups } from "./backups/index.ts";
 import { FactsMonitor } from "./facts.ts";
 import { InClusterAgent } from "./in-cluster/in-cluster-agent.ts";
 import { ControlPlanes } from "./link/control-planes.ts";
-import { LinkClient } from "./link/index.ts";
+import { LinkClient, type LinkClientOptions } from "./link/index.ts";
 import { ProxyRoutes } from "./link/proxy.ts";
 import { type ControlPlaneTrust, establishTrust, TrustError } from "./link/trust.ts";
 import { AgentMetrics } from "./local-api/metrics.ts";
@@ -50,7 +51,8 @@ const RESUME_RETRY_MS = 15_000;
 /**
  * keelson-agent: registration, host facts, the link, the local API, the node and the
  * self-upgrade, wired together; in in-cluster mode, registration and the link alone, reporting an
- * external cluster (in-cluster/). `start()` brings it up; `stopped` settles with the exit code
+ * external cluster (in-cluster/). Over 400 lines because `Running` is the host agent's whole
+ * assembly, kept beside the start and stop sequence it belongs to. `start()` brings it up; `stopped` settles with the exit code
  * the process should end with: 0 stopped, RESTART_EXIT_CODE start me again (new version),
  * AUTH_EXIT_CODE refused by the control plane (upgrade/ipc.ts). main.ts owns the process.
  */
@@ -169,6 +171,39 @@ export class Agent {
     return this.stopped;
   }
 
+  /** The link to the control plane as both modes open it: the replicas, the trusted CA, the credential. */
+  openLink(
+    identity: { hostId: string; credential: string },
+    trust: ControlPlaneTrust,
+    parts: Pick<LinkClientOptions, "hello" | "handlers" | "capabilities">,
+  ): LinkClient {
+    return new LinkClient({
+      url: this.planes,
+      connection: (url) => trust.connectOptions(url),
+      hostId: identity.hostId,
+      credential: identity.credential,
+      stateDir: this.settings.stateDir,
+      // Not a host-id child: the link's own lines already carry the host id where it matters.
+      log: this.log.child({ component: "link" }),
+      backoff: this.backoff(),
+      ...parts,
+    });
+  }
+
+  /** The hello of this agent's link: the host as it is now, and the agent's own status. */
+  hello(hostId: string, agentStatus: AgentStatus, agentError?: string): HelloPayload {
+    const { current } = this.facts;
+    return {
+      hostId,
+      agentVersion: AGENT_VERSION,
+      hostname: current.hostname,
+      primaryIp: current.primaryIp,
+      facts: current,
+      agentStatus,
+      ...(agentError ? { agentError: clipText(agentError) } : {}),
+    };
+  }
+
   backoff(): { initialMs: number; maxMs: number } {
     return { initialMs: this.settings.reconnectInitialMs, maxMs: this.settings.reconnectMaxMs };
   }
@@ -199,8 +234,7 @@ class Running {
   ) {
     const { settings, facts } = agent;
     const hostId = identity.hostId;
-    const baseLog = agent.log;
-    const log = baseLog.child({ hostId });
+    const log = agent.log.child({ hostId });
     this.log = log;
     this.metrics = new AgentMetrics(() => this.node.snapshot());
     // A full state dir is told to the control plane with the facts, at once when a write is
@@ -226,25 +260,8 @@ class Running {
         await agent.stop(`restarting on version ${version}`, RESTART_EXIT_CODE);
       },
     });
-    const hello = (): HelloPayload => ({
-      hostId,
-      agentVersion: AGENT_VERSION,
-      hostname: facts.current.hostname,
-      primaryIp: facts.current.primaryIp,
-      facts: facts.current,
-      agentStatus: this.upgrader.status,
-      ...(this.upgrader.error ? { agentError: clipText(this.upgrader.error) } : {}),
-    });
-    this.link = new LinkClient({
-      url: agent.planes,
-      connection: (url) => trust.connectOptions(url),
-      hostId,
-      credential: identity.credential,
-      stateDir: settings.stateDir,
-      // Not `log`: the link's own lines already carry the host id where it matters.
-      log: baseLog.child({ component: "link" }),
-      hello,
-      backoff: agent.backoff(),
+    this.link = agent.openLink(identity, trust, {
+      hello: () => agent.hello(hostId, this.upgrader.status, this.upgrader.error),
       handlers: {
         ping: async () => ({ at: new Date().toISOString() }),
         // Answers at once; the upgrade continues in the background and reports through status.

@@ -1,7 +1,7 @@
-import { AGENT_CAPABILITIES, type HelloPayload } from "@keelson/protocol";
+import { AGENT_CAPABILITIES } from "@keelson/protocol";
 import type { Logger } from "pino";
 import type { Agent } from "../agent.ts";
-import { LinkClient } from "../link/index.ts";
+import type { LinkClient } from "../link/index.ts";
 import type { ControlPlaneTrust } from "../link/trust.ts";
 import { AUTH_EXIT_CODE } from "../upgrade/ipc.ts";
 import { AGENT_VERSION } from "../version.ts";
@@ -31,29 +31,13 @@ export class InClusterAgent {
     trust: ControlPlaneTrust,
     private readonly api: InClusterApi,
   ) {
-    const { settings, facts } = agent;
     const hostId = identity.hostId;
     this.log = agent.log.child({ hostId, mode: "in-cluster" });
-    const hello = (): HelloPayload => ({
-      hostId,
-      agentVersion: AGENT_VERSION,
-      hostname: facts.current.hostname,
-      primaryIp: facts.current.primaryIp,
-      facts: facts.current,
-      agentStatus: "running",
-    });
-    this.link = new LinkClient({
-      url: agent.planes,
-      connection: (url) => trust.connectOptions(url),
-      hostId,
-      credential: identity.credential,
-      stateDir: settings.stateDir,
-      log: agent.log.child({ component: "link" }),
-      hello,
+    this.link = agent.openLink(identity, trust, {
+      hello: () => agent.hello(hostId, "running"),
       // ping alone: every node command is unknown here, and the control plane sends none to a host in no cluster.
       handlers: { ping: async () => ({ at: new Date().toISOString() }) },
       capabilities: [AGENT_CAPABILITIES.clusterReport],
-      backoff: agent.backoff(),
     });
     this.link.on("connected", () => this.report());
     this.link.on("disconnected", (info) => this.log.warn(info, "link to the control plane lost"));
