@@ -1,9 +1,17 @@
-import { buildHostRecord, type HelloPayload, type HostFacts, validateUpgradeRequest } from "@keelson/protocol";
+import {
+  type AgentStatus,
+  buildHostRecord,
+  clipText,
+  type HelloPayload,
+  type HostFacts,
+  validateUpgradeRequest,
+} from "@keelson/protocol";
 import pino, { type Logger } from "pino";
 import { EtcdBackups } from "./backups/index.ts";
 import { FactsMonitor } from "./facts.ts";
+import { InClusterAgent } from "./in-cluster/in-cluster-agent.ts";
 import { ControlPlanes } from "./link/control-planes.ts";
-import { LinkClient } from "./link/index.ts";
+import { LinkClient, type LinkClientOptions } from "./link/index.ts";
 import { ProxyRoutes } from "./link/proxy.ts";
 import { type ControlPlaneTrust, establishTrust, TrustError } from "./link/trust.ts";
 import { AgentMetrics } from "./local-api/metrics.ts";
@@ -42,7 +50,9 @@ const RESUME_RETRY_MS = 15_000;
 
 /**
  * keelson-agent: registration, host facts, the link, the local API, the node and the
- * self-upgrade, wired together. `start()` brings it up; `stopped` settles with the exit code
+ * self-upgrade, wired together; in in-cluster mode, registration and the link alone, reporting an
+ * external cluster (in-cluster/). Over 400 lines because `Running` is the host agent's whole
+ * assembly, kept beside the start and stop sequence it belongs to. `start()` brings it up; `stopped` settles with the exit code
  * the process should end with: 0 stopped, RESTART_EXIT_CODE start me again (new version),
  * AUTH_EXIT_CODE refused by the control plane (upgrade/ipc.ts). main.ts owns the process.
  */
@@ -57,7 +67,7 @@ export class Agent {
   private readonly starting = new AbortController();
   private resolveStopped!: (code: number) => void;
   private stopping: Promise<number> | undefined;
-  private running: Running | undefined;
+  private running: Running | InClusterAgent | undefined;
 
   constructor(
     readonly settings: AgentSettings,
@@ -78,7 +88,8 @@ export class Agent {
 
   /** Registers (retrying while the control plane is unreachable), then starts every part. */
   async start(): Promise<void> {
-    const localToken = this.stateDir.ensureLocalApiToken();
+    const { inCluster } = this.settings;
+    const localToken = inCluster ? "" : this.stateDir.ensureLocalApiToken();
     const first = (await this.facts.collect()).facts;
     const { settings } = this;
     let identity: Awaited<ReturnType<typeof ensureRegistered>>;
@@ -126,7 +137,9 @@ export class Agent {
       }
       throw err;
     }
-    this.running = new Running(this, identity, localToken, trust);
+    this.running = inCluster
+      ? new InClusterAgent(this, identity, trust, inCluster)
+      : new Running(this, identity, localToken, trust);
     if (this.starting.signal.aborted) {
       await this.stop((this.starting.signal.reason as Error).message);
       return;
@@ -156,6 +169,39 @@ export class Agent {
     );
     void Promise.race([this.stopping, giveUp]).then((exit) => this.resolveStopped(exit));
     return this.stopped;
+  }
+
+  /** The link to the control plane as both modes open it: the replicas, the trusted CA, the credential. */
+  openLink(
+    identity: { hostId: string; credential: string },
+    trust: ControlPlaneTrust,
+    parts: Pick<LinkClientOptions, "hello" | "handlers" | "capabilities">,
+  ): LinkClient {
+    return new LinkClient({
+      url: this.planes,
+      connection: (url) => trust.connectOptions(url),
+      hostId: identity.hostId,
+      credential: identity.credential,
+      stateDir: this.settings.stateDir,
+      // Not a host-id child: the link's own lines already carry the host id where it matters.
+      log: this.log.child({ component: "link" }),
+      backoff: this.backoff(),
+      ...parts,
+    });
+  }
+
+  /** The hello of this agent's link: the host as it is now, and the agent's own status. */
+  hello(hostId: string, agentStatus: AgentStatus, agentError?: string): HelloPayload {
+    const { current } = this.facts;
+    return {
+      hostId,
+      agentVersion: AGENT_VERSION,
+      hostname: current.hostname,
+      primaryIp: current.primaryIp,
+      facts: current,
+      agentStatus,
+      ...(agentError ? { agentError: clipText(agentError) } : {}),
+    };
   }
 
   backoff(): { initialMs: number; maxMs: number } {
@@ -188,8 +234,7 @@ class Running {
   ) {
     const { settings, facts } = agent;
     const hostId = identity.hostId;
-    const baseLog = agent.log;
-    const log = baseLog.child({ hostId });
+    const log = agent.log.child({ hostId });
     this.log = log;
     this.metrics = new AgentMetrics(() => this.node.snapshot());
     // A full state dir is told to the control plane with the facts, at once when a write is
@@ -208,32 +253,15 @@ class Running {
         this.link.sendStatus({
           agentStatus: status,
           agentVersion: AGENT_VERSION,
-          ...(error ? { agentError: clip(error) } : {}),
+          ...(error ? { agentError: clipText(error) } : {}),
         });
       },
       restart: async (version) => {
         await agent.stop(`restarting on version ${version}`, RESTART_EXIT_CODE);
       },
     });
-    const hello = (): HelloPayload => ({
-      hostId,
-      agentVersion: AGENT_VERSION,
-      hostname: facts.current.hostname,
-      primaryIp: facts.current.primaryIp,
-      facts: facts.current,
-      agentStatus: this.upgrader.status,
-      ...(this.upgrader.error ? { agentError: clip(this.upgrader.error) } : {}),
-    });
-    this.link = new LinkClient({
-      url: agent.planes,
-      connection: (url) => trust.connectOptions(url),
-      hostId,
-      credential: identity.credential,
-      stateDir: settings.stateDir,
-      // Not `log`: the link's own lines already carry the host id where it matters.
-      log: baseLog.child({ component: "link" }),
-      hello,
-      backoff: agent.backoff(),
+    this.link = agent.openLink(identity, trust, {
+      hello: () => agent.hello(hostId, this.upgrader.status, this.upgrader.error),
       handlers: {
         ping: async () => ({ at: new Date().toISOString() }),
         // Answers at once; the upgrade continues in the background and reports through status.
@@ -394,8 +422,4 @@ class Running {
     this.readySent = true;
     notifyReady(AGENT_VERSION);
   }
-}
-
-function clip(text: string): string {
-  return text.length > 4096 ? `${text.slice(0, 4093)}...` : text;
 }

@@ -3,6 +3,7 @@ import { resolve } from "node:path";
 import { CA_HASH_PATTERN, checkProxyUrl, PROXY_URL_RULE } from "@keelson/protocol";
 import { parseListen, parseSettings, Setting } from "@keelson/settings";
 import { type Static, type TSchema, Type } from "typebox";
+import type { InClusterApi } from "./in-cluster/cluster-reading.ts";
 import { CONTROL_PLANES_RULE, checkControlPlanes, splitControlPlanes } from "./link/control-planes.ts";
 import { pinnedHashes } from "./link/trust.ts";
 import { DEFAULT_TIMEOUTS } from "./phases/config.ts";
@@ -56,6 +57,37 @@ export const AgentSettingsSchema = Type.Object({
       defaultText: "systemd's `$STATE_DIRECTORY`, else `/var/lib/keelson-agent`",
       description: "Identity, credential, node state and installed versions (mode 0700).",
     }),
+  ),
+  mode: Type.Union([Type.Literal("host"), Type.Literal("in-cluster")], {
+    env: "KEELSON_AGENT_MODE",
+    default: "host",
+    description:
+      "`host`: the agent of a host (node phases, local API). `in-cluster`: the agent of an external cluster, run by its deployment YAML inside that cluster: it links to the control plane and reports the cluster's version, nodes and health read from the cluster's API, and touches no host.",
+  }),
+  serviceAccountDir: Type.String({
+    env: "KEELSON_SERVICE_ACCOUNT_DIR",
+    default: "/var/run/secrets/kubernetes.io/serviceaccount",
+    rule: "a directory holding `token` and `ca.crt`",
+    description:
+      "In-cluster mode: the pod's service-account token and the cluster's CA, where Kubernetes mounts them (tests give their own).",
+  }),
+  kubernetesServiceHost: optionalText(
+    "KUBERNETES_SERVICE_HOST",
+    "a host name or IP address",
+    "In-cluster mode: the cluster API's address, as Kubernetes sets it in every pod.",
+  ),
+  kubernetesServicePort: Type.Optional(
+    Type.Integer({
+      env: "KUBERNETES_SERVICE_PORT",
+      minimum: 1,
+      maximum: 65_535,
+      description: "In-cluster mode: the cluster API's port, as Kubernetes sets it in every pod.",
+    }),
+  ),
+  clusterReportMs: ms(
+    "KEELSON_AGENT_CLUSTER_REPORT_MS",
+    60_000,
+    "In-cluster mode: how often the cluster's API is read and reported (also after every reconnect).",
   ),
   agentListen: Setting.listen("KEELSON_AGENT_LISTEN", "127.0.0.1:8082", "The host's local API."),
   nodePackage: Type.String({
@@ -216,12 +248,17 @@ export type AgentSettings = Readonly<
     reconnectInitialMs: number;
     /** From `agentListen`, split once. */
     listen: { host: string; port: number };
+    /** In-cluster mode's API (KUBERNETES_SERVICE_HOST/PORT, the service-account dir); undefined in host mode. */
+    inCluster: InClusterApi | undefined;
   }
 >;
 
-function reconnectRule(s: { reconnectInitialMs?: number | undefined; reconnectMaxMs: number }): string | undefined {
+function crossRules(s: Parsed): string | undefined {
   if (s.reconnectInitialMs !== undefined && s.reconnectInitialMs > s.reconnectMaxMs) {
     return "KEELSON_AGENT_RECONNECT_INITIAL_MS must not exceed KEELSON_AGENT_RECONNECT_MAX_MS";
+  }
+  if (s.mode === "in-cluster" && (s.kubernetesServiceHost === undefined || s.kubernetesServicePort === undefined)) {
+    return "KEELSON_AGENT_MODE=in-cluster needs KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT (Kubernetes sets them in every pod)";
   }
   return undefined;
 }
@@ -231,7 +268,7 @@ export function readAgentSettings(
   env: Record<string, string | undefined>,
   argv: readonly string[] = [],
 ): AgentSettings {
-  const { controlPlane, ...parsed } = parseSettings(AgentSettingsSchema, { env, argv, check: reconnectRule });
+  const { controlPlane, ...parsed } = parseSettings(AgentSettingsSchema, { env, argv, check: crossRules });
   return Object.freeze({
     ...parsed,
     controlPlanes: Object.freeze(splitControlPlanes(controlPlane)),
@@ -240,6 +277,14 @@ export function readAgentSettings(
     hostRoot: resolve(parsed.hostRoot),
     reconnectInitialMs: parsed.reconnectInitialMs ?? Math.min(500, parsed.reconnectMaxMs),
     listen: parseListen(parsed.agentListen) as { host: string; port: number },
+    inCluster:
+      parsed.mode === "in-cluster" && parsed.kubernetesServiceHost && parsed.kubernetesServicePort
+        ? {
+            host: parsed.kubernetesServiceHost,
+            port: parsed.kubernetesServicePort,
+            serviceAccountDir: resolve(parsed.serviceAccountDir),
+          }
+        : undefined,
   });
 }
 

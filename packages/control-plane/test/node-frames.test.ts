@@ -1,11 +1,13 @@
 import { createPrivateKey, X509Certificate } from "node:crypto";
 import type { AddressInfo } from "node:net";
-import { clusters, firstRow, nodes } from "@keelson/db";
+import { clusters, externalClusters, firstRow, nodes } from "@keelson/db";
 import {
+  AGENT_CAPABILITIES,
   AGENT_LINK_PATH,
   type AgentFrame,
   type CertProfile,
   type CertSignedFrame,
+  CONTROL_CAPABILITIES,
   type ControlFrame,
   type NodePhaseReport,
   PROTOCOL_VERSION,
@@ -45,7 +47,11 @@ beforeAll(async () => {
 });
 afterAll(() => t.close());
 
-async function connectHost(hostname: string, primaryIp: string): Promise<Peer> {
+async function connectHost(
+  hostname: string,
+  primaryIp: string,
+  capabilities?: string[],
+): Promise<Peer & { welcome: ControlFrame }> {
   const joinToken = (
     await t.request({ method: "POST", url: `/v1/projects/${t.projectId}/joinTokens`, payload: {}, token: ADMIN_TOKEN })
   ).json().token as string;
@@ -100,10 +106,11 @@ async function connectHost(hostname: string, primaryIp: string): Promise<Peer> {
       agentVersion: "0.1.0",
     },
     agentStatus: "running",
+    ...(capabilities ? { capabilities } : {}),
   });
-  await peer.next("welcome");
+  const welcome = await peer.next("welcome");
   await t.app.keelson.agents.flushPresence();
-  return peer;
+  return { ...peer, welcome };
 }
 
 async function createCluster(name: string, body: Record<string, unknown> = {}): Promise<string> {
@@ -228,6 +235,29 @@ async function csr(commonName: string, sans: x509.JsonGeneralNames = []): Promis
   );
   return request.toString("pem");
 }
+
+describe("cluster.report", () => {
+  it("is offered only to an agent that declares it, and ignored from a host that is no external cluster's agent", async () => {
+    const plain = await connectHost("plain-host", "10.0.9.1");
+    expect(plain.welcome).not.toHaveProperty("capabilities");
+    plain.close();
+    const agent = await connectHost("in-cluster-host", "10.0.9.2", [AGENT_CAPABILITIES.clusterReport]);
+    expect(agent.welcome).toMatchObject({ capabilities: [CONTROL_CAPABILITIES.clusterReport] });
+    const before = await t.db.select().from(externalClusters);
+    agent.send({
+      type: "cluster.report",
+      kubernetesVersion: "v1.31.4",
+      nodes: [],
+      healthy: true,
+      at: new Date().toISOString(),
+    });
+    // Answered in order on the link: a token.verify after it proves the report was handled, the link kept.
+    agent.send({ type: "token.verify", id: "after-report", token: ADMIN_TOKEN });
+    expect((await agent.next("token.verified", "after-report")).valid).toBe(true);
+    expect(await t.db.select().from(externalClusters)).toEqual(before);
+    agent.close();
+  });
+});
 
 describe("cert.sign", () => {
   let worker: Peer;

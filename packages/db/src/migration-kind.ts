@@ -45,7 +45,9 @@ export function classifyMigration(sql: string): MigrationVerdict {
   const contracts: string[] = [];
   for (const statement of statementsOf(sql)) {
     for (const [rule, why] of RULES) if (rule.test(statement)) contracts.push(`${why}: ${short(statement)}`);
-    if (/\bADD\s+COLUMN\b/i.test(statement) && /\bNOT\s+NULL\b/i.test(statement) && !/\bDEFAULT\b/i.test(statement))
+    // PostgreSQL writes ADD COLUMN, SQLite's drizzle-kit output ADD alone.
+    const addsColumn = /\bALTER\s+TABLE\b.*\bADD\s+(?!CONSTRAINT\b)/is.test(statement);
+    if (addsColumn && /\bNOT\s+NULL\b/i.test(statement) && !/\bDEFAULT\b/i.test(statement))
       contracts.push(`adds a NOT NULL column without a default: ${short(statement)}`);
   }
   const raisesMinBinary = /\bmin_binary_version\b/i.test(sql) && /\b(INSERT|UPDATE)\b/i.test(sql);

@@ -1,3 +1,4 @@
+import type { ClusterReportFrame } from "@keelson/protocol";
 import { sql } from "drizzle-orm";
 import { blob, index, integer, sqliteTable, text, uniqueIndex } from "drizzle-orm/sqlite-core";
 
@@ -259,6 +260,9 @@ export const operations = sqliteTable(
   ],
 );
 
+/** What an external cluster's agent read from the cluster's API: its last cluster.report, without the type. */
+export type ExternalClusterReport = Omit<ClusterReportFrame, "type">;
+
 export const externalClusters = sqliteTable(
   "external_clusters",
   {
@@ -270,6 +274,8 @@ export const externalClusters = sqliteTable(
     provider: text("provider").notNull(),
     cloudProviderId: text("cloud_provider_id").references(() => cloudProviders.id),
     providerDetails: text("provider_details", { mode: "json" }).$type<Record<string, unknown>>(),
+    /** The last cluster.report of the cluster's in-cluster agent (null before the first). */
+    agentReport: text("agent_report", { mode: "json" }).$type<ExternalClusterReport>(),
     createdAt: createdAt(),
   },
   (t) => [uniqueIndex("external_clusters_project_ext").on(t.projectId, t.externalId)],

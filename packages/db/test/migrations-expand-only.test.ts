@@ -55,6 +55,7 @@ describe("migrations are expand-only", () => {
     const expand = [
       'CREATE TABLE "t" ("id" text PRIMARY KEY NOT NULL);',
       'ALTER TABLE "clusters" ADD COLUMN "note" text;',
+      "ALTER TABLE `clusters` ADD `note` text;",
       'ALTER TABLE "clusters" ADD COLUMN "n" integer DEFAULT 0 NOT NULL;',
       'CREATE INDEX "c_i" ON "clusters" ("name");',
       'UPDATE "clusters" SET "note" = \'x\';',
@@ -70,6 +71,7 @@ describe("migrations are expand-only", () => {
       ['ALTER TABLE "clusters" ALTER COLUMN "n" TYPE bigint;', "changes a column's type"],
       ['ALTER TABLE "clusters" ALTER COLUMN "note" SET NOT NULL;', "makes a column NOT NULL"],
       ['ALTER TABLE "clusters" ADD COLUMN "m" text NOT NULL;', "adds a NOT NULL column without a default"],
+      ["ALTER TABLE `clusters` ADD `m` text NOT NULL;", "adds a NOT NULL column without a default"],
       ['DROP INDEX "c_i";', "drops an index"],
       ['ALTER TABLE "x" DROP CONSTRAINT "x_fk";', "drops a constraint"],
     ];

@@ -5,7 +5,8 @@ import { CERT_PROFILE_NAMES, NodePhaseReport } from "./phases.ts";
 
 /**
  * Every frame of the agent link, as JSON text messages discriminated on `type`.
- * Agent -> control plane: hello, facts, status, result, token.verify.
+ * Agent -> control plane: hello, facts, status, result, token.verify, node.report, cert.sign,
+ * cluster-token.verify, backup.report, cluster.report.
  * Control plane -> agent: welcome, command, token.verified.
  * Frames are strict (no additional properties): a field one side does not know means the
  * versions differ, and PROTOCOL_VERSION is the place to say so.
@@ -46,21 +47,24 @@ export const HelloFrame = Type.Object(
  * node.upgrade, and node.prefetch. `node-report-command`: this agent names in its node reports
  * the node.restart / node.upgrade it is carrying out, once the welcome says the control plane
  * takes the field (CONTROL_CAPABILITIES). `node-sweep`: node.sweep. `images`: images.stage and
- * images.list.
+ * images.list. `cluster-report`: an in-cluster agent (external cluster) that sends cluster.report
+ * once the welcome says the control plane takes it; it declares nothing else (it runs no node).
  */
 export const AGENT_CAPABILITIES = {
   nodePackages: "node-packages",
   reportCommand: "node-report-command",
   nodeSweep: "node-sweep",
   images: "images",
+  clusterReport: "cluster-report",
 } as const;
 
 /**
  * What a control plane takes beyond the first release of protocol 1, announced in the welcome
  * (only to an agent that declared the same capability: an older agent refuses a welcome with a
  * field it does not know). `node-report-command`: the `command` field of node.report.
+ * `cluster-report`: the cluster.report frame.
  */
-export const CONTROL_CAPABILITIES = { reportCommand: "node-report-command" } as const;
+export const CONTROL_CAPABILITIES = { reportCommand: "node-report-command", clusterReport: "cluster-report" } as const;
 
 export const FactsFrame = Type.Object({ type: Type.Literal("facts"), facts: HostFacts }, strict);
 
@@ -168,6 +172,42 @@ export const BackupReportFrame = Type.Object(
   strict,
 );
 
+/** One Node of an external cluster as its API lists it (GET /api/v1/nodes). */
+export const ClusterNode = Type.Object(
+  {
+    name: Type.String({ minLength: 1, maxLength: 253 }),
+    /** From the `node-role.kubernetes.io/<role>` labels, sorted. */
+    roles: Type.Array(Text(63), { maxItems: 16 }),
+    /** The status of the node's Ready condition ("True", "False", "Unknown"); "Unknown" without one. */
+    ready: Type.Union([Type.Literal("True"), Type.Literal("False"), Type.Literal("Unknown")]),
+    kubeletVersion: Text(64),
+    /** The node's InternalIP address, or null without one. */
+    internalIp: Type.Union([Text(64), Type.Null()]),
+  },
+  strict,
+);
+
+/**
+ * An in-cluster agent's reading of its external cluster's API, sent periodically and after every
+ * welcome: `/version`, `/api/v1/nodes`, `/readyz`. A read that failed (the API refused the
+ * service-account token, or cannot be reached) is `healthy: false` with the error, and what could
+ * not be read is null.
+ */
+export const ClusterReportFrame = Type.Object(
+  {
+    type: Type.Literal("cluster.report"),
+    /** `gitVersion` of GET /version. */
+    kubernetesVersion: Type.Union([Text(64), Type.Null()]),
+    nodes: Type.Union([Type.Array(ClusterNode, { maxItems: 5000 }), Type.Null()]),
+    /** GET /readyz answered 200, and every read above succeeded. */
+    healthy: Type.Boolean(),
+    error: Type.Optional(Text(4096)),
+    /** When the agent read the API (ISO 8601). */
+    at: Text(64),
+  },
+  strict,
+);
+
 export const AgentFrame = Type.Union([
   HelloFrame,
   FactsFrame,
@@ -178,6 +218,7 @@ export const AgentFrame = Type.Union([
   CertSignFrame,
   ClusterTokenVerifyFrame,
   BackupReportFrame,
+  ClusterReportFrame,
 ]);
 
 // ---- control plane -> agent -------------------------------------------------------------
@@ -290,6 +331,8 @@ export type EtcdMemberHealth = Static<typeof EtcdMemberHealth>;
 export type CertSignFrame = Static<typeof CertSignFrame>;
 export type ClusterTokenVerifyFrame = Static<typeof ClusterTokenVerifyFrame>;
 export type BackupReportFrame = Static<typeof BackupReportFrame>;
+export type ClusterReportFrame = Static<typeof ClusterReportFrame>;
+export type ClusterNode = Static<typeof ClusterNode>;
 export type CertSignedFrame = Static<typeof CertSignedFrame>;
 export type ClusterTokenVerifiedFrame = Static<typeof ClusterTokenVerifiedFrame>;
 export type AgentFrameType = AgentFrame["type"];
@@ -309,6 +352,7 @@ export const AGENT_FRAME_SCHEMAS: Readonly<Record<AgentFrameType, TSchema>> = {
   "cert.sign": CertSignFrame,
   "cluster-token.verify": ClusterTokenVerifyFrame,
   "backup.report": BackupReportFrame,
+  "cluster.report": ClusterReportFrame,
 };
 export const CONTROL_FRAME_SCHEMAS: Readonly<Record<ControlFrameType, TSchema>> = {
   welcome: WelcomeFrame,

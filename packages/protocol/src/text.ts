@@ -24,3 +24,8 @@ export function malformedStringAt(value: unknown, path = ""): string | undefined
   }
   return undefined;
 }
+
+/** A text cut to `max` characters (the frames' longest error fields are 4096), ending in `...` when cut. */
+export function clipText(text: string, max = 4096): string {
+  return text.length > max ? `${text.slice(0, max - 3)}...` : text;
+}

@@ -10,6 +10,7 @@ import {
   type BackupReportFrame,
   type CertProfile,
   CloseCode,
+  type ClusterReportFrame,
   CONTROL_CAPABILITIES,
   CommandErrorCode,
   type CommandFrame,
@@ -38,6 +39,9 @@ import { COMMAND_RECORD_FILE, type CommandOutcome, CommandRecord } from "./comma
 import { ControlPlanes } from "./control-planes.ts";
 import { isCertificateError } from "./trust.ts";
 import { linkUrl } from "./url.ts";
+
+/** A host agent declares every capability but the in-cluster agent's. */
+const HOST_CAPABILITIES = Object.values(AGENT_CAPABILITIES).filter((c) => c !== AGENT_CAPABILITIES.clusterReport);
 
 /** pino-compatible subset. */
 export interface LinkLog {
@@ -76,6 +80,8 @@ export interface LinkClientOptions {
   /** Called on every connect: the hello reflects the host as it is now. */
   hello: () => HelloPayload | Promise<HelloPayload>;
   handlers: CommandHandlers;
+  /** What the hello declares (AGENT_CAPABILITIES); default all of them: a host agent's. */
+  capabilities?: readonly string[];
   backoff?: BackoffOptions;
   /** Without a welcome within this after opening, the attempt is abandoned. Default 10 s. */
   welcomeTimeoutMs?: number;
@@ -249,6 +255,15 @@ export class LinkClient extends EventEmitter<LinkClientEvents> {
   }
 
   /**
+   * An in-cluster agent's reading of its cluster; false when not connected or when the control
+   * plane did not announce it takes the frame (an older one would close the link on it).
+   */
+  sendClusterReport(report: Omit<ClusterReportFrame, "type">): boolean {
+    if (!this.welcome?.capabilities?.includes(CONTROL_CAPABILITIES.clusterReport)) return false;
+    return this.send({ type: "cluster.report", ...report });
+  }
+
+  /**
    * Asks the control plane whether `token` is a valid token of this host's project (or the
    * admin token). Rejects with LinkUnavailableError when there is no link to ask over; callers
    * cache answers (see local-api/token-check.ts).
@@ -417,7 +432,7 @@ export class LinkClient extends EventEmitter<LinkClientEvents> {
       this.sendOn(ws, {
         type: "hello",
         protocolVersion: PROTOCOL_VERSION,
-        capabilities: Object.values(AGENT_CAPABILITIES),
+        capabilities: [...(this.options.capabilities ?? HOST_CAPABILITIES)],
         ...hello,
       });
     } catch (err) {

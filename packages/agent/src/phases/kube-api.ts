@@ -44,12 +44,14 @@ export interface KubeApi {
   evictPod(pod: PodRef, signal?: AbortSignal): Promise<void>;
 }
 
-export interface KubeCredentials {
-  url: string;
-  caFile: string;
-  certFile: string;
-  keyFile: string;
-}
+/**
+ * The API's URL and CA, and who calls: a client certificate (the phases), or a bearer token file
+ * (the in-cluster agent's service-account token, which the kubelet renews in place).
+ */
+export type KubeCredentials = { url: string; caFile: string } & (
+  | { certFile: string; keyFile: string }
+  | { tokenFile: string }
+);
 
 export class KubeApiError extends Error {
   override name = "KubeApiError";
@@ -167,7 +169,7 @@ export function createKubeObjects(credentials: KubeCredentials, timeoutMs = 5000
   };
 }
 
-function expectOk(answer: { status: number; text: string }, what: string): void {
+export function expectOk(answer: { status: number; text: string }, what: string): void {
   if (answer.status >= 200 && answer.status < 300) return;
   let message = answer.text.slice(0, 300);
   try {
@@ -178,7 +180,7 @@ function expectOk(answer: { status: number; text: string }, what: string): void 
   throw new KubeApiError(`${what}: the API answered ${answer.status}: ${message}`, answer.status);
 }
 
-function kubeRequest(
+export function kubeRequest(
   credentials: KubeCredentials,
   method: string,
   path: string,
@@ -186,13 +188,19 @@ function kubeRequest(
   options: { timeoutMs: number; signal?: AbortSignal; contentType?: string },
 ): Promise<{ status: number; text: string; json: unknown }> {
   return new Promise((resolve, reject) => {
-    let tls: { ca: Buffer; cert: Buffer; key: Buffer };
+    let tls: { ca: Buffer; cert?: Buffer; key?: Buffer };
+    let bearer: Record<string, string> = {};
     try {
-      tls = {
-        ca: readFileSync(credentials.caFile),
-        cert: readFileSync(credentials.certFile),
-        key: readFileSync(credentials.keyFile),
-      };
+      if ("tokenFile" in credentials) {
+        tls = { ca: readFileSync(credentials.caFile) };
+        bearer = { authorization: `Bearer ${readFileSync(credentials.tokenFile, "utf8").trim()}` };
+      } else {
+        tls = {
+          ca: readFileSync(credentials.caFile),
+          cert: readFileSync(credentials.certFile),
+          key: readFileSync(credentials.keyFile),
+        };
+      }
     } catch (err) {
       reject(new KubeApiError(`no credentials for the Kubernetes API yet: ${(err as Error).message}`, 0));
       return;
@@ -208,6 +216,7 @@ function kubeRequest(
         ...(options.signal ? { signal: options.signal } : {}),
         headers: {
           accept: "application/json",
+          ...bearer,
           ...(payload
             ? {
                 "content-type": options.contentType ?? "application/json",

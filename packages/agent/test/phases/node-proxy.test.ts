@@ -79,6 +79,26 @@ describe("the node's proxy environment", () => {
     expect(entries.join(",")).toBe("localhost,127.0.0.1,::1,10.20.0.0/16,10.21.0.0/16,10.0.0.100,.svc,.cluster.local");
   });
 
+  it("the private registries' hosts, as containerd's mirrors name them, each once and without port or path", () => {
+    const entries = noProxyEntries(
+      config({
+        primaryIp: "10.0.0.5",
+        role: "worker",
+        apiServerUrl: "https://10.0.0.100:443",
+        cluster: {
+          httpProxy: PROXY,
+          dockerPrivateRegistry: "Registry.Internal:5000",
+          quayPrivateRegistry: "https://registry.internal/quay",
+          gcrPrivateRegistry: "http://[fd00::50]:5000/",
+          k8sPrivateRegistry: "10.0.0.50:5000/k8s",
+        },
+      }),
+    );
+    expect(entries.join(",")).toBe(
+      "localhost,127.0.0.1,::1,10.0.0.5,10.20.0.0/16,10.21.0.0/16,10.0.0.100,registry.internal,fd00::50,10.0.0.50,.svc,.cluster.local",
+    );
+  });
+
   it("takes host:port as curl and Go do, as http://, and gives containerd the URL with its scheme", () => {
     const env = nodeProxyEnv(config({ primaryIp: "10.0.0.5", cluster: { httpProxy: "proxy.example.com:3128" } }));
     expect(env.HTTP_PROXY).toBe("http://proxy.example.com:3128");

@@ -21,6 +21,10 @@ export function helloRefusal(session: AgentSession, hello: HelloFrame): { code: 
 
 /** The answer to a session's accepted hello: who it is now, how often it is pinged, what the control plane offers it. */
 export function welcomeFrame(session: AgentSession, heartbeatMs: number): WelcomeFrame {
+  const offered = [
+    ...(session.capabilities.has(AGENT_CAPABILITIES.reportCommand) ? [CONTROL_CAPABILITIES.reportCommand] : []),
+    ...(session.capabilities.has(AGENT_CAPABILITIES.clusterReport) ? [CONTROL_CAPABILITIES.clusterReport] : []),
+  ];
   return {
     type: "welcome",
     protocolVersion: PROTOCOL_VERSION,
@@ -28,8 +32,6 @@ export function welcomeFrame(session: AgentSession, heartbeatMs: number): Welcom
     projectId: session.projectId,
     heartbeatMs,
     // Only to an agent that declared it: an older agent refuses a welcome field it does not know.
-    ...(session.capabilities.has(AGENT_CAPABILITIES.reportCommand)
-      ? { capabilities: [CONTROL_CAPABILITIES.reportCommand] }
-      : {}),
+    ...(offered.length > 0 ? { capabilities: offered } : {}),
   };
 }

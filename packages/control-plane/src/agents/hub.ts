@@ -353,6 +353,9 @@ export class AgentHub {
       case "backup.report":
         await this.nodeFrames.backupReport(session, frame);
         return;
+      case "cluster.report":
+        await this.nodeFrames.clusterReport(session, frame);
+        return;
       default:
         assertNever(frame);
     }

@@ -3,6 +3,7 @@ import type {
   BackupReportFrame,
   CertSignedFrame,
   CertSignFrame,
+  ClusterReportFrame,
   HelloFrame,
   HostFacts,
   NodeReportFrame,
@@ -23,6 +24,8 @@ export interface LinkDomain {
   /** A node's phase report; refused when it speaks of another cluster than the node's. */
   applyNodeReport(hostId: string, frame: NodeReportFrame): Promise<ReportOutcome>;
   applyBackupReport(hostId: string, frame: BackupReportFrame): Promise<BackupOutcome>;
+  /** An in-cluster agent's reading of its external cluster, kept on the registration. */
+  applyClusterReport(hostId: string, frame: ClusterReportFrame): Promise<BackupOutcome>;
   /** A node certificate signed with its cluster's CA, or refused. */
   signCertificate(hostId: string, frame: CertSignFrame): Promise<CertSignedFrame>;
   /** `token.verify`: whether an API token (the admin's included) grants access to the project. */

@@ -3,6 +3,7 @@ import {
   AGENT_CAPABILITIES,
   type BackupReportFrame,
   type CertSignFrame,
+  type ClusterReportFrame,
   type ClusterTokenVerifyFrame,
   type NodeReportFrame,
   type StatusFrame,
@@ -19,7 +20,7 @@ const REPORT_RETRY_MAX_MS = 5_000;
 /**
  * The hub's answers to a node's frames: the agent's status (kept with its presence and
  * announced), phase reports (stored, then announced on the node events operations wait on),
- * etcd backup reports, certificate requests, join-token and cluster-token checks. Each asks the domain through LinkDomain and answers on the session it came from.
+ * etcd backup reports, external clusters' reports, certificate requests, join-token and cluster-token checks. Each asks the domain through LinkDomain and answers on the session it came from.
  */
 export class NodeFrameAnswers {
   constructor(
@@ -91,6 +92,13 @@ export class NodeFrameAnswers {
       this.log.debug({ hostId: session.hostId, clusterId: frame.clusterId, why: outcome.why }, "backup report ignored");
     } else if (!frame.ok) {
       this.log.warn({ hostId: session.hostId, clusterId: frame.clusterId, error: frame.error }, "etcd backup failed");
+    }
+  }
+
+  async clusterReport(session: AgentSession, frame: ClusterReportFrame): Promise<void> {
+    const outcome = await this.untilStored(session, () => this.domain.applyClusterReport(session.hostId, frame));
+    if (outcome && !outcome.stored) {
+      this.log.debug({ hostId: session.hostId, why: outcome.why }, "cluster report ignored");
     }
   }
 

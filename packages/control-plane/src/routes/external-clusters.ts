@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
-import { Type } from "typebox";
+import { type TSchema, Type } from "typebox";
+import { type AgentView, agentViews } from "../domain/external-clusters/agent-reports.ts";
 import { agentDeploymentYaml, deregisterExternalCluster } from "../domain/external-clusters/cluster-agent.ts";
 import { discoverExternalClusters } from "../domain/external-clusters/discover.ts";
 import { listExternalClusters, registerExternalCluster } from "../domain/external-clusters/external-clusters.ts";
@@ -48,6 +49,31 @@ const Discovered = Type.Array(
   }),
 );
 
+const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()]);
+
+const ClusterNode = Type.Object({
+  name: Type.String(),
+  roles: Type.Array(Type.String(), { description: "From the node-role.kubernetes.io/<role> labels" }),
+  ready: Type.String({ description: "The status of the node's Ready condition: True, False or Unknown" }),
+  kubeletVersion: Type.String(),
+  internalIp: Nullable(Type.String()),
+});
+
+const AgentReport = Type.Object(
+  {
+    registered: Type.Boolean({ description: "An agent registered with the cluster's deployment YAML" }),
+    connected: Type.Boolean({ description: "That agent is linked to the control plane now" }),
+    stale: Type.Boolean({ description: "The report below is the last one of an agent that is not linked now" }),
+    reportedAt: Nullable(Timestamp),
+    healthy: Nullable(Type.Boolean({ description: "The cluster's /readyz answered 200 and every read succeeded" })),
+    error: Nullable(Type.String({ description: "Why a read failed, as the cluster's API answered it" })),
+    nodeCount: Nullable(Type.Integer()),
+    readyNodes: Nullable(Type.Integer()),
+    nodes: Nullable(Type.Array(ClusterNode)),
+  },
+  { description: "What the cluster's in-cluster agent last read from the cluster's API (null fields: not read)" },
+);
+
 const Registered = Type.Array(
   Type.Object({
     uuid: Type.String({ description: "Keelson's id of the registration" }),
@@ -55,9 +81,27 @@ const Registered = Type.Array(
     provider: Type.String(),
     cloudProviderID: Type.Union([Type.String(), Type.Null()]),
     providerDetails: ProviderDetails,
+    kubernetesVersion: Nullable(Type.String({ description: "As the cluster's agent last read it (GET /version)" })),
+    agent: AgentReport,
     createdAt: Timestamp,
   }),
 );
+
+function presentAgent(view: AgentView | undefined) {
+  const report = view?.report ?? null;
+  const nodes = report?.nodes ?? null;
+  return {
+    registered: view?.registered ?? false,
+    connected: view?.connected ?? false,
+    stale: view?.stale ?? false,
+    reportedAt: report?.at ?? null,
+    healthy: report?.healthy ?? null,
+    error: report?.error ?? null,
+    nodeCount: nodes ? nodes.length : null,
+    readyNodes: nodes ? nodes.filter((n) => n.ready === "True").length : null,
+    nodes,
+  };
+}
 
 /** RFC 9110's Warning field is obsolete, but it is the header clients show; 199 = miscellaneous. */
 const warningHeader = (text: string) => `199 keelson "${text.replace(/["\\\r\n]/g, " ")}"`;
@@ -194,12 +238,15 @@ export const externalClusterRoutes: FastifyPluginAsyncTypebox = async (app) => {
     async (request) => {
       await getProject(keelson.db, request.params.projectId);
       const rows = await listExternalClusters(keelson.db, request.params.projectId);
+      const agents = await agentViews(keelson.db, rows);
       return rows.map((r) => ({
         uuid: r.id,
         id: r.externalId,
         provider: r.provider,
         cloudProviderID: r.cloudProviderId,
         providerDetails: r.providerDetails ?? {},
+        kubernetesVersion: r.agentReport?.kubernetesVersion ?? null,
+        agent: presentAgent(agents.get(r.id)),
         createdAt: r.createdAt,
       }));
     },

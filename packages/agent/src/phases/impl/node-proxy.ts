@@ -2,6 +2,7 @@ import { isIP } from "node:net";
 import { checkProxyUrl, proxyUrlText } from "@keelson/protocol";
 import { CLUSTER_DOMAIN, type NodeConfig } from "../config.ts";
 import { PhaseError } from "../types.ts";
+import { registryEndpoint } from "./containerd-config.ts";
 
 /**
  * The node's outbound proxy, from the cluster's `httpProxy` (spec §2.1, create-only): the
@@ -19,7 +20,9 @@ import { PhaseError } from "../types.ts";
  * NO_PROXY keeps in-cluster traffic off the proxy (Go's rules: an IP, a CIDR block, a name and
  * its subdomains, a leading `.` for subdomains only): loopback, this node's address, the pod and
  * service ranges, the API server's address (this master's own, or the VIP, DNS name or master
- * workers are given) and the cluster's DNS names. The control plane's host is not in it: nothing
+ * workers are given), the cluster's DNS names, and the hosts of its private registries (a
+ * registry inside the network is pulled from directly; the name alone, so every port of it
+ * matches). The control plane's host is not in it: nothing
  * given this environment talks to the control plane; the agent, which does, routes by its own
  * HTTPS_PROXY/NO_PROXY (agent.env, link/proxy.ts).
  */
@@ -51,11 +54,23 @@ export function noProxyEntries(config: NodeConfig): string[] {
     new URL(config.apiServerUrl).hostname,
     c.masterVipIpv4,
     c.externalDnsName,
+    ...[c.dockerPrivateRegistry, c.quayPrivateRegistry, c.gcrPrivateRegistry, c.k8sPrivateRegistry].map(registryHost),
     ".svc",
     `.${CLUSTER_DOMAIN}`,
   ];
   const entries = candidates.map((entry) => canonical(entry ?? "")).filter((entry) => entry !== "");
   return [...new Set(entries)];
+}
+
+/** The host name of a private registry field (`host[:port][/path]` or a URL), as containerd's mirror endpoint reads it. */
+function registryHost(value: string | undefined): string | undefined {
+  if (!value?.trim()) return undefined;
+  try {
+    return new URL(registryEndpoint(value.trim())).hostname;
+  } catch {
+    // No host to read from it: nothing to exempt (its mirror endpoint names no host either).
+    return undefined;
+  }
 }
 
 /** A field that may hold a comma-separated list (a dual-stack range pair). */

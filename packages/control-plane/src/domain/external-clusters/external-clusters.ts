@@ -117,6 +117,7 @@ export async function registerExternalCluster(
     provider,
     cloudProviderId: body.cloudProviderID,
     providerDetails: { ...body.providerDetails, region },
+    agentReport: null,
     createdAt: new Date().toISOString(),
   };
   await keelson.db.transaction(async (tx) => {

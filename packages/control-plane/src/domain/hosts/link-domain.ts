@@ -2,6 +2,7 @@ import type { Db } from "@keelson/db";
 import type { FastifyBaseLogger } from "fastify";
 import type { LinkDomain } from "../../agents/link-domain.ts";
 import type { SecretCipher } from "../../secrets/cipher.ts";
+import { applyClusterReport } from "../external-clusters/agent-reports.ts";
 import type { IdentityResolver } from "../identity/resolver.ts";
 import { verifyClusterAccessToken } from "../kubeconfig/access-tokens.ts";
 import { BackupReportWriter } from "./backup-reports.ts";
@@ -28,6 +29,7 @@ export function hostLinkDomain(options: {
     presence: new PresenceWriter(db, options.log, options.presence),
     applyNodeReport: (hostId, frame) => reports.apply(hostId, frame),
     applyBackupReport: (hostId, frame) => backups.apply(hostId, frame),
+    applyClusterReport: (hostId, frame) => applyClusterReport(db, hostId, frame),
     signCertificate: (hostId, frame) => signer.sign(hostId, frame),
     async tokenGrantsProject(token, projectId) {
       const who = await identity.resolve(token);

@@ -1,0 +1,86 @@
+import { AGENT_CAPABILITIES } from "@keelson/protocol";
+import type { Logger } from "pino";
+import type { Agent } from "../agent.ts";
+import type { LinkClient } from "../link/index.ts";
+import type { ControlPlaneTrust } from "../link/trust.ts";
+import { AUTH_EXIT_CODE } from "../upgrade/ipc.ts";
+import { AGENT_VERSION } from "../version.ts";
+import { type ClusterReport, type InClusterApi, inClusterCredentials, readCluster } from "./cluster-reading.ts";
+
+/** A read of the cluster's API that hangs must not hold the next one back for long. */
+const READ_TIMEOUT_MS = 10_000;
+
+/**
+ * The agent of an external cluster (KEELSON_AGENT_MODE=in-cluster), run by the cluster's
+ * deployment YAML as a pod: registered with the YAML's join token like a host agent, linked to
+ * the control plane like any agent, and nothing else of a host agent: no node phases, no local
+ * API, no self-upgrade (a new version comes with a new manifest). It reads the cluster's API
+ * with the pod's service account (cluster-reading.ts) and sends a cluster.report after every
+ * welcome and every KEELSON_AGENT_CLUSTER_REPORT_MS.
+ */
+export class InClusterAgent {
+  private readonly link: LinkClient;
+  private readonly log: Logger;
+  private timer: NodeJS.Timeout | undefined;
+  private reading: Promise<void> | undefined;
+  private stopped = false;
+
+  constructor(
+    private readonly agent: Agent,
+    identity: { hostId: string; credential: string },
+    trust: ControlPlaneTrust,
+    private readonly api: InClusterApi,
+  ) {
+    const hostId = identity.hostId;
+    this.log = agent.log.child({ hostId, mode: "in-cluster" });
+    this.link = agent.openLink(identity, trust, {
+      hello: () => agent.hello(hostId, "running"),
+      // ping alone: every node command is unknown here, and the control plane sends none to a host in no cluster.
+      handlers: { ping: async () => ({ at: new Date().toISOString() }) },
+      capabilities: [AGENT_CAPABILITIES.clusterReport],
+    });
+    this.link.on("connected", () => this.report());
+    this.link.on("disconnected", (info) => this.log.warn(info, "link to the control plane lost"));
+    this.link.on("fatal", (info) => {
+      this.log.fatal(
+        { code: info.code, codeName: info.codeName, reason: info.reason },
+        `the control plane refused this agent (${info.codeName}: ${info.reason}); exiting`,
+      );
+      void agent.stop("refused by the control plane", AUTH_EXIT_CODE);
+    });
+  }
+
+  async start(): Promise<void> {
+    const { settings } = this.agent;
+    this.log.info(
+      { api: inClusterCredentials(this.api).url, version: AGENT_VERSION, everyMs: settings.clusterReportMs },
+      "keelson-agent started in in-cluster mode",
+    );
+    this.link.start();
+    this.timer = setInterval(() => this.report(), settings.clusterReportMs);
+  }
+
+  async stop(reason: string, code: number): Promise<void> {
+    this.log.info({ reason, exitCode: code }, "stopping");
+    this.stopped = true;
+    clearInterval(this.timer);
+    await this.reading;
+    await this.link.stop({ graceMs: 0 });
+  }
+
+  /** Reads the cluster and sends what it read; one reading at a time (a slow API skips ticks). */
+  private report(): void {
+    if (this.reading || this.stopped) return;
+    this.reading = this.readAndSend().finally(() => {
+      this.reading = undefined;
+    });
+  }
+
+  private async readAndSend(): Promise<void> {
+    const report: ClusterReport = await readCluster(inClusterCredentials(this.api), READ_TIMEOUT_MS);
+    if (report.error) this.log.warn({ error: report.error }, "reading the cluster's API failed");
+    if (!this.stopped && !this.link.sendClusterReport(report)) {
+      this.log.debug("cluster report not sent: no link that takes it; sent after the next welcome");
+    }
+  }
+}

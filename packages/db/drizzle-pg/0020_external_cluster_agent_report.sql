@@ -1,0 +1,1 @@
+ALTER TABLE "external_clusters" ADD COLUMN "agent_report" text;

@@ -1,0 +1,1 @@
+ALTER TABLE `external_clusters` ADD `agent_report` text;
