@@ -6,6 +6,7 @@ import { and, eq } from "drizzle-orm";
 import type { InjectOptions } from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type AwsStandin, STANDIN_KEYS, startAwsStandin } from "../../../test/aws-standin/server.ts";
+import { type AzureStandin, azureKeys, startAzureStandin } from "../../../test/azure-standin/server.ts";
 import { parseSshPublicKey } from "../src/domain/cloud-providers/ssh-public-key.ts";
 import { ADMIN_TOKEN, createTestApp, type TestApp } from "./helpers.ts";
 import { storedSpec } from "./node-fixtures.ts";
@@ -13,7 +14,8 @@ import { SSH_KEYS } from "./ssh-key-fixtures.ts";
 
 /** The AWS stand-in's account: every aws account here is checked with it. */
 const AWS = STANDIN_KEYS;
-const AZURE = { key: "0f8fad5b-d9cb-469f-a165-70867728950e", secret: "azure~client.secret-value" };
+/** The Azure stand-in's account: every azure account here is checked with it. */
+const AZURE = azureKeys();
 const GCP_SECRET = JSON.stringify({
   type: "service_account",
   project_id: "keelson-test-1",
@@ -77,13 +79,23 @@ describe("cloud providers", () => {
   }
 
   let standin: AwsStandin;
+  let azureStandin: AzureStandin;
   beforeAll(async () => {
     standin = await startAwsStandin();
-    t = await createTestApp({ settings: { awsEndpointUrl: standin.url } });
+    azureStandin = await startAzureStandin();
+    t = await createTestApp({
+      settings: {
+        awsEndpointUrl: standin.url,
+        azureAuthorityHost: azureStandin.url,
+        azureResourceManagerUrl: azureStandin.url,
+        cloudCaFile: azureStandin.caFile,
+      },
+    });
   });
   afterAll(async () => {
     await t.close();
     await standin.close();
+    await azureStandin.close();
   });
 
   describe("list", () => {

@@ -5,7 +5,7 @@ import type { ProviderType } from "./provider-types.ts";
  * Shape checks of cloud credentials, per provider type. They catch what is malformed (a pasted
  * secret access key in the key field, a truncated secret, a key file that is not a service
  * account) before anything is stored. Whether the credentials actually work only the cloud can
- * say, and this server has no cloud drivers to ask it with.
+ * say (cloud-checks.ts asks it).
  *
  * Error messages name the field and the rule and never echo the value: these are secrets.
  */
@@ -26,7 +26,8 @@ const MAX_SECRET_LENGTH = 16_384;
 
 export const CREDENTIAL_RULES = {
   aws: "key: an access key id (AKIA or ASIA followed by 16 upper-case letters or digits); secret: the 40-character secret access key",
-  azure: "key: the application (client) id, a GUID; secret: the client secret (non-empty)",
+  azure:
+    'key: the application (client) id, a GUID; secret: the service principal\'s credentials as `az ad sp create-for-rbac --sdk-auth` prints them, JSON with "clientSecret", "tenantId" and "subscriptionId" (GUIDs)',
   gcp: 'key: the GCP project id (6-30 lower-case letters, digits, hyphens); secret: the service-account key file, JSON with "type": "service_account", "client_email" and "private_key"',
 } as const;
 
@@ -49,8 +50,44 @@ function checkAzureKey(key: string): void {
   if (!GUID.test(key)) throw badRequest("key", "key must be the Azure application (client) id, a GUID");
 }
 
-function checkAzureSecret(secret: string): void {
-  if (secret.trim() === "") throw badRequest("secret", "secret must be the Azure client secret and cannot be empty");
+/** What Azure needs besides the client id: `az ad sp create-for-rbac --sdk-auth`'s JSON (other fields ignored). */
+export interface AzureSecret {
+  clientSecret: string;
+  tenantId: string;
+  subscriptionId: string;
+}
+
+/** The Azure secret's fields; a 400 on `secret` naming the rule when one is missing or malformed. */
+export function parseAzureSecret(secret: string, key?: string): AzureSecret {
+  const rule =
+    'secret must be the service principal\'s credentials JSON ("clientSecret", "tenantId", "subscriptionId")';
+  let file: Record<string, unknown>;
+  try {
+    file = JSON.parse(secret) as Record<string, unknown>;
+  } catch {
+    throw badRequest("secret", `${rule}; it does not parse as JSON`);
+  }
+  if (typeof file !== "object" || file === null || Array.isArray(file)) throw badRequest("secret", rule);
+  if (typeof file.clientSecret !== "string" || file.clientSecret.trim() === "") {
+    throw badRequest("secret", `${rule}: "clientSecret" is missing`);
+  }
+  for (const field of ["tenantId", "subscriptionId"] as const) {
+    if (typeof file[field] !== "string" || !GUID.test(file[field])) {
+      throw badRequest("secret", `${rule}: "${field}" must be a GUID`);
+    }
+  }
+  // Credentials of another application than the one in `key` are almost always a paste mistake.
+  if (key !== undefined && typeof file.clientId === "string" && file.clientId.toLowerCase() !== key.toLowerCase()) {
+    throw badRequest(
+      "secret",
+      'secret is the credentials of another application than the client id in key ("clientId")',
+    );
+  }
+  return {
+    clientSecret: file.clientSecret,
+    tenantId: file.tenantId as string,
+    subscriptionId: file.subscriptionId as string,
+  };
 }
 
 function checkGcpKey(key: string): void {
@@ -108,7 +145,7 @@ export function checkCredentials(type: Exclude<ProviderType, "local">, creds: Pa
       return;
     case "azure":
       if (key !== undefined) checkAzureKey(key);
-      if (secret !== undefined) checkAzureSecret(secret);
+      if (secret !== undefined) parseAzureSecret(secret, key);
       return;
     case "gcp":
       if (key !== undefined) checkGcpKey(key);

@@ -9,7 +9,7 @@ export interface Region {
   Endpoint: string;
 }
 
-type RegionFile = Record<Exclude<ProviderType, "local" | "aws">, Region[]>;
+type RegionFile = Record<Exclude<ProviderType, "local" | "aws" | "azure">, Region[]>;
 
 const file = join(dirname(fileURLToPath(import.meta.url)), "regions.json");
 // Read once: the list is static data shipped with the code, not configuration.
