@@ -6,6 +6,7 @@ import type { RegionDetail } from "./aws/region-detail.ts";
 import { azureApi } from "./azure/load.ts";
 import { getProvider, storedCredentials } from "./cloud-providers.ts";
 import type { Credentials } from "./credentials.ts";
+import { gcpApi } from "./gcp/load.ts";
 import type { ProviderType } from "./provider-types.ts";
 import { type Region, regionsOf } from "./regions.ts";
 import { parseSshPublicKey } from "./ssh-public-key.ts";
@@ -30,6 +31,7 @@ export async function verifyWithCloud(
       clients: keelson.awsClients,
     });
   else if (type === "azure") await (await azureApi()).checkAzureCredentials(keelson.settings, credentials);
+  else await (await gcpApi()).checkGcpCredentials(keelson.settings, credentials);
 }
 
 export type CloudKeelson = Pick<Keelson, "db" | "cipher" | "settings" | "awsClients">;
@@ -56,6 +58,8 @@ export async function providerRegions(keelson: CloudKeelson, projectId: string, 
   if (provider.type === "azure") {
     return (await azureApi()).listAzureRegions(keelson.settings, await storedCredentials(keelson, id));
   }
+  if (provider.type === "gcp")
+    return (await gcpApi()).listGcpRegions(keelson.settings, await storedCredentials(keelson, id));
   return regionsOf(provider.type);
 }
 

@@ -1,3 +1,4 @@
+import { checkHttpUrl } from "@keelson/settings";
 import { badRequest } from "../../http/errors.ts";
 import type { ProviderType } from "./provider-types.ts";
 
@@ -28,7 +29,7 @@ export const CREDENTIAL_RULES = {
   aws: "key: an access key id (AKIA or ASIA followed by 16 upper-case letters or digits); secret: the 40-character secret access key",
   azure:
     'key: the application (client) id, a GUID; secret: the service principal\'s credentials as `az ad sp create-for-rbac --sdk-auth` prints them, JSON with "clientSecret", "tenantId" and "subscriptionId" (GUIDs)',
-  gcp: 'key: the GCP project id (6-30 lower-case letters, digits, hyphens); secret: the service-account key file, JSON with "type": "service_account", "client_email" and "private_key"',
+  gcp: 'key: the GCP project id (6-30 lower-case letters, digits, hyphens); secret: the service-account key file, JSON with "type": "service_account", "client_email" and "private_key" (its "token_uri", Google\'s token endpoint if absent, is where its tokens come from)',
 } as const;
 
 function checkAwsKey(key: string): void {
@@ -99,7 +100,18 @@ function checkGcpKey(key: string): void {
   }
 }
 
-function checkGcpSecret(secret: string, key: string | undefined): void {
+/** The fields of a service-account key file Keelson uses. */
+export interface GcpKeyFile {
+  client_email: string;
+  private_key: string;
+  private_key_id?: string;
+  /** Where the key's tokens come from (Google's token endpoint for its own keys). */
+  token_uri?: string;
+  project_id?: string;
+}
+
+/** A service-account key file's fields; a 400 on `secret` naming the rule when it is not one. */
+export function parseGcpKeyFile(secret: string, key?: string): GcpKeyFile {
   let parsed: unknown;
   try {
     parsed = JSON.parse(secret);
@@ -118,10 +130,14 @@ function checkGcpSecret(secret: string, key: string | undefined): void {
       throw badRequest("secret", `secret must be a GCP service-account key file: "${field}" is missing`);
     }
   }
+  if (file.token_uri !== undefined && (typeof file.token_uri !== "string" || checkHttpUrl(file.token_uri))) {
+    throw badRequest("secret", 'secret must be a GCP service-account key file: "token_uri" must be an http(s) URL');
+  }
   // A key file of another project than the one named in `key` is almost always a paste mistake.
   if (key !== undefined && typeof file.project_id === "string" && file.project_id !== key) {
     throw badRequest("secret", "secret is a service-account key file of another project than the one in key");
   }
+  return file as unknown as GcpKeyFile;
 }
 
 function checkLength(field: "key" | "secret", value: string): void {
@@ -149,7 +165,7 @@ export function checkCredentials(type: Exclude<ProviderType, "local">, creds: Pa
       return;
     case "gcp":
       if (key !== undefined) checkGcpKey(key);
-      if (secret !== undefined) checkGcpSecret(secret, key);
+      if (secret !== undefined) parseGcpKeyFile(secret, key);
       return;
   }
 }
