@@ -1,6 +1,6 @@
-import { cloudProviders, nodePools } from "@keelson/db";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AZURE_STANDIN, type AzureStandin, azureKeys, startAzureStandin } from "../../../test/azure-standin/server.ts";
+import { expectAutoDeployRefused, providerCounts } from "./cloud-account-checks.ts";
 import { createTestApp, type TestApp } from "./helpers.ts";
 
 /**
@@ -14,12 +14,7 @@ describe("Azure accounts on the Azure SDK", () => {
   let azure: string;
   const p = () => t.projectId;
 
-  async function counts() {
-    return {
-      providers: (await t.db.select().from(cloudProviders)).length,
-      pools: (await t.db.select().from(nodePools)).length,
-    };
-  }
+  const counts = () => providerCounts(t);
 
   const post = (version: "v3" | "v4", route: string, payload: Record<string, unknown>) =>
     t.request({ method: "POST", url: `/${version}/${p()}/${route}`, payload });
@@ -176,15 +171,6 @@ describe("Azure accounts on the Azure SDK", () => {
   });
 
   it("auto deploy on the account's node pool stays a 400 naming the types that have it", async () => {
-    const list = await t.request({ method: "GET", url: `/v4/${p()}/cloudProviders` });
-    const pool = list.json().find((x: { uuid: string }) => x.uuid === azure).nodePoolUuid;
-    const res = await t.request({
-      method: "POST",
-      url: `/v4/${p()}/clusters`,
-      payload: { name: "on-azure", nodePoolUuid: pool, region: "eastus", numMasters: 1, numWorkers: 1 },
-    });
-    expect(res.statusCode, res.body).toBe(400);
-    expect(res.json()).toMatchObject({ code: "auto_deploy_unavailable", field: "nodePoolUuid" });
-    expect(res.json().message).toContain("belongs to a azure cloud provider: auto deploy runs on aws node pools");
+    await expectAutoDeployRefused(t, azure, "azure");
   });
 });

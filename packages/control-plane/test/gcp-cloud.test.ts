@@ -1,4 +1,3 @@
-import { cloudProviders, nodePools } from "@keelson/db";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   GCP_STANDIN,
@@ -7,6 +6,7 @@ import {
   gcpKeys,
   startGcpStandin,
 } from "../../../test/gcp-standin/server.ts";
+import { expectAutoDeployRefused, providerCounts } from "./cloud-account-checks.ts";
 import { createTestApp, type TestApp } from "./helpers.ts";
 
 /**
@@ -20,12 +20,7 @@ describe("GCP accounts on Google's SDK", () => {
   let gcp: string;
   const p = () => t.projectId;
 
-  async function counts() {
-    return {
-      providers: (await t.db.select().from(cloudProviders)).length,
-      pools: (await t.db.select().from(nodePools)).length,
-    };
-  }
+  const counts = () => providerCounts(t);
 
   const post = (route: string, payload: Record<string, unknown>) =>
     t.request({ method: "POST", url: `/v3/${p()}/${route}`, payload });
@@ -134,15 +129,6 @@ describe("GCP accounts on Google's SDK", () => {
   });
 
   it("auto deploy on the account's node pool stays a 400 naming the types that have it", async () => {
-    const list = await t.request({ method: "GET", url: `/v4/${p()}/cloudProviders` });
-    const pool = list.json().find((x: { uuid: string }) => x.uuid === gcp).nodePoolUuid;
-    const res = await t.request({
-      method: "POST",
-      url: `/v4/${p()}/clusters`,
-      payload: { name: "on-gcp", nodePoolUuid: pool, region: "us-central1", numMasters: 1, numWorkers: 1 },
-    });
-    expect(res.statusCode, res.body).toBe(400);
-    expect(res.json()).toMatchObject({ code: "auto_deploy_unavailable", field: "nodePoolUuid" });
-    expect(res.json().message).toContain("belongs to a gcp cloud provider: auto deploy runs on aws node pools");
+    await expectAutoDeployRefused(t, gcp, "gcp");
   });
 });

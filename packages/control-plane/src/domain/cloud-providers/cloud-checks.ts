@@ -8,7 +8,7 @@ import { getProvider, storedCredentials } from "./cloud-providers.ts";
 import type { Credentials } from "./credentials.ts";
 import { gcpApi } from "./gcp/load.ts";
 import type { ProviderType } from "./provider-types.ts";
-import { type Region, regionsOf } from "./regions.ts";
+import { noRegions, type Region } from "./regions.ts";
 import { parseSshPublicKey } from "./ssh-public-key.ts";
 
 /**
@@ -60,7 +60,7 @@ export async function providerRegions(keelson: CloudKeelson, projectId: string, 
   }
   if (provider.type === "gcp")
     return (await gcpApi()).listGcpRegions(keelson.settings, await storedCredentials(keelson, id));
-  return regionsOf(provider.type);
+  return noRegions(provider.type);
 }
 
 export async function providerRegionDetail(
