@@ -367,6 +367,36 @@ export const ServerSettingsSchema = Type.Object({
       { defaultText: "AWS_ENDPOINT_URL" },
     ),
   ),
+  // Azure and GCP endpoints, for tests, sovereign or private clouds and proxies. AZURE_AUTHORITY_HOST
+  // is @azure/identity's own variable and CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE gcloud's; the ARM
+  // SDK has no variable for its endpoint, so that one is Keelson's.
+  azureAuthorityHost: Type.Optional(
+    Setting.httpUrl("AZURE_AUTHORITY_HOST", "Azure: the Microsoft Entra ID authority host that issues the tokens.", {
+      defaultText: "https://login.microsoftonline.com",
+    }),
+  ),
+  azureResourceManagerUrl: Type.Optional(
+    Setting.httpUrl(
+      "KEELSON_AZURE_RESOURCE_MANAGER_URL",
+      "Azure: the Resource Manager endpoint (the subscription's locations).",
+      { defaultText: "https://management.azure.com" },
+    ),
+  ),
+  gcpComputeEndpoint: Type.Optional(
+    Setting.httpUrl(
+      "CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE",
+      "GCP: the Compute Engine API endpoint (regions); tokens come from the key file's `token_uri`.",
+      { defaultText: "https://compute.googleapis.com/compute/v1/" },
+    ),
+  ),
+  cloudCaFile: Type.Optional(
+    Type.String({
+      env: "KEELSON_CLOUD_CA_FILE",
+      rule: "a readable PEM file",
+      description:
+        "CA certificates trusted besides the public ones for the Azure endpoints (which must be HTTPS), for a private cloud's own CA.",
+    }),
+  ),
   cloudCallTimeoutMs: Type.Integer({
     env: "KEELSON_CLOUD_CALL_TIMEOUT_MS",
     default: 15_000,

@@ -3,6 +3,7 @@ import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type AwsStandin, STANDIN_KEYS, startAwsStandin } from "../../../test/aws-standin/server.ts";
 import { readServerSettings } from "../src/settings.ts";
+import { addAzureAccount } from "./azure-app-fixtures.ts";
 import { createTestApp, mintProjectToken, type TestApp } from "./helpers.ts";
 import { SSH_KEYS } from "./ssh-key-fixtures.ts";
 
@@ -276,14 +277,11 @@ describe("AWS accounts on the AWS SDK", () => {
     it("answers 400 for the local provider and for azure, naming the supported type", async () => {
       const list = (await t.request({ method: "GET", url: `/v4/${p()}/cloudProviders` })).json();
       const local = list.find((x: { type: string }) => x.type === "local").uuid;
-      const azure = await t.request({
-        method: "POST",
-        url: `/v3/${p()}/cloudProviders`,
-        payload: { name: "az", type: "azure", key: "0f8fad5b-d9cb-469f-a165-70867728950e", secret: "s" },
-      });
+      const { azure, azureStandin } = await addAzureAccount(t);
+      await azureStandin.close();
       for (const [uuid, reason] of [
         [local, "the local provider has no cloud"],
-        [azure.json().uuid, "not for azure accounts yet"],
+        [azure, "not for azure accounts yet"],
       ]) {
         const res = await t.request({ method: "GET", url: `/v3/${p()}/cloudProviders/${uuid}/region/us-east-1` });
         expect(res.statusCode).toBe(400);

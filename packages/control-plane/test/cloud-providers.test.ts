@@ -6,6 +6,8 @@ import { and, eq } from "drizzle-orm";
 import type { InjectOptions } from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type AwsStandin, STANDIN_KEYS, startAwsStandin } from "../../../test/aws-standin/server.ts";
+import { type AzureStandin, azureKeys, startAzureStandin } from "../../../test/azure-standin/server.ts";
+import { type GcpStandin, gcpKeys, startGcpStandin } from "../../../test/gcp-standin/server.ts";
 import { parseSshPublicKey } from "../src/domain/cloud-providers/ssh-public-key.ts";
 import { ADMIN_TOKEN, createTestApp, type TestApp } from "./helpers.ts";
 import { storedSpec } from "./node-fixtures.ts";
@@ -13,14 +15,11 @@ import { SSH_KEYS } from "./ssh-key-fixtures.ts";
 
 /** The AWS stand-in's account: every aws account here is checked with it. */
 const AWS = STANDIN_KEYS;
-const AZURE = { key: "0f8fad5b-d9cb-469f-a165-70867728950e", secret: "azure~client.secret-value" };
-const GCP_SECRET = JSON.stringify({
-  type: "service_account",
-  project_id: "keelson-test-1",
-  client_email: "deployer@keelson-test-1.iam.gserviceaccount.com",
-  private_key: "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----\n",
-});
-const GCP = { key: "keelson-test-1", secret: GCP_SECRET };
+/** The Azure stand-in's account: every azure account here is checked with it. */
+const AZURE = azureKeys();
+/** A key file of the GCP stand-in's account, for the shape checks (nothing is asked of a cloud for those). */
+const GCP = gcpKeys("http://127.0.0.1:9/token");
+const GCP_SECRET = GCP.secret;
 
 const V4_KEYS = ["name", "nodePoolUuid", "type", "uuid"];
 const V3_KEYS = ["name", "nodePoolName", "nodePoolUuid", "projectID", "type", "uuid"];
@@ -77,13 +76,29 @@ describe("cloud providers", () => {
   }
 
   let standin: AwsStandin;
+  let azureStandin: AzureStandin;
+  let gcpStandin: GcpStandin;
+  /** The GCP stand-in's account, its tokens from the stand-in: every gcp account created here. */
+  const gcp = () => gcpKeys(gcpStandin.tokenUri);
   beforeAll(async () => {
     standin = await startAwsStandin();
-    t = await createTestApp({ settings: { awsEndpointUrl: standin.url } });
+    azureStandin = await startAzureStandin();
+    gcpStandin = await startGcpStandin();
+    t = await createTestApp({
+      settings: {
+        awsEndpointUrl: standin.url,
+        azureAuthorityHost: azureStandin.url,
+        azureResourceManagerUrl: azureStandin.url,
+        cloudCaFile: azureStandin.caFile,
+        gcpComputeEndpoint: `${gcpStandin.url}/compute/v1/`,
+      },
+    });
   });
   afterAll(async () => {
     await t.close();
     await standin.close();
+    await azureStandin.close();
+    await gcpStandin.close();
   });
 
   describe("list", () => {
@@ -160,7 +175,7 @@ describe("cloud providers", () => {
       const ids = [
         await createOk("v3", { name: "v3-aws", type: "aws", ...AWS }),
         await createOk("v3", { name: "v3-azure", type: "azure", ...AZURE }),
-        await createOk("v3", { name: "v3-gcp", type: "gcp", ...GCP }),
+        await createOk("v3", { name: "v3-gcp", type: "gcp", ...gcp() }),
       ];
       const list = (await t.request({ method: "GET", url: `/v3/${p()}/cloudProviders` })).json() as Record<
         string,
@@ -439,7 +454,7 @@ describe("cloud providers", () => {
       for (const [version, body] of [
         ["v4", { name: "check", type: "aws", ...AWS }],
         ["v3", { name: "check", type: "azure", ...AZURE }],
-        ["v3", { name: "check", type: "gcp", ...GCP }],
+        ["v3", { name: "check", type: "gcp", ...gcp() }],
       ] as const) {
         const res = await t.request({
           method: "POST",

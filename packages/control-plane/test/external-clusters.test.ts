@@ -3,16 +3,17 @@ import { externalClusters } from "@keelson/db";
 import type { InjectOptions } from "fastify";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { AwsStandin } from "../../../test/aws-standin/server.ts";
+import type { AzureStandin } from "../../../test/azure-standin/server.ts";
 import { appWithAwsAccount } from "./aws-app-fixtures.ts";
+import { addAzureAccount } from "./azure-app-fixtures.ts";
 import { ADMIN_TOKEN, type TestApp } from "./helpers.ts";
-
-const AZURE = { key: "0f8fad5b-d9cb-469f-a165-70867728950e", secret: "azure-secret" };
 
 describe("external clusters", () => {
   let t: TestApp;
   let standin: AwsStandin;
   let aws: string;
   let azure: string;
+  let azureStandin: AzureStandin;
   const p = () => t.projectId;
   const base = () => `/v4/${p()}/externalClusters`;
 
@@ -34,18 +35,13 @@ describe("external clusters", () => {
 
   beforeAll(async () => {
     ({ t, standin, aws } = await appWithAwsAccount());
-    azure = (
-      await t.request({
-        method: "POST",
-        url: `/v3/${p()}/cloudProviders`,
-        payload: { name: "az", type: "azure", ...AZURE },
-      })
-    ).json().uuid;
+    ({ azure, azureStandin } = await addAzureAccount(t));
     // The first AWS account of the app loads the AWS SDK (aws/load.ts): seconds on a busy machine.
   }, 60_000);
   afterAll(async () => {
     await t.close();
     await standin.close();
+    await azureStandin.close();
   });
   beforeEach(async () => {
     await t.db.delete(externalClusters);

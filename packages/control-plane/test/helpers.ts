@@ -84,9 +84,16 @@ async function removeTestData(dataDir: string): Promise<void> {
 
 /**
  * Where test apps send AWS calls unless a test points them at the AWS stand-in
- * (test/aws-standin): a closed loopback port, so no test ever reaches AWS itself.
+ * (test/aws-standin): a closed loopback port, so no test ever reaches AWS itself. Azure and GCP
+ * calls likewise (Azure takes https endpoints only); a GCP key's token_uri is the test's own.
  */
 export const NO_CLOUD = "http://127.0.0.1:9";
+const NO_CLOUD_SETTINGS = {
+  awsEndpointUrl: NO_CLOUD,
+  azureAuthorityHost: "https://127.0.0.1:9",
+  azureResourceManagerUrl: "https://127.0.0.1:9",
+  gcpComputeEndpoint: NO_CLOUD,
+};
 
 /**
  * A control plane in a temporary data dir, on the run's dialect: a SQLite file there (a file,
@@ -111,7 +118,7 @@ export async function createTestApp(
     secrets?: AppOptions["secrets"];
   } = {},
 ): Promise<TestApp> {
-  const settings: MutableSettings = { ...defaultServerSettings(), awsEndpointUrl: NO_CLOUD, ...options.settings };
+  const settings: MutableSettings = { ...defaultServerSettings(), ...NO_CLOUD_SETTINGS, ...options.settings };
   const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), "keelson-test-"));
   const store = await openTestStore(options.databaseOf ?? dataDir);
   const db = store.db;

@@ -3,17 +3,18 @@ import { badRequest } from "../../http/errors.ts";
 import type { AwsAccount } from "./aws/clients.ts";
 import { awsApi } from "./aws/load.ts";
 import type { RegionDetail } from "./aws/region-detail.ts";
+import { azureApi } from "./azure/load.ts";
 import { getProvider, storedCredentials } from "./cloud-providers.ts";
 import type { Credentials } from "./credentials.ts";
+import { gcpApi } from "./gcp/load.ts";
 import type { ProviderType } from "./provider-types.ts";
-import { type Region, regionsOf } from "./regions.ts";
+import { noRegions, type Region } from "./regions.ts";
 import { parseSshPublicKey } from "./ssh-public-key.ts";
 
 /**
- * The calls into a provider's cloud, by provider type. AWS goes through the AWS SDK. Azure and
- * GCP accounts are checked for the shape of their credentials only and list static regions
- * until their SDKs are wired in (issue 12's later slice); their region detail and key upload
- * are refused with a 400 that names the type that has them.
+ * The calls into a provider's cloud, by provider type, each through that cloud's own SDK, loaded
+ * on first use: AWS (aws/), Azure (azure/), GCP (gcp/). Region detail and key upload are served
+ * for AWS only; for the others they are refused with a 400 that names the type that has them.
  */
 type CloudType = Exclude<ProviderType, "local">;
 
@@ -29,6 +30,8 @@ export async function verifyWithCloud(
       credentials,
       clients: keelson.awsClients,
     });
+  else if (type === "azure") await (await azureApi()).checkAzureCredentials(keelson.settings, credentials);
+  else await (await gcpApi()).checkGcpCredentials(keelson.settings, credentials);
 }
 
 export type CloudKeelson = Pick<Keelson, "db" | "cipher" | "settings" | "awsClients">;
@@ -51,8 +54,13 @@ async function awsAccountOf(keelson: CloudKeelson, projectId: string, id: string
 
 export async function providerRegions(keelson: CloudKeelson, projectId: string, id: string): Promise<Region[]> {
   const provider = await getProvider(keelson.db, projectId, id);
-  if (provider.type !== "aws") return regionsOf(provider.type);
-  return (await awsApi()).listAwsRegions(await storedAccount(keelson, id));
+  if (provider.type === "aws") return (await awsApi()).listAwsRegions(await storedAccount(keelson, id));
+  if (provider.type === "azure") {
+    return (await azureApi()).listAzureRegions(keelson.settings, await storedCredentials(keelson, id));
+  }
+  if (provider.type === "gcp")
+    return (await gcpApi()).listGcpRegions(keelson.settings, await storedCredentials(keelson, id));
+  return noRegions(provider.type);
 }
 
 export async function providerRegionDetail(

@@ -5,6 +5,7 @@ import { ElasticLoadBalancingV2Client } from "@aws-sdk/client-elastic-load-balan
 import { Route53Client } from "@aws-sdk/client-route-53";
 import { STSClient } from "@aws-sdk/client-sts";
 import type { ServerSettings } from "../../../settings.ts";
+import { cloudCall } from "../cloud-call.ts";
 import type { Credentials } from "../credentials.ts";
 import { AwsClientCache } from "./client-cache.ts";
 import { apiErrorOf } from "./errors.ts";
@@ -92,30 +93,11 @@ export const autoScalingClient = (account: AwsAccount, region: string) =>
 export const elbv2Client = (account: AwsAccount, region: string) =>
   lease(account, "elbv2", region, (c) => new ElasticLoadBalancingV2Client(c));
 
-/**
- * One AWS call under the time limit: the signal aborts the SDK's request (and its retries), and
- * the race answers even if something inside the SDK does not listen to it. A failure becomes the
- * API error the caller should see (errors.ts); `what` names the call in that message.
- */
-export async function awsCall<T>(
+/** One AWS call under the time limit (cloud-call.ts); `what` names the call in a failure's message (errors.ts). */
+export function awsCall<T>(
   settings: AwsSettings,
   what: string,
   call: (abortSignal: AbortSignal) => Promise<T>,
 ): Promise<T> {
-  const controller = new AbortController();
-  let timer: NodeJS.Timeout | undefined;
-  const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => {
-      const timeout = Object.assign(new Error("deadline"), { name: "TimeoutError" });
-      controller.abort(timeout);
-      reject(timeout);
-    }, settings.cloudCallTimeoutMs);
-  });
-  try {
-    return await Promise.race([call(controller.signal), deadline]);
-  } catch (err) {
-    throw apiErrorOf(err, what, settings.cloudCallTimeoutMs);
-  } finally {
-    clearTimeout(timer);
-  }
+  return cloudCall(settings.cloudCallTimeoutMs, call, (err) => apiErrorOf(err, what, settings.cloudCallTimeoutMs));
 }
