@@ -3,7 +3,7 @@
  * time, so the control plane's time is measured without the simulators in its process.
  */
 import { setOutgoingFrameChecks } from "../../sim/deps.ts";
-import { type Simulator, startSimulator } from "../../sim/index.ts";
+import { type SimIdentity, type Simulator, startSimulator } from "../../sim/index.ts";
 import { bareIdentities } from "../support/bare-identities.ts";
 
 // The fleet is measured as production agents run: no check of outgoing frames.
@@ -21,6 +21,10 @@ type Message =
       count: number;
       phaseTimeMs: number;
       bare?: boolean;
+      /** Hosts already registered (the replicas bench seeds them through the store). */
+      identities?: SimIdentity[];
+      /** The agents' hostnames' prefix: several simulator processes on one database need distinct names. */
+      namePrefix?: string;
       /** Several replicas' link URLs: each agent starts at a random one (see test/sim). */
       linkUrl?: string | string[];
     }
@@ -61,6 +65,8 @@ process.on("message", async (message: Message) => {
         ...(message.adminToken ? { adminToken: message.adminToken } : {}),
         ...(message.projectId ? { projectId: message.projectId } : {}),
         ...(message.bare ? { identities: bareIdentities(message.count) } : {}),
+        ...(message.identities ? { identities: message.identities } : {}),
+        ...(message.namePrefix ? { namePrefix: message.namePrefix } : {}),
         ...(message.linkUrl ? { linkUrl: message.linkUrl } : {}),
         phaseTimeMs: message.phaseTimeMs,
         concurrency: 500,
