@@ -53,8 +53,11 @@ export class HeldFleet {
           namePrefix,
           phaseTimeMs: 0,
           linkUrl: `ws://127.0.0.1:${replica.port}/v1/agents/link`,
+          // Each agent's own wait: at about 50 hellos a second per replica on this loaded machine,
+          // the last of 45,000 links after some 15 minutes.
+          connectTimeoutMs: 1_800_000,
         };
-        starts.push(ask(worker, start, "started"));
+        starts.push(ask(worker, start, "started", start.connectTimeoutMs + 60_000));
       }
     }
     await Promise.all(starts);

@@ -25,6 +25,8 @@ type Message =
       identities?: SimIdentity[];
       /** The agents' hostnames' prefix: several simulator processes on one database need distinct names. */
       namePrefix?: string;
+      /** How long an agent may take to link (default 300 s; 45,000 agents link for longer on a loaded machine). */
+      connectTimeoutMs?: number;
       /** Several replicas' link URLs: each agent starts at a random one (see test/sim). */
       linkUrl?: string | string[];
     }
@@ -70,7 +72,7 @@ process.on("message", async (message: Message) => {
         ...(message.linkUrl ? { linkUrl: message.linkUrl } : {}),
         phaseTimeMs: message.phaseTimeMs,
         concurrency: 500,
-        connectTimeoutMs: 300_000,
+        connectTimeoutMs: message.connectTimeoutMs ?? 300_000,
       });
       process.send?.({ type: "started", registerMs: sim.registerMs, connectMs: sim.connectMs, ...sim.stats() });
     } else if (message.type === "counts") {
