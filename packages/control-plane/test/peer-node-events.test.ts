@@ -1,8 +1,10 @@
 import { AGENT_CAPABILITIES } from "@keelson/protocol";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { registerFleet, type SimAgent, simPhases } from "../../../test/sim/index.ts";
-import { nodeEventOf, nodeEventRecord } from "../src/agents/node-event-records.ts";
+import type { AgentHub } from "../src/agents/hub.ts";
+import { nodeEventOf, nodeEventRecord, payloadHost } from "../src/agents/node-event-records.ts";
 import type { NodeEvent } from "../src/agents/node-events.ts";
+import { peerNodeEvents } from "../src/agents/peer-node-events.ts";
 import { sweepNow } from "../src/domain/clusters/membership/sweep.ts";
 import { ADMIN_TOKEN, TEST_DIALECT, type TestApp } from "./helpers.ts";
 import { agentOn, listening, twoReplicas, until } from "./replica-fixtures.ts";
@@ -49,6 +51,43 @@ describe("a node event's stored form", () => {
       { type: "agent", ...base, agentVersion: "1.2.3", agentStatus: "updating", agentError: null },
     ];
     for (const e of events) expect(nodeEventOf(stored(e))).toEqual(e);
+    // Each names its host first, where payloadHost reads it without parsing.
+    for (const e of events) expect(payloadHost(stored(e).payload)).toBe(e.hostId);
+  });
+
+  it("names its host without parsing only where the text is the id", () => {
+    expect(payloadHost('{"hostId":"9b2c-h","status":"ok"}')).toBe("9b2c-h");
+    // An escape in the id, another form, a cut payload: read in full instead.
+    expect(payloadHost(JSON.stringify({ hostId: 'a"b', status: "ok" }))).toBeUndefined();
+    expect(payloadHost(JSON.stringify({ clusterId: "c1", hostId: "h1" }))).toBeUndefined();
+    expect(payloadHost('{"hostId":"h1')).toBeUndefined();
+  });
+
+  it("reaches this replica's waiters as before, other hosts' rows passed over before JSON.parse", () => {
+    const emitted: NodeEvent[] = [];
+    const waited = new Set(["h1", 'a"b', "linked-here"]);
+    const hub = {
+      nodeEvents: {
+        listenedHosts: waited.size,
+        listened: (h: string) => waited.has(h),
+        emitFromPeer: (e: NodeEvent) => emitted.push(e),
+      },
+      linkedHere: (h: string) => h === "linked-here",
+    } as unknown as AgentHub;
+    const sink = peerNodeEvents(hub);
+    const link = (hostId: string): NodeEvent => ({ type: "link", hostId, projectId: "p1", connected: true });
+    const parse = vi.spyOn(JSON, "parse");
+    try {
+      for (const h of ["other-1", "other-2", "linked-here"]) sink.deliver(stored(link(h)));
+      sink.deliver({ projectId: "p1", type: "operation.step", payload: '{"hostId":"h1"}' });
+      expect(parse).not.toHaveBeenCalled();
+      expect(emitted).toEqual([]);
+      sink.deliver(stored(link("h1")));
+      sink.deliver(stored(link('a"b')));
+      expect(emitted).toEqual([link("h1"), link('a"b')]);
+    } finally {
+      parse.mockRestore();
+    }
   });
 
   it("keeps the stream's fields: no namesCommands, and command only from an agent that names it", () => {

@@ -1,3 +1,4 @@
+import type { ChildProcess } from "node:child_process";
 import type { PostgresServer } from "../../support/postgres.ts";
 import { ask } from "../agents/children.ts";
 import { awaitOperation, serverMs } from "../support/bench-cluster.ts";
@@ -27,11 +28,21 @@ export interface RolloutFigures {
   never: number;
 }
 
-/** Agents linked through each replica now, by replica id. */
-export async function agentsPerReplica(set: ReplicaSet): Promise<Record<string, number>> {
-  const { by } = await ask<{ by: Record<string, number> }>(set.worker, { type: "where" }, "where");
+/** Agents linked through each replica now, by replica id, over the simulator processes `workers` (default the set's one). */
+export async function agentsPerReplica(
+  set: ReplicaSet,
+  workers: ChildProcess[] = [set.worker],
+): Promise<Record<string, number>> {
   const byPort = new Map(set.replicas.map((r) => [String(r.port), r.id]));
-  return Object.fromEntries(Object.entries(by).map(([url, n]) => [byPort.get(new URL(url).port) ?? url, n]));
+  const on: Record<string, number> = {};
+  for (const worker of workers) {
+    const { by } = await ask<{ by: Record<string, number> }>(worker, { type: "where" }, "where");
+    for (const [url, n] of Object.entries(by)) {
+      const id = byPort.get(new URL(url).port) ?? url;
+      on[id] = (on[id] ?? 0) + n;
+    }
+  }
+  return on;
 }
 
 /**

@@ -8,8 +8,10 @@
  * 2. The same restart on three replicas against one: wall time and CPU per node (every
  *    replica's process plus PostgreSQL's own).
  * 3. BENCH_AGENTS agents (default 3,000; the issue's figure is BENCH_AGENTS=45000) holding their
- *    links at a 5 s heartbeat, spread over three replicas against one replica holding them all:
- *    RSS and CPU per replica, per-agent slopes, the database's transactions per second.
+ *    links at a 5 s heartbeat, an even share on each of three replicas, against one replica
+ *    holding up to BENCH_HELD_ONE (default 15,000) sampled at half and all of it (per-agent
+ *    slopes): RSS, CPU and last_seen writes per replica, the database's transactions per second
+ *    and PostgreSQL's CPU. The agents run in several simulator processes (held-fleet.ts).
  *
  * BENCH_PARTS=failover,rollout,held (the default: all) runs some of them.
  * Never fails on a time: prints the figures with the issue's targets beside them.
@@ -19,8 +21,9 @@ import { readServerSettings } from "../../../packages/control-plane/src/settings
 import { type PostgresServer, startPostgres } from "../../support/postgres.ts";
 import { markdownTable } from "../support/markdown-table.ts";
 import { PG_STATEMENTS, SETTINGS, statementStats } from "../support/pg-statements.ts";
-import { agentsHeld, type HeldFigures, type HeldReplica } from "./agents-held.ts";
+import { agentsHeld, type HeldFigures } from "./agents-held.ts";
 import { type FailoverFigures, failover, MIDWAY_PERCENT } from "./failover.ts";
+import { heldTable } from "./held-table.ts";
 import { log, type Replica, ReplicaSet } from "./replica-set.ts";
 import { measuredRestart, type RolloutFigures, spreadAgents } from "./rollout-on-replicas.ts";
 
@@ -35,6 +38,8 @@ const PERCENT = Number(process.env.BENCH_PERCENT ?? 10);
 const NODE_TIMEOUT_MS = Number(process.env.BENCH_NODE_TIMEOUT_MS ?? 30_000);
 const NODES = WORKERS + 1;
 const AGENTS = Number(process.env.BENCH_AGENTS ?? 3000);
+/** The held part's baseline: one replica holding this many (one process's descriptors bound it near 15,000). */
+const ONE_REPLICA_MAX = Math.min(AGENTS, Number(process.env.BENCH_HELD_ONE ?? 15_000));
 const WINDOW_S = Number(process.env.BENCH_WINDOW_S ?? 30);
 const HEARTBEAT_MS = 5000;
 const PARTS = new Set((process.env.BENCH_PARTS ?? "failover,rollout,held").split(","));
@@ -127,53 +132,6 @@ function rolloutTable(runs: RolloutFigures[]): string {
   ].join("\n");
 }
 
-/**
- * Per-agent slopes between the setups: (one replica holding every agent − the mean of the three
- * replicas) ÷ (the difference in agents held). Taken from one replica against itself (RSS after
- * linking less RSS at start) the figure measured the start-up heap's collection instead.
- */
-function heldSlopes(runs: HeldFigures[]): string {
-  const one = runs.find((h) => h.replicas.length === 1);
-  const many = runs.find((h) => h.replicas.length > 1);
-  if (!one || !many) return "";
-  const mean = (f: (r: HeldReplica) => number) => many.replicas.reduce((n, r) => n + f(r), 0) / many.replicas.length;
-  const single = one.replicas[0] as HeldReplica;
-  const agents = single.agents - mean((r) => r.agents);
-  const rssKiB = ((single.rssMiB - mean((r) => r.rssMiB)) * 1024) / agents;
-  const cpuUs = ((single.cpuPercent - mean((r) => r.cpuPercent)) * 10_000) / agents;
-  return `Per-agent slopes (one replica against the three's mean, ${agents.toFixed(0)} agents apart): RSS ${rssKiB.toFixed(1)} KiB per agent, CPU ${cpuUs.toFixed(1)} µs per agent per second.`;
-}
-
-function heldTable(runs: HeldFigures[]): string {
-  const head = [
-    "setup",
-    "replica",
-    "agents",
-    "RSS MiB (at start)",
-    "CPU % of a core",
-    "database: transactions/s",
-    "PostgreSQL's CPU %",
-  ];
-  const lines = runs.flatMap((h) =>
-    h.replicas.map((r, i) => [
-      i === 0 ? h.label : "",
-      r.id,
-      String(r.agents),
-      `${r.rssMiB.toFixed(0)} (${r.idleRssMiB.toFixed(0)})`,
-      r.cpuPercent.toFixed(1),
-      i === 0 ? h.commitsPerS.toFixed(1) : "",
-      i === 0 ? h.dbCpuPercent.toFixed(1) : "",
-    ]),
-  );
-  return [
-    `${AGENTS} agents at a ${HEARTBEAT_MS / 1000} s heartbeat, window ${WINDOW_S} s, one simulator process (the issue's 45,000 over three replicas: BENCH_AGENTS=45000; one replica holding them all then needs as many descriptors in one process); baseline: one replica holding them all. The agents registered through cp-1, so its RSS also holds what the registrations left.`,
-    "",
-    markdownTable(head, lines),
-    "",
-    heldSlopes(runs),
-  ].join("\n");
-}
-
 async function main(): Promise<void> {
   const started = load();
   const pg = await startPostgres({ settings: SETTINGS });
@@ -195,12 +153,10 @@ async function main(): Promise<void> {
       rollouts.push(...(await rolloutRuns(pg, env)));
     });
     await part("held", async () => {
-      for (const [label, count] of [
-        ["one replica", 1],
-        ["three replicas", 3],
-      ] as const) {
-        held.push(await agentsHeld(pg, label, count, { agents: AGENTS, heartbeatMs: HEARTBEAT_MS, windowS: WINDOW_S }));
-      }
+      const half = Math.round(ONE_REPLICA_MAX / 2);
+      const options = { heartbeatMs: HEARTBEAT_MS, windowS: WINDOW_S };
+      held.push(...(await agentsHeld(pg, "one replica", 1, { ...options, steps: [half, ONE_REPLICA_MAX] })));
+      held.push(...(await agentsHeld(pg, "three replicas", 3, { ...options, steps: [AGENTS] })));
     });
   } finally {
     await pg.stop();
@@ -213,7 +169,17 @@ async function main(): Promise<void> {
     "",
     ...(failovers.length ? [failoverTable(failovers), ""] : []),
     ...(rollouts.length ? [rolloutTable(rollouts), ""] : []),
-    ...(held.length ? [heldTable(held), ""] : []),
+    ...(held.length
+      ? [
+          heldTable(held, {
+            agents: AGENTS,
+            heartbeatMs: HEARTBEAT_MS,
+            windowS: WINDOW_S,
+            oneReplicaMax: ONE_REPLICA_MAX,
+          }),
+          "",
+        ]
+      : []),
     ...errors.map((e) => `part ${e}\n`),
   ];
   process.stdout.write(`${lines.join("\n")}\n`);

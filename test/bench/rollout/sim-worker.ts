@@ -3,7 +3,7 @@
  * time, so the control plane's time is measured without the simulators in its process.
  */
 import { setOutgoingFrameChecks } from "../../sim/deps.ts";
-import { type Simulator, startSimulator } from "../../sim/index.ts";
+import { type SimIdentity, type Simulator, startSimulator } from "../../sim/index.ts";
 import { bareIdentities } from "../support/bare-identities.ts";
 
 // The fleet is measured as production agents run: no check of outgoing frames.
@@ -21,6 +21,12 @@ type Message =
       count: number;
       phaseTimeMs: number;
       bare?: boolean;
+      /** Hosts already registered (the replicas bench seeds them through the store). */
+      identities?: SimIdentity[];
+      /** The agents' hostnames' prefix: several simulator processes on one database need distinct names. */
+      namePrefix?: string;
+      /** How long an agent may take to link (default 300 s; 45,000 agents link for longer on a loaded machine). */
+      connectTimeoutMs?: number;
       /** Several replicas' link URLs: each agent starts at a random one (see test/sim). */
       linkUrl?: string | string[];
     }
@@ -61,10 +67,12 @@ process.on("message", async (message: Message) => {
         ...(message.adminToken ? { adminToken: message.adminToken } : {}),
         ...(message.projectId ? { projectId: message.projectId } : {}),
         ...(message.bare ? { identities: bareIdentities(message.count) } : {}),
+        ...(message.identities ? { identities: message.identities } : {}),
+        ...(message.namePrefix ? { namePrefix: message.namePrefix } : {}),
         ...(message.linkUrl ? { linkUrl: message.linkUrl } : {}),
         phaseTimeMs: message.phaseTimeMs,
         concurrency: 500,
-        connectTimeoutMs: 300_000,
+        connectTimeoutMs: message.connectTimeoutMs ?? 300_000,
       });
       process.send?.({ type: "started", registerMs: sim.registerMs, connectMs: sim.connectMs, ...sim.stats() });
     } else if (message.type === "counts") {

@@ -8,6 +8,7 @@ import type { NodeEvent } from "./node-events.ts";
  * data. The one home of that form both ways: the project event fanout writes it, and on
  * PostgreSQL a replica reads other replicas' rows back into node events for its own waiters on
  * those hosts (peer-node-events.ts), so what one replica wrote must decode to the event it had.
+ * Every kind's data has `hostId` first, so a reader can tell the host without parsing (payloadHost).
  */
 export interface NodeEventRecord {
   type: "node.report" | "node.connected" | "node.disconnected" | "node.agent";
@@ -18,8 +19,8 @@ export function nodeEventRecord(e: NodeEvent): NodeEventRecord {
   if (e.type === "link")
     return { type: e.connected ? "node.connected" : "node.disconnected", data: { hostId: e.hostId } };
   if (e.type === "agent") {
-    const { type: _t, projectId: _p, ...data } = e;
-    return { type: "node.agent", data };
+    const { type: _t, projectId: _p, hostId, ...data } = e;
+    return { type: "node.agent", data: { hostId, ...data } };
   }
   return {
     type: "node.report",
@@ -60,6 +61,23 @@ const AgentData = Compile(
     agentError: Type.Union([Type.String(), Type.Null()]),
   }),
 );
+
+const HOST_FIRST = '{"hostId":"';
+
+/**
+ * The host a stored node event's payload names, read without JSON.parse: while a rollout waits
+ * on a replica, every other replica's node event reaches it and most are about hosts it does not
+ * wait on. Undefined when the payload does not begin as nodeEventRecord's data does (then it is
+ * parsed in full), or when the id holds a backslash (a JSON escape: the text is then not the id).
+ * JSON.stringify writes each key once, so the first `hostId` is the one JSON.parse would read.
+ */
+export function payloadHost(payload: string): string | undefined {
+  if (!payload.startsWith(HOST_FIRST)) return undefined;
+  const end = payload.indexOf('"', HOST_FIRST.length);
+  if (end < 0) return undefined;
+  const id = payload.slice(HOST_FIRST.length, end);
+  return id.includes("\\") ? undefined : id;
+}
 
 /** The node event a stored row holds; undefined for another kind of event or a form not known here. */
 export function nodeEventOf(row: { projectId: string; type: string; payload: string }): NodeEvent | undefined {

@@ -1,5 +1,5 @@
 import type { AgentHub } from "./hub.ts";
-import { nodeEventOf } from "./node-event-records.ts";
+import { nodeEventOf, payloadHost } from "./node-event-records.ts";
 
 /** Stored events of other replicas, handed over by the project event fanout (PostgreSQL). */
 export interface PeerEventSink {
@@ -20,12 +20,16 @@ export interface PeerEventSink {
  */
 export function peerNodeEvents(hub: AgentHub): PeerEventSink {
   const { nodeEvents } = hub;
+  const forHere = (hostId: string) => nodeEvents.listened(hostId) && !hub.linkedHere(hostId);
   return {
     wanted: () => nodeEvents.listenedHosts > 0,
     deliver(row) {
+      if (!row.type.startsWith("node.")) return;
+      // Most rows are about hosts not waited on here: those are passed over before JSON.parse.
+      const host = payloadHost(row.payload);
+      if (host !== undefined && !forHere(host)) return;
       const event = nodeEventOf(row);
-      if (!event || !nodeEvents.listened(event.hostId) || hub.linkedHere(event.hostId)) return;
-      nodeEvents.emitFromPeer(event);
+      if (event && forHere(event.hostId)) nodeEvents.emitFromPeer(event);
     },
   };
 }
