@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { ADMIN_TOKEN, createTestApp, type TestApp } from "../../control-plane/test/helpers.ts";
 import { databaseTime, dialectOf, replicas } from "../../db/src/index.ts";
-import { keelson } from "./run-cli.ts";
+import { cliEnv, keelson } from "./run-cli.ts";
 
 /** `keelson replicas` through the real binary against a control plane listening on loopback. */
 vi.setConfig({ testTimeout: 120_000 });
@@ -35,12 +35,7 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-const env = (token: string) => ({
-  KEELSON_URL: base,
-  KEELSON_TOKEN: token,
-  KEELSON_CONFIG: join(dir, "c.yaml"),
-  HOME: dir,
-});
+const env = (token: string) => cliEnv(base, dir, token);
 
 describe("keelson replicas", () => {
   it("lists every replica as a table (live or gone, heartbeat age, agents, operations) and as JSON", async () => {

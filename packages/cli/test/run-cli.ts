@@ -5,6 +5,14 @@ import { join } from "node:path";
 
 const BIN = join(import.meta.dirname, "..", "bin", "keelson.mjs");
 
+/** The environment of a run against `url` as `token`, its config file and HOME under `dir` (none of the user's). */
+export const cliEnv = (url: string, dir: string, token: string) => ({
+  KEELSON_URL: url,
+  KEELSON_TOKEN: token,
+  KEELSON_CONFIG: join(dir, "c.yaml"),
+  HOME: dir,
+});
+
 export interface CliResult {
   code: number | null;
   stdout: string;
