@@ -14,7 +14,7 @@ import { pruneAuditRecords } from "./audit/records.ts";
 import type { Keelson } from "./context.ts";
 import { loadCatalogue } from "./domain/catalogue/catalogue.ts";
 import { AwsClientCache } from "./domain/cloud-providers/aws/client-cache.ts";
-import { warmAwsApi } from "./domain/cloud-providers/aws/load.ts";
+import { warmCloudApis } from "./domain/cloud-providers/warm-up.ts";
 import { startTokenSweep } from "./domain/clusters/auto-deploy/token-sweep.ts";
 import { followClusterHealth } from "./domain/clusters/health/health-follower.ts";
 import { EventLog } from "./domain/events/event-log.ts";
@@ -217,7 +217,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   const webcli = new WebCliServer(keelson);
   agents.serveUpgrade(WEBCLI_PATH, webcli.onUpgrade);
   app.addHook("onClose", async () => keelson.awsClients.destroy());
-  void warmAwsApi(keelson.db, app.log);
+  void warmCloudApis(keelson.db, app.log);
   await ensureDefaultProject(keelson);
   registerOperationKinds(keelson);
   const stopFollowingHealth = followClusterHealth(keelson);
