@@ -17,9 +17,10 @@ function joinOf(command: SentCommand | undefined): JoinPayload {
 }
 
 let f: Fleet;
+// 40 agents registered and linked: over the default 10 s once on a machine at load 15-20.
 beforeAll(async () => {
   f = await startFleet(40, { namePrefix: "att" });
-});
+}, 60_000);
 afterAll(() => f.close());
 
 /** Hands out agents no other test has used: tests stay independent on one shared fleet. */
