@@ -129,6 +129,25 @@ describe("node and host pages", () => {
     },
   );
 
+  it.each(LISTS)(
+    "%s (admin: %s): a page whose items stay but which gains a next page is not 304: its tag covers its Link",
+    async (list, token) => {
+      const count = ((await get(url(list), token)).json() as Item[]).length;
+      const all = await get(url(list, `?limit=${count}`), token);
+      expect(all.headers.link).toBeUndefined();
+      const later = await insertHost(t.db, t.projectId, { name: "zz-later" });
+      try {
+        const again = await get(url(list, `?limit=${count}`), token, { "if-none-match": all.headers.etag as string });
+        expect(again.statusCode).toBe(200);
+        expect(again.body).toBe(all.body);
+        expect(again.headers.link).toMatch(/rel="next"$/);
+        expect(again.headers.etag).not.toBe(all.headers.etag);
+      } finally {
+        await t.db.delete(nodes).where(eq(nodes.id, later.id));
+      }
+    },
+  );
+
   it("a marker of three parts that are not all strings, or of four, is a 400 naming continue", async () => {
     for (const parts of [
       ["2000-01-01T00:00:00.000Z", "x", 1],

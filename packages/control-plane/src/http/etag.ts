@@ -8,8 +8,16 @@
  */
 import { createHash } from "node:crypto";
 
-export function etagOf(bytes: Buffer | string): string {
-  return `W/"${createHash("sha256").update(bytes).digest("base64url").slice(0, 32)}"`;
+/**
+ * A page's tag covers the marker of the page after it too: the same items with a next page
+ * added or gone are another answer (its `Link` header differs), so a client revalidating the
+ * page must not be told 304 and keep a stale link. A whole list (no marker) keeps the tag of
+ * its bytes alone.
+ */
+export function etagOf(bytes: Buffer | string, nextPage?: string): string {
+  const hash = createHash("sha256").update(bytes);
+  if (nextPage !== undefined) hash.update(`\nnext:${nextPage}`);
+  return `W/"${hash.digest("base64url").slice(0, 32)}"`;
 }
 
 /** Whether an If-None-Match header names `etag` (or is `*`), by the weak comparison. */

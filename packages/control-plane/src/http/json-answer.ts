@@ -29,9 +29,13 @@ export async function sendCachedJson(request: FastifyRequest, reply: FastifyRepl
   return reply.header("content-encoding", encoding).send(await answer.encoded(encoding));
 }
 
-/** `value` serialised by the route's response schema, as fastify would send it, with its tag. */
-export function sendTaggedJson(request: FastifyRequest, reply: FastifyReply, value: unknown) {
+/**
+ * `value` serialised by the route's response schema, as fastify would send it, with its tag;
+ * a page also with the `Link` to the next one (`nextPage`, its marker), which its tag covers.
+ */
+export function sendTaggedJson(request: FastifyRequest, reply: FastifyReply, value: unknown, nextPage?: string) {
   const text = reply.serialize(value) as string;
-  if (notModified(request, reply, etagOf(text))) return reply.code(304).send();
+  linkNextPage(request, reply, nextPage);
+  if (notModified(request, reply, etagOf(text, nextPage))) return reply.code(304).send();
   return reply.type(JSON_TYPE).send(text);
 }

@@ -32,7 +32,7 @@ export class CachedAnswer {
     readonly nextPage: string | undefined,
     private readonly onEncoded: (answer: CachedAnswer, size: number) => void = () => {},
   ) {
-    this.etag = etagOf(body);
+    this.etag = etagOf(body, nextPage);
     this.size = body.length;
   }
 

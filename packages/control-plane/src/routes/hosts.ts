@@ -5,7 +5,7 @@ import { findHost, hostRecordOf, listHosts, listHostsPage } from "../domain/host
 import { relayAgentUpgrade } from "../domain/hosts/upgrade.ts";
 import { callerOf } from "../http/auth.ts";
 import { sendTaggedJson } from "../http/json-answer.ts";
-import { linkNextPage, PAGING_EXTENSION, PageQuery, pageRequest } from "../http/paging.ts";
+import { PAGING_EXTENSION, PageQuery, pageRequest } from "../http/paging.ts";
 import { AGENT_RELAY_ERRORS, ErrorBody, HostParams, MEMBER, READER } from "./common-schemas.ts";
 
 /**
@@ -32,8 +32,7 @@ export const hostRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const page = pageRequest(request.query);
       if (!page) return sendTaggedJson(request, reply, (await listHosts(k.db, callerOf(request))).map(hostRecordOf));
       const paged = await listHostsPage(k.db, callerOf(request), page);
-      linkNextPage(request, reply, paged.next);
-      return sendTaggedJson(request, reply, paged.items.map(hostRecordOf));
+      return sendTaggedJson(request, reply, paged.items.map(hostRecordOf), paged.next);
     },
   );
 

@@ -5,7 +5,7 @@ import { getNodeView, listNodeViews, listNodeViewsPage, updateNode } from "../do
 import { presentNodeV3, presentNodeV4 } from "../domain/nodes/present.ts";
 import { sendTaggedJson } from "../http/json-answer.ts";
 import { sendNoBody } from "../http/no-body.ts";
-import { linkNextPage, PAGING_EXTENSION, PageQuery, pageRequest } from "../http/paging.ts";
+import { PAGING_EXTENSION, PageQuery, pageRequest } from "../http/paging.ts";
 import { ErrorBody, MEMBER, NoBody, ProjectUuidParams, READER } from "./common-schemas.ts";
 
 const NodeParams = Type.Object({
@@ -64,11 +64,11 @@ export const nodeRoutes: FastifyPluginAsyncTypebox = async (app) => {
           );
         }
         const paged = await listNodeViewsPage(db, projectId, page);
-        linkNextPage(request, reply, paged.next);
         return sendTaggedJson(
           request,
           reply,
           paged.items.map((v) => present(v.row, v.extras)),
+          paged.next,
         );
       },
     );
