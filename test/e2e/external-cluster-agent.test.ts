@@ -93,7 +93,9 @@ describe("the in-cluster agent of an external cluster", () => {
       `the agent's report listed\n${agent.output()}`,
       async () => {
         const c = await listed();
-        return c?.agent.healthy === true ? c : undefined;
+        // The link's connected flag is written with the presence batch, a moment after the
+        // report the agent sends on its welcome.
+        return c?.agent.healthy === true && c.agent.connected ? c : undefined;
       },
       60_000,
     );

@@ -114,8 +114,9 @@ describe("keelson-server on PostgreSQL", () => {
     await pg.restart(2_000);
     // Back: every request succeeds again, with no restart of keelson-server. Within a few seconds
     // on a quiet machine; the bound is wide because the full suite's load once kept it past 15 s.
+    // /readyz follows the database's state as its own probe sees it, a moment after requests do.
     const deadline = Date.now() + 30_000;
-    while (Date.now() < deadline && seen.at(-1)?.status !== 200) {
+    while (Date.now() < deadline && (seen.at(-1)?.status !== 200 || ready.at(-1) !== 200)) {
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
     await new Promise((resolve) => setTimeout(resolve, 300));
