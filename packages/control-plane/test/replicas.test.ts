@@ -80,6 +80,22 @@ describe("replicas", () => {
     expect((await t.request({ method: "GET", url: "/readyz", token: null })).statusCode).toBe(200);
   });
 
+  it("takes its id over at a heartbeat from a gone process of this machine whose row the start could not replace (a full disk)", async () => {
+    const t = await createTestApp({ settings: { ...SHORT, replicaId: "cp-1" } });
+    // What a stop on a full disk leaves, once space returns: the row of the process before, heartbeating lately.
+    const dead = spawnSync("true").pid as number;
+    await t.db.update(replicas).set({ pid: dead, startedAt: databaseTime(dialectOf(t.db), -60_000) });
+    await until("the row taken over", async () => (await t.db.select().from(replicas))[0]?.pid === process.pid);
+    expect((await t.request({ method: "GET", url: "/readyz", token: null })).statusCode).toBe(200);
+    // Another machine's process is not taken over: the renewal fails and the replica fences itself.
+    await t.db.update(replicas).set({ host: "elsewhere.example", pid: 4242 });
+    await until(
+      "/readyz 503",
+      async () => (await t.request({ method: "GET", url: "/readyz", token: null })).statusCode === 503,
+    );
+    expect((await t.db.select().from(replicas))[0]).toMatchObject({ host: "elsewhere.example", pid: 4242 });
+  });
+
   it("prunes the rows of replicas gone (no graceful stop) for longer than the retention; younger ones stay listed, not live", async () => {
     const t = await createTestApp({ settings: { ...SHORT, replicaId: "cp-1", replicaRetentionMs: 10_000 } });
     const ago = (ms: number) => databaseTime(dialectOf(t.db), -ms);

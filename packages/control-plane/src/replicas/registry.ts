@@ -32,6 +32,15 @@ function processAlive(pid: number): boolean {
   }
 }
 
+/**
+ * Whether `row`, holding this replica's id, is no obstacle to it: this very process, or a
+ * process of this machine that is gone (a crash, or a stop on a full disk that could not
+ * remove its row, then a restart). The one rule of the start and of the heartbeat.
+ */
+function heldByNoOne(row: Pick<ReplicaRow, "host" | "pid">, self: ReplicaSelf): boolean {
+  return row.host === self.host && (row.pid === self.pid || !processAlive(row.pid));
+}
+
 function heartbeatWithin(db: Tx, ms: number): SQL {
   return gt(replicas.heartbeatAt, databaseTime(dialectOf(db), -ms));
 }
@@ -64,7 +73,7 @@ async function checkAndRecord(tx: Tx, self: ReplicaSelf, leaseMs: number): Promi
     .from(replicas)
     .where(single ? heartbeatWithin(tx, leaseMs) : and(eq(replicas.id, self.id), heartbeatWithin(tx, leaseMs)));
   for (const other of live) {
-    if (other.host === self.host && (other.pid === self.pid || !processAlive(other.pid))) continue;
+    if (heldByNoOne(other, self)) continue;
     const holder = `pid ${other.pid} on ${other.host}, started ${other.startedAt}, last heartbeat ${other.heartbeatAt}`;
     throw new ReplicaRefused(
       single
@@ -123,10 +132,25 @@ export async function heartbeat(db: Db, self: ReplicaSelf, agentsHeld: number): 
     .values({ ...self, startedAt: now, heartbeatAt: now, agentsHeld })
     .onConflictDoNothing({ target: replicas.id })
     .returning({ id: replicas.id });
+  if (written.length > 0 || (await takeOverFromGone(db, self, now, agentsHeld))) return null;
   // Another process took the id (this one was paused past its lease): the renewal fails, and the
   // runner fences itself at its deadline.
-  if (written.length === 0) throw new Error(`replica ${self.id}: its id is held by another process`);
-  return null;
+  throw new Error(`replica ${self.id}: its id is held by another process`);
+}
+
+/**
+ * The row of this id is a gone process's of this machine, which the start could not replace
+ * (it started on a full disk): it becomes this process's, unless another took it meanwhile.
+ */
+async function takeOverFromGone(db: Db, self: ReplicaSelf, now: SQL<string>, agentsHeld: number): Promise<boolean> {
+  const [row] = await db.select().from(replicas).where(eq(replicas.id, self.id));
+  if (!row || !heldByNoOne(row, self)) return false;
+  const taken = await db
+    .update(replicas)
+    .set({ ...self, startedAt: now, heartbeatAt: now, agentsHeld, drainingSince: null })
+    .where(and(eq(replicas.id, self.id), eq(replicas.host, row.host), eq(replicas.pid, row.pid)))
+    .returning({ id: replicas.id });
+  return taken.length > 0;
 }
 
 /** The longest time between two prunings of gone replicas' rows. */
