@@ -70,20 +70,22 @@ interface AuditOptions {
   jsonl?: boolean;
 }
 
-function filterOf(o: AuditOptions, project: string | undefined) {
+/** The API's filter; bad times are usage errors, refused before the session asks anything. */
+function windowOf(o: AuditOptions) {
   return {
     since: auditTime("--since", o.since),
     until: o.until === undefined ? undefined : auditTime("--until", o.until),
     user: o.user,
-    project,
     target: o.target,
   };
 }
 
+type AuditFilter = ReturnType<typeof windowOf> & { project: string | undefined };
+
 /** Up to `limit` records, page by page; `more` when the window holds more than that. */
 async function readRecords(
   s: Session,
-  filter: ReturnType<typeof filterOf>,
+  filter: AuditFilter,
   limit: number,
 ): Promise<{ records: AuditRecord[]; more: boolean }> {
   const records: AuditRecord[] = [];
@@ -102,7 +104,7 @@ async function readRecords(
 }
 
 /** The API's JSON lines export, line by line to stdout as it arrives. */
-async function streamLines(s: Session, filter: ReturnType<typeof filterOf>, print: (line: string) => void) {
+async function streamLines(s: Session, filter: AuditFilter, print: (line: string) => void) {
   const res = await s.api.send("GET", "/v1/audit", { query: { ...filter, format: "jsonl" }, stream: true });
   const decoder = new TextDecoder();
   let rest = "";
@@ -141,11 +143,11 @@ export function auditCommands(program: Command, wrap: Wrap): void {
       const o = options as AuditOptions;
       if (!Number.isInteger(o.limit) || o.limit < 1 || o.limit > 100_000)
         throw usageError("--limit must be a whole number from 1 to 100000");
-      filterOf(o, undefined); // bad times are refused before anything is asked
+      const window = windowOf(o);
       const s = await cli.session();
       // Every project's records unless one is named (the global --project or KEELSON_PROJECT);
       // a project token sees its own project's only, whatever it asks.
-      const filter = filterOf(o, cli.settings.project === undefined ? undefined : s.projectId);
+      const filter = { ...window, project: cli.settings.project === undefined ? undefined : s.projectId };
       if (o.jsonl) return streamLines(s, filter, (line) => cli.out.print(line));
       const { records, more } = await readRecords(s, filter, o.limit);
       render(cli.out, formatOf(o), records, COLUMNS);

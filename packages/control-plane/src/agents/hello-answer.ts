@@ -19,12 +19,15 @@ export function helloRefusal(session: AgentSession, hello: HelloFrame): { code: 
   return undefined;
 }
 
+/** What the control plane offers for each capability an agent declares (a new pair is one line here). */
+const OFFERS: readonly (readonly [agent: string, control: string])[] = [
+  [AGENT_CAPABILITIES.reportCommand, CONTROL_CAPABILITIES.reportCommand],
+  [AGENT_CAPABILITIES.clusterReport, CONTROL_CAPABILITIES.clusterReport],
+];
+
 /** The answer to a session's accepted hello: who it is now, how often it is pinged, what the control plane offers it. */
 export function welcomeFrame(session: AgentSession, heartbeatMs: number): WelcomeFrame {
-  const offered = [
-    ...(session.capabilities.has(AGENT_CAPABILITIES.reportCommand) ? [CONTROL_CAPABILITIES.reportCommand] : []),
-    ...(session.capabilities.has(AGENT_CAPABILITIES.clusterReport) ? [CONTROL_CAPABILITIES.clusterReport] : []),
-  ];
+  const offered = OFFERS.filter(([agent]) => session.capabilities.has(agent)).map(([, control]) => control);
   return {
     type: "welcome",
     protocolVersion: PROTOCOL_VERSION,

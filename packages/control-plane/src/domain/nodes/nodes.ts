@@ -5,7 +5,7 @@ import { badRequest, notFound } from "../../http/errors.ts";
 import { keysetPage, type PageRequest } from "../../http/paging.ts";
 import { changeMembership } from "../clusters/membership/change.ts";
 import { afterNode, NODE_LIST_ORDER, nodeMarkerOf } from "./list-order.ts";
-import type { NodeExtras, NodeRecordColumn, NodeRow } from "./present.ts";
+import { NODE_RECORD_COLUMNS, type NodeExtras, type NodeRow } from "./present.ts";
 
 /** A node row with what its records need, read in one joined query. */
 export interface NodeView {
@@ -13,28 +13,10 @@ export interface NodeView {
   extras: NodeExtras;
 }
 
-/** The columns of NodeRow (present.ts says why not the whole row). */
-const RECORD_COLUMNS = {
-  id: nodes.id,
-  name: nodes.name,
-  primaryIp: nodes.primaryIp,
-  status: nodes.status,
-  isMaster: nodes.isMaster,
-  apiResponding: nodes.apiResponding,
-  projectId: nodes.projectId,
-  agentConnected: nodes.agentConnected,
-  lastSeen: nodes.lastSeen,
-  actualKubeRoleVersion: nodes.actualKubeRoleVersion,
-  cloudInstanceId: nodes.cloudInstanceId,
-  nodePoolId: nodes.nodePoolId,
-  clusterId: nodes.clusterId,
-  createdAt: nodes.createdAt,
-} satisfies Record<NodeRecordColumn, unknown>;
-
 async function selectViews(db: Db, where: SQL | undefined, limit?: number): Promise<NodeView[]> {
   const query = db
     .select({
-      node: RECORD_COLUMNS,
+      node: NODE_RECORD_COLUMNS,
       poolName: nodePools.name,
       providerId: cloudProviders.id,
       providerType: cloudProviders.type,

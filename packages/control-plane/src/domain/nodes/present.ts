@@ -1,32 +1,28 @@
-import type { nodes } from "@keelson/db";
+import { nodes } from "@keelson/db";
 import type { NodeRecordV3, NodeRecordV4 } from "@keelson/protocol";
-
-/**
- * Node rows -> the v4 and v3 node records of spec §2.2, plus Keelson's `agentConnected` and
- * `lastSeen` on both. An unattached node reads `clusterUuid`, `clusterName` and
- * `clusterKubeRoleVersion` as null: there is no cluster to name.
- */
-export type NodeRow = Pick<typeof nodes.$inferSelect, NodeRecordColumn>;
 
 /**
  * The node columns the records show, and the list order's: not the phases and facts, several
  * KB a node that a list of 1,000 nodes would read and parse only to drop (nodes.ts selects these).
  */
-export type NodeRecordColumn =
-  | "id"
-  | "name"
-  | "primaryIp"
-  | "status"
-  | "isMaster"
-  | "apiResponding"
-  | "projectId"
-  | "agentConnected"
-  | "lastSeen"
-  | "actualKubeRoleVersion"
-  | "cloudInstanceId"
-  | "nodePoolId"
-  | "clusterId"
-  | "createdAt";
+export const NODE_RECORD_COLUMNS = {
+  id: nodes.id,
+  name: nodes.name,
+  primaryIp: nodes.primaryIp,
+  status: nodes.status,
+  isMaster: nodes.isMaster,
+  apiResponding: nodes.apiResponding,
+  projectId: nodes.projectId,
+  agentConnected: nodes.agentConnected,
+  lastSeen: nodes.lastSeen,
+  actualKubeRoleVersion: nodes.actualKubeRoleVersion,
+  cloudInstanceId: nodes.cloudInstanceId,
+  nodePoolId: nodes.nodePoolId,
+  clusterId: nodes.clusterId,
+  createdAt: nodes.createdAt,
+};
+
+export type NodeRow = Pick<typeof nodes.$inferSelect, keyof typeof NODE_RECORD_COLUMNS>;
 
 /** What a node record needs besides its row: its pool, provider and cluster. */
 export interface NodeExtras {
@@ -35,6 +31,11 @@ export interface NodeExtras {
   cluster: { uuid: string; name: string; kubeRoleVersion: string; masterless: boolean } | null;
 }
 
+/**
+ * Node rows -> the v4 and v3 node records of spec §2.2, plus Keelson's `agentConnected` and
+ * `lastSeen` on both. An unattached node reads `clusterUuid`, `clusterName` and
+ * `clusterKubeRoleVersion` as null: there is no cluster to name.
+ */
 export function presentNodeV4(row: NodeRow, extras: NodeExtras): NodeRecordV4 {
   return {
     uuid: row.id,
