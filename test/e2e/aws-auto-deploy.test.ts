@@ -2,7 +2,8 @@ import { rmSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AgentInstanceHost } from "../aws-standin/agent-host.ts";
-import { type AwsStandin, STANDIN_KEYS, startAwsStandin } from "../aws-standin/server.ts";
+import { type AwsStandin, startAwsStandin } from "../aws-standin/server.ts";
+import { addStandinAwsAccount } from "./support/aws-account.ts";
 import {
   killNodeServices,
   liveServicePids,
@@ -40,18 +41,7 @@ describe("auto deploy on AWS (stand-in)", () => {
       adminToken: ADMIN,
       env: { AWS_ENDPOINT_URL: standin.url, KEELSON_AGENT_HEARTBEAT_MS: "2000" },
     });
-    const projects = await api<{ projects: { id: string; name: string }[] }>(`${server.url}/v1/projects`, ADMIN);
-    projectId = projects.body.projects.find((p) => p.name === "default")?.id as string;
-    const made = await api(`${server.url}/v4/${projectId}/cloudProviders`, ADMIN, {
-      method: "POST",
-      body: { name: "aws-standin", type: "aws", key: STANDIN_KEYS.key, secret: STANDIN_KEYS.secret },
-    });
-    expect(made.status, JSON.stringify(made.body)).toBe(200);
-    const providers = await api<{ name: string; nodePoolUuid: string }[]>(
-      `${server.url}/v4/${projectId}/cloudProviders`,
-      ADMIN,
-    );
-    nodePoolUuid = providers.body.find((p) => p.name === "aws-standin")?.nodePoolUuid as string;
+    ({ projectId, nodePoolUuid } = await addStandinAwsAccount(server.url, ADMIN));
   }, 120_000);
 
   afterAll(async () => {

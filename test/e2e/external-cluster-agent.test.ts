@@ -2,9 +2,10 @@ import { rmSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { agentEnvOf } from "../../packages/control-plane/test/agent-manifest-env.ts";
 import { fakeAgentPackage } from "../../packages/control-plane/test/agent-package-fixtures.ts";
-import { type AwsStandin, STANDIN_KEYS, startAwsStandin } from "../aws-standin/server.ts";
+import { type AwsStandin, startAwsStandin } from "../aws-standin/server.ts";
 import { REPORTED_NODES, startInClusterApi } from "../support/incluster-cluster.ts";
 import { type AgentProc, startAgent } from "./support/agents.ts";
+import { addStandinAwsAccount } from "./support/aws-account.ts";
 import { api, type ServerProc, startServer, tempDir, waitUntil } from "./support/processes.ts";
 
 /**
@@ -44,15 +45,9 @@ describe("the in-cluster agent of an external cluster", () => {
     standin = await startAwsStandin();
     cluster = await startInClusterApi();
     server = await startServer({ adminToken: ADMIN, env: { AWS_ENDPOINT_URL: standin.url } });
-    const projects = await api<{ projects: { id: string; name: string }[] }>(`${server.url}/v1/projects`, ADMIN);
-    projectId = projects.body.projects.find((p) => p.name === "default")?.id as string;
-    const made = await api(`${server.url}/v4/${projectId}/cloudProviders`, ADMIN, {
-      method: "POST",
-      body: { name: "aws-standin", type: "aws", key: STANDIN_KEYS.key, secret: STANDIN_KEYS.secret },
-    });
-    expect(made.status, JSON.stringify(made.body)).toBe(200);
-    const accounts = await api<{ uuid: string; name: string }[]>(`${server.url}/v4/${projectId}/cloudProviders`, ADMIN);
-    const account = accounts.body.find((a) => a.name === "aws-standin")?.uuid;
+    const added = await addStandinAwsAccount(server.url, ADMIN);
+    projectId = added.projectId;
+    const account = added.uuid;
     const registered = await api(`${server.url}/v4/${projectId}/externalClusters/register`, ADMIN, {
       method: "POST",
       body: { id: "payments", provider: "eks", cloudProviderID: account, providerDetails: { region: "us-east-1" } },
