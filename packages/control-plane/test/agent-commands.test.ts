@@ -172,4 +172,40 @@ describe("commands across replicas", () => {
       await agent.stop();
     }
   });
+
+  it("an id issued again under the operation's newer claim while its first issue still waits goes out, and both calls get the answer", async () => {
+    const { a, onB, id } = await twoReplicasAndAHost();
+    const op = await runningOperation(a, 7);
+    const agent = agentOn(onB.link, id);
+    try {
+      expect(await agent.connect(10_000)).toBe(true);
+      await until("A sees the link B holds", () => a.app.keelson.agents.isConnected(id.hostId));
+      // Issued under a claim the operation has since lost (its lease ran out while the database
+      // was away): the row is held back by the fence check.
+      const first = a.app.keelson.agents.sendCommand(
+        id.hostId,
+        "ping",
+        {},
+        { id: "cmd-5", timeoutMs: 10_000, issuer: { operationId: op, fence: 6 } },
+      );
+      await until("its row is written", async () => (await commandRow(a, "cmd-5"))?.fence === 6);
+      await sleep(200);
+      expect(agent.commands).toBe(0);
+      // The step runs again under the current claim, same id: it joins the first wait, and the
+      // row now carries the current fence, so it is sent.
+      const again = a.app.keelson.agents.sendCommand(
+        id.hostId,
+        "ping",
+        {},
+        { id: "cmd-5", timeoutMs: 10_000, issuer: { operationId: op, fence: 7 } },
+      );
+      const [one, two] = await Promise.all([first, again]);
+      expect(two).toEqual(one);
+      expect(one).toEqual({ at: expect.any(String) });
+      expect(agent.commands).toBe(1);
+      expect(await commandRow(a, "cmd-5")).toMatchObject({ state: "answered", fence: 7 });
+    } finally {
+      await agent.stop();
+    }
+  });
 });

@@ -55,7 +55,7 @@ export interface CommandRelayOptions {
 interface Waiter {
   hostId: string;
   name: CommandName;
-  timer: NodeJS.Timeout;
+  timer: NodeJS.Timeout | undefined;
   resolve(result: unknown): void;
   reject(err: Error): void;
 }
@@ -146,19 +146,6 @@ export class CommandRelay {
     options: CommandOptions,
   ): Promise<CommandResult<N>> {
     const id = options.id ?? randomUUID();
-    // A step retried after a database outage issues the same stable id again: it joins the wait.
-    const pending = this.pending.get(id);
-    if (pending) return pending as Promise<CommandResult<N>>;
-    const result = new Promise<CommandResult<N>>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        if (!this.forget(id)) return;
-        // Recorded before the caller hears of it: whoever looks then sees it will not be sent.
-        void expireCommand(this.options.db, id)
-          .catch(() => undefined)
-          .then(() => reject(new CommandTimeoutError(hostId, name, options.timeoutMs)));
-      }, options.timeoutMs);
-      this.waiting.set(id, { hostId, name, timer, resolve: resolve as (r: unknown) => void, reject });
-    });
     const row: NewCommand = {
       id,
       hostId,
@@ -168,6 +155,47 @@ export class CommandRelay {
       operationId: options.issuer?.operationId ?? null,
       fence: options.issuer?.fence ?? null,
     };
+    // A step retried after a database outage issues the same stable id again: it joins the wait,
+    // and the row is issued again. The retry may come under a newer claim of its operation (the
+    // lease was lost meanwhile), and a row still carrying the old claim's fence is never sent.
+    const pending = this.pending.get(id);
+    if (pending) {
+      const waiter = this.waiting.get(id);
+      if (waiter) {
+        this.arm(id, waiter, options.timeoutMs);
+        this.record(row, options.issuer !== undefined);
+      }
+      return pending as Promise<CommandResult<N>>;
+    }
+    const result = new Promise<CommandResult<N>>((resolve, reject) => {
+      const waiter: Waiter = { hostId, name, timer: undefined, resolve: resolve as (r: unknown) => void, reject };
+      this.waiting.set(id, waiter);
+      this.arm(id, waiter, options.timeoutMs);
+    });
+    this.record(row, options.issuer !== undefined);
+    this.pending.set(id, result);
+    result.then(
+      () => this.pending.delete(id),
+      () => this.pending.delete(id),
+    );
+    return this.options.observer ? observed(name, result, this.options.observer) : result;
+  }
+
+  /** (Re)starts a waiter's timeout: it ends `timeoutMs` from now unless answered first. */
+  private arm(id: string, waiter: Waiter, timeoutMs: number): void {
+    clearTimeout(waiter.timer);
+    waiter.timer = setTimeout(() => {
+      if (!this.forget(id)) return;
+      // Recorded before the caller hears of it: whoever looks then sees it will not be sent.
+      void expireCommand(this.options.db, id)
+        .catch(() => undefined)
+        .then(() => waiter.reject(new CommandTimeoutError(waiter.hostId, waiter.name, timeoutMs)));
+    }, timeoutMs);
+  }
+
+  /** Writes the command's row, then sends it if this replica holds the host's link. */
+  private record(row: NewCommand, ofOperation: boolean): void {
+    const { id, hostId } = row;
     this.inserts.add(row).then(
       (issued) => this.afterInsert(id, hostId, issued),
       (err: unknown) => {
@@ -175,17 +203,11 @@ export class CommandRelay {
         // still goes out on this replica's own link, not durable; an operation's waits for the
         // table (its fence must be checked).
         const session = this.options.sessionOf(hostId);
-        if (options.issuer || !session) return this.fail(id, err);
+        if (ofOperation || !session) return this.fail(id, err);
         this.options.log.warn({ err, id, hostId }, "could not record a command; sending it on this link only");
         session.sendCommand(frameOf(row));
       },
     );
-    this.pending.set(id, result);
-    result.then(
-      () => this.pending.delete(id),
-      () => this.pending.delete(id),
-    );
-    return this.options.observer ? observed(name, result, this.options.observer) : result;
   }
 
   /** An agent's result frame, on this replica's link of `hostId`. */
