@@ -55,6 +55,8 @@ export interface CommandRelayOptions {
 interface Waiter {
   hostId: string;
   name: CommandName;
+  /** The fence of the claim it was last issued under (null: of no operation). */
+  fence: number | null;
   timer: NodeJS.Timeout | undefined;
   resolve(result: unknown): void;
   reject(err: Error): void;
@@ -155,20 +157,29 @@ export class CommandRelay {
       operationId: options.issuer?.operationId ?? null,
       fence: options.issuer?.fence ?? null,
     };
-    // A step retried after a database outage issues the same stable id again: it joins the wait,
-    // and the row is issued again. The retry may come under a newer claim of its operation (the
-    // lease was lost meanwhile), and a row still carrying the old claim's fence is never sent.
+    // A step retried after a database outage issues the same stable id again: it joins the wait
+    // (the agent gets it once). If the retry comes under a newer claim of its operation (the
+    // lease was lost meanwhile), the row is issued again under it, with the new step's timeout:
+    // a row still carrying the old claim's fence is never sent.
     const pending = this.pending.get(id);
     if (pending) {
       const waiter = this.waiting.get(id);
-      if (waiter) {
+      if (waiter && waiter.fence !== row.fence) {
+        waiter.fence = row.fence;
         this.arm(id, waiter, options.timeoutMs);
         this.record(row, options.issuer !== undefined);
       }
       return pending as Promise<CommandResult<N>>;
     }
     const result = new Promise<CommandResult<N>>((resolve, reject) => {
-      const waiter: Waiter = { hostId, name, timer: undefined, resolve: resolve as (r: unknown) => void, reject };
+      const waiter: Waiter = {
+        hostId,
+        name,
+        fence: row.fence,
+        timer: undefined,
+        resolve: resolve as (r: unknown) => void,
+        reject,
+      };
       this.waiting.set(id, waiter);
       this.arm(id, waiter, options.timeoutMs);
     });
