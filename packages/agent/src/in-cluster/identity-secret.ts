@@ -33,17 +33,14 @@ type Kept = Pick<HostIdentity, "hostId" | "credential" | "projectId">;
 export class IdentitySecret {
   /** Why the identity is not kept in the Secret now; undefined once it is. */
   problem: string | undefined;
-  private readonly objects: KubeObjects;
-  private readonly where: string;
+  private readonly where = `Secret ${IN_CLUSTER_IDENTITY_SECRET}`;
 
   constructor(
     private readonly api: InClusterApi,
     private readonly log: Logger,
     timeoutMs: number,
-  ) {
-    this.objects = createKubeObjects(inClusterCredentials(api), timeoutMs);
-    this.where = `Secret ${IN_CLUSTER_IDENTITY_SECRET}`;
-  }
+    private readonly objects: KubeObjects = createKubeObjects(inClusterCredentials(api), timeoutMs),
+  ) {}
 
   /**
    * A state dir without an identity gets the one the Secret keeps (true), so the agent links
