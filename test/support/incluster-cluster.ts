@@ -88,7 +88,8 @@ export async function startInClusterApi() {
     });
     const serviceAccountDir = join(dir, "serviceaccount");
     mkdirSync(serviceAccountDir);
-    writeSecret(join(serviceAccountDir, "token"), (request.status as { token: string }).token);
+    const token = (request.status as { token: string }).token;
+    writeSecret(join(serviceAccountDir, "token"), token);
     writeSecret(join(serviceAccountDir, "ca.crt"), ca.cert);
     writeSecret(join(serviceAccountDir, "namespace"), "keelson-agent");
     return {
@@ -99,6 +100,8 @@ export async function startInClusterApi() {
       kube: call,
       /** Replaces the mounted token (as a revoked or foreign one would be). */
       forgeToken: () => writeSecret(join(serviceAccountDir, "token"), "kct_forged"),
+      /** Mounts the token the TokenRequest API issued again. */
+      restoreToken: () => writeSecret(join(serviceAccountDir, "token"), token),
       stop: () => {
         procs.stopAll();
         rmSync(dir, { recursive: true, force: true });

@@ -1,8 +1,8 @@
+import { IN_CLUSTER_IDENTITY_SECRET } from "@keelson/protocol";
 // Types only (erased at run time; the package is a dev dependency): an unknown or misspelt field
 // in the objects below fails the typecheck, and the tests validate the output against the same
 // library's compiled API schemas.
 import type { IDeployment } from "kubernetes-models/apps/v1";
-import { IN_CLUSTER_IDENTITY_SECRET } from "@keelson/protocol";
 import type {
   IClusterRole,
   IClusterRoleBinding,
