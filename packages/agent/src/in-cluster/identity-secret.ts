@@ -66,13 +66,13 @@ export class IdentitySecret {
       if (!secret) return;
       const kept = keptIn(secret);
       if (kept && kept.hostId === wanted.hostId && kept.credential === wanted.credential) {
-        this.solved();
+        this.problem = undefined;
         return;
       }
       const next: SecretObject = { ...secret, data: encode(wanted) };
       try {
         await this.objects.replace(this.path(), next);
-        this.solved();
+        this.problem = undefined;
         this.log.info({ hostId: wanted.hostId, secret: this.where }, "identity kept in its Secret");
         return;
       } catch (err) {
@@ -110,10 +110,6 @@ export class IdentitySecret {
       );
     }
     this.problem = problem;
-  }
-
-  private solved(): void {
-    this.problem = undefined;
   }
 }
 
