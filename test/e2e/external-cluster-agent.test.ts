@@ -2,6 +2,7 @@ import { rmSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { agentEnvOf } from "../../packages/control-plane/test/agent-manifest-env.ts";
 import { fakeAgentPackage } from "../../packages/control-plane/test/agent-package-fixtures.ts";
+import { IN_CLUSTER_IDENTITY_SECRET } from "../../packages/protocol/src/in-cluster-identity.ts";
 import { type AwsStandin, startAwsStandin } from "../aws-standin/server.ts";
 import { REPORTED_NODES, startInClusterApi } from "../support/incluster-cluster.ts";
 import { type AgentProc, startAgent } from "./support/agents.ts";
@@ -15,7 +16,10 @@ import { api, type ServerProc, startServer, tempDir, waitUntil } from "./support
  * Kubernetes sets in a pod) and a service-account dir as Kubernetes mounts it, for the strict
  * stand-in kube-apiserver serving two Nodes under the YAML's own RBAC. The API then lists the
  * version, nodes and health the agent read; a token the API refuses is the cluster's health
- * error; deregistering ends the agent (exit 77, refused) and its report goes with the cluster.
+ * error; a pod rescheduled elsewhere (its emptyDir state dir gone) links again with the identity
+ * kept in the YAML's Secret, without registering; without the YAML's Role the agent runs on and its
+ * report says the identity is not kept; deregistering ends the agent (exit 77, refused) and its
+ * report goes with the cluster.
  */
 const ADMIN = "e2e-admin-token";
 
@@ -144,6 +148,74 @@ describe("the in-cluster agent of an external cluster", () => {
       60_000,
     );
     expect(fresh.agent.error).toContain("401");
+  }, 120_000);
+
+  const hosts = async () =>
+    (await api<{ id: string; info: { hostname: string } }[]>(`${server.url}/v1/hosts`, ADMIN)).body.filter(
+      (h) => h.info.hostname === "payments",
+    );
+  /** A report newer than `since` from the linked agent, by `accept`. */
+  const freshReport = (what: string, since: string | null, accept: (c: Listed) => boolean) =>
+    waitUntil(
+      `${what}\n${agent?.output()}`,
+      async () => {
+        const c = await listed();
+        return c?.agent.connected && !c.agent.stale && c.agent.reportedAt !== since && accept(c) ? c : undefined;
+      },
+      60_000,
+    );
+
+  it("a pod rescheduled elsewhere (state dir gone) links again with the identity kept in its Secret, registering nothing", async () => {
+    cluster.restoreToken();
+    const before = agent?.hostId();
+    expect(before).toBeTruthy();
+    expect((await hosts()).map((h) => h.id)).toEqual([before]);
+    await agent?.stop();
+    const gone = await waitUntil(
+      "the stopped agent's report shown stale",
+      async () => {
+        const c = await listed();
+        return c?.agent.stale ? c : undefined;
+      },
+      30_000,
+    );
+    // Another node: a new emptyDir; the same env (the spent join token among it).
+    rmSync(stateDir, { recursive: true, force: true });
+    agent = await startInClusterAgent();
+    const back = await freshReport(
+      "the rescheduled agent's report",
+      gone.agent.reportedAt,
+      (c) => c.agent.healthy === true,
+    );
+    expect(back.agent).toMatchObject({ registered: true, connected: true, stale: false, error: null, nodeCount: 2 });
+    expect(agent.hostId()).toBe(before);
+    expect(agent.output()).toContain("identity restored from its Secret; no registration");
+    expect(agent.output()).not.toContain("registered with the control plane");
+    // No new host: the join token was not used again.
+    expect((await hosts()).map((h) => h.id)).toEqual([before]);
+  }, 120_000);
+
+  it("without the YAML's Role the agent runs on, and its report says the identity is not kept; the Role back, it is", async () => {
+    const rolePath = "/apis/rbac.authorization.k8s.io/v1/namespaces/keelson-agent/roles/keelson-agent";
+    const role = (await cluster.kube("GET", rolePath)) as { metadata: Record<string, unknown> };
+    await cluster.kube("DELETE", rolePath);
+    await agent?.stop();
+    agent = await startInClusterAgent();
+    const since = (await listed())?.agent.reportedAt ?? null;
+    const refused = await freshReport("the identity problem reported", since, (c) => c.agent.error !== null);
+    expect(refused.agent.error).toContain(
+      `the agent's identity cannot be kept: Secret ${IN_CLUSTER_IDENTITY_SECRET} cannot be read: GET /api/v1/namespaces/keelson-agent/secrets/${IN_CLUSTER_IDENTITY_SECRET}: the API answered 403: secrets "${IN_CLUSTER_IDENTITY_SECRET}" is forbidden: User "system:serviceaccount:keelson-agent:keelson-agent" cannot get resource "secrets"`,
+    );
+    expect(refused.agent).toMatchObject({ registered: true, connected: true, nodeCount: 2 });
+    expect(agent.child.exitCode).toBeNull();
+    expect(agent.output()).toContain("identity not kept in its Secret");
+
+    const { resourceVersion: _rv, uid: _uid, creationTimestamp: _at, ...metadata } = role.metadata;
+    await cluster.kube("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/keelson-agent/roles", {
+      ...role,
+      metadata,
+    });
+    await freshReport("the error gone with the Role back", refused.agent.reportedAt, (c) => c.agent.error === null);
   }, 120_000);
 
   it("deregister ends the agent's link: it exits refused, and the cluster and its report are gone", async () => {

@@ -44,13 +44,15 @@ function kubectl(name: string, user: { token: string } | PemPair, args: string[]
   });
 }
 
-/** One raw request with a client certificate, for the exact Status body. */
-function raw(user: PemPair, method: string, path: string, body?: unknown) {
+/** One raw request with a client certificate or a bearer token, for the exact Status body. */
+function raw(user: PemPair | { token: string }, method: string, path: string, body?: unknown) {
   const type = method === "PATCH" ? "application/merge-patch+json" : "application/json";
+  const who =
+    "token" in user ? { headers: { authorization: `Bearer ${user.token}` } } : { cert: user.cert, key: user.key };
   return new Promise<{ status: number; body: Record<string, unknown> }>((resolve, reject) => {
     const req = https.request(
       `${server}${path}`,
-      { method, ca: ca.cert, cert: user.cert, key: user.key, headers: { "content-type": type } },
+      { method, ca: ca.cert, ...who, headers: { "content-type": type, ...who.headers } },
       (res) => {
         let text = "";
         res.on("data", (c) => {
@@ -584,6 +586,107 @@ describe("the stand-in kube-apiserver under the real kubectl", () => {
     expect(r.stderr).toContain('User "system:serviceaccount:default:probe" cannot list resource "nodes"');
     const tampered = `${token.slice(0, -4)}AAAA`;
     expect((await kubectl("sa-tampered", { token: tampered }, ["get", "nodes"])).stderr).toMatch(/Unauthorized/);
+  });
+
+  it("namespaced Secrets under a Role with resourceNames: get and update of that one, 404, 409, base64, as the real one answers", async () => {
+    const m = masters();
+    for (const args of [
+      ["create", "namespace", "shelf"],
+      ["create", "serviceaccount", "agent", "-n", "shelf"],
+      ["create", "secret", "generic", "kept", "-n", "shelf"],
+      ["create", "secret", "generic", "other", "-n", "shelf", "--from-literal=a=b"],
+      ["create", "role", "kept", "-n", "shelf", "--verb=get,update", "--resource=secrets", "--resource-name=kept"],
+      ["create", "rolebinding", "kept", "-n", "shelf", "--role=kept", "--serviceaccount=shelf:agent"],
+    ]) {
+      const r = await kubectl("masters", m, args);
+      expect(r.stderr).toBe("");
+    }
+    const token = { token: (await kubectl("masters", m, ["create", "token", "agent", "-n", "shelf"])).stdout.trim() };
+    const who = 'User "system:serviceaccount:shelf:agent"';
+    const at = (name: string, ns = "shelf") => `/api/v1/namespaces/${ns}/secrets/${name}`;
+    const refusal = (verb: string, name: string, ns = "shelf") =>
+      forbidden(
+        `secrets "${name}" is forbidden: ${who} cannot ${verb} resource "secrets" in API group "" in the namespace "${ns}"`,
+        { name, kind: "secrets" },
+      );
+
+    // The one Secret the Role names, in the RoleBinding's namespace; nothing else.
+    const read = await raw(token, "GET", at("kept"));
+    expect(read.status).toBe(200);
+    expect(read.body).not.toHaveProperty("data");
+    expect(await raw(token, "GET", at("other"))).toEqual(refusal("get", "other"));
+    expect(await raw(token, "PUT", at("other"), { metadata: { name: "other" } })).toEqual(refusal("update", "other"));
+    expect(await raw(token, "GET", at("kept", "default"))).toEqual(refusal("get", "kept", "default"));
+    const listed = await kubectl("agent", token, ["get", "secrets", "-n", "shelf"]);
+    expect(listed.stderr).toContain(
+      `Error from server (Forbidden): secrets is forbidden: ${who} cannot list resource "secrets" in API group "" in the namespace "shelf"`,
+    );
+    expect((await kubectl("agent", token, ["delete", "secret", "kept", "-n", "shelf"])).stderr).toContain(
+      `secrets "kept" is forbidden: ${who} cannot delete resource "secrets" in API group ""`,
+    );
+
+    // Update with the resourceVersion read; the stale one is a Conflict.
+    const secret = read.body as { metadata: { resourceVersion: string } };
+    const updated = await raw(token, "PUT", at("kept"), { ...secret, data: { hostId: "aG9zdA==" } });
+    expect(updated.status).toBe(200);
+    expect(updated.body.data).toEqual({ hostId: "aG9zdA==" });
+    expect(await raw(token, "PUT", at("kept"), { ...secret, data: { hostId: "b3RoZXI=" } })).toEqual({
+      status: 409,
+      body: {
+        kind: "Status",
+        apiVersion: "v1",
+        metadata: {},
+        status: "Failure",
+        message:
+          'Operation cannot be fulfilled on secrets "kept": the object has been modified; please apply your changes to the latest version and try again',
+        reason: "Conflict",
+        details: { name: "kept", kind: "secrets" },
+        code: 409,
+      },
+    });
+    // data is base64 (Go's StdEncoding: "admin" lacks its padding at byte 4, "My-pass" has a '-' at 2).
+    const fresh = (await raw(token, "GET", at("kept"))).body;
+    for (const [value, byte] of [
+      ["admin", 4],
+      ["My-pass", 2],
+      ["YWRtaW4", 4],
+    ] as const) {
+      expect(await raw(token, "PUT", at("kept"), { ...fresh, data: { hostId: value } })).toEqual({
+        status: 400,
+        body: {
+          kind: "Status",
+          apiVersion: "v1",
+          metadata: {},
+          status: "Failure",
+          message: `Secret in version "v1" cannot be handled as a Secret: illegal base64 data at input byte ${byte}`,
+          reason: "BadRequest",
+          code: 400,
+        },
+      });
+    }
+    // stringData is merged into data and never stored.
+    const merged = await raw(token, "PUT", at("kept"), { ...fresh, data: { a: "YQ==" }, stringData: { b: "bee" } });
+    expect(merged.status).toBe(200);
+    expect((await raw(token, "GET", at("kept"))).body).toMatchObject({ data: { a: "YQ==", b: "YmVl" } });
+    expect((await raw(token, "GET", at("kept"))).body).not.toHaveProperty("stringData");
+
+    // Gone: 404 for who may read it; the Role gone: 403.
+    expect((await kubectl("masters", m, ["delete", "secret", "kept", "-n", "shelf"])).code).toBe(0);
+    expect(await raw(token, "GET", at("kept"))).toEqual({
+      status: 404,
+      body: {
+        kind: "Status",
+        apiVersion: "v1",
+        metadata: {},
+        status: "Failure",
+        message: 'secrets "kept" not found',
+        reason: "NotFound",
+        details: { name: "kept", kind: "secrets" },
+        code: 404,
+      },
+    });
+    expect((await kubectl("masters", m, ["delete", "role", "kept", "-n", "shelf"])).code).toBe(0);
+    expect(await raw(token, "GET", at("kept"))).toEqual(refusal("get", "kept"));
   });
 
   it("a Service's clusterIP must be in --service-cluster-ip-range and free, as the real allocator says", async () => {

@@ -8,10 +8,11 @@ import { kubeCall, processes, startApiServer, writeSecret } from "./standin-clus
 
 /**
  * An external cluster for an in-cluster agent: the strict stand-in kube-apiserver (authn, RBAC)
- * on loopback with two Nodes, the agent's Namespace, ServiceAccount and least RBAC exactly as the
- * deployment YAML has them (agentManifestObjects), and a service-account dir as Kubernetes mounts
- * it in the pod: a token from the TokenRequest API, the cluster CA. stop() ends the apiserver
- * and removes the files.
+ * on loopback with two Nodes, the agent's Namespace, ServiceAccount, least RBAC and Secrets exactly
+ * as the deployment YAML has them (agentManifestObjects), and a service-account dir as Kubernetes
+ * mounts it in the pod: a token from the TokenRequest API, the cluster CA, the namespace.
+ * `kube` calls the API as system:masters (an operator's kubectl). stop() ends the apiserver and
+ * removes the files.
  */
 
 const CLUSTER_NODES = [
@@ -57,6 +58,9 @@ export async function startInClusterApi() {
       ServiceAccount: "/api/v1/namespaces/keelson-agent/serviceaccounts",
       ClusterRole: "/apis/rbac.authorization.k8s.io/v1/clusterroles",
       ClusterRoleBinding: "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+      Role: "/apis/rbac.authorization.k8s.io/v1/namespaces/keelson-agent/roles",
+      RoleBinding: "/apis/rbac.authorization.k8s.io/v1/namespaces/keelson-agent/rolebindings",
+      Secret: "/api/v1/namespaces/keelson-agent/secrets",
     };
     for (const object of objects) {
       const collection = collections[object.kind as string];
@@ -84,7 +88,8 @@ export async function startInClusterApi() {
     });
     const serviceAccountDir = join(dir, "serviceaccount");
     mkdirSync(serviceAccountDir);
-    writeSecret(join(serviceAccountDir, "token"), (request.status as { token: string }).token);
+    const token = (request.status as { token: string }).token;
+    writeSecret(join(serviceAccountDir, "token"), token);
     writeSecret(join(serviceAccountDir, "ca.crt"), ca.cert);
     writeSecret(join(serviceAccountDir, "namespace"), "keelson-agent");
     return {
@@ -92,8 +97,11 @@ export async function startInClusterApi() {
       port,
       server,
       serviceAccountDir,
+      kube: call,
       /** Replaces the mounted token (as a revoked or foreign one would be). */
       forgeToken: () => writeSecret(join(serviceAccountDir, "token"), "kct_forged"),
+      /** Mounts the token the TokenRequest API issued again. */
+      restoreToken: () => writeSecret(join(serviceAccountDir, "token"), token),
       stop: () => {
         procs.stopAll();
         rmSync(dir, { recursive: true, force: true });

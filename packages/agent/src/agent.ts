@@ -9,7 +9,8 @@ import {
 import pino, { type Logger } from "pino";
 import { EtcdBackups } from "./backups/index.ts";
 import { FactsMonitor } from "./facts.ts";
-import { InClusterAgent } from "./in-cluster/in-cluster-agent.ts";
+import { IdentitySecret } from "./in-cluster/identity-secret.ts";
+import { IN_CLUSTER_API_TIMEOUT_MS, InClusterAgent } from "./in-cluster/in-cluster-agent.ts";
 import { ControlPlanes } from "./link/control-planes.ts";
 import { LinkClient, type LinkClientOptions } from "./link/index.ts";
 import { ProxyRoutes } from "./link/proxy.ts";
@@ -94,6 +95,8 @@ export class Agent {
     const { settings } = this;
     let identity: Awaited<ReturnType<typeof ensureRegistered>>;
     let trust: ControlPlaneTrust;
+    // In a pod the state dir is an emptyDir: the identity is kept in a Secret too (identity-secret.ts).
+    const kept = inCluster ? new IdentitySecret(inCluster, this.log, IN_CLUSTER_API_TIMEOUT_MS) : undefined;
     try {
       // Before the join token or the credential goes anywhere: whom to trust.
       trust = await establishTrust({
@@ -109,6 +112,7 @@ export class Agent {
           noProxy: settings.noProxy,
         }),
       });
+      await kept?.restore(this.stateDir);
       identity = await ensureRegistered({
         fetch: trust.fetch,
         controlPlane: this.planes,
@@ -137,9 +141,11 @@ export class Agent {
       }
       throw err;
     }
-    this.running = inCluster
-      ? new InClusterAgent(this, identity, trust, inCluster)
-      : new Running(this, identity, localToken, trust);
+    await kept?.keep(identity);
+    this.running =
+      inCluster && kept
+        ? new InClusterAgent(this, identity, trust, inCluster, kept)
+        : new Running(this, identity, localToken, trust);
     if (this.starting.signal.aborted) {
       await this.stop((this.starting.signal.reason as Error).message);
       return;

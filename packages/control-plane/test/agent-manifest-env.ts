@@ -10,13 +10,19 @@ export function agentEnvOf(yaml: string, pod: Record<string, string>): Record<st
   const objects = parseAllDocuments(yaml).map((d) => d.toJS() as Record<string, unknown>);
   const of = <T>(kind: string) => objects.find((o) => o.kind === kind) as T;
   const config = of<{ data: Record<string, string> }>("ConfigMap").data;
-  const secret = of<{ stringData: Record<string, string> }>("Secret").stringData;
+  const secret = (name: string) =>
+    (
+      objects.find((o) => o.kind === "Secret" && (o.metadata as { name: string }).name === name) as
+        | { stringData?: Record<string, string> }
+        | undefined
+    )?.stringData ?? {};
   const deployment = of<{ spec: { template: { spec: { containers: { env: EnvVar[] }[] } } } }>("Deployment");
   const env: Record<string, string> = { ...pod };
   for (const e of deployment.spec.template.spec.containers[0]?.env ?? []) {
     const fromConfig = e.valueFrom?.configMapKeyRef?.key;
-    const fromSecret = e.valueFrom?.secretKeyRef?.key;
-    const value = e.value ?? (fromConfig ? config[fromConfig] : fromSecret ? secret[fromSecret] : undefined);
+    const fromSecret = e.valueFrom?.secretKeyRef;
+    const value =
+      e.value ?? (fromConfig ? config[fromConfig] : fromSecret ? secret(fromSecret.name)[fromSecret.key] : undefined);
     if (value === undefined) throw new Error(`the manifest's env ${e.name} resolves to nothing`);
     env[e.name] = value;
   }
@@ -26,5 +32,5 @@ export function agentEnvOf(yaml: string, pod: Record<string, string>): Record<st
 interface EnvVar {
   name: string;
   value?: string;
-  valueFrom?: { configMapKeyRef?: { key: string }; secretKeyRef?: { key: string } };
+  valueFrom?: { configMapKeyRef?: { key: string }; secretKeyRef?: { name: string; key: string } };
 }

@@ -1,9 +1,9 @@
 import type { AddressInfo } from "node:net";
 import { externalClusters, joinTokens, nodes } from "@keelson/db";
-import { AGENT_LINK_PATH } from "@keelson/protocol";
+import { AGENT_LINK_PATH, IN_CLUSTER_IDENTITY_SECRET } from "@keelson/protocol";
 import { eq } from "drizzle-orm";
 import { Deployment } from "kubernetes-models/apps/v1";
-import { ClusterRole, ClusterRoleBinding } from "kubernetes-models/rbac.authorization.k8s.io/v1";
+import { ClusterRole, ClusterRoleBinding, Role, RoleBinding } from "kubernetes-models/rbac.authorization.k8s.io/v1";
 import { ConfigMap, Namespace, Secret, ServiceAccount } from "kubernetes-models/v1";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { parseAllDocuments } from "yaml";
@@ -28,6 +28,8 @@ const VALIDATORS: Record<string, (o: never) => { validate(): void }> = {
   ServiceAccount: (o) => new ServiceAccount(o),
   ClusterRole: (o) => new ClusterRole(o),
   ClusterRoleBinding: (o) => new ClusterRoleBinding(o),
+  Role: (o) => new Role(o),
+  RoleBinding: (o) => new RoleBinding(o),
   Secret: (o) => new Secret(o),
   ConfigMap: (o) => new ConfigMap(o),
   Deployment: (o) => new Deployment(o),
@@ -109,6 +111,9 @@ describe("an external cluster's agent", () => {
         "ServiceAccount",
         "ClusterRole",
         "ClusterRoleBinding",
+        "Role",
+        "RoleBinding",
+        "Secret",
         "Secret",
         "ConfigMap",
         "Deployment",
@@ -153,6 +158,30 @@ describe("an external cluster's agent", () => {
       expect(env).toContainEqual({ name: "KEELSON_AGENT_MODE", value: "in-cluster" });
       const config = objects.find((o) => o.kind === "ConfigMap") as { data: Record<string, string> };
       expect(config.data).toMatchObject({ KEELSON_AGENT_VERSION: "1.4.0" });
+    });
+
+    it("lets the agent get and update its identity Secret, which it creates empty, and no other Secret", async () => {
+      const objects = docs((await getYaml()).body);
+      const role = objects.find((o) => o.kind === "Role") as { metadata: { namespace: string }; rules: unknown[] };
+      expect(role.metadata.namespace).toBe("keelson-agent");
+      expect(role.rules).toEqual([
+        {
+          apiGroups: [""],
+          resources: ["secrets"],
+          resourceNames: [IN_CLUSTER_IDENTITY_SECRET],
+          verbs: ["get", "update"],
+        },
+      ]);
+      const binding = objects.find((o) => o.kind === "RoleBinding") as Record<string, unknown>;
+      expect(binding.metadata).toMatchObject({ name: "keelson-agent", namespace: "keelson-agent" });
+      expect(binding.roleRef).toEqual({ apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: "keelson-agent" });
+      expect(binding.subjects).toEqual([{ kind: "ServiceAccount", name: "keelson-agent", namespace: "keelson-agent" }]);
+      const secret = objects.find(
+        (o) => o.kind === "Secret" && (o.metadata as { name: string }).name === IN_CLUSTER_IDENTITY_SECRET,
+      );
+      expect(secret).toMatchObject({ type: "Opaque", metadata: { namespace: "keelson-agent" } });
+      expect(secret).not.toHaveProperty("data");
+      expect(secret).not.toHaveProperty("stringData");
     });
 
     it("carries a join token minted for the cluster; a newer manifest replaces an unspent one", async () => {

@@ -9,6 +9,7 @@ export * from "./etcd-member.ts";
 export * from "./facts.ts";
 export * from "./frames.ts";
 export * from "./host-record.ts";
+export * from "./in-cluster-identity.ts";
 export * from "./ipv4.ts";
 export * from "./kube-groups.ts";
 export * from "./loopback.ts";

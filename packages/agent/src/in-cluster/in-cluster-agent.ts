@@ -1,14 +1,16 @@
-import { AGENT_CAPABILITIES } from "@keelson/protocol";
+import { AGENT_CAPABILITIES, clipText } from "@keelson/protocol";
 import type { Logger } from "pino";
 import type { Agent } from "../agent.ts";
 import type { LinkClient } from "../link/index.ts";
 import type { ControlPlaneTrust } from "../link/trust.ts";
+import type { HostIdentity } from "../registration.ts";
 import { AUTH_EXIT_CODE } from "../upgrade/ipc.ts";
 import { AGENT_VERSION } from "../version.ts";
 import { type ClusterReport, type InClusterApi, inClusterCredentials, readCluster } from "./cluster-reading.ts";
+import type { IdentitySecret } from "./identity-secret.ts";
 
-/** A read of the cluster's API that hangs must not hold the next one back for long. */
-const READ_TIMEOUT_MS = 10_000;
+/** A call to the cluster's API that hangs must not hold the next report back for long. */
+export const IN_CLUSTER_API_TIMEOUT_MS = 10_000;
 
 /**
  * The agent of an external cluster (KEELSON_AGENT_MODE=in-cluster), run by the cluster's
@@ -16,7 +18,8 @@ const READ_TIMEOUT_MS = 10_000;
  * the control plane like any agent, and nothing else of a host agent: no node phases, no local
  * API, no self-upgrade (a new version comes with a new manifest). It reads the cluster's API
  * with the pod's service account (cluster-reading.ts) and sends a cluster.report after every
- * welcome and every KEELSON_AGENT_CLUSTER_REPORT_MS.
+ * welcome and every KEELSON_AGENT_CLUSTER_REPORT_MS. An identity not kept in its Secret
+ * (identity-secret.ts) is tried again before each report, and is the report's error until kept.
  */
 export class InClusterAgent {
   private readonly link: LinkClient;
@@ -27,9 +30,10 @@ export class InClusterAgent {
 
   constructor(
     private readonly agent: Agent,
-    identity: { hostId: string; credential: string },
+    private readonly identity: HostIdentity,
     trust: ControlPlaneTrust,
     private readonly api: InClusterApi,
+    private readonly kept: IdentitySecret,
   ) {
     const hostId = identity.hostId;
     this.log = agent.log.child({ hostId, mode: "in-cluster" });
@@ -77,8 +81,11 @@ export class InClusterAgent {
   }
 
   private async readAndSend(): Promise<void> {
-    const report: ClusterReport = await readCluster(inClusterCredentials(this.api), READ_TIMEOUT_MS);
+    if (this.kept.problem) await this.kept.keep(this.identity);
+    const report: ClusterReport = await readCluster(inClusterCredentials(this.api), IN_CLUSTER_API_TIMEOUT_MS);
     if (report.error) this.log.warn({ error: report.error }, "reading the cluster's API failed");
+    const { problem } = this.kept;
+    if (problem) report.error = clipText(report.error ? `${problem}; ${report.error}` : problem);
     if (!this.stopped && !this.link.sendClusterReport(report)) {
       this.log.debug("cluster report not sent: no link that takes it; sent after the next welcome");
     }

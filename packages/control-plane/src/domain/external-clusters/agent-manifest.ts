@@ -1,8 +1,14 @@
+import { IN_CLUSTER_IDENTITY_SECRET } from "@keelson/protocol";
 // Types only (erased at run time; the package is a dev dependency): an unknown or misspelt field
 // in the objects below fails the typecheck, and the tests validate the output against the same
 // library's compiled API schemas.
 import type { IDeployment } from "kubernetes-models/apps/v1";
-import type { IClusterRole, IClusterRoleBinding } from "kubernetes-models/rbac.authorization.k8s.io/v1";
+import type {
+  IClusterRole,
+  IClusterRoleBinding,
+  IRole,
+  IRoleBinding,
+} from "kubernetes-models/rbac.authorization.k8s.io/v1";
 import type { IConfigMap, IContainer, INamespace, ISecret, IServiceAccount } from "kubernetes-models/v1";
 import { stringify } from "yaml";
 import type { StoredPackage } from "../packages/shelf.ts";
@@ -15,10 +21,15 @@ import type { StoredPackage } from "../packages/shelf.ts";
  * - ServiceAccount `keelson-agent` (its token and the cluster CA are mounted at the standard
  *   in-cluster paths, which the agent reads);
  * - ClusterRole + ClusterRoleBinding with the least the agent reads: nodes (get, list) and the
- *   non-resource URLs `/version`, `/readyz`, `/livez`; nothing else, no write of any kind;
+ *   non-resource URLs `/version`, `/readyz`, `/livez`;
+ * - Role + RoleBinding `keelson-agent`: get and update on the one Secret
+ *   `keelson-agent-identity` (its resourceName), the agent's only write;
  * - Secret `keelson-agent-join`: the join token minted for this cluster (spent at the first
- *   registration), and ConfigMap `keelson-agent`: the control plane's URL, CA pin and CA
- *   certificate, and the agent package's version and sha256 (public values);
+ *   registration); Secret `keelson-agent-identity`, created empty: the agent keeps the identity
+ *   it registered with there, so that a pod rescheduled elsewhere (its state dir an emptyDir)
+ *   links again as the same agent (created here, the agent needs no `create`); ConfigMap
+ *   `keelson-agent`: the control plane's URL, CA pin and CA certificate, and the agent
+ *   package's version and sha256 (public values);
  * - Deployment `keelson-agent`, one replica (`Recreate`: one link per cluster), non-root with a
  *   read-only root file system: an init container fetches the agent package from the control
  *   plane (over TLS trusting only its CA, checked against the sha256) and the bundled agent
@@ -82,6 +93,8 @@ export type AgentManifestObject =
   | IServiceAccount
   | IClusterRole
   | IClusterRoleBinding
+  | IRole
+  | IRoleBinding
   | ISecret
   | IConfigMap
   | IDeployment;
@@ -134,11 +147,37 @@ export function agentManifestObjects(input: AgentManifestInput): AgentManifestOb
       subjects: [{ kind: "ServiceAccount", name: AGENT_NAME, namespace: AGENT_NAMESPACE }],
     } satisfies IClusterRoleBinding,
     {
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "Role",
+      metadata: metadata(AGENT_NAME),
+      rules: [
+        {
+          apiGroups: [""],
+          resources: ["secrets"],
+          resourceNames: [IN_CLUSTER_IDENTITY_SECRET],
+          verbs: ["get", "update"],
+        },
+      ],
+    } satisfies IRole,
+    {
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "RoleBinding",
+      metadata: metadata(AGENT_NAME),
+      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: AGENT_NAME },
+      subjects: [{ kind: "ServiceAccount", name: AGENT_NAME, namespace: AGENT_NAMESPACE }],
+    } satisfies IRoleBinding,
+    {
       apiVersion: "v1",
       kind: "Secret",
       metadata: metadata(`${AGENT_NAME}-join`),
       type: "Opaque",
       stringData: { KEELSON_JOIN_TOKEN: input.joinToken },
+    } satisfies ISecret,
+    {
+      apiVersion: "v1",
+      kind: "Secret",
+      metadata: metadata(IN_CLUSTER_IDENTITY_SECRET),
+      type: "Opaque",
     } satisfies ISecret,
     { apiVersion: "v1", kind: "ConfigMap", metadata: metadata(AGENT_NAME), data: config } satisfies IConfigMap,
     {
