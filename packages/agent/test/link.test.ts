@@ -197,7 +197,7 @@ describe("LinkClient", () => {
     expect(await c.next("hello")).toEqual({
       type: "hello",
       protocolVersion: PROTOCOL_VERSION,
-      capabilities: ["node-packages", "node-report-command", "node-sweep", "images"],
+      capabilities: ["node-packages", "node-report-command", "node-sweep", "images", "control-plane-pins"],
       ...helloPayload(),
     });
     expect(await connected).toMatchObject({ type: "welcome", hostId: HOST, projectId: "p1" });
