@@ -65,7 +65,7 @@ export async function changePins(
     if (problem) problems.push(`${pin.name} at ${pin.ip} (${url}): ${problem}`);
   }
   if (problems.length > 0) {
-    throw new Error(`pins unchanged: the control plane does not answer at ${problems.join("; ")}`);
+    throw new Error(`pins unchanged, the control plane does not answer: ${problems.join("; ")}`);
   }
   const previous = pins.list;
   pins.replace(next);

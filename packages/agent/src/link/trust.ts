@@ -114,7 +114,9 @@ export class ControlPlaneTrust {
 
   /** `fetch` of `url` with this trust and proxy, connecting to `address` whatever the name's pin or DNS says. */
   fetchAt(url: string, address: string, init: RequestInit = {}): Promise<Response> {
-    return fetchWith(url, { ...init, redirect: "manual" }, { ...this.connection(), lookup: () => lookupAt(address) }, 0);
+    // A connection of its own: a kept-alive one to the name may go to another address.
+    const connection = { ...this.connection(), lookup: () => lookupAt(address), fresh: true };
+    return fetchWith(url, { ...init, redirect: "manual" }, connection, 0);
   }
 
   private connection(): Connection {
@@ -263,11 +265,13 @@ interface Connection {
   proxy?: ProxyRoutes;
   /** The `lookup` of a host (a pinned one); undefined: DNS. */
   lookup?: (host: string) => LookupFunction | undefined;
+  /** A new connection, not one kept alive by the global agent. */
+  fresh?: boolean;
 }
 
 /** A small fetch over node:http(s), for the TLS options and proxy agents Node's fetch does not take. */
 function fetchWith(url: string, init: RequestInit, connection: Connection, redirectsLeft: number): Promise<Response> {
-  const { proxy, lookup: lookupOf, ...tls } = connection;
+  const { proxy, lookup: lookupOf, fresh, ...tls } = connection;
   const target = new URL(url);
   const agent = proxy?.agentFor(target);
   const lookup = lookupOf?.(target.hostname);
@@ -282,7 +286,7 @@ function fetchWith(url: string, init: RequestInit, connection: Connection, redir
         method: init.method ?? "GET",
         headers: Object.fromEntries(headers),
         ...(target.protocol === "https:" ? tls : {}),
-        ...(agent ? { agent } : {}),
+        ...(agent ? { agent } : fresh ? { agent: false } : {}),
         ...(lookup ? { lookup } : {}),
         ...(init.signal ? { signal: init.signal } : {}),
       },
