@@ -48,7 +48,11 @@ describe("control-plane pins set by configure-hosts", () => {
     writeFileSync(
       config,
       // JSON is YAML too.
-      JSON.stringify({ hostAgentRepo: "./keelson-agent.tar.gz", hosts: [HOST], controlPlaneHosts: [{ name: NAME, ip }] }),
+      JSON.stringify({
+        hostAgentRepo: "./keelson-agent.tar.gz",
+        hosts: [HOST],
+        controlPlaneHosts: [{ name: NAME, ip }],
+      }),
     );
     return keelson(["configure-hosts", "--config", config], { env: cliEnv(), timeoutMs: 120_000 });
   };
@@ -60,7 +64,13 @@ describe("control-plane pins set by configure-hosts", () => {
   };
   const keptPins = () => JSON.parse(readFileSync(join(stateDir, "control-plane-pins.json"), "utf8")) as unknown;
   const startPinnedAgent = async (joinToken?: string) => {
-    agent = await startAgent({ name: HOST, controlPlane, stateDir, ...(joinToken ? { joinToken } : {}), env: agentEnv });
+    agent = await startAgent({
+      name: HOST,
+      controlPlane,
+      stateDir,
+      ...(joinToken ? { joinToken } : {}),
+      env: agentEnv,
+    });
     procs.push(agent);
   };
 
@@ -121,7 +131,9 @@ describe("control-plane pins set by configure-hosts", () => {
     const run = await configureHosts("127.0.0.9");
     expect(run.code, `${run.stdout}\n${run.stderr}`).not.toBe(0);
     expect(run.stdout).toMatch(
-      new RegExp(`${HOST}: control-plane addresses not set: .*${NAME.replaceAll(".", "\\.")} at 127\\.0\\.0\\.9 .*ECONNREFUSED`),
+      new RegExp(
+        `${HOST}: control-plane addresses not set: .*${NAME.replaceAll(".", "\\.")} at 127\\.0\\.0\\.9 .*ECONNREFUSED`,
+      ),
     );
     expect(run.stderr).toContain(`control-plane addresses not set on ${HOST}`);
     expect(keptPins()).toEqual({ pins: [{ name: NAME, ip: "127.0.0.2" }] });

@@ -53,7 +53,11 @@ beforeAll(async () => {
     "127.0.0.4",
     port,
   );
-  await listen(createHttpServer((_req, res) => res.writeHead(503).end('{"status":"draining"}')), "127.0.0.5", port);
+  await listen(
+    createHttpServer((_req, res) => res.writeHead(503).end('{"status":"draining"}')),
+    "127.0.0.5",
+    port,
+  );
 });
 afterAll(async () => {
   for (const s of servers) await new Promise((r) => s.close(r));
@@ -68,7 +72,9 @@ describe("control-plane pins", () => {
     expect(first.addressOf(NAME)).toBe("127.0.0.1");
     expect(first.addressOf("other.keelson.test")).toBeUndefined();
     first.replace([{ name: NAME, ip: "127.0.0.2" }]);
-    expect(JSON.parse(readFileSync(join(state, PINS_FILE), "utf8"))).toEqual({ pins: [{ name: NAME, ip: "127.0.0.2" }] });
+    expect(JSON.parse(readFileSync(join(state, PINS_FILE), "utf8"))).toEqual({
+      pins: [{ name: NAME, ip: "127.0.0.2" }],
+    });
     const restarted = ControlPlanePins.in(state, [{ name: NAME, ip: "127.0.0.1" }]);
     expect(restarted.list).toEqual([{ name: NAME, ip: "127.0.0.2" }]);
     restarted.replace([]);
@@ -95,7 +101,10 @@ describe("control-plane pins", () => {
     const change = (ip: string, name = NAME) => changePins(pins, trust, planes, { pins: [{ name, ip }] });
 
     const refusals: [string, RegExp][] = [
-      ["127.0.0.9", new RegExp(`${NAME} at 127\\.0\\.0\\.9 \\(https://${NAME}:${port}\\): GET /readyz failed: .*ECONNREFUSED`)],
+      [
+        "127.0.0.9",
+        new RegExp(`${NAME} at 127\\.0\\.0\\.9 \\(https://${NAME}:${port}\\): GET /readyz failed: .*ECONNREFUSED`),
+      ],
       ["127.0.0.3", /cp\.keelson\.test at 127\.0\.0\.3 .*ERR_TLS_CERT_ALTNAME_INVALID: Hostname\/IP does not match/],
       ["127.0.0.4", /at 127\.0\.0\.4 .*answered 200 but not as a Keelson control plane/],
     ];

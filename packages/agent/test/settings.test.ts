@@ -49,20 +49,24 @@ describe("agent settings", () => {
     const planes = { KEELSON_CONTROL_PLANE: "https://cp.keelson.test:8443,https://cp-2.keelson.test:8443" };
     expect(readAgentSettings(planes).controlPlanePins).toEqual([]);
     expect(
-      readAgentSettings({ ...planes, KEELSON_CONTROL_PLANE_ADDRESSES: "cp.keelson.test=127.0.0.1, CP-2.keelson.test=::1" })
-        .controlPlanePins,
+      readAgentSettings({
+        ...planes,
+        KEELSON_CONTROL_PLANE_ADDRESSES: "cp.keelson.test=127.0.0.1, CP-2.keelson.test=::1",
+      }).controlPlanePins,
     ).toEqual([
       { name: "cp.keelson.test", ip: "127.0.0.1" },
       { name: "CP-2.keelson.test", ip: "::1" },
     ]);
-    expect(() => readAgentSettings({ ...planes, KEELSON_CONTROL_PLANE_ADDRESSES: "other.keelson.test=127.0.0.1" })).toThrow(
+    expect(() =>
+      readAgentSettings({ ...planes, KEELSON_CONTROL_PLANE_ADDRESSES: "other.keelson.test=127.0.0.1" }),
+    ).toThrow(
       new SettingsError(
         "KEELSON_CONTROL_PLANE_ADDRESSES: other.keelson.test is not a host name of KEELSON_CONTROL_PLANE (cp.keelson.test, cp-2.keelson.test)",
       ),
     );
-    expect(() => readAgentSettings({ ...planes, KEELSON_CONTROL_PLANE_ADDRESSES: "cp.keelson.test=127.0.0.300" })).toThrow(
-      /KEELSON_CONTROL_PLANE_ADDRESSES=.*: entry 1: "127.0.0.300" must be an IPv4 or IPv6 address/,
-    );
+    expect(() =>
+      readAgentSettings({ ...planes, KEELSON_CONTROL_PLANE_ADDRESSES: "cp.keelson.test=127.0.0.300" }),
+    ).toThrow(/KEELSON_CONTROL_PLANE_ADDRESSES=.*: entry 1: "127.0.0.300" must be an IPv4 or IPv6 address/);
     expect(() => readAgentSettings({ ...planes, KEELSON_CONTROL_PLANE_ADDRESSES: "cp.keelson.test" })).toThrow(
       /KEELSON_CONTROL_PLANE_ADDRESSES=.*: entry "cp.keelson.test" must be name=ip/,
     );

@@ -78,7 +78,8 @@ export function parseHostsConfig(file: string, doc: Record<string, unknown>): Ho
 
 /** `controlPlaneHosts`: `{name, ip}` entries, under the pins' rules (protocol's control-plane-pins.ts). */
 function parsePins(value: unknown, bad: (field: string, rule: string) => Error): ControlPlanePin[] {
-  if (!Array.isArray(value)) throw bad("controlPlaneHosts", "must list {name, ip} entries (or be [] to remove the pins)");
+  if (!Array.isArray(value))
+    throw bad("controlPlaneHosts", "must list {name, ip} entries (or be [] to remove the pins)");
   const pins = value.map((entry: unknown, i) => {
     const e = entry as Record<string, unknown> | null;
     if (!e || typeof e !== "object" || typeof e.name !== "string" || typeof e.ip !== "string") {

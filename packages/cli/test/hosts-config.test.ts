@@ -28,8 +28,14 @@ describe("the hosts' config", () => {
     const cases: [unknown, string][] = [
       ["cp.keelson.test=10.0.1.20", "controlPlaneHosts must list {name, ip} entries"],
       [["cp.keelson.test"], "controlPlaneHosts[0] must be {name, ip}"],
-      [[{ name: "cp.keelson.test", ip: "10.0.1.300" }], 'controlPlaneHosts[0].ip "10.0.1.300" must be an IPv4 or IPv6 address'],
-      [[{ name: "10.0.1.1", ip: "10.0.1.20" }], 'controlPlaneHosts[0].name "10.0.1.1" must be a host name (not an address)'],
+      [
+        [{ name: "cp.keelson.test", ip: "10.0.1.300" }],
+        'controlPlaneHosts[0].ip "10.0.1.300" must be an IPv4 or IPv6 address',
+      ],
+      [
+        [{ name: "10.0.1.1", ip: "10.0.1.20" }],
+        'controlPlaneHosts[0].name "10.0.1.1" must be a host name (not an address)',
+      ],
       [
         [
           { name: "cp.keelson.test", ip: "10.0.1.20" },

@@ -33,7 +33,12 @@ describe("control-plane pins route", () => {
       [{ pins: [{ name: "cp.keelson.test", ip: "10.0.0.300" }] }, "pins.0.ip", /must be an IPv4 or IPv6 address/],
       [{ pins: [{ name: "10.0.0.1", ip: "10.0.0.2" }] }, "pins.0.name", /must be a host name/],
       [
-        { pins: [{ name: "cp.keelson.test", ip: "10.0.0.1" }, { name: "CP.keelson.test", ip: "10.0.0.2" }] },
+        {
+          pins: [
+            { name: "cp.keelson.test", ip: "10.0.0.1" },
+            { name: "CP.keelson.test", ip: "10.0.0.2" },
+          ],
+        },
         "pins.1.name",
         /named twice/,
       ],
@@ -70,7 +75,9 @@ describe("control-plane pins route", () => {
 
     const refused = await put({ pins: [{ name: "cp.keelson.test", ip: "127.0.0.2" }] });
     expect(refused.statusCode, refused.body).toBe(502);
-    expect(refused.json().message).toMatch(/cp\.keelson\.test is not a host name of KEELSON_CONTROL_PLANE \(127\.0\.0\.1\)/);
+    expect(refused.json().message).toMatch(
+      /cp\.keelson\.test is not a host name of KEELSON_CONTROL_PLANE \(127\.0\.0\.1\)/,
+    );
   });
 
   it("is refused with 409 for an agent too old to take pins", async () => {
@@ -78,8 +85,12 @@ describe("control-plane pins route", () => {
     const hub = f.t.app.keelson.agents;
     agent.capabilities = [AGENT_CAPABILITIES.images];
     agent.kill();
-    await waitFor("the older agent back", () => hub.supports(agent.hostId, AGENT_CAPABILITIES.images) === true &&
-      hub.supports(agent.hostId, AGENT_CAPABILITIES.controlPlanePins) === false);
+    await waitFor(
+      "the older agent back",
+      () =>
+        hub.supports(agent.hostId, AGENT_CAPABILITIES.images) === true &&
+        hub.supports(agent.hostId, AGENT_CAPABILITIES.controlPlanePins) === false,
+    );
     const res = await put({ pins: [] });
     expect(res.statusCode, res.body).toBe(409);
     expect(res.json()).toMatchObject({ code: "agent_too_old" });

@@ -19,7 +19,8 @@ export const MAX_CONTROL_PLANE_PINS = 16;
 export const PIN_CHECK_TIMEOUT_MS = 10_000;
 
 /** A DNS host name (RFC 1123 labels), not an address: an address needs no pin. */
-const PIN_NAME_PATTERN = "^(?=.{1,253}$)(?!\\d+(\\.\\d+){3}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$";
+const PIN_NAME_PATTERN =
+  "^(?=.{1,253}$)(?!\\d+(\\.\\d+){3}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$";
 const NAME = new RegExp(PIN_NAME_PATTERN);
 
 export const ControlPlanePin = Type.Object(

@@ -135,7 +135,10 @@ function targetOf(options: RequestOptions): { host: string; port: number } {
  * else the name for the proxy to resolve. TLS inside the tunnel still checks the name.
  */
 function tunnelHost(options: RequestOptions, host: string, done: (address: string) => void): void {
-  if (!options.lookup || isIP(host)) return done(host);
+  if (!options.lookup || isIP(host)) {
+    done(host);
+    return;
+  }
   options.lookup(host, {}, (err, address) => done(err || typeof address !== "string" ? host : address));
 }
 
@@ -165,7 +168,9 @@ class HttpTunnelAgent extends HttpAgent {
 
   override createConnection(options: RequestOptions, created?: Created): Duplex | null | undefined {
     const { host, port } = targetOf(options);
-    tunnelHost(options, host, (address) => tunnel(this.proxy, address, port, (err, raw) => created?.(err, raw as Duplex)));
+    tunnelHost(options, host, (address) =>
+      tunnel(this.proxy, address, port, (err, raw) => created?.(err, raw as Duplex)),
+    );
     return undefined;
   }
 }

@@ -1,6 +1,6 @@
 import { type Agent, request as httpRequest, type IncomingMessage } from "node:http";
-import type { LookupFunction } from "node:net";
 import { request as httpsRequest } from "node:https";
+import type { LookupFunction } from "node:net";
 import { Readable } from "node:stream";
 import {
   Backoff,

@@ -1,9 +1,9 @@
 import { execFileSync } from "node:child_process";
 import type { Command } from "commander";
+import { setControlPlanePins } from "../control-plane-pins.ts";
 import { ApiRefusal, CliError, usageError } from "../errors.ts";
 import { startAndFollow } from "../follow.ts";
 import { type HostsConfig, parseHostsConfig, readAgentPackage, selectHosts } from "../hosts-config.ts";
-import { setControlPlanePins } from "../control-plane-pins.ts";
 import { archiveFiles, stageArchives, storeArchives } from "../image-archives.ts";
 import { render } from "../output.ts";
 import type { Wrap } from "../program.ts";
@@ -89,9 +89,13 @@ export function hostUpgradeCommands(program: Command, wrap: Wrap): void {
       const stored = await stageAgentPackage(s, pkg);
       cli.out.print(`agent package ${stored.version} stored on the control plane (sha256 ${stored.sha256})`);
       if (archives.length > 0) await stageArchives(cli, s, hosts, await storeArchives(cli, s, archives));
-      const unpinned = config.controlPlaneHosts ? await setControlPlanePins(cli, s, hosts, config.controlPlaneHosts) : [];
+      const unpinned = config.controlPlaneHosts
+        ? await setControlPlanePins(cli, s, hosts, config.controlPlaneHosts)
+        : [];
       if (unpinned.length > 0) {
-        throw new CliError(`control-plane addresses not set on ${unpinned.join(", ")} (see above); their pins are as they were`);
+        throw new CliError(
+          `control-plane addresses not set on ${unpinned.join(", ")} (see above); their pins are as they were`,
+        );
       }
       const behind = hosts.filter((h) => h.hostAgentVersion !== version).map((h) => h.name);
       cli.out.print(
