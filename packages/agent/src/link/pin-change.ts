@@ -5,7 +5,7 @@ import {
   checkControlPlanePins,
   PIN_CHECK_TIMEOUT_MS,
 } from "@keelson/protocol";
-import { type ControlPlanePins, strangerPin } from "./pins.ts";
+import { type ControlPlanePins, controlPlaneHostNames, strangerPin } from "./pins.ts";
 import type { ControlPlaneTrust } from "./trust.ts";
 
 /**
@@ -74,8 +74,7 @@ export async function changePins(
 
 /** The first KEELSON_CONTROL_PLANE URL with the pin's name (strangerPin made sure there is one). */
 function urlOf(pin: ControlPlanePin, controlPlanes: readonly string[]): string {
-  const name = pin.name.toLowerCase();
-  return controlPlanes.find((url) => new URL(url).hostname.toLowerCase() === name) as string;
+  return controlPlanes[controlPlaneHostNames(controlPlanes).indexOf(pin.name.toLowerCase())] as string;
 }
 
 function parseJson(text: string): unknown {
