@@ -17,6 +17,7 @@ import {
   type PhaseStatusRecord,
   PROTOCOL_VERSION,
   parseControlFrame,
+  strangerPin,
   WebSocket,
 } from "./deps.ts";
 import { type SimMembership, simPhases, simReport } from "./node.ts";
@@ -117,6 +118,11 @@ export class SimAgent {
   images: string[] = [];
   /** Archives staged by images.stage, by name, with their sha256. */
   stagedImages = new Map<string, string>();
+  /**
+   * The control-plane pins control-plane.pins set, kept but not used: a simulated agent links
+   * to its URL as it is and has no new address to check, so it takes every pin the real one's rules take.
+   */
+  pins: { name: string; ip: string }[] = [];
   /** Set: `node.prefetch` fails with this reason (the package cannot be had). */
   prefetchFailure: string | undefined;
   /** Set: the next agent upgrades fail with this reason (the agent keeps its version, like the real one). */
@@ -496,6 +502,13 @@ export class SimAgent {
         if (!this.membership) return { result: ok({ imported: false, listed: [] }) };
         this.images = [...new Set([...this.images, ...frame.payload.images])].sort();
         return { result: ok({ imported: true, listed: this.images }) };
+      }
+      case "control-plane.pins": {
+        const stranger = strangerPin(frame.payload.pins, this.planes.urls);
+        if (stranger) return refuse(stranger);
+        const previous = this.pins;
+        this.pins = frame.payload.pins;
+        return { result: ok({ pins: this.pins, previous }) };
       }
       case "images.list":
         if (!this.membership) return refuse("no container runtime runs on this host (it is in no cluster)");

@@ -6,6 +6,7 @@
  */
 export { type ClientOptions, WebSocket, WebSocketServer } from "ws";
 export { ControlPlanes } from "../../packages/agent/src/link/control-planes.ts";
+export { strangerPin } from "../../packages/agent/src/link/pins.ts";
 export {
   ControlPlaneTrust,
   establishTrust,

@@ -13,6 +13,8 @@ import { IdentitySecret } from "./in-cluster/identity-secret.ts";
 import { IN_CLUSTER_API_TIMEOUT_MS, InClusterAgent } from "./in-cluster/in-cluster-agent.ts";
 import { ControlPlanes } from "./link/control-planes.ts";
 import { LinkClient, type LinkClientOptions } from "./link/index.ts";
+import { changePins } from "./link/pin-change.ts";
+import { ControlPlanePins } from "./link/pins.ts";
 import { ProxyRoutes } from "./link/proxy.ts";
 import { type ControlPlaneTrust, establishTrust, TrustError } from "./link/trust.ts";
 import { AgentMetrics } from "./local-api/metrics.ts";
@@ -62,6 +64,8 @@ export class Agent {
   readonly facts: FactsMonitor;
   /** KEELSON_CONTROL_PLANE's URLs and the one linked to now (the link moves on when one fails). */
   readonly planes: ControlPlanes;
+  /** The address each control-plane name is reached at, where one is pinned (link/pins.ts). */
+  readonly pins: ControlPlanePins;
   /** Settles with the exit code once the agent has stopped, by `stop()` or by itself. */
   readonly stopped: Promise<number>;
   readonly log: Logger;
@@ -77,6 +81,7 @@ export class Agent {
     this.log = options.log ?? pino({ name: "keelson-agent", level: settings.logLevel });
     this.stateDir = new StateDir(settings.stateDir).ensure();
     this.planes = new ControlPlanes(settings.controlPlanes);
+    this.pins = new ControlPlanePins(this.stateDir, settings.controlPlanePins);
     this.facts = new FactsMonitor({
       hostname: settings.hostname,
       primaryIp: settings.primaryIp,
@@ -111,6 +116,7 @@ export class Agent {
           httpProxy: settings.httpProxy,
           noProxy: settings.noProxy,
         }),
+        pins: this.pins,
       });
       await kept?.restore(this.stateDir);
       identity = await ensureRegistered({
@@ -282,6 +288,16 @@ class Running {
         "node.sweep": async (payload, ctx) => this.node.sweep(payload, ctx.signal),
         "images.stage": async (payload, ctx) => this.node.stageImages(payload, ctx.signal),
         "images.list": async (_payload, ctx) => this.node.listImages(ctx.signal),
+        "control-plane.pins": async (payload, ctx) => {
+          const result = await changePins(agent.pins, trust, settings.controlPlanes, payload, ctx.signal);
+          if (JSON.stringify(result.pins) !== JSON.stringify(result.previous)) {
+            log.info(result, "control-plane pins changed; linking over them");
+            // Now rather than when the link next drops: the new address is proven at once, and the old one
+            // can be switched off once every host answered. After this answer has gone out on the link.
+            setImmediate(() => this.link.relink("the control-plane pins changed"));
+          }
+          return result;
+        },
       },
     });
     this.backups = new EtcdBackups({

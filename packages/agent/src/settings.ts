@@ -1,10 +1,11 @@
 import { isIP } from "node:net";
 import { resolve } from "node:path";
-import { CA_HASH_PATTERN, checkProxyUrl, PROXY_URL_RULE } from "@keelson/protocol";
+import { CA_HASH_PATTERN, type ControlPlanePin, checkProxyUrl, PROXY_URL_RULE } from "@keelson/protocol";
 import { parseListen, parseSettings, Setting } from "@keelson/settings";
 import { type Static, type TSchema, Type } from "typebox";
 import type { InClusterApi } from "./in-cluster/cluster-reading.ts";
 import { CONTROL_PLANES_RULE, checkControlPlanes, splitControlPlanes } from "./link/control-planes.ts";
+import { checkPinsSetting, PINS_SETTING_RULE, parsePinsSetting, strangerPin } from "./link/pins.ts";
 import { pinnedHashes } from "./link/trust.ts";
 import { DEFAULT_TIMEOUTS } from "./phases/config.ts";
 import { DEFAULT_RECONCILE } from "./phases/reconciler.ts";
@@ -30,6 +31,12 @@ export const AgentSettingsSchema = Type.Object({
     description:
       "The control plane's URL: one address (a load balancer or VIP that checks `/readyz` works), or the replicas' URLs comma-separated, of which the agent starts at a random one and moves to the next when a link attempt fails or a link ends.",
   }),
+  controlPlaneAddresses: optionalText(
+    "KEELSON_CONTROL_PLANE_ADDRESSES",
+    PINS_SETTING_RULE,
+    "Pins: the address every connection to the control plane goes to for a host name of KEELSON_CONTROL_PLANE, instead of what DNS answers (the URL keeps the name, so TLS still verifies against it). Pins set later with `keelson configure-hosts` (controlPlaneHosts) are kept in the state dir and win over this.",
+    checkPinsSetting,
+  ),
   caHash: Type.Optional(
     Type.String({
       env: "KEELSON_CA_HASH",
@@ -241,9 +248,11 @@ export const AgentSettingsSchema = Type.Object({
 type Parsed = Static<typeof AgentSettingsSchema>;
 
 export type AgentSettings = Readonly<
-  Omit<Parsed, "controlPlane" | "stateDir" | "reconnectInitialMs"> & {
+  Omit<Parsed, "controlPlane" | "controlPlaneAddresses" | "stateDir" | "reconnectInitialMs"> & {
     /** KEELSON_CONTROL_PLANE's URLs, trailing slashes removed (one, or the replicas'). */
     controlPlanes: readonly string[];
+    /** KEELSON_CONTROL_PLANE_ADDRESSES, split (link/pins.ts); the state dir's kept pins win over them. */
+    controlPlanePins: readonly ControlPlanePin[];
     stateDir: string;
     reconnectInitialMs: number;
     /** From `agentListen`, split once. */
@@ -254,6 +263,10 @@ export type AgentSettings = Readonly<
 >;
 
 function crossRules(s: Parsed): string | undefined {
+  const stranger = s.controlPlaneAddresses
+    ? strangerPin(parsePinsSetting(s.controlPlaneAddresses), splitControlPlanes(s.controlPlane))
+    : undefined;
+  if (stranger) return `KEELSON_CONTROL_PLANE_ADDRESSES: ${stranger}`;
   if (s.reconnectInitialMs !== undefined && s.reconnectInitialMs > s.reconnectMaxMs) {
     return "KEELSON_AGENT_RECONNECT_INITIAL_MS must not exceed KEELSON_AGENT_RECONNECT_MAX_MS";
   }
@@ -268,10 +281,15 @@ export function readAgentSettings(
   env: Record<string, string | undefined>,
   argv: readonly string[] = [],
 ): AgentSettings {
-  const { controlPlane, ...parsed } = parseSettings(AgentSettingsSchema, { env, argv, check: crossRules });
+  const { controlPlane, controlPlaneAddresses, ...parsed } = parseSettings(AgentSettingsSchema, {
+    env,
+    argv,
+    check: crossRules,
+  });
   return Object.freeze({
     ...parsed,
     controlPlanes: Object.freeze(splitControlPlanes(controlPlane)),
+    controlPlanePins: Object.freeze(controlPlaneAddresses ? parsePinsSetting(controlPlaneAddresses) : []),
     stateDir: stateDirOf(parsed.stateDir, env),
     nodePackage: resolve(parsed.nodePackage),
     hostRoot: resolve(parsed.hostRoot),

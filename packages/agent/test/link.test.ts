@@ -197,7 +197,7 @@ describe("LinkClient", () => {
     expect(await c.next("hello")).toEqual({
       type: "hello",
       protocolVersion: PROTOCOL_VERSION,
-      capabilities: ["node-packages", "node-report-command", "node-sweep", "images"],
+      capabilities: ["node-packages", "node-report-command", "node-sweep", "images", "control-plane-pins"],
       ...helloPayload(),
     });
     expect(await connected).toMatchObject({ type: "welcome", hostId: HOST, projectId: "p1" });
@@ -413,6 +413,30 @@ describe("LinkClient", () => {
     expect(await fatal).toEqual({ code, codeName: name, reason: "go away for good" });
     await new Promise((r) => setTimeout(r, 150));
     expect(hub.connections).toHaveLength(1);
+  });
+
+  it("relinks on request after a command's result went out on the old link (control-plane pins changed)", async () => {
+    let client!: LinkClient;
+    const { hub, client: made } = await setup({
+      ping: async () => {
+        // As the control-plane.pins handler does: after its own answer has gone out.
+        setImmediate(() => client.relink("the control-plane pins changed"));
+        return { at: "now" };
+      },
+    });
+    client = made;
+    const conn = hub.nextConnection();
+    client.start();
+    const c = await conn;
+    await once(client, "connected");
+    const again = hub.nextConnection();
+    const back = once(client, "connected");
+    c.send({ type: "command", id: "cmd-relink", name: "ping", payload: {}, timeoutMs: 1000 });
+    expect(await c.next("result")).toEqual({ type: "result", id: "cmd-relink", ok: true, result: { at: "now" } });
+    expect(await c.closed).toEqual({ code: 1000, reason: "the control-plane pins changed" });
+    await (await again).next("hello");
+    await back;
+    expect(client.connected).toBe(true);
   });
 
   it("reconnects after going-away and after a refused (503) upgrade", async () => {

@@ -2,15 +2,19 @@ import { execFileSync } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 
-/** A CA and a server certificate for 127.0.0.1, made by openssl in `dir`. */
-export function makePki(dir: string, name: string): { caPem: string; key: string; cert: string } {
+/** A CA and a server certificate for 127.0.0.1 (or `subjectAltName`), made by openssl in `dir`. */
+export function makePki(
+  dir: string,
+  name: string,
+  subjectAltName = "IP:127.0.0.1",
+): { caPem: string; key: string; cert: string } {
   const p = (f: string) => join(dir, `${name}-${f}`);
   const run = (...args: string[]) => execFileSync("openssl", args, { stdio: "pipe" });
   run("ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", p("ca.key"));
   run("req", "-x509", "-new", "-key", p("ca.key"), "-subj", `/CN=${name}-ca`, "-days", "2", "-out", p("ca.crt"));
   run("ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", p("srv.key"));
   run("req", "-new", "-key", p("srv.key"), "-subj", "/CN=127.0.0.1", "-out", p("srv.csr"));
-  writeFileSync(p("ext"), "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n");
+  writeFileSync(p("ext"), `subjectAltName=${subjectAltName}\nbasicConstraints=CA:FALSE\n`);
   run(
     "x509",
     "-req",

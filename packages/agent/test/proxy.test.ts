@@ -7,6 +7,7 @@ import { caCertHash } from "@keelson/protocol";
 import { afterEach, describe, expect, it } from "vitest";
 import WebSocket, { WebSocketServer } from "ws";
 import { type ConnectProxy, startConnectProxy } from "../../../test/support/connect-proxy.ts";
+import { ControlPlanePins } from "../src/link/pins.ts";
 import { bypassesProxy, ProxyRoutes, proxyFor } from "../src/link/proxy.ts";
 import { ControlPlaneTrust, establishTrust, isCertificateError } from "../src/link/trust.ts";
 import { readAgentSettings } from "../src/settings.ts";
@@ -133,6 +134,31 @@ describe("the agent's connections through a CONNECT proxy", () => {
     expect(p.connects).toHaveLength(3);
     expect(p.open()).toBe(1);
     ws.close();
+  });
+
+  it("tunnels a pinned name to its pinned address (control-plane pins), TLS still checked against the name", async () => {
+    const named = makePki(dir, "named", "DNS:cp.keelson.test");
+    const server = createServer({ key: named.key, cert: named.cert }, (_req, res) => res.writeHead(200).end("{}"));
+    const wss = new WebSocketServer({ server });
+    wss.on("connection", (socket) => socket.send("welcome"));
+    servers.push(server);
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+    const port = (server.address() as AddressInfo).port;
+    const p = await startConnectProxy();
+    proxies.push(p);
+    const pins = ControlPlanePins.in(mkdtempSync(join(dir, "state-")), [{ name: "cp.keelson.test", ip: "127.0.0.1" }]);
+    const trust = new ControlPlaneTrust(named.caPem, new ProxyRoutes({ httpsProxy: p.url }), pins);
+
+    expect((await trust.fetch(`https://cp.keelson.test:${port}/v1/x`)).status).toBe(200);
+    const link = `wss://cp.keelson.test:${port}/v1/agent`;
+    const ws = new WebSocket(link, trust.connectOptions(link));
+    const first = await new Promise<string>((resolve, reject) => {
+      ws.once("message", (data) => resolve(String(data)));
+      ws.once("error", reject);
+    });
+    expect(first).toBe("welcome");
+    ws.close();
+    expect(p.connects).toEqual([`127.0.0.1:${port}`, `127.0.0.1:${port}`]);
   });
 
   it("goes directly when NO_PROXY names the control plane, and the proxy sees nothing", async () => {

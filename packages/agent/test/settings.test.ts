@@ -45,6 +45,36 @@ describe("agent settings", () => {
     );
   });
 
+  it("takes control-plane pins of KEELSON_CONTROL_PLANE's names, and refuses others or non-addresses (exit 78's message)", () => {
+    const planes = { KEELSON_CONTROL_PLANE: "https://cp.keelson.test:8443,https://cp-2.keelson.test:8443" };
+    expect(readAgentSettings(planes).controlPlanePins).toEqual([]);
+    expect(
+      readAgentSettings({
+        ...planes,
+        KEELSON_CONTROL_PLANE_ADDRESSES: "cp.keelson.test=127.0.0.1, CP-2.keelson.test=::1",
+      }).controlPlanePins,
+    ).toEqual([
+      { name: "cp.keelson.test", ip: "127.0.0.1" },
+      { name: "CP-2.keelson.test", ip: "::1" },
+    ]);
+    expect(() =>
+      readAgentSettings({ ...planes, KEELSON_CONTROL_PLANE_ADDRESSES: "other.keelson.test=127.0.0.1" }),
+    ).toThrow(
+      new SettingsError(
+        "KEELSON_CONTROL_PLANE_ADDRESSES: other.keelson.test is not a host name of KEELSON_CONTROL_PLANE (cp.keelson.test, cp-2.keelson.test)",
+      ),
+    );
+    expect(() =>
+      readAgentSettings({ ...planes, KEELSON_CONTROL_PLANE_ADDRESSES: "cp.keelson.test=127.0.0.300" }),
+    ).toThrow(/KEELSON_CONTROL_PLANE_ADDRESSES=.*: entry 1: "127.0.0.300" must be an IPv4 or IPv6 address/);
+    expect(() => readAgentSettings({ ...planes, KEELSON_CONTROL_PLANE_ADDRESSES: "cp.keelson.test" })).toThrow(
+      /KEELSON_CONTROL_PLANE_ADDRESSES=.*: entry "cp.keelson.test" must be name=ip/,
+    );
+    expect(() => readAgentSettings({ ...planes, KEELSON_CONTROL_PLANE_ADDRESSES: "10.0.0.1=127.0.0.1" })).toThrow(
+      /entry 1: "10.0.0.1" must be a host name \(not an address\)/,
+    );
+  });
+
   it("takes systemd's STATE_DIRECTORY, and KEELSON_STATE_DIR over it", () => {
     expect(readAgentSettings({ ...base, STATE_DIRECTORY: "/var/lib/x:/var/lib/y" }).stateDir).toBe("/var/lib/x");
     expect(readAgentSettings({ ...base, STATE_DIRECTORY: "/var/lib/x", KEELSON_STATE_DIR: "/tmp/s" }).stateDir).toBe(

@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
+import { type ControlPlanePin, checkControlPlanePins } from "@keelson/protocol";
 import { usageError } from "./errors.ts";
 
 /**
@@ -14,9 +15,13 @@ import { usageError } from "./errors.ts";
  *     - name: worker-1
  *       ip: 10.0.0.11                             # checked against what the host reports
  *     - name: worker-2
+ *   controlPlaneHosts:                            # optional: where the hosts' agents reach the control plane
+ *     - name: keelson.example.internal            # a host name of the agents' KEELSON_CONTROL_PLANE
+ *       ip: 10.0.1.20                             # the address they connect to for it
  *
  * Paths are relative to the file. `dockerRepo`'s archives are staged on the hosts by
- * configure-hosts (image-archives.ts).
+ * configure-hosts (image-archives.ts), and so are `controlPlaneHosts` (the deployment unit's
+ * name-to-IP mapping): the whole list replaces each listed host's pins; `[]` removes them.
  */
 export interface HostsConfig {
   file: string;
@@ -25,9 +30,11 @@ export interface HostsConfig {
   dockerRepo?: string;
   batchSize: number;
   hosts: { name: string; ip?: string }[];
+  /** The agents' control-plane pins; undefined: left as they are. */
+  controlPlaneHosts?: ControlPlanePin[];
 }
 
-const FIELDS = ["hostAgentRepo", "dockerRepo", "batchSize", "hosts"];
+const FIELDS = ["hostAgentRepo", "dockerRepo", "batchSize", "hosts", "controlPlaneHosts"];
 
 export function parseHostsConfig(file: string, doc: Record<string, unknown>): HostsConfig {
   const bad = (field: string, rule: string) => usageError(`${file}: ${field} ${rule}`);
@@ -58,13 +65,36 @@ export function parseHostsConfig(file: string, doc: Record<string, unknown>): Ho
   const names = hosts.map((h) => h.name);
   const twice = names.find((n, i) => names.indexOf(n) !== i);
   if (twice) throw bad("hosts", `names ${twice} twice`);
+  const controlPlaneHosts = doc.controlPlaneHosts === undefined ? undefined : parsePins(doc.controlPlaneHosts, bad);
   return {
     file,
     hostAgentRepo: resolve(dirname(file), doc.hostAgentRepo),
     ...(typeof doc.dockerRepo === "string" ? { dockerRepo: resolve(dirname(file), doc.dockerRepo) } : {}),
     batchSize,
     hosts,
+    ...(controlPlaneHosts ? { controlPlaneHosts } : {}),
   };
+}
+
+/** `controlPlaneHosts`: `{name, ip}` entries, under the pins' rules (protocol's control-plane-pins.ts). */
+function parsePins(value: unknown, bad: (field: string, rule: string) => Error): ControlPlanePin[] {
+  if (!Array.isArray(value))
+    throw bad("controlPlaneHosts", "must list {name, ip} entries (or be [] to remove the pins)");
+  const pins = value.map((entry: unknown, i) => {
+    const e = entry as Record<string, unknown> | null;
+    if (!e || typeof e !== "object" || typeof e.name !== "string" || typeof e.ip !== "string") {
+      throw bad(`controlPlaneHosts[${i}]`, "must be {name, ip}: a host name of the control plane and its address");
+    }
+    const extra = Object.keys(e).find((k) => k !== "name" && k !== "ip");
+    if (extra) throw bad(`controlPlaneHosts[${i}].${extra}`, "is not a field of a control-plane host (name, ip)");
+    return { name: e.name, ip: e.ip };
+  });
+  const problem = checkControlPlanePins(pins);
+  if (problem) {
+    const at = problem.entry ? `[${problem.entry.index}].${problem.entry.field}` : "";
+    throw bad(`controlPlaneHosts${at}`, problem.message);
+  }
+  return pins;
 }
 
 /** The agent package's bytes and sha256 (what the control plane stores it under). */

@@ -1,5 +1,6 @@
 import { type Static, type TProperties, Type } from "typebox";
 import { AgentUpgradeRequest } from "./agent-upgrade.ts";
+import { ControlPlanePins } from "./control-plane-pins.ts";
 import { NodePackageRef } from "./node-package.ts";
 
 /**
@@ -172,6 +173,16 @@ export const ImagesStageResult = Exact({
 export const ImagesListPayload = Exact({});
 export const ImagesListResult = Exact({ listed: ImageNames });
 
+/**
+ * Replaces the agent's control-plane pins (control-plane-pins.ts): the agent first checks that
+ * every new address answers `/readyz` as the control plane (TLS verified against the name) and
+ * refuses the whole list, keeping its pins, when one does not; then keeps them in its state dir
+ * and links over them from its next connection on. An empty list removes every pin. Sent only
+ * to agents that declared the `control-plane-pins` capability.
+ */
+export const ControlPlanePinsPayload = Exact({ pins: ControlPlanePins });
+export const ControlPlanePinsResult = Exact({ pins: ControlPlanePins, previous: ControlPlanePins });
+
 export const Commands = {
   ping: { payload: PingPayload, result: PingResult },
   "agent.upgrade": { payload: AgentUpgradePayload, result: AgentUpgradeResult },
@@ -184,6 +195,7 @@ export const Commands = {
   "node.sweep": { payload: NodeSweepPayload, result: NodeSweepResult },
   "images.stage": { payload: ImagesStagePayload, result: ImagesStageResult },
   "images.list": { payload: ImagesListPayload, result: ImagesListResult },
+  "control-plane.pins": { payload: ControlPlanePinsPayload, result: ControlPlanePinsResult },
 } as const;
 
 export type CommandName = keyof typeof Commands;

@@ -47,7 +47,7 @@ export const HelloFrame = Type.Object(
  * node.upgrade, and node.prefetch. `node-report-command`: this agent names in its node reports
  * the node.restart / node.upgrade it is carrying out, once the welcome says the control plane
  * takes the field (CONTROL_CAPABILITIES). `node-sweep`: node.sweep. `images`: images.stage and
- * images.list. `cluster-report`: an in-cluster agent (external cluster) that sends cluster.report
+ * images.list. `control-plane-pins`: control-plane.pins. `cluster-report`: an in-cluster agent (external cluster) that sends cluster.report
  * once the welcome says the control plane takes it; it declares nothing else (it runs no node).
  */
 export const AGENT_CAPABILITIES = {
@@ -55,6 +55,7 @@ export const AGENT_CAPABILITIES = {
   reportCommand: "node-report-command",
   nodeSweep: "node-sweep",
   images: "images",
+  controlPlanePins: "control-plane-pins",
   clusterReport: "cluster-report",
 } as const;
 
@@ -263,6 +264,7 @@ export const CommandFrame = Type.Union([
   commandFrame("node.sweep"),
   commandFrame("images.stage"),
   commandFrame("images.list"),
+  commandFrame("control-plane.pins"),
 ]);
 
 export const TokenVerifiedFrame = Type.Object(

@@ -5,6 +5,7 @@ export * from "./backoff.ts";
 export * from "./ca-hash.ts";
 export * from "./close-codes.ts";
 export * from "./commands.ts";
+export * from "./control-plane-pins.ts";
 export * from "./etcd-member.ts";
 export * from "./facts.ts";
 export * from "./frames.ts";

@@ -15,7 +15,7 @@ import { createConnection, createServer, type Server, type Socket } from "node:n
 
 export interface TcpProxy {
   port: number;
-  /** `http://127.0.0.1:<port>`: give it to the agent as KEELSON_CONTROL_PLANE. */
+  /** `http://<its address>:<port>`: give it to the agent as KEELSON_CONTROL_PLANE. */
   url: string;
   /** Resets every live connection (both sides); returns how many were cut. */
   cut(): number;
@@ -41,8 +41,11 @@ interface Pair {
   upstream: Socket;
 }
 
-/** Starts a proxy on 127.0.0.1 (a free port) forwarding to `target`. */
-export async function startTcpProxy(target: { host: string; port: number }): Promise<TcpProxy> {
+/** Starts a proxy on 127.0.0.1 (a free port), or on `listen`, forwarding to `target`. */
+export async function startTcpProxy(
+  target: { host: string; port: number },
+  listen: { host: string; port: number } = { host: "127.0.0.1", port: 0 },
+): Promise<TcpProxy> {
   const pairs = new Set<Pair>();
   let current = target;
   let refusing = false;
@@ -106,7 +109,7 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
 
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => resolve());
+    server.listen(listen.port, listen.host, () => resolve());
   });
   const port = (server.address() as { port: number }).port;
 
@@ -122,7 +125,7 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
 
   return {
     port,
-    url: `http://127.0.0.1:${port}`,
+    url: `http://${listen.host}:${port}`,
     cut: cutAll,
     refuse(on) {
       refusing = on;

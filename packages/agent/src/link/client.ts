@@ -1,5 +1,6 @@
 import { EventEmitter } from "node:events";
 import type { Agent as HttpAgent } from "node:http";
+import type { LookupFunction } from "node:net";
 import { join } from "node:path";
 import {
   AGENT_CAPABILITIES,
@@ -71,9 +72,10 @@ export interface LinkClientOptions {
   credential: string;
   /**
    * How to reach a link URL (link/trust.ts): the CA the server's certificate must chain to (none:
-   * the system's store), and the outbound proxy's agent where the URL goes through one.
+   * the system's store), the pinned address's lookup (pins.ts), and the outbound proxy's agent
+   * where the URL goes through one.
    */
-  connection?: (url: string) => { ca?: string; agent?: HttpAgent };
+  connection?: (url: string) => { ca?: string; agent?: HttpAgent; lookup?: LookupFunction };
   /** Where the record of handled command ids lives (commands.json). */
   stateDir: string;
   log: LinkLog;
@@ -227,6 +229,16 @@ export class LinkClient extends EventEmitter<LinkClientEvents> {
       await closed;
       clearTimeout(timer);
     }
+  }
+
+  /**
+   * Ends the current connection gracefully (what was sent on it, a command's result too, goes
+   * out first) and links again, over the way `connection` gives now: the control-plane pins changed.
+   */
+  relink(reason: string): void {
+    if (this.stopped || !this.ws) return;
+    this.options.log.info({ reason }, "linking again");
+    this.ws.close(1000, closeReason(reason));
   }
 
   /** Sends the agent's status now; false when not connected (the next hello carries it). */

@@ -130,6 +130,18 @@ function targetOf(options: RequestOptions): { host: string; port: number } {
   };
 }
 
+/**
+ * Where the tunnel goes: the address the request's `lookup` gives (a control-plane pin, pins.ts),
+ * else the name for the proxy to resolve. TLS inside the tunnel still checks the name.
+ */
+function tunnelHost(options: RequestOptions, host: string, done: (address: string) => void): void {
+  if (!options.lookup || isIP(host)) {
+    done(host);
+    return;
+  }
+  options.lookup(host, {}, (err, address) => done(err || typeof address !== "string" ? host : address));
+}
+
 /** For https:// and wss://: TLS with the server, inside the tunnel, with the request's own TLS options (ca, servername). */
 class HttpsTunnelAgent extends HttpsAgent {
   constructor(private readonly proxy: URL) {
@@ -138,10 +150,12 @@ class HttpsTunnelAgent extends HttpsAgent {
 
   override createConnection(options: RequestOptions, created?: Created): Duplex | null | undefined {
     const { host, port } = targetOf(options);
-    tunnel(this.proxy, host, port, (err, raw) => {
-      if (err || !raw) return created?.(err ?? new Error("no tunnel"), raw as Duplex);
-      created?.(null, tlsConnect({ ...(options as ConnectionOptions), host, port, socket: raw }));
-    });
+    tunnelHost(options, host, (address) =>
+      tunnel(this.proxy, address, port, (err, raw) => {
+        if (err || !raw) return created?.(err ?? new Error("no tunnel"), raw as Duplex);
+        created?.(null, tlsConnect({ ...(options as ConnectionOptions), host, port, socket: raw }));
+      }),
+    );
     return undefined;
   }
 }
@@ -154,7 +168,9 @@ class HttpTunnelAgent extends HttpAgent {
 
   override createConnection(options: RequestOptions, created?: Created): Duplex | null | undefined {
     const { host, port } = targetOf(options);
-    tunnel(this.proxy, host, port, (err, raw) => created?.(err, raw as Duplex));
+    tunnelHost(options, host, (address) =>
+      tunnel(this.proxy, address, port, (err, raw) => created?.(err, raw as Duplex)),
+    );
     return undefined;
   }
 }

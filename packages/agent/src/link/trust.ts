@@ -1,5 +1,6 @@
 import { type Agent, request as httpRequest, type IncomingMessage } from "node:http";
 import { request as httpsRequest } from "node:https";
+import type { LookupFunction } from "node:net";
 import { Readable } from "node:stream";
 import {
   Backoff,
@@ -10,11 +11,13 @@ import {
   splitPemCertificates,
 } from "@keelson/protocol";
 import { StateDir } from "../state-dir.ts";
+import { type ControlPlanePins, lookupAt } from "./pins.ts";
 import { ProxyRoutes } from "./proxy.ts";
 
 /**
  * The agent's one home for TLS trust of the control plane (registration, the link, package
- * downloads), and of the way there: through the outbound proxy (proxy.ts) where one is set.
+ * downloads), and of the way there: to the address pinned for its name (pins.ts) where one is,
+ * through the outbound proxy (proxy.ts) where one is set.
  * With KEELSON_CA_HASH the agent trusts exactly the CA whose public key has that
  * hash (kubeadm's discovery): fetched once from the control plane's public CA bundle without
  * verification, accepted only if the hash matches, kept in the state dir and used as the only
@@ -46,16 +49,20 @@ export interface TrustOptions {
   backoff?: BackoffOptions;
   /** HTTPS_PROXY, HTTP_PROXY and NO_PROXY (proxy.ts); none: every connection is direct. */
   proxy?: ProxyRoutes;
+  /** The control-plane pins (pins.ts); none: DNS decides. */
+  pins?: ControlPlanePins;
 }
 
 export class ControlPlaneTrust {
   /**
    * @param ca the PEM CA certificates trusted, alone; undefined: the system's store (or plain HTTP).
    * @param proxy the outbound proxy's routes; by default none.
+   * @param pins the control-plane pins; by default none.
    */
   constructor(
     public ca: string | undefined,
     readonly proxy = new ProxyRoutes(),
+    readonly pins?: ControlPlanePins,
   ) {}
 
   /**
@@ -83,18 +90,42 @@ export class ControlPlaneTrust {
     }
   }
 
-  /** Options for `new WebSocket(url, …)` and https.request to `url`: the CA, and the proxy's agent where it goes through one. */
-  connectOptions(url: string): { ca?: string; agent?: Agent } {
-    const agent = this.proxy.agentFor(new URL(url));
-    return { ...(this.ca ? { ca: this.ca } : {}), ...(agent ? { agent } : {}) };
+  /**
+   * Options for `new WebSocket(url, …)` and https.request to `url`: the CA, the pinned address's
+   * `lookup`, and the proxy's agent where it goes through one (which then tunnels to that address).
+   */
+  connectOptions(url: string): { ca?: string; agent?: Agent; lookup?: LookupFunction } {
+    const target = new URL(url);
+    const agent = this.proxy.agentFor(target);
+    const lookup = this.pins?.lookupFor(target.hostname);
+    return { ...(this.ca ? { ca: this.ca } : {}), ...(agent ? { agent } : {}), ...(lookup ? { lookup } : {}) };
   }
 
-  /** `fetch` with this trust and proxy (Node's own fetch takes neither a CA nor a proxy without undici's dispatcher). */
+  /**
+   * `fetch` with this trust, pins and proxy (Node's own fetch takes neither a CA, a lookup nor a
+   * proxy without undici's dispatcher).
+   */
   readonly fetch: typeof fetch = (input, init) => {
     const url = String(input instanceof Request ? input.url : input);
-    if (!this.ca && !this.proxy.agentFor(new URL(url))) return fetch(input, init);
-    return fetchWith(url, init ?? {}, { ...(this.ca ? { ca: this.ca } : {}), proxy: this.proxy }, 5);
+    const target = new URL(url);
+    if (!this.ca && !this.proxy.agentFor(target) && !this.pins?.addressOf(target.hostname)) return fetch(input, init);
+    return fetchWith(url, init ?? {}, this.connection(), 5);
   };
+
+  /** `fetch` of `url` with this trust and proxy, connecting to `address` whatever the name's pin or DNS says. */
+  fetchAt(url: string, address: string, init: RequestInit = {}): Promise<Response> {
+    // A connection of its own: a kept-alive one to the name may go to another address.
+    const connection = { ...this.connection(), lookup: () => lookupAt(address), fresh: true };
+    return fetchWith(url, { ...init, redirect: "manual" }, connection, 0);
+  }
+
+  private connection(): Connection {
+    return {
+      ...(this.ca ? { ca: this.ca } : {}),
+      proxy: this.proxy,
+      ...(this.pins ? { lookup: (host: string) => this.pins?.lookupFor(host) } : {}),
+    };
+  }
 }
 
 /** OpenSSL's verification failures, as Node reports them on a socket (err.code). */
@@ -141,13 +172,13 @@ export async function establishTrust(options: TrustOptions): Promise<ControlPlan
         `KEELSON_CA_HASH is set but KEELSON_CONTROL_PLANE (${options.controlPlane}) is plain HTTP: give its https:// URL`,
       );
     }
-    return new ControlPlaneTrust(undefined, options.proxy);
+    return new ControlPlaneTrust(undefined, options.proxy, options.pins);
   }
   const kept = state.readText(TRUSTED_CA_FILE);
   if (kept) {
-    if (pins.length === 0) return new ControlPlaneTrust(kept, options.proxy);
+    if (pins.length === 0) return new ControlPlaneTrust(kept, options.proxy, options.pins);
     // The kept bundle came from the pinned control plane (a rotation's next CA too): all of it stays trusted.
-    if (pinnedCaCertificates(kept, pins)) return new ControlPlaneTrust(kept, options.proxy);
+    if (pinnedCaCertificates(kept, pins)) return new ControlPlaneTrust(kept, options.proxy, options.pins);
     options.log?.warn(
       { file: state.path(TRUSTED_CA_FILE) },
       "the CA kept in the state dir does not match KEELSON_CA_HASH; fetching the control plane's CA again",
@@ -157,7 +188,7 @@ export async function establishTrust(options: TrustOptions): Promise<ControlPlan
       { controlPlane: options.controlPlane },
       "no KEELSON_CA_HASH: the server certificate is checked against the system's CA store only",
     );
-    return new ControlPlaneTrust(undefined, options.proxy);
+    return new ControlPlaneTrust(undefined, options.proxy, options.pins);
   }
   const bundle = await fetchCaBundle(caBundleUrl(url), options);
   const accepted = pinnedCaCertificates(bundle, pins);
@@ -173,7 +204,7 @@ export async function establishTrust(options: TrustOptions): Promise<ControlPlan
     { caCertHash: splitPemCertificates(accepted).map(caCertHash), file: state.path(TRUSTED_CA_FILE) },
     "control plane CA accepted by its hash",
   );
-  return new ControlPlaneTrust(accepted, options.proxy);
+  return new ControlPlaneTrust(accepted, options.proxy, options.pins);
 }
 
 function caBundleUrl(controlPlane: URL): string {
@@ -194,7 +225,11 @@ async function fetchCaBundle(url: string, options: TrustOptions): Promise<string
       const response = await fetchWith(
         url,
         options.signal ? { signal: options.signal } : {},
-        { rejectUnauthorized: false, ...(options.proxy ? { proxy: options.proxy } : {}) },
+        {
+          rejectUnauthorized: false,
+          ...(options.proxy ? { proxy: options.proxy } : {}),
+          ...(options.pins ? { lookup: (host: string) => options.pins?.lookupFor(host) } : {}),
+        },
         0,
       );
       const text = await response.text();
@@ -223,18 +258,23 @@ async function fetchCaBundle(url: string, options: TrustOptions): Promise<string
   }
 }
 
-/** How fetchWith connects: TLS options, and the proxy routes (each redirect's URL is routed afresh). */
+/** How fetchWith connects: TLS options, the proxy routes and the pins (each redirect's URL is routed afresh). */
 interface Connection {
   ca?: string;
   rejectUnauthorized?: boolean;
   proxy?: ProxyRoutes;
+  /** The `lookup` of a host (a pinned one); undefined: DNS. */
+  lookup?: (host: string) => LookupFunction | undefined;
+  /** A new connection, not one kept alive by the global agent. */
+  fresh?: boolean;
 }
 
 /** A small fetch over node:http(s), for the TLS options and proxy agents Node's fetch does not take. */
 function fetchWith(url: string, init: RequestInit, connection: Connection, redirectsLeft: number): Promise<Response> {
-  const { proxy, ...tls } = connection;
+  const { proxy, lookup: lookupOf, fresh, ...tls } = connection;
   const target = new URL(url);
   const agent = proxy?.agentFor(target);
+  const lookup = lookupOf?.(target.hostname);
   const request = target.protocol === "https:" ? httpsRequest : httpRequest;
   const headers = new Headers(init.headers);
   const body = init.body === undefined || init.body === null ? undefined : String(init.body);
@@ -246,7 +286,8 @@ function fetchWith(url: string, init: RequestInit, connection: Connection, redir
         method: init.method ?? "GET",
         headers: Object.fromEntries(headers),
         ...(target.protocol === "https:" ? tls : {}),
-        ...(agent ? { agent } : {}),
+        ...(agent ? { agent } : fresh ? { agent: false } : {}),
+        ...(lookup ? { lookup } : {}),
         ...(init.signal ? { signal: init.signal } : {}),
       },
       (res: IncomingMessage) => {

@@ -1,5 +1,6 @@
 import { execFileSync } from "node:child_process";
 import type { Command } from "commander";
+import { setControlPlanePins } from "../control-plane-pins.ts";
 import { ApiRefusal, CliError, usageError } from "../errors.ts";
 import { startAndFollow } from "../follow.ts";
 import { type HostsConfig, parseHostsConfig, readAgentPackage, selectHosts } from "../hosts-config.ts";
@@ -17,7 +18,8 @@ import { HOST_STATUS_COLUMNS, type HostStatus, hostStatuses } from "./host-statu
  * batches, each gated on its hosts coming back `running` at the new version).
  */
 
-const CONFIG_HELP = "the hosts' config file (YAML: hostAgentRepo, dockerRepo, batchSize, hosts), required";
+const CONFIG_HELP =
+  "the hosts' config file (YAML: hostAgentRepo, dockerRepo, batchSize, hosts, controlPlaneHosts), required";
 
 async function loadConfig(cli: Cli, file: string | undefined): Promise<HostsConfig> {
   if (!file) throw usageError("--config <file> is required: the hosts' config file");
@@ -57,8 +59,9 @@ export function hostUpgradeCommands(program: Command, wrap: Wrap): void {
   examples(
     ownConfigOption(program.command("configure-hosts"), CONFIG_HELP)
       .description(
-        "Stage the config's agent package on the control plane for the listed hosts, check their addresses, and " +
-          "stage its image archives (dockerRepo) on them (before upgrade-hosts; needs the admin token)",
+        "Stage the config's agent package on the control plane for the listed hosts, check their addresses, " +
+          "stage its image archives (dockerRepo) on them, and set where their agents reach the control plane " +
+          "(controlPlaneHosts) (before upgrade-hosts; needs the admin token)",
       )
       .option("--hosts <names>", "only these of the listed hosts (comma-separated)"),
     "keelson configure-hosts --config hosts.yaml",
@@ -86,6 +89,14 @@ export function hostUpgradeCommands(program: Command, wrap: Wrap): void {
       const stored = await stageAgentPackage(s, pkg);
       cli.out.print(`agent package ${stored.version} stored on the control plane (sha256 ${stored.sha256})`);
       if (archives.length > 0) await stageArchives(cli, s, hosts, await storeArchives(cli, s, archives));
+      const unpinned = config.controlPlaneHosts
+        ? await setControlPlanePins(cli, s, hosts, config.controlPlaneHosts)
+        : [];
+      if (unpinned.length > 0) {
+        throw new CliError(
+          `control-plane addresses not set on ${unpinned.join(", ")} (see above); their pins are as they were`,
+        );
+      }
       const behind = hosts.filter((h) => h.hostAgentVersion !== version).map((h) => h.name);
       cli.out.print(
         behind.length > 0

@@ -1,13 +1,15 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
-import { AGENT_VERSION_PATTERN } from "@keelson/protocol";
+import { AGENT_VERSION_PATTERN, ControlPlanePins, ControlPlanePinsResult } from "@keelson/protocol";
 import { Type } from "typebox";
 import {
   planHostAgentUpgrade,
   requestHostAgentUpgrade,
   requirePackage,
 } from "../domain/hosts/agent-upgrade-request.ts";
+import { setControlPlanePins } from "../domain/hosts/control-plane-pins.ts";
+import { callerOf } from "../http/auth.ts";
 import { baseUrlOf } from "../http/base-url.ts";
-import { ErrorBody, MEMBER } from "./common-schemas.ts";
+import { AGENT_RELAY_ERRORS, ErrorBody, GLOBAL_ADMIN, HostParams, MEMBER } from "./common-schemas.ts";
 
 const Body = Type.Object(
   {
@@ -33,7 +35,7 @@ const Body = Type.Object(
 
 const Batches = Type.Array(Type.Array(Type.String()), { description: "The hosts of each batch, in order" });
 
-/** Host-agent upgrades as an operation (extension), and their plan before they start. */
+/** Host-agent upgrades as an operation (extension), their plan before they start, and the agents' control-plane pins. */
 export const hostUpgradeRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const k = app.keelson;
   app.post(
@@ -101,5 +103,28 @@ export const hostUpgradeRoutes: FastifyPluginAsyncTypebox = async (app) => {
         pkg,
       );
     },
+  );
+  app.put(
+    "/v4/:project_uuid/hosts/:uuid/controlPlanePins",
+    {
+      config: GLOBAL_ADMIN,
+      schema: {
+        tags: ["hosts"],
+        summary: "Set the addresses the host's agent reaches the control plane's names at (extension)",
+        description:
+          "Spec §4.9 step 4 (configure-hosts changes the deployment unit's name-to-IP mapping): the agent connects to " +
+          "`ip` for every URL of KEELSON_CONTROL_PLANE with host `name` (the link, registration, downloads), TLS still " +
+          "verified against the name. The list replaces the agent's pins (empty: none, DNS decides). Before keeping " +
+          "them the agent checks that each address answers GET /readyz as the control plane; when one does not, the " +
+          "pins stay as they were and the answer is 502 naming the name, address and what happened. On success the " +
+          "agent links again over the new pins at once. 400: a name that is not a host name or named twice, an ip " +
+          "that is not an address, more than 16 entries; 409: the agent is offline or too old.",
+        params: Type.Object({ project_uuid: Type.String(), uuid: HostParams.properties.uuid }),
+        body: Type.Object({ pins: ControlPlanePins }, { additionalProperties: false }),
+        response: { 200: ControlPlanePinsResult, ...AGENT_RELAY_ERRORS },
+      },
+    },
+    async (request) =>
+      setControlPlanePins(k, callerOf(request), request.params.project_uuid, request.params.uuid, request.body.pins),
   );
 };

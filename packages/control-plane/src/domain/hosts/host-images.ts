@@ -1,9 +1,9 @@
 import { AGENT_CAPABILITIES, type CommandResult } from "@keelson/protocol";
 import type { Keelson } from "../../context.ts";
-import { badRequest, conflict } from "../../http/errors.ts";
+import { badRequest } from "../../http/errors.ts";
 import type { Identity } from "../identity/resolver.ts";
 import { ImageArchiveStore } from "../packages/image-archives.ts";
-import { findHost } from "./hosts.ts";
+import { linkedHost } from "./linked-host.ts";
 
 /** Downloading and importing an archive of a few hundred MiB takes minutes on a slow host. */
 const STAGE_TIMEOUT_MS = 10 * 60_000;
@@ -12,19 +12,8 @@ const LIST_TIMEOUT_MS = 30_000;
 type Parts = Pick<Keelson, "db" | "store" | "agents" | "dataDir">;
 
 /** The host, linked now by an agent that takes the images commands; 409 otherwise. */
-async function imageHost(k: Parts, identity: Identity, hostId: string) {
-  const host = await findHost(k.db, identity, hostId);
-  if (!k.agents.isConnected(host.id)) {
-    throw conflict(`host ${host.id} is offline: its agent is not connected`, "host_offline");
-  }
-  if (k.agents.supports(host.id, AGENT_CAPABILITIES.images) === false) {
-    throw conflict(
-      `host ${host.id} runs an agent too old to stage images; upgrade its agent first (POST /v4/{project}/hostAgentUpgrades)`,
-      "agent_too_old",
-    );
-  }
-  return host;
-}
+const imageHost = (k: Parts, identity: Identity, hostId: string) =>
+  linkedHost(k, identity, hostId, AGENT_CAPABILITIES.images, "to stage images");
 
 /**
  * `POST /v1/hosts/{uuid}/images`: the stored archive `sha256` staged on the host as `<name>.tar`
