@@ -184,7 +184,7 @@ describe("an external cluster's agent", () => {
       expect(secret).not.toHaveProperty("stringData");
       // The registration the agent keeps its identity under (identity-secret.ts), and a new pod per registration.
       const registration = { [IN_CLUSTER_REGISTRATION_ANNOTATION]: clusterId };
-      expect((secret?.metadata as { annotations?: unknown }).annotations).toEqual(registration);
+      expect(secret).toMatchObject({ metadata: { annotations: registration } });
       const deployment = objects.find((o) => o.kind === "Deployment") as {
         spec: { template: { metadata: { annotations?: unknown } } };
       };

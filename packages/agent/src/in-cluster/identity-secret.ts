@@ -67,7 +67,12 @@ export class IdentitySecret {
     const registration = registrationOf(secret);
     if (kept.registration !== registration) {
       this.log.warn(
-        { hostId: kept.hostId, keptUnder: kept.registration || null, registration: registration || null, secret: this.where },
+        {
+          hostId: kept.hostId,
+          keptUnder: kept.registration || null,
+          registration: registration || null,
+          secret: this.where,
+        },
         "the identity in its Secret was kept under another registration of this cluster than the Secret names now " +
           "(a new deployment YAML was applied): not restored; registering with the join token, and keeping the new identity there",
       );
