@@ -1,8 +1,11 @@
 import { rmSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { agentEnvOf } from "../../packages/control-plane/test/agent-manifest-env.ts";
+import { agentEnvOf, manifestObjectOf } from "../../packages/control-plane/test/agent-manifest-env.ts";
 import { fakeAgentPackage } from "../../packages/control-plane/test/agent-package-fixtures.ts";
-import { IN_CLUSTER_IDENTITY_SECRET } from "../../packages/protocol/src/in-cluster-identity.ts";
+import {
+  IN_CLUSTER_IDENTITY_SECRET,
+  IN_CLUSTER_REGISTRATION_ANNOTATION,
+} from "../../packages/protocol/src/in-cluster-identity.ts";
 import { type AwsStandin, startAwsStandin } from "../aws-standin/server.ts";
 import { REPORTED_NODES, startInClusterApi } from "../support/incluster-cluster.ts";
 import { type AgentProc, startAgent } from "./support/agents.ts";
@@ -19,7 +22,9 @@ import { api, type ServerProc, startServer, tempDir, waitUntil } from "./support
  * error; a pod rescheduled elsewhere (its emptyDir state dir gone) links again with the identity
  * kept in the YAML's Secret, without registering; without the YAML's Role the agent runs on and its
  * report says the identity is not kept; deregistering ends the agent (exit 77, refused) and its
- * report goes with the cluster.
+ * report goes with the cluster; registered again, the new YAML applied over the old Secret (its
+ * data left there), the new pod registers with the new join token instead of restoring the deleted
+ * identity.
  */
 const ADMIN = "e2e-admin-token";
 
@@ -29,6 +34,7 @@ describe("the in-cluster agent of an external cluster", () => {
   let cluster: Awaited<ReturnType<typeof startInClusterApi>>;
   let agent: AgentProc | undefined;
   let projectId: string;
+  let account: string;
   let agentEnv: Record<string, string> = {};
   const stateDir = tempDir("keelson-e2e-incluster-state-");
   /** The agent as the pod runs it: the YAML's env; the pod's emptyDir and service-account mount are the test's dirs. */
@@ -51,7 +57,7 @@ describe("the in-cluster agent of an external cluster", () => {
     server = await startServer({ adminToken: ADMIN, env: { AWS_ENDPOINT_URL: standin.url } });
     const added = await addStandinAwsAccount(server.url, ADMIN);
     projectId = added.projectId;
-    const account = added.uuid;
+    account = added.uuid;
     const registered = await api(`${server.url}/v4/${projectId}/externalClusters/register`, ADMIN, {
       method: "POST",
       body: { id: "payments", provider: "eks", cloudProviderID: account, providerDetails: { region: "us-east-1" } },
@@ -73,6 +79,27 @@ describe("the in-cluster agent of an external cluster", () => {
     rmSync(stateDir, { recursive: true, force: true });
   }, 60_000);
 
+  const identityPath = `/api/v1/namespaces/keelson-agent/secrets/${IN_CLUSTER_IDENTITY_SECRET}`;
+  /**
+   * What `kubectl apply -f` of the YAML does to the identity Secret already there: the fields the
+   * YAML sets (its annotations) are set; the data it never sets stays.
+   */
+  const applyIdentitySecret = async (yaml: string) => {
+    const fromYaml = manifestObjectOf(yaml, "Secret", IN_CLUSTER_IDENTITY_SECRET) as {
+      metadata: { annotations?: Record<string, string> };
+    };
+    const now = (await cluster.kube("GET", identityPath)) as { metadata: Record<string, unknown> };
+    await cluster.kube("PUT", identityPath, {
+      ...now,
+      metadata: { ...now.metadata, annotations: fromYaml.metadata.annotations },
+    });
+  };
+  const keptInSecret = async () => {
+    const data = ((await cluster.kube("GET", identityPath)) as { data?: Record<string, string> }).data ?? {};
+    const text = (key: string) => Buffer.from(data[key] ?? "", "base64").toString();
+    return { hostId: text("hostId"), registration: text("registration") };
+  };
+
   const listed = async () => {
     const res = await api<Listed[]>(`${server.url}/v1/projects/${projectId}/externalClusters`, ADMIN);
     return res.body.find((c) => c.id === "payments");
@@ -86,6 +113,7 @@ describe("the in-cluster agent of an external cluster", () => {
       KUBERNETES_SERVICE_PORT: String(cluster.port),
     });
     expect(agentEnv.KEELSON_AGENT_MODE).toBe("in-cluster");
+    await applyIdentitySecret(yaml.body);
     expect((await listed())?.agent).toMatchObject({ registered: false, connected: false, reportedAt: null });
     agent = await startInClusterAgent();
     const first = await waitUntil(
@@ -229,8 +257,64 @@ describe("the in-cluster agent of an external cluster", () => {
       77,
     );
     expect(running.output()).toMatch(/the control plane refused this agent/);
+    expect(running.output()).toContain(
+      "is unknown to the control plane: the cluster was deregistered or its host deleted. Register the cluster again and apply its new deployment YAML",
+    );
     expect(await listed()).toBeUndefined();
   }, 60_000);
+
+  it("registered again, its new YAML applied over the old Secret: the new pod registers with the new join token, not with the deleted identity", async () => {
+    const deleted = await keptInSecret();
+    expect(deleted.hostId).toBeTruthy();
+    const registered = await api<{ id: string }>(`${server.url}/v4/${projectId}/externalClusters/register`, ADMIN, {
+      method: "POST",
+      body: { id: "payments", provider: "eks", cloudProviderID: account, providerDetails: { region: "us-east-1" } },
+    });
+    expect(registered.status, JSON.stringify(registered.body)).toBe(200);
+    const yaml = await api<string>(`${server.url}/v4/${projectId}/externalClusters/payments/deploymentYAML`, ADMIN);
+    expect(yaml.status).toBe(200);
+    await applyIdentitySecret(yaml.body);
+    const { metadata } = manifestObjectOf(yaml.body, "Secret", IN_CLUSTER_IDENTITY_SECRET) as {
+      metadata: { annotations: Record<string, string> };
+    };
+    const registration = metadata.annotations[IN_CLUSTER_REGISTRATION_ANNOTATION];
+    expect(registration).toBeTruthy();
+    expect(registration).not.toBe(deleted.registration);
+    agentEnv = agentEnvOf(yaml.body, {
+      KUBERNETES_SERVICE_HOST: cluster.host,
+      KUBERNETES_SERVICE_PORT: String(cluster.port),
+    });
+    // The new pod template's annotation rolls out a new pod: a new emptyDir.
+    rmSync(stateDir, { recursive: true, force: true });
+    agent = await startInClusterAgent();
+    const started = agent;
+    const linked = await Promise.race([
+      waitUntil(
+        `the agent of the new registration linked\n${started.output()}`,
+        async () => {
+          const c = await listed();
+          return c?.agent.registered && c.agent.connected && c.agent.healthy === true ? c : undefined;
+        },
+        60_000,
+      ),
+      started.exited.then((code) => {
+        throw new Error(`the agent exited (${code}) instead of registering anew\n${started.output()}`);
+      }),
+    ]);
+    expect(linked.agent).toMatchObject({ registered: true, connected: true, error: null, nodeCount: 2 });
+    const renewed = started.hostId();
+    expect(renewed).toBeTruthy();
+    expect(renewed).not.toBe(deleted.hostId);
+    expect((await hosts()).map((h) => h.id)).toEqual([renewed]);
+    expect(started.output()).toContain("the identity in its Secret was kept under another registration");
+    expect(started.output()).not.toContain("identity restored from its Secret");
+    // Kept under the new registration: the next pod restores it.
+    await waitUntil("the new identity kept in the Secret", async () => {
+      const now = await keptInSecret();
+      return now.hostId === renewed && now.registration === registration ? now : undefined;
+    });
+    expect(started.child.exitCode).toBeNull();
+  }, 120_000);
 });
 
 interface Listed {

@@ -34,3 +34,12 @@ interface EnvVar {
   value?: string;
   valueFrom?: { configMapKeyRef?: { key: string }; secretKeyRef?: { name: string; key: string } };
 }
+
+/** The deployment YAML's object of `kind` named `name` (e.g. the identity Secret a test applies). */
+export function manifestObjectOf(yaml: string, kind: string, name: string): Record<string, unknown> {
+  const found = parseAllDocuments(yaml)
+    .map((d) => d.toJS() as { kind: string; metadata: { name: string } })
+    .find((o) => o.kind === kind && o.metadata.name === name);
+  if (!found) throw new Error(`the manifest has no ${kind} ${name}`);
+  return found as unknown as Record<string, unknown>;
+}

@@ -1,6 +1,6 @@
 import type { AddressInfo } from "node:net";
 import { externalClusters, joinTokens, nodes } from "@keelson/db";
-import { AGENT_LINK_PATH, IN_CLUSTER_IDENTITY_SECRET } from "@keelson/protocol";
+import { AGENT_LINK_PATH, IN_CLUSTER_IDENTITY_SECRET, IN_CLUSTER_REGISTRATION_ANNOTATION } from "@keelson/protocol";
 import { eq } from "drizzle-orm";
 import { Deployment } from "kubernetes-models/apps/v1";
 import { ClusterRole, ClusterRoleBinding, Role, RoleBinding } from "kubernetes-models/rbac.authorization.k8s.io/v1";
@@ -182,6 +182,13 @@ describe("an external cluster's agent", () => {
       expect(secret).toMatchObject({ type: "Opaque", metadata: { namespace: "keelson-agent" } });
       expect(secret).not.toHaveProperty("data");
       expect(secret).not.toHaveProperty("stringData");
+      // The registration the agent keeps its identity under (identity-secret.ts), and a new pod per registration.
+      const registration = { [IN_CLUSTER_REGISTRATION_ANNOTATION]: clusterId };
+      expect(secret).toMatchObject({ metadata: { annotations: registration } });
+      const deployment = objects.find((o) => o.kind === "Deployment") as {
+        spec: { template: { metadata: { annotations?: unknown } } };
+      };
+      expect(deployment.spec.template.metadata.annotations).toEqual(registration);
     });
 
     it("carries a join token minted for the cluster; a newer manifest replaces an unspent one", async () => {

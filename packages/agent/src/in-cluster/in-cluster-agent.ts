@@ -1,4 +1,4 @@
-import { AGENT_CAPABILITIES, clipText } from "@keelson/protocol";
+import { AGENT_CAPABILITIES, CloseCode, clipText, IN_CLUSTER_IDENTITY_SECRET } from "@keelson/protocol";
 import type { Logger } from "pino";
 import type { Agent } from "../agent.ts";
 import type { LinkClient } from "../link/index.ts";
@@ -46,6 +46,7 @@ export class InClusterAgent {
     this.link.on("connected", () => this.report());
     this.link.on("disconnected", (info) => this.log.warn(info, "link to the control plane lost"));
     this.link.on("fatal", (info) => {
+      if (info.code === CloseCode.UNAUTHORIZED) this.explainRefusedIdentity();
       this.log.fatal(
         { code: info.code, codeName: info.codeName, reason: info.reason },
         `the control plane refused this agent (${info.codeName}: ${info.reason}); exiting`,
@@ -70,6 +71,22 @@ export class InClusterAgent {
     clearInterval(this.timer);
     await this.reading;
     await this.link.stop({ graceMs: 0 });
+  }
+
+  /**
+   * An identity the control plane does not know (deleted with the cluster's registration, or its
+   * host deleted) is refused at every start of the container, which Kubernetes restarts: this
+   * says where that identity lives and what ends the loop, instead of a bare exit 77.
+   */
+  private explainRefusedIdentity(): void {
+    const restored = this.kept.restoredHostId === this.identity.hostId;
+    this.log.error(
+      { hostId: this.identity.hostId, restoredFromSecret: restored, secret: IN_CLUSTER_IDENTITY_SECRET },
+      `the identity this agent links with (host ${this.identity.hostId}${restored ? `, restored from the Secret ${IN_CLUSTER_IDENTITY_SECRET}` : ""}) ` +
+        "is unknown to the control plane: the cluster was deregistered or its host deleted. Register the cluster again and " +
+        "apply its new deployment YAML: its pod registers with the new join token and replaces the identity in the Secret " +
+        `${IN_CLUSTER_IDENTITY_SECRET} (no need to delete it)`,
+    );
   }
 
   /** Reads the cluster and sends what it read; one reading at a time (a slow API skips ticks). */

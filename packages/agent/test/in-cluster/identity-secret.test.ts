@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { IN_CLUSTER_IDENTITY_SECRET } from "@keelson/protocol";
+import { IN_CLUSTER_IDENTITY_SECRET, IN_CLUSTER_REGISTRATION_ANNOTATION } from "@keelson/protocol";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startInClusterApi } from "../../../../test/support/incluster-cluster.ts";
@@ -50,17 +50,26 @@ function kept(api = { host: cluster.host, port: cluster.port, serviceAccountDir:
   return { secret: new IdentitySecret(api, log, 5_000), lines };
 }
 
-const stored = async () =>
-  (await cluster.kube("GET", SECRET)) as { data?: Record<string, string>; metadata: { resourceVersion: string } };
+interface Stored {
+  data?: Record<string, string>;
+  metadata: { resourceVersion: string; annotations?: Record<string, string> };
+}
+const stored = async () => (await cluster.kube("GET", SECRET)) as unknown as Stored;
+const decoded = (data: Record<string, string> | undefined, key: string) =>
+  Buffer.from(data?.[key] ?? "", "base64").toString();
 
 describe("the in-cluster agent's identity in its Secret", () => {
-  it("a registration is written into the empty Secret: the host id, credential and project, base64, nothing else", async () => {
-    expect((await stored()).data).toBeUndefined();
+  it("a registration is written into the empty Secret: the host id, credential and project, and the registration the Secret names, base64, nothing else", async () => {
+    const empty = await stored();
+    expect(empty.data).toBeUndefined();
+    // The deployment YAML's own annotation (startInClusterApi's registration id "c").
+    expect(empty.metadata.annotations).toEqual({ [IN_CLUSTER_REGISTRATION_ANNOTATION]: "c" });
     const { secret, lines } = kept();
     await secret.keep(IDENTITY);
     expect(secret.problem).toBeUndefined();
     const data = (await stored()).data ?? {};
-    expect(Object.keys(data).sort()).toEqual(["credential", "hostId", "projectId"]);
+    expect(Object.keys(data).sort()).toEqual(["credential", "hostId", "projectId", "registration"]);
+    expect(decoded(data, "registration")).toBe("c");
     expect(Buffer.from(data.credential as string, "base64").toString()).toBe(IDENTITY.credential);
     expect(Buffer.from(data.hostId as string, "base64").toString()).toBe(IDENTITY.hostId);
     // Kept already: no second write.
@@ -142,6 +151,37 @@ describe("the in-cluster agent's identity in its Secret", () => {
     await cluster.kube("POST", ROLE, { ...role, metadata });
     await secret.keep(IDENTITY);
     expect(secret.problem).toBeUndefined();
+  });
+
+  it("a new registration's YAML applied over the Secret: the identity kept under the earlier one is not restored, and the new one overwrites it", async () => {
+    expect(decoded((await stored()).data, "hostId")).toBe(IDENTITY.hostId);
+    // What `kubectl apply` of the next registration's YAML does to the Secret: its annotation
+    // changes, the data it never set stays.
+    const now = await stored();
+    await cluster.kube("PUT", SECRET, {
+      ...now,
+      metadata: { ...now.metadata, annotations: { [IN_CLUSTER_REGISTRATION_ANNOTATION]: "c2" } },
+    });
+    const { secret, lines } = kept();
+    const fresh = stateDir();
+    expect(await secret.restore(fresh)).toBe(false);
+    expect(readIdentity(fresh)).toBeUndefined();
+    expect(secret.restoredHostId).toBeUndefined();
+    expect(lines.join("")).toContain("the identity in its Secret was kept under another registration");
+    expect(lines.join("")).not.toContain(IDENTITY.credential);
+
+    // The agent registers with the new join token and keeps that identity, under "c2".
+    const renewed = { ...IDENTITY, hostId: "h-renewed", credential: "khc_renewed" };
+    await secret.keep(renewed);
+    const data = (await stored()).data;
+    expect(decoded(data, "hostId")).toBe("h-renewed");
+    expect(decoded(data, "credential")).toBe("khc_renewed");
+    expect(decoded(data, "registration")).toBe("c2");
+    const next = kept().secret;
+    const again = stateDir();
+    expect(await next.restore(again)).toBe(true);
+    expect(readIdentity(again)?.hostId).toBe("h-renewed");
+    expect(next.restoredHostId).toBe("h-renewed");
   });
 
   it("an API nobody answers is the problem too, never a throw", async () => {

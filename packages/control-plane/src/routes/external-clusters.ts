@@ -194,8 +194,9 @@ export const externalClusterRoutes: FastifyPluginAsyncTypebox = async (app) => {
         description:
           "A multi-document manifest for `kubectl apply -f`: Namespace, ServiceAccount, a ClusterRole reading nodes " +
           "and /version, /readyz, /livez (nothing else) with its binding, a Role and binding letting the agent get " +
-          "and update only the Secret keelson-agent-identity (created empty: the agent keeps its identity there, so " +
-          "a pod rescheduled elsewhere links again), a Secret with a join token minted for this " +
+          "and update only the Secret keelson-agent-identity (created empty and annotated with the registration's id: " +
+          "the agent keeps its identity there, so a pod rescheduled elsewhere links again, and a new registration's " +
+          "YAML applied over it makes the agent register anew), a Secret with a join token minted for this " +
           `cluster (valid 24 hours, spent at the agent's registration; a new manifest replaces an unspent one), a ` +
           "ConfigMap with this control plane's URL and CA, and a Deployment running the Keelson agent in in-cluster " +
           "mode. 404 when the cluster is not registered or no agent package is stored to deploy.",

@@ -1,4 +1,4 @@
-import { IN_CLUSTER_IDENTITY_SECRET } from "@keelson/protocol";
+import { IN_CLUSTER_IDENTITY_SECRET, IN_CLUSTER_REGISTRATION_ANNOTATION } from "@keelson/protocol";
 // Types only (erased at run time; the package is a dev dependency): an unknown or misspelt field
 // in the objects below fails the typecheck, and the tests validate the output against the same
 // library's compiled API schemas.
@@ -27,13 +27,18 @@ import type { StoredPackage } from "../packages/shelf.ts";
  * - Secret `keelson-agent-join`: the join token minted for this cluster (spent at the first
  *   registration); Secret `keelson-agent-identity`, created empty: the agent keeps the identity
  *   it registered with there, so that a pod rescheduled elsewhere (its state dir an emptyDir)
- *   links again as the same agent (created here, the agent needs no `create`); ConfigMap
+ *   links again as the same agent (created here, the agent needs no `create`); annotated with
+ *   the registration's id, which the agent keeps beside the identity: a registration's YAML
+ *   applied over the Secret of an earlier (deregistered) one leaves its data, and the annotation
+ *   tells the agent to register with the new join token instead of restoring it; ConfigMap
  *   `keelson-agent`: the control plane's URL, CA pin and CA certificate, and the agent
  *   package's version and sha256 (public values);
- * - Deployment `keelson-agent`, one replica (`Recreate`: one link per cluster), non-root with a
- *   read-only root file system: an init container fetches the agent package from the control
- *   plane (over TLS trusting only its CA, checked against the sha256) and the bundled agent
- *   (`agent.mjs`) runs in in-cluster mode.
+ * - Deployment `keelson-agent`, one replica (`Recreate`: one link per cluster), its pod template
+ *   annotated with the registration's id too (a new registration's YAML rolls out a new pod,
+ *   whose empty state dir holds no deleted identity), non-root with a read-only root file system:
+ *   an init container fetches the agent package from the control plane (over TLS trusting only
+ *   its CA, checked against the sha256) and the bundled agent (`agent.mjs`) runs in in-cluster
+ *   mode.
  * The image is the official Node.js image the agent package needs (Node.js 22, Debian slim),
  * named without a registry host, so the cluster's own mirror configuration applies.
  */
@@ -118,6 +123,7 @@ export function agentManifestObjects(input: AgentManifestInput): AgentManifestOb
     ...(input.caHash ? { KEELSON_CA_HASH: input.caHash } : {}),
     ...(input.caPem ? { "ca.pem": input.caPem } : {}),
   };
+  const registration = { [IN_CLUSTER_REGISTRATION_ANNOTATION]: input.clusterId };
   return [
     {
       apiVersion: "v1",
@@ -176,20 +182,20 @@ export function agentManifestObjects(input: AgentManifestInput): AgentManifestOb
     {
       apiVersion: "v1",
       kind: "Secret",
-      metadata: metadata(IN_CLUSTER_IDENTITY_SECRET),
+      metadata: { ...metadata(IN_CLUSTER_IDENTITY_SECRET), annotations: registration },
       type: "Opaque",
     } satisfies ISecret,
     { apiVersion: "v1", kind: "ConfigMap", metadata: metadata(AGENT_NAME), data: config } satisfies IConfigMap,
     {
       apiVersion: "apps/v1",
       kind: "Deployment",
-      metadata: { ...metadata(AGENT_NAME), annotations: { "keelson.io/external-cluster": input.clusterId } },
+      metadata: { ...metadata(AGENT_NAME), annotations: registration },
       spec: {
         replicas: 1,
         strategy: { type: "Recreate" },
         selector: { matchLabels: { "app.kubernetes.io/name": AGENT_NAME } },
         template: {
-          metadata: { labels: { ...LABELS } },
+          metadata: { labels: { ...LABELS }, annotations: registration },
           spec: {
             serviceAccountName: AGENT_NAME,
             automountServiceAccountToken: true,
