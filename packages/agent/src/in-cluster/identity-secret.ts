@@ -44,6 +44,12 @@ export class IdentitySecret {
   problem: string | undefined;
   /** The host id restore() put into the state dir, if it did. */
   restoredHostId: string | undefined;
+  /**
+   * The registration the Secret named when this pod started (restore() read it): the one this
+   * pod's identity belongs to. keep() marks the identity with it, not with what the Secret names
+   * by then: a new registration's YAML applied between the two must not get this identity.
+   */
+  private startedUnder: string | undefined;
   private readonly where = `Secret ${IN_CLUSTER_IDENTITY_SECRET}`;
 
   constructor(
@@ -62,6 +68,7 @@ export class IdentitySecret {
   async restore(state: StateDir): Promise<boolean> {
     if (readIdentity(state)) return false;
     const secret = await this.read();
+    if (secret) this.startedUnder = registrationOf(secret);
     const kept = secret && keptIn(secret);
     if (!kept) return false;
     const registration = registrationOf(secret);
@@ -103,7 +110,7 @@ export class IdentitySecret {
         hostId: identity.hostId,
         credential: identity.credential,
         projectId: identity.projectId,
-        registration: registrationOf(secret),
+        registration: this.startedUnder ?? registrationOf(secret),
       };
       const next: SecretObject = { ...secret, data: encode(wanted) };
       try {

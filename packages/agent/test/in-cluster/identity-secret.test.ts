@@ -184,6 +184,31 @@ describe("the in-cluster agent's identity in its Secret", () => {
     expect(next.restoredHostId).toBe("h-renewed");
   });
 
+  it("a pod that started under one registration keeps its identity under that one, even if the next registration's YAML landed meanwhile", async () => {
+    const setRegistration = async (registration: string, data?: Record<string, string>) => {
+      const now = await stored();
+      await cluster.kube("PUT", SECRET, {
+        ...now,
+        metadata: { ...now.metadata, annotations: { [IN_CLUSTER_REGISTRATION_ANNOTATION]: registration } },
+        ...(data ? { data } : {}),
+      });
+    };
+    await setRegistration("c3", {});
+    // A new pod starts under "c3": nothing to restore, it registers...
+    const { secret } = kept();
+    expect(await secret.restore(stateDir())).toBe(false);
+    // ...and before it keeps its identity, "c4"'s YAML is applied (the cluster registered again).
+    await setRegistration("c4");
+    const late = { ...IDENTITY, hostId: "h-late", credential: "khc_late" };
+    await secret.keep(late);
+    expect(decoded((await stored()).data, "registration")).toBe("c3");
+    // c4's pod does not take the identity of c3's registration.
+    const next = kept().secret;
+    const fresh = stateDir();
+    expect(await next.restore(fresh)).toBe(false);
+    expect(readIdentity(fresh)).toBeUndefined();
+  });
+
   it("an API nobody answers is the problem too, never a throw", async () => {
     const { secret } = kept({ host: "127.0.0.1", port: 1, serviceAccountDir: cluster.serviceAccountDir });
     expect(await secret.restore(stateDir())).toBe(false);
