@@ -10,7 +10,7 @@ import {
   nodeHostDirs,
   nodeHostEnv,
 } from "../../e2e/support/node-hosts.ts";
-import { api, REPO_ROOT, startServer, tempDir, waitUntil } from "../../e2e/support/processes.ts";
+import { api, programCommandLine, REPO_ROOT, startServer, tempDir, waitUntil } from "../../e2e/support/processes.ts";
 import { sampleWindow } from "../agents/proc-stats.ts";
 
 /**
@@ -86,7 +86,9 @@ export async function benchRealAgents(
       ADMIN,
       HOSTS.map((h) => h.name),
     );
-    log("3 real agents connected");
+    log(
+      `3 real agents connected; server: ${programCommandLine(server)}; agent: ${programCommandLine(agents[0] as AgentProc)}`,
+    );
     const created = await api<{ uuid: string }>(`${server.url}/v4/${projectId}/clusters`, ADMIN, {
       method: "POST",
       body: { name: "bench-real", containersCidr: "10.20.0.0/16", servicesCidr: "10.21.0.0/16" },

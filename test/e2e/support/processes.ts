@@ -119,6 +119,16 @@ function mainProcess(child: ChildProcess): number {
   return current?.pid ?? (child.pid as number);
 }
 
+/** The command line of the program a Proc runs (under npx's wrappers): which checkout's binary it is. */
+export function programCommandLine(proc: Proc): string {
+  const pid = mainProcess(proc.child);
+  return (
+    processesOfGroup(proc.child.pid as number)
+      .find((p) => p.pid === pid)
+      ?.cmdline.trim() ?? ""
+  );
+}
+
 function signalGroup(child: ChildProcess, signal: NodeJS.Signals): void {
   try {
     process.kill(-(child.pid as number), signal);
