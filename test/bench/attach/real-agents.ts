@@ -1,15 +1,16 @@
 import { rmSync } from "node:fs";
-import { join } from "node:path";
+import { join, relative } from "node:path";
 import { PHASES } from "../../../packages/protocol/src/phases.ts";
 import { type AgentProc, startAgent, waitForAgents } from "../../e2e/support/agents.ts";
 import {
   killNodeServices,
   liveServicePids,
+  NODE_PACKAGE,
   type NodeHostDirs,
   nodeHostDirs,
   nodeHostEnv,
 } from "../../e2e/support/node-hosts.ts";
-import { api, startServer, tempDir, waitUntil } from "../../e2e/support/processes.ts";
+import { api, programCommandLine, REPO_ROOT, startServer, tempDir, waitUntil } from "../../e2e/support/processes.ts";
 import { sampleWindow } from "../agents/proc-stats.ts";
 
 /**
@@ -20,7 +21,7 @@ import { sampleWindow } from "../agents/proc-stats.ts";
  */
 
 const ADMIN = "bench-admin-token";
-const HOSTS = [
+export const HOSTS = [
   { name: "bench-master-31", ip: "127.0.0.31", role: "master" },
   { name: "bench-worker-32", ip: "127.0.0.32", role: "worker" },
   { name: "bench-worker-33", ip: "127.0.0.33", role: "worker" },
@@ -44,9 +45,17 @@ export interface RealAgentsResult {
   errors: string[];
 }
 
-export async function benchRealAgents(log: (line: string) => void): Promise<RealAgentsResult> {
+/**
+ * `root`: the checkout whose keelson-server, keelson-agent and test node package run (default
+ * this one; a previous release's worktree for the side-by-side, test/bench/support/previous-revision.ts).
+ * Only the harness is this tree's: the API calls it makes are the same in both.
+ */
+export async function benchRealAgents(
+  log: (line: string) => void,
+  root: string = REPO_ROOT,
+): Promise<RealAgentsResult> {
   const scratch = tempDir("keelson-bench-real-");
-  const server = await startServer({ adminToken: ADMIN, env: { KEELSON_AGENT_HEARTBEAT_MS: "2000" } });
+  const server = await startServer({ adminToken: ADMIN, env: { KEELSON_AGENT_HEARTBEAT_MS: "2000" }, root });
   const agents: AgentProc[] = [];
   const dirs: NodeHostDirs[] = [];
   const errors: string[] = [];
@@ -66,7 +75,8 @@ export async function benchRealAgents(log: (line: string) => void): Promise<Real
           controlPlane: server.url,
           joinToken: join1.body.token,
           stateDir: join(scratch, h.name, "state"),
-          env: nodeHostEnv(d, h.ip),
+          env: nodeHostEnv(d, h.ip, { KEELSON_NODE_PACKAGE: join(root, relative(REPO_ROOT, NODE_PACKAGE)) }),
+          root,
         }),
       );
     }
@@ -76,7 +86,9 @@ export async function benchRealAgents(log: (line: string) => void): Promise<Real
       ADMIN,
       HOSTS.map((h) => h.name),
     );
-    log("3 real agents connected");
+    log(
+      `3 real agents connected; server: ${programCommandLine(server)}; agent: ${programCommandLine(agents[0] as AgentProc)}`,
+    );
     const created = await api<{ uuid: string }>(`${server.url}/v4/${projectId}/clusters`, ADMIN, {
       method: "POST",
       body: { name: "bench-real", containersCidr: "10.20.0.0/16", servicesCidr: "10.21.0.0/16" },
@@ -131,8 +143,10 @@ export async function benchRealAgents(log: (line: string) => void): Promise<Real
     for (const h of HOSTS) {
       const record = await api<{ phases: Phase[] }>(`${server.url}/v1/hosts/${ids[h.name]}`, ADMIN);
       for (const p of record.body.phases) {
-        const row = phases.get(p.id);
-        if (row) row[h.name] = p.durationMs;
+        // A revision's phase missing from this tree's catalogue still gets its row (at the end).
+        const row = phases.get(p.id) ?? {};
+        phases.set(p.id, row);
+        row[h.name] = p.durationMs;
       }
     }
     const detachAllMs = await attach(

@@ -2,7 +2,9 @@ import { ask } from "../agents/children.ts";
 import { cpuSeconds, memoryMiB } from "../agents/proc-stats.ts";
 import { apiAs } from "../support/admin-api.ts";
 import { startBenchFleet } from "../support/bench-fleet.ts";
-import { benchRealAgents, masterServiceTable, phaseTable } from "./real-agents.ts";
+import { checkoutRevision, currentRevision, previousRevisionSetting } from "../support/previous-revision.ts";
+import { benchRealAgents, masterServiceTable, phaseTable, type RealAgentsResult } from "./real-agents.ts";
+import { sideBySide } from "./side-by-side.ts";
 
 const NODES = Number(process.env.BENCH_NODES ?? 1000);
 const ADMIN_TOKEN = "bench-admin-token";
@@ -151,14 +153,11 @@ async function main(): Promise<void> {
   }
 }
 
-await main();
-
-if (process.env.BENCH_REAL !== "0") {
-  log("attaching 3 real agents (test node package)...");
-  const real = await benchRealAgents(log);
-  const lines = [
+function currentOnly(real: RealAgentsResult, note: string): string {
+  return [
     "",
     `Real agents — 1 master then 2 workers (one request), node package test/fixtures/node-package: attach master ${real.masterAttachMs.toFixed(0)} ms, attach workers ${real.workersAttachMs.toFixed(0)} ms, detach all ${real.detachAllMs.toFixed(0)} ms (request to operation finished)`,
+    `previous release: not measured (${note})`,
     ...(real.errors.length > 0 ? [`errors: ${real.errors.join("; ")}`] : []),
     "",
     "Wall time of each phase's last start as the agent reports it (durationMs; – = not a phase of that role, drain-pods is stop-only):",
@@ -168,6 +167,32 @@ if (process.env.BENCH_REAL !== "0") {
     "The master's services after the workers attached, sampled together over 5 s (same run):",
     "",
     masterServiceTable(real),
-  ];
-  process.stdout.write(`${lines.join("\n")}\n`);
+  ].join("\n");
+}
+
+const REAL = process.env.BENCH_REAL !== "0";
+// The previous revision is checked out first: a bad BENCH_PREVIOUS fails before the long part.
+const previous = REAL ? previousRevisionSetting() : undefined;
+const previousTree = previous && "rev" in previous ? checkoutRevision(previous.rev, log) : undefined;
+try {
+  await main();
+  if (REAL) {
+    if (previousTree) {
+      const order = `previous (${previousTree.commit.slice(0, 7)}, from ${previous && "source" in previous ? previous.source : ""}) first, then this tree`;
+      log(`attaching 3 real agents of ${previousTree.rev} (its test node package)...`);
+      const prev = await benchRealAgents(log, previousTree.root);
+      log("attaching 3 real agents of this tree (test node package)...");
+      const cur = await benchRealAgents(log);
+      const prevLabel = previousTree.commit.slice(0, 7);
+      process.stdout.write(
+        `${sideBySide({ label: prevLabel, result: prev }, { label: currentRevision(), result: cur }, order)}\n`,
+      );
+    } else {
+      log("attaching 3 real agents (test node package)...");
+      const real = await benchRealAgents(log);
+      process.stdout.write(`${currentOnly(real, previous && "reason" in previous ? previous.reason : "")}\n`);
+    }
+  }
+} finally {
+  previousTree?.remove();
 }

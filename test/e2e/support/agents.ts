@@ -22,24 +22,31 @@ export interface AgentOptions {
   /** The loopback address to listen on (default 127.0.0.1). */
   host?: string;
   env?: Record<string, string>;
+  /** The checkout whose keelson-agent runs (default this one), e.g. a previous release's worktree. */
+  root?: string;
 }
 
 export async function startAgent(options: AgentOptions): Promise<AgentProc> {
   const stateDir = options.stateDir ?? tempDir(`keelson-e2e-${options.name}-`);
   const host = options.host ?? "127.0.0.1";
   const listen = `${host}:${options.port ?? (await freePort(host))}`;
-  const proc = start("npx", ["--no-install", "keelson-agent"], {
-    KEELSON_CONTROL_PLANE: options.controlPlane,
-    KEELSON_STATE_DIR: stateDir,
-    KEELSON_AGENT_LISTEN: listen,
-    KEELSON_HOSTNAME: options.name,
-    KEELSON_LOG_LEVEL: "info",
-    // Short reconnect delays: the control plane restarts within the tests.
-    KEELSON_AGENT_RECONNECT_INITIAL_MS: "100",
-    KEELSON_AGENT_RECONNECT_MAX_MS: "1000",
-    ...(options.joinToken ? { KEELSON_JOIN_TOKEN: options.joinToken } : {}),
-    ...options.env,
-  });
+  const proc = start(
+    "npx",
+    ["--no-install", "keelson-agent"],
+    {
+      KEELSON_CONTROL_PLANE: options.controlPlane,
+      KEELSON_STATE_DIR: stateDir,
+      KEELSON_AGENT_LISTEN: listen,
+      KEELSON_HOSTNAME: options.name,
+      KEELSON_LOG_LEVEL: "info",
+      // Short reconnect delays: the control plane restarts within the tests.
+      KEELSON_AGENT_RECONNECT_INITIAL_MS: "100",
+      KEELSON_AGENT_RECONNECT_MAX_MS: "1000",
+      ...(options.joinToken ? { KEELSON_JOIN_TOKEN: options.joinToken } : {}),
+      ...options.env,
+    },
+    options.root,
+  );
   return {
     ...proc,
     name: options.name,

@@ -33,12 +33,15 @@ export interface Proc {
   stop(signal?: NodeJS.Signals, timeoutMs?: number): Promise<number | string>;
 }
 
-/** Starts a command from the repository root, capturing its output for failure messages. */
-export function start(command: string, args: string[], env: Record<string, string>): Proc {
+/**
+ * Starts a command from the repository root (or `cwd`: another revision's worktree, whose
+ * binaries `npx` then finds), capturing its output for failure messages.
+ */
+export function start(command: string, args: string[], env: Record<string, string>, cwd = REPO_ROOT): Proc {
   // Own process group: `npx` runs the binary under npm and a shell, and signals sent to npx
   // alone do not reach it (the server was left running). stop() signals the whole group.
   const child = spawn(command, args, {
-    cwd: REPO_ROOT,
+    cwd,
     env: { ...process.env, ...env },
     stdio: ["ignore", "pipe", "pipe"],
     detached: true,
@@ -114,6 +117,16 @@ function mainProcess(child: ChildProcess): number {
     current = next;
   }
   return current?.pid ?? (child.pid as number);
+}
+
+/** The command line of the program a Proc runs (under npx's wrappers): which checkout's binary it is. */
+export function programCommandLine(proc: Proc): string {
+  const pid = mainProcess(proc.child);
+  return (
+    processesOfGroup(proc.child.pid as number)
+      .find((p) => p.pid === pid)
+      ?.cmdline.trim() ?? ""
+  );
 }
 
 function signalGroup(child: ChildProcess, signal: NodeJS.Signals): void {
@@ -213,19 +226,26 @@ export async function startServer(
     wrap?: string[];
     /** The server speaks HTTPS (KEELSON_TLS=auto): the readiness probe trusts the CA of its data dir. */
     https?: boolean;
+    /** The checkout whose keelson-server runs (default this one), e.g. a previous release's worktree. */
+    root?: string;
   } = {},
 ): Promise<ServerProc> {
   const port = options.port ?? (await freePort());
   const dataDir = options.dataDir ?? tempDir("keelson-e2e-server-");
   const adminToken = options.adminToken ?? "e2e-admin-token";
   const [command = "npx", ...args] = [...(options.wrap ?? []), "npx", "--no-install", "keelson-server"];
-  const proc = start(command, args, {
-    KEELSON_LISTEN: `127.0.0.1:${port}`,
-    KEELSON_ADMIN_TOKEN: adminToken,
-    KEELSON_LOG_LEVEL: "warn",
-    ...(await storeEnv(dataDir)),
-    ...options.env,
-  });
+  const proc = start(
+    command,
+    args,
+    {
+      KEELSON_LISTEN: `127.0.0.1:${port}`,
+      KEELSON_ADMIN_TOKEN: adminToken,
+      KEELSON_LOG_LEVEL: "warn",
+      ...(await storeEnv(dataDir)),
+      ...options.env,
+    },
+    options.root,
+  );
   const url = `${options.https ? "https" : "http"}://127.0.0.1:${port}`;
   await waitUntil(
     `keelson-server on ${url}\n${proc.output()}`,
