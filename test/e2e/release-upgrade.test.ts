@@ -8,7 +8,8 @@ import { packRelease } from "../../scripts/pack-release.ts";
 import { type Simulator, startSimulator } from "../sim/index.ts";
 import { dropDatabase } from "../support/postgres-database.ts";
 import { api, freePort, serverDialect, tempDir, waitUntil } from "./support/processes.ts";
-import { deriveRelease, installDatabase, keelson, stopInstalled } from "./support/releases.ts";
+import { installDatabase } from "./support/release-database.ts";
+import { deriveRelease, keelson, stopInstalled } from "./support/releases.ts";
 
 /**
  * The control plane's life on real processes, as an operator runs it (README "Installing the

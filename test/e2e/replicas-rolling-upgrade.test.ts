@@ -6,7 +6,8 @@ import { packRelease } from "../../scripts/pack-release.ts";
 import { type Simulator, startSimulator } from "../sim/index.ts";
 import { dropDatabase } from "../support/postgres-database.ts";
 import { api, freePort, tempDir, waitUntil } from "./support/processes.ts";
-import { deriveRelease, installDatabase, keelson, stopInstalled } from "./support/releases.ts";
+import { installDatabase } from "./support/release-database.ts";
+import { deriveRelease, keelson, stopInstalled } from "./support/releases.ts";
 
 /**
  * Issue 17's rolling upgrade of the replicas, on PostgreSQL only (the e2e project leaves it out:

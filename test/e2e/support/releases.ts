@@ -3,7 +3,6 @@ import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { type CommandResult, runNode } from "../../../packages/cli/src/release/server.ts";
 import { writeSums } from "../../../scripts/pack-release.ts";
-import { freshDatabaseUrl } from "../../support/postgres-database.ts";
 import { REPO_ROOT } from "./processes.ts";
 
 /**
@@ -82,17 +81,4 @@ export async function stopInstalled(root: string): Promise<void> {
       // already gone
     }
   }
-}
-
-/**
- * A new database for an install with `--database-url` and `--database-password-file`: its URL
- * with the password (for a test's own reads), without it (for server.env), and the password file.
- */
-export async function installDatabase(dir: string): Promise<{ url: string; bare: string; passwordFile: string }> {
-  const url = new URL(await freshDatabaseUrl());
-  const passwordFile = join(dir, "db-password");
-  writeFileSync(passwordFile, `${decodeURIComponent(url.password)}\n`, { mode: 0o600 });
-  const withPassword = url.toString();
-  url.password = "";
-  return { url: withPassword, bare: url.toString(), passwordFile };
 }
