@@ -2,7 +2,7 @@ import compress from "@fastify/compress";
 import swagger from "@fastify/swagger";
 import swaggerUi from "@fastify/swagger-ui";
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
-import { keelsonSchema, type Store, storageFull } from "@keelson/db";
+import { keelsonSchema, pruneChangeLog, type Store, storageFull } from "@keelson/db";
 import { sql } from "drizzle-orm";
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from "fastify";
 import { AgentHub, type AgentHubOptions } from "./agents/hub.ts";
@@ -75,8 +75,8 @@ export interface AppOptions {
   scrapeToken?: string;
 }
 
-/** How often stored events past their retention are deleted (with the replica heartbeat). */
-const EVENT_PRUNE_INTERVAL_MS = 60_000;
+/** How often stored events and change-log rows past their retention are deleted (with the replica heartbeat). */
+const LOG_PRUNE_INTERVAL_MS = 60_000;
 
 /** Browsers that once saw the API over HTTPS refuse to fall back to plain HTTP for a year. */
 const HSTS = "max-age=31536000";
@@ -134,7 +134,9 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       await agents
         .reapDeadLinks()
         .catch((err: unknown) => logWriteFailure(app.log, err, {}, "reaping dead replicas' agent links failed"));
-      await pruneEvents().catch((err: unknown) => logWriteFailure(app.log, err, {}, "pruning stored events failed"));
+      await pruneLogs().catch((err: unknown) =>
+        logWriteFailure(app.log, err, {}, "pruning stored events or the change log failed"),
+      );
     },
   });
   const { secrets } = options;
@@ -171,11 +173,12 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   });
   await projectEvents.start();
   // With the heartbeat, at most once a minute: a DELETE per renewal would be noise in every rollout.
-  let eventsPrunedAt = 0;
-  const pruneEvents = async () => {
-    if (Date.now() - eventsPrunedAt < EVENT_PRUNE_INTERVAL_MS) return;
-    eventsPrunedAt = Date.now();
+  let logsPrunedAt = 0;
+  const pruneLogs = async () => {
+    if (Date.now() - logsPrunedAt < LOG_PRUNE_INTERVAL_MS) return;
+    logsPrunedAt = Date.now();
     await eventLog.prune(settings.eventRetentionMinutes * 60_000, settings.eventRetentionRows);
+    await pruneChangeLog(options.store.db);
   };
   const eventStreams = new OpenStreams();
   const drain = new ReplicaDrain({

@@ -1,15 +1,17 @@
 import { join } from "node:path";
 import { brotliDecompressSync, gunzipSync } from "node:zlib";
-import { openSqliteConnection, projects } from "@keelson/db";
+import { changeLogStamp, cloudProviders, nodes, openSqliteConnection, projects, pruneChangeLog } from "@keelson/db";
 import { eq } from "drizzle-orm";
 import postgres from "postgres";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { databaseFor } from "../../../test/support/postgres-database.ts";
 import { SnapshotCache } from "../src/http/snapshot-cache.ts";
 import { createTestApp, type TestApp } from "./helpers.ts";
+import { insertCluster, insertHost, localPool } from "./node-fixtures.ts";
 
-function projectsIdIs(id: string) {
-  return eq(projects.id, id);
+/** The stamp the cluster reads are cached under (routes/clusters.ts). */
+function clusterStamp(t: TestApp) {
+  return () => changeLogStamp(t.db, "clusters");
 }
 
 /** The cached answer's body as text. */
@@ -24,26 +26,12 @@ describe("SnapshotCache", () => {
   });
   afterEach(async () => t.close());
 
-  /**
-   * Two reads in a row with nothing written between them give one computation. On PostgreSQL
-   * the stamp is the server's snapshot, which other test files' databases on the same server
-   * move too (a miss, never a stale read): a few tries find a quiet moment.
-   */
-  async function servedTwice(cache: SnapshotCache, produce: () => Promise<string>): Promise<boolean> {
-    for (let i = 0; i < 50; i++) {
-      const first = await text(cache, "k", produce);
-      const second = await text(cache, "k", produce);
-      if (first === second) return true;
-    }
-    return false;
-  }
-
-  /** A write by a connection that is not the store's: an operator's sqlite3 shell, another replica. */
-  async function writeElsewhere(name: string): Promise<void> {
+  /** A write by a connection that is not the store's: an operator's SQL shell, another replica. */
+  async function writeElsewhere(statement: string, ...params: string[]): Promise<void> {
     if (t.store.dialect === "sqlite") {
       const other = openSqliteConnection(join(t.dataDir, "keelson.sqlite"));
       try {
-        other.prepare("update projects set name = ? where id = ?").run(name, t.otherProjectId);
+        other.prepare(statement.replace(/\$\d/g, "?")).run(...params);
       } finally {
         other.close();
       }
@@ -51,40 +39,87 @@ describe("SnapshotCache", () => {
     }
     const other = postgres(await databaseFor(t.dataDir), { max: 1, onnotice: () => {} });
     try {
-      await other`update projects set name = ${name} where id = ${t.otherProjectId}`;
+      await other.unsafe(statement, params);
     } finally {
       await other.end({ timeout: 1 });
     }
   }
 
-  it("serves the same bytes while nothing was written, recomputes after any write", async () => {
-    const cache = new SnapshotCache(t.store.changeStamp);
-    let calls = 0;
-    const produce = async () => `v${++calls}`;
-    expect(await servedTwice(cache, produce)).toBe(true);
-    const before = calls;
-    await t.db.update(projects).set({ name: "renamed" }).where(projectsIdIs(t.otherProjectId));
-    expect(await text(cache, "k", produce)).toBe(`v${before + 1}`);
+  /** A counting producer: `v1`, `v2`, … one per computation. */
+  function counting() {
+    const state = { calls: 0, produce: async () => `v${++state.calls}` };
+    return state;
+  }
+
+  it("serves the same bytes while nothing was written, recomputes after a change to the cluster records", async () => {
+    const cache = new SnapshotCache(clusterStamp(t));
+    const c = counting();
+    expect(await text(cache, "k", c.produce)).toBe("v1");
+    expect(await text(cache, "k", c.produce)).toBe("v1");
+    await insertCluster(t.db, t.projectId, "c1");
+    expect(await text(cache, "k", c.produce)).toBe("v2");
   });
 
-  it("recomputes after another connection wrote to the database", async () => {
-    const cache = new SnapshotCache(t.store.changeStamp);
-    let calls = 0;
-    const produce = async () => `v${++calls}`;
-    expect(await servedTwice(cache, produce)).toBe(true);
-    const before = calls;
-    await writeElsewhere("elsewhere");
-    expect(await text(cache, "k", produce)).toBe(`v${before + 1}`);
+  it("keeps its answers through the writes a rollout makes all the time, drops them when a record's column changes", async () => {
+    const cache = new SnapshotCache(clusterStamp(t));
+    const clusterId = await insertCluster(t.db, t.projectId, "c1");
+    const host = await insertHost(t.db, t.projectId, { name: "n1", clusterId, status: "ok", agentConnected: 1 });
+    const c = counting();
+    expect(await text(cache, "k", c.produce)).toBe("v1");
+    // Heartbeats, phase reports, a status written again unchanged, events, another table: no
+    // column the cluster records show.
+    await t.db.update(nodes).set({ lastSeen: new Date().toISOString(), phases: [] }).where(eq(nodes.id, host.id));
+    await t.db.update(nodes).set({ status: "ok", agentConnected: 1 }).where(eq(nodes.id, host.id));
+    await t.db.update(projects).set({ name: "renamed" }).where(eq(projects.id, t.otherProjectId));
+    expect(await text(cache, "k", c.produce)).toBe("v1");
+    for (const [i, change] of [
+      { status: "converging" },
+      { agentConnected: 0 },
+      { apiResponding: 1 },
+      { isMaster: 1 },
+      { clusterId: null },
+    ].entries()) {
+      await t.db.update(nodes).set(change).where(eq(nodes.id, host.id));
+      expect(await text(cache, "k", c.produce), JSON.stringify(change)).toBe(`v${i + 2}`);
+    }
+    await t.db.delete(nodes).where(eq(nodes.id, host.id));
+    expect(await text(cache, "k", c.produce)).toBe("v7");
+  });
+
+  it("recomputes after another connection changed the cluster records", async () => {
+    const cache = new SnapshotCache(clusterStamp(t));
+    const { providerId, poolId } = await localPool(t.db, t.projectId);
+    const c = counting();
+    expect(await text(cache, "k", c.produce)).toBe("v1");
+    await writeElsewhere("update cloud_providers set name = $1 where id = $2", "renamed", providerId);
+    expect(await text(cache, "k", c.produce)).toBe("v2");
+    await writeElsewhere("update node_pools set name = $1 where id = $2", "renamed", poolId);
+    expect(await text(cache, "k", c.produce)).toBe("v3");
+    await writeElsewhere("update projects set name = $1 where id = $2", "renamed", t.otherProjectId);
+    expect(await text(cache, "k", c.produce)).toBe("v3");
+  });
+
+  it("keeps stamps apart across a prune of the log", async () => {
+    const stamp = clusterStamp(t);
+    await insertCluster(t.db, t.projectId, "c1");
+    const before = await stamp();
+    // A cutoff a second ahead: every row goes.
+    expect(await pruneChangeLog(t.db, -1000)).toBeGreaterThan(0);
+    const pruned = await stamp();
+    expect(pruned).not.toBe(before);
+    await insertCluster(t.db, t.projectId, "c2");
+    expect(await stamp()).not.toBe(pruned);
   });
 
   it("does not keep a value whose computation wrote to the database", async () => {
-    const cache = new SnapshotCache(t.store.changeStamp);
+    const cache = new SnapshotCache(clusterStamp(t));
+    const { providerId } = await localPool(t.db, t.projectId);
     let n = 0;
     const writing = async () => {
       await t.db
-        .update(projects)
+        .update(cloudProviders)
         .set({ name: `w${++n}` })
-        .where(projectsIdIs(t.otherProjectId));
+        .where(eq(cloudProviders.id, providerId));
       return `w${n}`;
     };
     expect(await text(cache, "k", writing)).toBe("w1");

@@ -148,6 +148,7 @@ export const loginFailures = pgTwin(sqlite.loginFailures);
 export const agentLinks = pgTwin(sqlite.agentLinks);
 export const agentCommands = pgTwin(sqlite.agentCommands);
 export const events = pgTwin(sqlite.events);
+export const changeLog = pgTwin(sqlite.changeLog);
 export const sharedSecrets = pgTwin(sqlite.sharedSecrets);
 export const instanceTokenChecks = pgTwin(sqlite.instanceTokenChecks);
 export const storedPackages = pgTwin(sqlite.storedPackages);

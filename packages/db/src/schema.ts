@@ -471,6 +471,26 @@ export const events = sqliteTable(
 );
 
 /**
+ * A row for every committed change to what one group of reads shows, written by the database's
+ * own triggers (the `change_log_triggers` migrations of each dialect), so every writer counts:
+ * any replica, an old release during a rolling upgrade, an operator's SQL shell. Scope
+ * `clusters`: what the cluster records read (clusters; their provider's name and type; their
+ * pool's name; their nodes' role, status, link and API health). A read cache keyed by this
+ * scope's stamp (store/change-log.ts) then survives the writes a rollout makes all the time
+ * (heartbeats, phases, commands, events) and drops its entries only when the records change.
+ * Inserts only: no row for writers to queue on. Rows live a minute (Store.pruneChangeLog).
+ */
+export const changeLog = sqliteTable(
+  "change_log",
+  {
+    id: integer("id").primaryKey({ autoIncrement: true }),
+    scope: text("scope").notNull(),
+    createdAt: createdAt(),
+  },
+  (t) => [index("change_log_scope").on(t.scope, t.id), index("change_log_created").on(t.createdAt)],
+);
+
+/**
  * The oldest keelson-server that can run on this schema, in the one row (id 1). Each migration
  * that older servers must not run on raises it in its own SQL; a server older than it refuses to
  * start, naming both versions (store/compat.ts). A newer schema alone is no reason to refuse:

@@ -3,7 +3,8 @@
 // `ws` server (the baseline): the server's RSS and CPU holding the links at a 5 s heartbeat, a
 // command to every agent, and a reconnect storm (every link dropped at once; time until all N
 // are linked again, and the server's CPU for it). BENCH_SIZES=1000 for a quick run;
-// BENCH_SERVERS=http,bare for some of the three servers (and `before`: BENCH_BEFORE_ROOT); BENCH_PROFILE_DIR=<dir> writes each
+// BENCH_SERVERS=http,bare for some of the three servers (and `before`: the previous revision, BENCH_PREVIOUS=<git rev>
+// or the newest tag, checked out beside this tree); BENCH_PROFILE_DIR=<dir> writes each
 // server's CPU profile (--cpu-prof) and a heap snapshot at the end of its steady window, with the
 // window's bounds for `node --import tsx test/bench/support/cpu-profile-top.ts`. Prints figures;
 // never fails on a time.
@@ -14,6 +15,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ControlPlaneTrust, caCertHash } from "../../sim/deps.ts";
 import { markdownTable } from "../support/markdown-table.ts";
+import { checkoutRevision, previousRevisionSetting, type RevisionTree } from "../support/previous-revision.ts";
 import { ask, REPO_ROOT, spawnNode, stopChild, waitMessage } from "./children.ts";
 import { cpuSeconds, memoryMiB, sampleWindow } from "./proc-stats.ts";
 
@@ -25,8 +27,6 @@ const STORM_TIMEOUT_MS = Number(process.env.BENCH_STORM_TIMEOUT_S ?? 300) * 1000
 const ADMIN_TOKEN = "bench-admin-token";
 const SERVERS = (process.env.BENCH_SERVERS ?? "http,https,bare").split(",");
 const PROFILE_DIR = process.env.BENCH_PROFILE_DIR;
-/** BENCH_BEFORE_ROOT=<worktree of an older commit> with BENCH_SERVERS=before,http,bare: before/after in one run. */
-const BEFORE_ROOT = process.env.BENCH_BEFORE_ROOT;
 
 /**
  * Node flags of a server under study: its CPU profile at exit (CPU.<date>.<pid>.<thread>…; the
@@ -162,7 +162,7 @@ async function reconnectStorm(worker: ChildProcess, serverPid: number, count: nu
 }
 
 /**
- * `root`: the checkout whose keelson-server runs (BENCH_BEFORE_ROOT: an older commit's worktree,
+ * `root`: the checkout whose keelson-server runs (BENCH_PREVIOUS: an older commit's worktree,
  * measured in the same run as this one's for a before/after).
  */
 async function runKeelson(count: number, tls: boolean, root = REPO_ROOT): Promise<Row> {
@@ -360,24 +360,36 @@ function table(rows: Row[]): string {
   return markdownTable(head, lines);
 }
 
+/** `before` in BENCH_SERVERS: the previous revision checked out first (a bad one fails before the long part). */
+function previousTree(): RevisionTree | undefined {
+  if (!SERVERS.includes("before")) return undefined;
+  const previous = previousRevisionSetting();
+  if ("reason" in previous) throw new Error(`BENCH_SERVERS=before: ${previous.reason}`);
+  return checkoutRevision(previous.rev, log);
+}
+
 const rows: Row[] = [];
-for (const count of SIZES) {
-  const runs = {
-    http: () => runKeelson(count, false),
-    https: () => runKeelson(count, true),
-    before: () => runKeelson(count, false, BEFORE_ROOT ?? REPO_ROOT),
-    bare: () => runBaseline(count),
-  } as Record<string, () => Promise<Row>>;
-  for (const name of SERVERS) {
-    const run = runs[name];
-    if (!run || (name === "before" && !BEFORE_ROOT))
-      throw new Error(`BENCH_SERVERS: unknown server ${name} (http, https, bare; before with BENCH_BEFORE_ROOT)`);
-    const row = await run();
-    rows.push(row);
-    // Each row as it lands: a long run that fails later still leaves its figures.
-    log(`row ${JSON.stringify(row)}`);
+const before = previousTree();
+try {
+  for (const count of SIZES) {
+    const runs = {
+      http: () => runKeelson(count, false),
+      https: () => runKeelson(count, true),
+      bare: () => runBaseline(count),
+      ...(before && { before: () => runKeelson(count, false, before.root) }),
+    } as Record<string, () => Promise<Row>>;
+    for (const name of SERVERS) {
+      const run = runs[name];
+      if (!run) throw new Error(`BENCH_SERVERS: unknown server ${name} (http, https, bare, before)`);
+      const row = await run();
+      rows.push(row);
+      // Each row as it lands: a long run that fails later still leaves its figures.
+      log(`row ${JSON.stringify(row)}`);
+    }
+    log(`done ${count}`);
   }
-  log(`done ${count}`);
+} finally {
+  before?.remove();
 }
 process.stdout.write(
   `\nAgent link benchmark — ${new Date().toISOString()}, node ${process.version}, ` +

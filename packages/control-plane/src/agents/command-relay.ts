@@ -167,7 +167,7 @@ export class CommandRelay {
       if (waiter && waiter.fence !== row.fence) {
         waiter.fence = row.fence;
         this.arm(id, waiter, options.timeoutMs);
-        this.record(row, options.issuer !== undefined);
+        this.record(row);
       }
       return pending as Promise<CommandResult<N>>;
     }
@@ -183,7 +183,7 @@ export class CommandRelay {
       this.waiting.set(id, waiter);
       this.arm(id, waiter, options.timeoutMs);
     });
-    this.record(row, options.issuer !== undefined);
+    this.record(row);
     this.pending.set(id, result);
     result.then(
       () => this.pending.delete(id),
@@ -205,7 +205,7 @@ export class CommandRelay {
   }
 
   /** Writes the command's row, then sends it if this replica holds the host's link. */
-  private record(row: NewCommand, ofOperation: boolean): void {
+  private record(row: NewCommand): void {
     const { id, hostId } = row;
     this.inserts.add(row).then(
       (issued) => this.afterInsert(id, hostId, issued),
@@ -214,7 +214,7 @@ export class CommandRelay {
         // still goes out on this replica's own link, not durable; an operation's waits for the
         // table (its fence must be checked).
         const session = this.options.sessionOf(hostId);
-        if (ofOperation || !session) return this.fail(id, err);
+        if (row.operationId !== null || !session) return this.fail(id, err);
         this.options.log.warn({ err, id, hostId }, "could not record a command; sending it on this link only");
         session.sendCommand(frameOf(row));
       },

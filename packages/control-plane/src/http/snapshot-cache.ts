@@ -1,18 +1,17 @@
 /**
- * Serialized read responses, valid for as long as the database has not changed, with their
+ * Serialized read responses, valid for as long as what they read has not changed, with their
  * entity tag and their gzip and brotli encodings made once each.
  *
- * The store's change stamp moves with every write anyone commits: on SQLite every row written
- * through the store's connection and every commit by another one; on PostgreSQL every
- * transaction that writes, on any replica or client (the snapshot's xid range, see the
- * PostgreSQL store). While it stands still, a read computed from the database alone (no clock,
- * no request state) gives the same bytes, so the bytes can be served again. A value is filed
- * under a stamp only when the stamp read after computing it equals the one read before: then
- * nothing committed while it was computed.
+ * The change stamp given moves with every commit that changes what the cached reads read,
+ * whoever made it (the cluster reads: the database's change log, @keelson/db changeLogStamp,
+ * which triggers fill on any replica or client). While it stands still, a read computed from
+ * the database alone (no clock, no request state) gives the same bytes, so the bytes can be
+ * served again. A value is filed under a stamp only when the stamp read after computing it
+ * equals the one read before: then nothing committed while it was computed.
  *
  * After a write, an entry is computed again at its next request (the stamp says only that
- * something changed, not what); when the new bytes are the old ones (a write elsewhere: a node
- * heartbeat, another project's cluster) the entry keeps its encodings and tag, so an unchanged
+ * something in the scope changed, not what); when the new bytes are the old ones (another
+ * project's cluster, a node status that a record shows only as counts) the entry keeps its encodings and tag, so an unchanged
  * list is never compressed twice. Concurrent misses of one key under one stamp compute it once.
  * The entries, encodings included, are bounded by bytes; the least recently used go first.
  */

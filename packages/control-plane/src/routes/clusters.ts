@@ -1,4 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
+import { changeLogStamp } from "@keelson/db";
 import { NodeV4 } from "@keelson/protocol";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { Type } from "typebox";
@@ -38,10 +39,12 @@ function reportIgnored(reply: FastifyReply, query: { fieldValidation?: string },
 
 export const clusterRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const k = app.keelson;
-  // Cluster records depend on the database and the (immutable) catalogue only. They are sent
-  // as JSON text, so the response schemas document them; cluster-presenters.test.ts checks the
-  // presenters against those schemas.
-  const snapshots = new SnapshotCache(k.store.changeStamp, k.settings.listCacheBytes);
+  // Cluster records depend on the database and the (immutable) catalogue only: cached under the
+  // stamp of the change log the database keeps of what they read (schema.ts changeLog), so a
+  // rollout's heartbeats and reports do not recompute them. They are sent as JSON text, so the
+  // response schemas document them; cluster-presenters.test.ts checks the presenters against
+  // those schemas.
+  const snapshots = new SnapshotCache(() => changeLogStamp(k.db, "clusters"), k.settings.listCacheBytes);
   /** Sends the answer `read()` gives, computed again only when the database has changed. */
   const sendSnapshot = async (
     request: FastifyRequest,

@@ -149,15 +149,6 @@ async function connect(options: PostgresOptions): Promise<PostgresStore> {
     db,
     statements: () => statements,
     client: pool,
-    // The set of transactions this database's readers see: xmin:xmax:in-progress xids. Every
-    // writing transaction takes an xid (xmax moves) and leaves the in-progress list when it
-    // ends, so two equal stamps mean nothing committed in between, on any replica or client,
-    // with no counter row for writers to queue on. Writes elsewhere on the same PostgreSQL
-    // server move it too: a cache miss, never a stale read.
-    async changeStamp() {
-      const [row] = await pool`select pg_current_snapshot()::text as s`.execute();
-      return (row as { s: string }).s;
-    },
     async ping() {
       await pool`select 1`;
     },

@@ -67,17 +67,6 @@ export function openSqliteStore(file: string, migrationsFolder: string): Store {
     dialect: "sqlite",
     db,
     statements: () => ran,
-    // This connection's writes (total_changes) and any other connection's commits to the file
-    // (data_version: an operator's sqlite3 shell, a second process).
-    changeStamp: () =>
-      gate.statement(
-        () =>
-          (
-            compile("select total_changes() || ':' || (select data_version from pragma_data_version()) as s").get() as {
-              s: string;
-            }
-          ).s,
-      ),
     async ping() {
       await gate.statement(() => compile("select 1").raw(true).all());
     },

@@ -33,12 +33,6 @@ export interface Store {
   statements(): number;
   /** A cheap round trip to the database (readiness). */
   ping(): Promise<void>;
-  /**
-   * A value that changes whenever anyone changed the data, for a read cache that must drop its
-   * entries after any write: on SQLite this store's connection or another process on the same
-   * file; on PostgreSQL any transaction of any replica or client (the snapshot's xid range).
-   */
-  changeStamp(): Promise<string>;
   close(): Promise<void>;
 }
 
