@@ -4,6 +4,7 @@ import { apiAs } from "../support/admin-api.ts";
 import { startBenchFleet } from "../support/bench-fleet.ts";
 import { checkoutRevision, currentRevision, previousRevisionSetting } from "../support/previous-revision.ts";
 import { benchRealAgents, masterServiceTable, phaseTable, type RealAgentsResult } from "./real-agents.ts";
+import { medianResult } from "./rounds.ts";
 import { sideBySide } from "./side-by-side.ts";
 
 const NODES = Number(process.env.BENCH_NODES ?? 1000);
@@ -171,6 +172,8 @@ function currentOnly(real: RealAgentsResult, note: string): string {
 }
 
 const REAL = process.env.BENCH_REAL !== "0";
+/** BENCH_REAL_ROUNDS: runs of each revision's real agents, taken in turn; the side-by-side compares their medians. */
+const ROUNDS = Math.max(1, Number(process.env.BENCH_REAL_ROUNDS ?? 3));
 // The previous revision is checked out first: a bad BENCH_PREVIOUS fails before the long part.
 const previous = REAL ? previousRevisionSetting() : undefined;
 const previousTree = previous && "rev" in previous ? checkoutRevision(previous.rev, log) : undefined;
@@ -178,14 +181,22 @@ try {
   await main();
   if (REAL) {
     if (previousTree) {
-      const order = `previous (${previousTree.commit.slice(0, 7)}, from ${previous && "source" in previous ? previous.source : ""}) first, then this tree`;
-      log(`attaching 3 real agents of ${previousTree.rev} (its test node package)...`);
-      const prev = await benchRealAgents(log, previousTree.root);
-      log("attaching 3 real agents of this tree (test node package)...");
-      const cur = await benchRealAgents(log);
       const prevLabel = previousTree.commit.slice(0, 7);
+      const order = `previous (${prevLabel}, from ${previous && "source" in previous ? previous.source : ""}) and this tree in turn, previous first, ${ROUNDS} run${ROUNDS > 1 ? "s each: medians" : " each"}`;
+      const prevRuns: RealAgentsResult[] = [];
+      const curRuns: RealAgentsResult[] = [];
+      for (let round = 1; round <= ROUNDS; round++) {
+        log(`round ${round}/${ROUNDS}: attaching 3 real agents of ${previousTree.rev} (its test node package)...`);
+        prevRuns.push(await benchRealAgents(log, previousTree.root));
+        log(`round ${round}/${ROUNDS}: attaching 3 real agents of this tree (test node package)...`);
+        curRuns.push(await benchRealAgents(log));
+      }
       process.stdout.write(
-        `${sideBySide({ label: prevLabel, result: prev }, { label: currentRevision(), result: cur }, order)}\n`,
+        `${sideBySide(
+          { label: prevLabel, result: medianResult(prevRuns) },
+          { label: currentRevision(), result: medianResult(curRuns) },
+          order,
+        )}\n`,
       );
     } else {
       log("attaching 3 real agents (test node package)...");

@@ -132,7 +132,7 @@ function costLines(prev: Measured, cur: Measured): string[] {
 export function sideBySide(prev: Measured, cur: Measured, order: string): string {
   return [
     "",
-    `Real agents, ${prev.label} (previous) beside ${cur.label} (this tree) — 1 master then 2 workers, each revision's own keelson-server, keelson-agent and test node package under this tree's harness; ${order}, one run each`,
+    `Real agents, ${prev.label} (previous) beside ${cur.label} (this tree) — 1 master then 2 workers, each revision's own keelson-server, keelson-agent and test node package under this tree's harness; ${order}`,
     ...[prev, cur].flatMap((m) =>
       m.result.errors.length > 0 ? [`errors (${m.label}): ${m.result.errors.join("; ")}`] : [],
     ),

@@ -14,6 +14,7 @@ import { nodePools, nodes } from "../../../packages/db/src/schema.ts";
 import { phasesForRole } from "../../../packages/protocol/src/phases.ts";
 import { launchChromium } from "../../e2e/support/browser.ts";
 import { api, openServerStore, type ServerProc, startServer } from "../../e2e/support/processes.ts";
+import { median } from "../support/median.ts";
 
 const CLUSTERS = Number(process.env.BENCH_CLUSTERS ?? 1000);
 const NODES = Number(process.env.BENCH_NODES ?? 500);
@@ -24,8 +25,6 @@ interface Load {
   bytes: number;
   requests: number;
 }
-
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] as number;
 
 function phaseReport(role: "master" | "worker") {
   return phasesForRole(role).map((p, i) => ({

@@ -6,6 +6,7 @@ import { apiAs, freePort } from "../support/admin-api.ts";
 import { awaitOperation, buildBenchCluster, POLL_MS, serverMs } from "../support/bench-cluster.ts";
 import { linkAgents, startBenchFleet } from "../support/bench-fleet.ts";
 import { type LoadResult, load } from "../support/measure.ts";
+import { median } from "../support/median.ts";
 import { SETTINGS, type StatementStats, statementStats } from "../support/pg-statements.ts";
 
 const WORKERS = Number(process.env.BENCH_WORKERS ?? 1000);
@@ -282,11 +283,5 @@ function listLines(results: DialectRun[]): string[] {
     ),
   ];
 }
-
-const median = (list: number[]) => {
-  const sorted = [...list].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
-};
 
 await main();

@@ -31,6 +31,7 @@ import { secretsKeyEnv } from "../../support/secrets-key.ts";
 import { spawnNode, stopChild } from "../agents/children.ts";
 import { memoryMiB } from "../agents/proc-stats.ts";
 import { markdownTable } from "../support/markdown-table.ts";
+import { median } from "../support/median.ts";
 
 const SIZES = (process.env.BENCH_SCALE_SIZES ?? "1000,10000,50000").split(",").map(Number);
 const TRIES = Number(process.env.BENCH_SCALE_TRIES ?? 3);
@@ -62,8 +63,6 @@ interface NodeRow {
   hostsMs: number;
   hostPageMs: number;
 }
-
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? 0;
 
 async function openBenchStore(dataDir: string, url: string | undefined): Promise<Store> {
   return openStore(
