@@ -2,7 +2,7 @@ import compress from "@fastify/compress";
 import swagger from "@fastify/swagger";
 import swaggerUi from "@fastify/swagger-ui";
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
-import { keelsonSchema, pruneChangeLog, type Store, storageFull } from "@keelson/db";
+import { keelsonSchema, pruneClusterChanges, type Store, storageFull } from "@keelson/db";
 import { sql } from "drizzle-orm";
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from "fastify";
 import { AgentHub, type AgentHubOptions } from "./agents/hub.ts";
@@ -75,7 +75,7 @@ export interface AppOptions {
   scrapeToken?: string;
 }
 
-/** How often stored events and change-log rows past their retention are deleted (with the replica heartbeat). */
+/** How often stored events and cluster-change rows past their retention are deleted (with the replica heartbeat). */
 const LOG_PRUNE_INTERVAL_MS = 60_000;
 
 /** Browsers that once saw the API over HTTPS refuse to fall back to plain HTTP for a year. */
@@ -135,7 +135,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
         .reapDeadLinks()
         .catch((err: unknown) => logWriteFailure(app.log, err, {}, "reaping dead replicas' agent links failed"));
       await pruneLogs().catch((err: unknown) =>
-        logWriteFailure(app.log, err, {}, "pruning stored events or the change log failed"),
+        logWriteFailure(app.log, err, {}, "pruning stored events or cluster changes failed"),
       );
     },
   });
@@ -178,7 +178,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     if (Date.now() - logsPrunedAt < LOG_PRUNE_INTERVAL_MS) return;
     logsPrunedAt = Date.now();
     await eventLog.prune(settings.eventRetentionMinutes * 60_000, settings.eventRetentionRows);
-    await pruneChangeLog(options.store.db);
+    await pruneClusterChanges(options.store.db);
   };
   const eventStreams = new OpenStreams();
   const drain = new ReplicaDrain({

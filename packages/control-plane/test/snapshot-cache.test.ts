@@ -1,6 +1,14 @@
 import { join } from "node:path";
 import { brotliDecompressSync, gunzipSync } from "node:zlib";
-import { changeLogStamp, cloudProviders, nodes, openSqliteConnection, projects, pruneChangeLog } from "@keelson/db";
+import {
+  cloudProviders,
+  clusterChangeStamp,
+  clusters,
+  nodes,
+  openSqliteConnection,
+  projects,
+  pruneClusterChanges,
+} from "@keelson/db";
 import { eq } from "drizzle-orm";
 import postgres from "postgres";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -9,13 +17,26 @@ import { SnapshotCache } from "../src/http/snapshot-cache.ts";
 import { createTestApp, type TestApp } from "./helpers.ts";
 import { insertCluster, insertHost, localPool } from "./node-fixtures.ts";
 
-/** The stamp the cluster reads are cached under (routes/clusters.ts). */
-function clusterStamp(t: TestApp) {
-  return () => changeLogStamp(t.db, "clusters");
+/** The stamp a project's cluster list is cached under (routes/clusters.ts). */
+function listStamp(t: TestApp) {
+  return () => clusterChangeStamp(t.db, t.projectId);
 }
 
+/** A cache whose every key is read under one stamp, as the tests below need. */
+function cacheOn(stamp: () => Promise<string>, maxBytes?: number) {
+  const cache = new SnapshotCache(maxBytes);
+  return {
+    get: (key: string, produce: () => Promise<string>) => cache.get(key, stamp, produce),
+    get bytes() {
+      return cache.bytes;
+    },
+  };
+}
+
+type Cache = ReturnType<typeof cacheOn>;
+
 /** The cached answer's body as text. */
-async function text(cache: SnapshotCache, key: string, produce: () => Promise<string>): Promise<string> {
+async function text(cache: Cache, key: string, produce: () => Promise<string>): Promise<string> {
   return (await cache.get(key, produce)).body.toString();
 }
 
@@ -52,7 +73,7 @@ describe("SnapshotCache", () => {
   }
 
   it("serves the same bytes while nothing was written, recomputes after a change to the cluster records", async () => {
-    const cache = new SnapshotCache(clusterStamp(t));
+    const cache = cacheOn(listStamp(t));
     const c = counting();
     expect(await text(cache, "k", c.produce)).toBe("v1");
     expect(await text(cache, "k", c.produce)).toBe("v1");
@@ -61,7 +82,7 @@ describe("SnapshotCache", () => {
   });
 
   it("keeps its answers through the writes a rollout makes all the time, drops them when a record's column changes", async () => {
-    const cache = new SnapshotCache(clusterStamp(t));
+    const cache = cacheOn(listStamp(t));
     const clusterId = await insertCluster(t.db, t.projectId, "c1");
     const host = await insertHost(t.db, t.projectId, { name: "n1", clusterId, status: "ok", agentConnected: 1 });
     const c = counting();
@@ -82,12 +103,61 @@ describe("SnapshotCache", () => {
       await t.db.update(nodes).set(change).where(eq(nodes.id, host.id));
       expect(await text(cache, "k", c.produce), JSON.stringify(change)).toBe(`v${i + 2}`);
     }
+    // The host left its cluster above: deleting it changes no cluster's record; a new node does.
     await t.db.delete(nodes).where(eq(nodes.id, host.id));
+    expect(await text(cache, "k", c.produce)).toBe("v6");
+    await insertHost(t.db, t.projectId, { name: "n2", clusterId });
     expect(await text(cache, "k", c.produce)).toBe("v7");
   });
 
+  it("drops only what a change shows in: that cluster's record and its project's list", async () => {
+    const cache = new SnapshotCache();
+    const [c1, c2] = [await insertCluster(t.db, t.projectId, "c1"), await insertCluster(t.db, t.projectId, "c2")];
+    const other = await insertCluster(t.db, t.otherProjectId, "o1");
+    const { providerId } = await localPool(t.db, t.projectId);
+    const reads = {
+      list: () => clusterChangeStamp(t.db, t.projectId),
+      c1: () => clusterChangeStamp(t.db, t.projectId, c1),
+      c2: () => clusterChangeStamp(t.db, t.projectId, c2),
+      otherList: () => clusterChangeStamp(t.db, t.otherProjectId),
+    };
+    const computed: string[] = [];
+    const readAll = async () => {
+      for (const [key, stamp] of Object.entries(reads))
+        await cache.get(key, stamp, async () => (computed.push(key), `${key}@${computed.length}`));
+    };
+    await readAll();
+    computed.length = 0;
+    await t.db.update(clusters).set({ name: "c1-renamed" }).where(eq(clusters.id, c1));
+    await readAll();
+    expect(computed).toEqual(["list", "c1"]);
+    computed.length = 0;
+    await insertHost(t.db, t.projectId, { name: "n2", clusterId: c2 });
+    await readAll();
+    expect(computed).toEqual(["list", "c2"]);
+    computed.length = 0;
+    await t.db.update(clusters).set({ name: "o1-renamed" }).where(eq(clusters.id, other));
+    await readAll();
+    expect(computed).toEqual(["otherList"]);
+    // A provider's name shows in every cluster of its project.
+    computed.length = 0;
+    await t.db.update(cloudProviders).set({ name: "renamed" }).where(eq(cloudProviders.id, providerId));
+    await readAll();
+    expect(computed).toEqual(["list", "c1", "c2"]);
+  });
+
+  it("moves both clusters' stamps when a node moves between them", async () => {
+    const [c1, c2] = [await insertCluster(t.db, t.projectId, "c1"), await insertCluster(t.db, t.projectId, "c2")];
+    const host = await insertHost(t.db, t.projectId, { name: "n1", clusterId: c1 });
+    const before = [await clusterChangeStamp(t.db, t.projectId, c1), await clusterChangeStamp(t.db, t.projectId, c2)];
+    await t.db.update(nodes).set({ clusterId: c2 }).where(eq(nodes.id, host.id));
+    const after = [await clusterChangeStamp(t.db, t.projectId, c1), await clusterChangeStamp(t.db, t.projectId, c2)];
+    expect(after[0]).not.toBe(before[0]);
+    expect(after[1]).not.toBe(before[1]);
+  });
+
   it("recomputes after another connection changed the cluster records", async () => {
-    const cache = new SnapshotCache(clusterStamp(t));
+    const cache = cacheOn(listStamp(t));
     const { providerId, poolId } = await localPool(t.db, t.projectId);
     const c = counting();
     expect(await text(cache, "k", c.produce)).toBe("v1");
@@ -100,11 +170,11 @@ describe("SnapshotCache", () => {
   });
 
   it("keeps stamps apart across a prune of the log", async () => {
-    const stamp = clusterStamp(t);
+    const stamp = listStamp(t);
     await insertCluster(t.db, t.projectId, "c1");
     const before = await stamp();
     // A cutoff a second ahead: every row goes.
-    expect(await pruneChangeLog(t.db, -1000)).toBeGreaterThan(0);
+    expect(await pruneClusterChanges(t.db, -1000)).toBeGreaterThan(0);
     const pruned = await stamp();
     expect(pruned).not.toBe(before);
     await insertCluster(t.db, t.projectId, "c2");
@@ -112,7 +182,7 @@ describe("SnapshotCache", () => {
   });
 
   it("does not keep a value whose computation wrote to the database", async () => {
-    const cache = new SnapshotCache(clusterStamp(t));
+    const cache = cacheOn(listStamp(t));
     const { providerId } = await localPool(t.db, t.projectId);
     let n = 0;
     const writing = async () => {
@@ -130,7 +200,7 @@ describe("SnapshotCache", () => {
     // Stamps as a pool may answer them: A's second read was taken before B's first, and
     // answers after it.
     const answers = ["S1", "S2", "S2", "S1", "S2"];
-    const cache = new SnapshotCache(async () => answers.shift() as string);
+    const cache = cacheOn(async () => answers.shift() as string);
     let releaseA: () => void = () => {};
     const a = text(cache, "k", () => new Promise<string>((done) => (releaseA = () => done("computed at S1"))));
     await new Promise((r) => setImmediate(r));
@@ -161,7 +231,7 @@ describe("SnapshotCache: bytes, encodings, concurrent misses", () => {
 
   it("keeps an answer's gzip and brotli once made, and after a write that left its bytes alone", async () => {
     const db = stamps();
-    const cache = new SnapshotCache(db.stamp);
+    const cache = cacheOn(db.stamp);
     const list = JSON.stringify(Array.from({ length: 200 }, (_, i) => ({ name: `cluster-${i}` })));
     const first = await cache.get("list", async () => list);
     const gz = await first.encoded("gzip");
@@ -184,7 +254,7 @@ describe("SnapshotCache: bytes, encodings, concurrent misses", () => {
   });
 
   it("computes a key once for the requests that miss it together", async () => {
-    const cache = new SnapshotCache(stamps().stamp);
+    const cache = cacheOn(stamps().stamp);
     let computed = 0;
     let release: () => void = () => {};
     const gate = new Promise<void>((done) => (release = done));
@@ -202,7 +272,7 @@ describe("SnapshotCache: bytes, encodings, concurrent misses", () => {
   });
 
   it("holds at most its bytes, encodings counted, dropping the least recently used", async () => {
-    const cache = new SnapshotCache(stamps().stamp, 10_000);
+    const cache = cacheOn(stamps().stamp, 10_000);
     const body = (c: string) => c.repeat(4_000);
     const a = await cache.get("a", async () => body("a"));
     await cache.get("b", async () => body("b"));

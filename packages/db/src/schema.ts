@@ -471,23 +471,30 @@ export const events = sqliteTable(
 );
 
 /**
- * A row for every committed change to what one group of reads shows, written by the database's
- * own triggers (the `change_log_triggers` migrations of each dialect), so every writer counts:
- * any replica, an old release during a rolling upgrade, an operator's SQL shell. Scope
- * `clusters`: what the cluster records read (clusters; their provider's name and type; their
- * pool's name; their nodes' role, status, link and API health). A read cache keyed by this
- * scope's stamp (store/change-log.ts) then survives the writes a rollout makes all the time
- * (heartbeats, phases, commands, events) and drops its entries only when the records change.
- * Inserts only: no row for writers to queue on. Rows live a minute (Store.pruneChangeLog).
+ * A row for every committed change to what the cluster records show (clusters; their provider's
+ * name and type; their pool's name; their nodes' cluster, role, status, link and API health),
+ * written by the database's own triggers (the `cluster_changes_triggers` migration of each
+ * dialect), so every writer counts: any replica, an older release during a rolling upgrade, an
+ * operator's SQL shell. Each row names the project and the cluster it changed (no cluster: a
+ * provider or pool, which every cluster of the project shows). The cached cluster reads
+ * (store/change-log.ts) are keyed by the stamp of their own rows: a rollout's heartbeats, reports,
+ * commands and events leave them alone, and a change to one cluster leaves another cluster's
+ * record and another project's list alone. Inserts only: no row for writers to queue on. Rows
+ * live a minute (pruneClusterChanges).
  */
-export const changeLog = sqliteTable(
-  "change_log",
+export const clusterChanges = sqliteTable(
+  "cluster_changes",
   {
     id: integer("id").primaryKey({ autoIncrement: true }),
-    scope: text("scope").notNull(),
+    projectId: text("project_id").notNull(),
+    /** null: every cluster of the project. */
+    clusterId: text("cluster_id"),
     createdAt: createdAt(),
   },
-  (t) => [index("change_log_scope").on(t.scope, t.id), index("change_log_created").on(t.createdAt)],
+  (t) => [
+    index("cluster_changes_project").on(t.projectId, t.clusterId, t.id),
+    index("cluster_changes_created").on(t.createdAt),
+  ],
 );
 
 /**

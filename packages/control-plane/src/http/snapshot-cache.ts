@@ -2,9 +2,9 @@
  * Serialized read responses, valid for as long as what they read has not changed, with their
  * entity tag and their gzip and brotli encodings made once each.
  *
- * The change stamp given moves with every commit that changes what the cached reads read,
- * whoever made it (the cluster reads: the database's change log, @keelson/db changeLogStamp,
- * which triggers fill on any replica or client). While it stands still, a read computed from
+ * Each read comes with a change stamp that moves with every commit that changes what it reads,
+ * whoever made it (the cluster reads: @keelson/db clusterChangeStamp, from the log the database's
+ * triggers keep on any replica or client). While it stands still, a read computed from
  * the database alone (no clock, no request state) gives the same bytes, so the bytes can be
  * served again. A value is filed under a stamp only when the stamp read after computing it
  * equals the one read before: then nothing committed while it was computed.
@@ -63,25 +63,28 @@ interface Entry {
 }
 
 export class SnapshotCache {
-  private seen: string | undefined;
+  /**
+   * Per key, the newest stamp a request read (hit or miss), while it matters: a computation
+   * files its value only under that stamp. Dropped when the key's entry goes or its value is
+   * filed; a key missing here files nothing (a miss later, never a stale answer).
+   */
+  private readonly seen = new Map<string, string>();
   /** In order of last use, oldest first. */
   private readonly entries = new Map<string, Entry>();
   private readonly computing = new Map<string, Promise<CachedAnswer>>();
   private held = 0;
 
-  constructor(
-    private readonly changeStamp: () => Promise<string>,
-    private readonly maxBytes = 64 * 1024 * 1024,
-  ) {}
+  constructor(private readonly maxBytes = 64 * 1024 * 1024) {}
 
   /** The bytes the entries hold, encodings included (at most `maxBytes`). */
   get bytes(): number {
     return this.held;
   }
 
-  async get(key: string, produce: () => Promise<Produced>): Promise<CachedAnswer> {
-    const now = await this.changeStamp();
-    this.seen = now;
+  /** `key`'s answer: the one kept while `stamp()` stands still, else `produce()`'s. */
+  async get(key: string, stamp: () => Promise<string>, produce: () => Promise<Produced>): Promise<CachedAnswer> {
+    const now = await stamp();
+    this.seen.set(key, now);
     const entry = this.entries.get(key);
     if (entry && entry.stamp === now) {
       this.entries.delete(key);
@@ -91,13 +94,23 @@ export class SnapshotCache {
     const flight = `${now}\n${key}`;
     let computing = this.computing.get(flight);
     if (!computing) {
-      computing = this.compute(key, now, produce).finally(() => this.computing.delete(flight));
+      computing = this.compute(key, now, stamp, produce).finally(() => {
+        this.computing.delete(flight);
+        // Nothing filed (produce failed, or a write meanwhile): the mark goes, so keys that are
+        // never filed (a bad page marker) leave nothing behind.
+        if (!this.entries.has(key) && this.seen.get(key) === now) this.seen.delete(key);
+      });
       this.computing.set(flight, computing);
     }
     return computing;
   }
 
-  private async compute(key: string, now: string, produce: () => Promise<Produced>): Promise<CachedAnswer> {
+  private async compute(
+    key: string,
+    now: string,
+    stamp: () => Promise<string>,
+    produce: () => Promise<Produced>,
+  ): Promise<CachedAnswer> {
     const produced = await produce();
     const { text, nextPage } = typeof produced === "string" ? { text: produced, nextPage: undefined } : produced;
     const fresh = new CachedAnswer(Buffer.from(text), nextPage, (answer, size) => this.encoded(key, answer, size));
@@ -105,10 +118,12 @@ export class SnapshotCache {
     // The same answer as before: the old one, with its encodings, serves the new stamp.
     const same = previous && previous.etag === fresh.etag && previous.nextPage === fresh.nextPage;
     const answer = same ? previous : fresh;
-    // produce() only reads; if anything wrote meanwhile the entry must not outlive it. Nor may
-    // it join entries another request keyed to a newer stamp meanwhile: on a pool, this
-    // request's stamp reads can answer before that request's while taken after them.
-    if ((await this.changeStamp()) !== now || this.seen !== now) return answer;
+    // produce() only reads; if anything it reads changed meanwhile the entry must not outlive
+    // it. Nor may it join an entry another request keyed to a newer stamp meanwhile: on a pool,
+    // this request's stamp reads can answer before that request's while taken after them.
+    const after = await stamp();
+    if (after !== now || this.seen.get(key) !== now) return answer;
+    this.seen.delete(key);
     this.remove(key);
     this.entries.set(key, { stamp: now, answer });
     this.held += answer.size;
@@ -124,6 +139,7 @@ export class SnapshotCache {
   }
 
   private remove(key: string): void {
+    this.seen.delete(key);
     const entry = this.entries.get(key);
     if (!entry) return;
     this.held -= entry.answer.size;

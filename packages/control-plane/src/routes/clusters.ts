@@ -1,5 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
-import { changeLogStamp } from "@keelson/db";
+import { clusterChangeStamp } from "@keelson/db";
 import { NodeV4 } from "@keelson/protocol";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { Type } from "typebox";
@@ -40,18 +40,25 @@ function reportIgnored(reply: FastifyReply, query: { fieldValidation?: string },
 export const clusterRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const k = app.keelson;
   // Cluster records depend on the database and the (immutable) catalogue only: cached under the
-  // stamp of the change log the database keeps of what they read (schema.ts changeLog), so a
-  // rollout's heartbeats and reports do not recompute them. They are sent as JSON text, so the
-  // response schemas document them; cluster-presenters.test.ts checks the presenters against
-  // those schemas.
-  const snapshots = new SnapshotCache(() => changeLogStamp(k.db, "clusters"), k.settings.listCacheBytes);
-  /** Sends the answer `read()` gives, computed again only when the database has changed. */
+  // stamp of the database's log of changes to what they show (schema.ts clusterChanges), the
+  // project's for a list and the cluster's for a record, so a rollout's heartbeats and reports,
+  // and a change to another cluster or project, recompute nothing. They are sent as JSON text,
+  // so the response schemas document them; cluster-presenters.test.ts checks the presenters
+  // against those schemas.
+  const snapshots = new SnapshotCache(k.settings.listCacheBytes);
+  /** Sends the answer `read()` gives, computed again only when what it shows has changed. */
   const sendSnapshot = async (
     request: FastifyRequest,
     reply: FastifyReply,
     key: string,
+    scope: { projectId: string; clusterId?: string },
     read: () => Promise<Produced>,
-  ) => sendCachedJson(request, reply, await snapshots.get(key, read));
+  ) =>
+    sendCachedJson(
+      request,
+      reply,
+      await snapshots.get(key, () => clusterChangeStamp(k.db, scope.projectId, scope.clusterId), read),
+    );
 
   for (const version of ["v4", "v3"] as const) {
     const tags = [`clusters ${version}`];
@@ -103,7 +110,7 @@ export const clusterRoutes: FastifyPluginAsyncTypebox = async (app) => {
         const projectId = request.params.project_uuid;
         const page = pageRequest(request.query);
         const key = `${version}:list:${projectId}${page ? `:${request.query.limit ?? ""}:${request.query.continue ?? ""}` : ""}`;
-        return sendSnapshot(request, reply, key, async () => {
+        return sendSnapshot(request, reply, key, { projectId }, async () => {
           if (!page) return JSON.stringify((await listClusterViews(k.db, k.catalogue, projectId)).map(present));
           const paged = await listClusterViewsPage(k.db, k.catalogue, projectId, page);
           return { text: JSON.stringify(paged.items.map(present)), nextPage: paged.next };
@@ -124,8 +131,12 @@ export const clusterRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
       async (request, reply) => {
         const { project_uuid, uuid } = request.params;
-        return sendSnapshot(request, reply, `${version}:one:${project_uuid}:${uuid}`, async () =>
-          JSON.stringify(present(await getClusterView(k.db, k.catalogue, project_uuid, uuid))),
+        return sendSnapshot(
+          request,
+          reply,
+          `${version}:one:${project_uuid}:${uuid}`,
+          { projectId: project_uuid, clusterId: uuid },
+          async () => JSON.stringify(present(await getClusterView(k.db, k.catalogue, project_uuid, uuid))),
         );
       },
     );

@@ -10,7 +10,7 @@ export { StatementBatch, type StatementBatchOptions } from "./statement-batch.ts
 import { openSqliteStore } from "./sqlite-store.ts";
 import { firstRow, type Store } from "./types.ts";
 
-export { CHANGE_LOG_RETENTION_MS, type ChangeScope, changeLogStamp, pruneChangeLog } from "./change-log.ts";
+export { CLUSTER_CHANGES_RETENTION_MS, clusterChangeStamp, pruneClusterChanges } from "./cluster-changes.ts";
 export { assertBinaryCanRun, SchemaTooNewError } from "./compat.ts";
 export { type CopyProgress, copySqliteToPostgres, TABLES_IN_ORDER, type TableCopy } from "./copy.ts";
 export { checkDatabaseUrl, DATABASE_URL_RULE, type PostgresTarget, parseDatabaseUrl } from "./database-url.ts";
