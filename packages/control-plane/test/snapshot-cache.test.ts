@@ -124,7 +124,10 @@ describe("SnapshotCache", () => {
     const computed: string[] = [];
     const readAll = async () => {
       for (const [key, stamp] of Object.entries(reads))
-        await cache.get(key, stamp, async () => (computed.push(key), `${key}@${computed.length}`));
+        await cache.get(key, stamp, async () => {
+          computed.push(key);
+          return `${key}@${computed.length}`;
+        });
     };
     await readAll();
     computed.length = 0;

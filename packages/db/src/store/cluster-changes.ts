@@ -1,6 +1,6 @@
 import { and, count, eq, isNull, lt, or, sql } from "drizzle-orm";
 import { clusterChanges } from "../schema.ts";
-import { databaseTime, dialectOf, type Prepared, prepare } from "./portable.ts";
+import { databaseTime, dialectOf, prepare } from "./portable.ts";
 import type { Db } from "./types.ts";
 
 /** Rows older than this are pruned: a stamp only has to outlive the read it guards. */
