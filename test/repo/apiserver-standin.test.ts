@@ -809,6 +809,10 @@ describe("the stand-in kube-apiserver under the real kubectl", () => {
       pod: { name: "holder", uid: podUid },
     });
     expect(claims).not.toHaveProperty("jti");
+    // go-jose writes the merged claims as a sorted map; the header names the key (jwt.go), no typ.
+    expect(Object.keys(claims)).toEqual(["aud", "exp", "iat", "iss", "kubernetes.io", "nbf", "sub"]);
+    const header = JSON.parse(Buffer.from(token.split(".")[0], "base64url").toString("utf8"));
+    expect(header).toEqual({ alg: "ES256", kid: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/) });
     expect(claims).toMatchObject({ aud: [AUDIENCE], iss: AUDIENCE, sub: "system:serviceaccount:default:bound" });
 
     const review = async (audiences?: string[]) =>
