@@ -81,6 +81,11 @@ function rawAt(base: string, user: PemPair | { token: string }, method: string, 
   });
 }
 
+/** A JWT's header (0) or claims (1), decoded. */
+function jwtPart(token: string, index: 0 | 1) {
+  return JSON.parse(Buffer.from(token.split(".")[index] ?? "", "base64url").toString("utf8"));
+}
+
 /** The answer a refusal gets: 403 with the real Forbidden Status. */
 function forbidden(message: string, details: Record<string, string>) {
   const body = { kind: "Status", apiVersion: "v1", metadata: {}, status: "Failure", message, reason: "Forbidden" };
@@ -802,7 +807,7 @@ describe("the stand-in kube-apiserver under the real kubectl", () => {
     const issued = await request("bound", podRef());
     expect(issued.status).toBe(201);
     const token = (issued.body.status as { token: string }).token;
-    const claims = JSON.parse(Buffer.from(token.split(".")[1], "base64url").toString("utf8"));
+    const claims = jwtPart(token, 1);
     expect(claims["kubernetes.io"]).toEqual({
       namespace: "default",
       serviceaccount: { name: "bound", uid: saUid },
@@ -811,7 +816,7 @@ describe("the stand-in kube-apiserver under the real kubectl", () => {
     expect(claims).not.toHaveProperty("jti");
     // go-jose writes the merged claims as a sorted map; the header names the key (jwt.go), no typ.
     expect(Object.keys(claims)).toEqual(["aud", "exp", "iat", "iss", "kubernetes.io", "nbf", "sub"]);
-    const header = JSON.parse(Buffer.from(token.split(".")[0], "base64url").toString("utf8"));
+    const header = jwtPart(token, 0);
     expect(header).toEqual({ alg: "ES256", kid: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/) });
     expect(claims).toMatchObject({ aud: [AUDIENCE], iss: AUDIENCE, sub: "system:serviceaccount:default:bound" });
 
@@ -884,7 +889,7 @@ describe("the stand-in kube-apiserver under the real kubectl", () => {
     for (const [name, nodeName] of [
       ["on-node", "n11"],
       ["on-missing-node", "n12"],
-    ]) {
+    ] as const) {
       const pod = await rawAt(url, m, "POST", `${NS}/pods`, {
         metadata: { name },
         spec: { nodeName, serviceAccountName: "runner", containers: [{ name: "c", image: "pause" }] },
@@ -896,7 +901,7 @@ describe("the stand-in kube-apiserver under the real kubectl", () => {
         spec: { boundObjectRef: { apiVersion: "v1", kind: "Pod", name: pod, uid: pods[pod] } },
       });
       const token = (issued.body.status as { token: string }).token;
-      return { token, claims: JSON.parse(Buffer.from(token.split(".")[1], "base64url").toString("utf8")) };
+      return { token, claims: jwtPart(token, 1) };
     };
     const { token, claims } = await claimsFor("on-node");
     const nodeUid = (node.body.metadata as { uid: string }).uid;
