@@ -25,10 +25,12 @@ const WEBHOOK_USERS: Record<string, { username: string; groups: string[] }> = {
   "plain-token": { username: "bob", groups: [] },
 };
 
-let apiserver: ChildProcess | undefined;
+const apiservers: ChildProcess[] = [];
 let webhook: https.Server | undefined;
 let server = "";
 let output = "";
+/** The flags every stand-in of this file starts with (written in beforeAll). */
+let baseFlags: string[] = [];
 
 /** The real kubectl, asynchronously: the token webhook it ends up asking lives in this process. */
 function kubectl(name: string, user: { token: string } | PemPair, args: string[]) {
@@ -46,24 +48,42 @@ function kubectl(name: string, user: { token: string } | PemPair, args: string[]
 
 /** One raw request with a client certificate or a bearer token, for the exact Status body. */
 function raw(user: PemPair | { token: string }, method: string, path: string, body?: unknown) {
+  return rawAt(server, user, method, path, body);
+}
+
+function rawAt(base: string, user: PemPair | { token: string }, method: string, path: string, body?: unknown) {
   const type = method === "PATCH" ? "application/merge-patch+json" : "application/json";
   const who =
     "token" in user ? { headers: { authorization: `Bearer ${user.token}` } } : { cert: user.cert, key: user.key };
+  const payload = body === undefined ? undefined : JSON.stringify(body);
+  // Node sends a DELETE's body without a length unless told: say it, as kubectl does.
+  const length = payload === undefined ? {} : { "content-length": Buffer.byteLength(payload) };
   return new Promise<{ status: number; body: Record<string, unknown> }>((resolve, reject) => {
     const req = https.request(
-      `${server}${path}`,
-      { method, ca: ca.cert, ...who, headers: { "content-type": type, ...who.headers } },
+      `${base}${path}`,
+      { method, ca: ca.cert, ...who, headers: { "content-type": type, ...length, ...who.headers } },
       (res) => {
         let text = "";
         res.on("data", (c) => {
           text += c;
         });
-        res.on("end", () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(text) }));
+        res.on("end", () => {
+          try {
+            resolve({ status: res.statusCode ?? 0, body: JSON.parse(text) });
+          } catch {
+            reject(new Error(`${method} ${path}: ${res.statusCode} is no JSON: ${JSON.stringify(text)}`));
+          }
+        });
       },
     );
     req.on("error", reject);
-    req.end(body === undefined ? undefined : JSON.stringify(body));
+    req.end(payload);
   });
+}
+
+/** A JWT's header (0) or claims (1), decoded. */
+function jwtPart(token: string, index: 0 | 1) {
+  return JSON.parse(Buffer.from(token.split(".")[index] ?? "", "base64url").toString("utf8"));
 }
 
 /** The answer a refusal gets: 403 with the real Forbidden Status. */
@@ -121,43 +141,49 @@ beforeAll(async () => {
       "current-context": "w",
     }),
   );
+  baseFlags = [
+    `--tls-cert-file=${files("apiserver.crt", tls.cert)}`,
+    `--tls-private-key-file=${files("apiserver.key", tls.key)}`,
+    `--client-ca-file=${ca.certFile}`,
+    `--authentication-token-webhook-config-file=${webhookConfig}`,
+    "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+    `--service-account-signing-key-file=${files("sa.key", saKey)}`,
+    `--service-account-key-file=${files("sa.pub", saPub)}`,
+    "--authorization-mode=Node,RBAC",
+    "--enable-admission-plugins=NodeRestriction",
+    "--service-cluster-ip-range=10.96.0.0/16",
+  ];
+  server = await startApiserver([]);
+}, 60_000);
+
+/** A stand-in on a free loopback port with the base flags and `extra`; its URL once /version answers. */
+async function startApiserver(extra: string[]): Promise<string> {
   const port = await new Promise<number>((resolve) => {
     const probe = https.createServer().listen(0, HOST, () => {
       const p = (probe.address() as AddressInfo).port;
       probe.close(() => resolve(p));
     });
   });
-  server = `https://${HOST}:${port}`;
-  apiserver = spawn(
+  const url = `https://${HOST}:${port}`;
+  const child = spawn(
     join(FIXTURE, "bin", "kube-apiserver"),
-    [
-      `--bind-address=${HOST}`,
-      `--secure-port=${port}`,
-      `--tls-cert-file=${files("apiserver.crt", tls.cert)}`,
-      `--tls-private-key-file=${files("apiserver.key", tls.key)}`,
-      `--client-ca-file=${ca.certFile}`,
-      `--authentication-token-webhook-config-file=${webhookConfig}`,
-      "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-      `--service-account-signing-key-file=${files("sa.key", saKey)}`,
-      `--service-account-key-file=${files("sa.pub", saPub)}`,
-      "--authorization-mode=Node,RBAC",
-      "--enable-admission-plugins=NodeRestriction",
-      "--service-cluster-ip-range=10.96.0.0/16",
-    ],
+    [`--bind-address=${HOST}`, `--secure-port=${port}`, ...baseFlags, ...extra],
     { env: { PATH: process.env.PATH ?? "", KEELSON_NODE_BIN: process.execPath }, stdio: ["ignore", "pipe", "pipe"] },
   );
-  apiserver.stderr?.on("data", (c) => {
+  apiservers.push(child);
+  child.stderr?.on("data", (c) => {
     output += c;
   });
   for (let i = 0; i < 100; i++) {
-    if ((await kubectl("anonymous-probe", { token: "admin-token" }, ["get", "--raw", "/livez"])).code === 0) return;
+    const up = await rawAt(url, masters(), "GET", "/version").catch(() => undefined);
+    if (up?.status === 200) return url;
     await new Promise((r) => setTimeout(r, 100));
   }
   throw new Error(`the stand-in apiserver did not come up:\n${output}`);
-}, 60_000);
+}
 
 afterAll(async () => {
-  apiserver?.kill("SIGTERM");
+  for (const child of apiservers) child.kill("SIGTERM");
   await new Promise<void>((resolve) => webhook?.close(() => resolve()) ?? resolve());
   rmSync(dir, { recursive: true, force: true });
 });
@@ -712,6 +738,288 @@ describe("the stand-in kube-apiserver under the real kubectl", () => {
       (await kubectl("alice", admin(), ["get", "svc", "kube-dns", "-n", "kube-system", "-o", "json"])).stdout,
     );
     expect(got.spec.clusterIP).toBe("10.96.0.10");
+  });
+
+  it("a TokenRequest bound to a pod carries the real claims; TokenReview and bearer authentication refuse it once the pod is gone or replaced", async () => {
+    const m = masters();
+    const NS = "/api/v1/namespaces/default";
+    const AUDIENCE = "https://kubernetes.default.svc.cluster.local";
+    expect((await raw(m, "POST", "/api/v1/nodes", { metadata: { name: "n9" } })).status).toBe(201);
+    const sa = await raw(m, "POST", `${NS}/serviceaccounts`, { metadata: { name: "bound" } });
+    expect((await raw(m, "POST", `${NS}/serviceaccounts`, { metadata: { name: "stranger" } })).status).toBe(201);
+    const saUid = (sa.body.metadata as { uid: string }).uid;
+    const holder = {
+      apiVersion: "v1",
+      kind: "Pod",
+      metadata: { name: "holder" },
+      spec: { nodeName: "n9", serviceAccountName: "bound", containers: [{ name: "c", image: "pause" }] },
+    };
+    const created = await raw(m, "POST", `${NS}/pods`, holder);
+    const podUid = (created.body.metadata as { uid: string }).uid;
+    const request = (saName: string, boundObjectRef?: Record<string, string>, extra: Record<string, unknown> = {}) =>
+      raw(m, "POST", `${NS}/serviceaccounts/${saName}/token`, {
+        apiVersion: "authentication.k8s.io/v1",
+        kind: "TokenRequest",
+        spec: { ...(boundObjectRef ? { boundObjectRef } : {}), ...extra },
+      });
+    const podRef = (uid = podUid, name = "holder") => ({ apiVersion: "v1", kind: "Pod", name, uid });
+    const failure = (code: number, reason: string, message: string, details?: Record<string, unknown>) => ({
+      status: code,
+      body: {
+        kind: "Status",
+        apiVersion: "v1",
+        metadata: {},
+        status: "Failure",
+        message,
+        reason,
+        ...(details ? { details } : {}),
+        code,
+      },
+    });
+
+    // The registry's own checks of the binding (token.go), in its words.
+    expect(await request("stranger", podRef())).toEqual(
+      failure(
+        400,
+        "BadRequest",
+        'cannot bind token for serviceaccount "stranger" to pod running with different serviceaccount name.',
+      ),
+    );
+    expect(await request("bound", podRef("0000"))).toEqual(
+      failure(
+        409,
+        "Conflict",
+        'Operation cannot be fulfilled on Pod "holder": the UID in the bound object reference (0000) does not match the UID in record. The object might have been deleted and then recreated',
+        { name: "holder", kind: "Pod" },
+      ),
+    );
+    expect(await request("bound", podRef("", "absent"))).toEqual(
+      failure(404, "NotFound", 'pods "absent" not found', { name: "absent", kind: "pods" }),
+    );
+    expect(await request("bound", { apiVersion: "v1", kind: "ConfigMap", name: "c" })).toEqual(
+      failure(400, "BadRequest", "cannot bind token to object of type /v1, Kind=ConfigMap"),
+    );
+    expect((await request("bound", podRef(), { expirationSeconds: 60 })).body.message).toBe(
+      'TokenRequest.authentication.k8s.io "" is invalid: spec.expirationSeconds: Invalid value: 60: may not specify a duration less than 10 minutes',
+    );
+
+    // The claims claims.go writes; 1.29 has ServiceAccountTokenPodNodeInfo and ServiceAccountTokenJTI off.
+    const issued = await request("bound", podRef());
+    expect(issued.status).toBe(201);
+    const token = (issued.body.status as { token: string }).token;
+    const claims = jwtPart(token, 1);
+    expect(claims["kubernetes.io"]).toEqual({
+      namespace: "default",
+      serviceaccount: { name: "bound", uid: saUid },
+      pod: { name: "holder", uid: podUid },
+    });
+    expect(claims).not.toHaveProperty("jti");
+    // go-jose writes the merged claims as a sorted map; the header names the key (jwt.go), no typ.
+    expect(Object.keys(claims)).toEqual(["aud", "exp", "iat", "iss", "kubernetes.io", "nbf", "sub"]);
+    const header = jwtPart(token, 0);
+    expect(header).toEqual({ alg: "ES256", kid: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/) });
+    expect(claims).toMatchObject({ aud: [AUDIENCE], iss: AUDIENCE, sub: "system:serviceaccount:default:bound" });
+
+    const review = async (audiences?: string[]) =>
+      (
+        await raw(m, "POST", "/apis/authentication.k8s.io/v1/tokenreviews", {
+          apiVersion: "authentication.k8s.io/v1",
+          kind: "TokenReview",
+          spec: { token, ...(audiences ? { audiences } : {}) },
+        })
+      ).body.status;
+    expect(await review()).toEqual({
+      authenticated: true,
+      user: {
+        username: "system:serviceaccount:default:bound",
+        uid: saUid,
+        groups: ["system:serviceaccounts", "system:serviceaccounts:default", "system:authenticated"],
+        extra: {
+          "authentication.kubernetes.io/pod-name": ["holder"],
+          "authentication.kubernetes.io/pod-uid": [podUid],
+        },
+      },
+      audiences: [AUDIENCE],
+    });
+    expect(await review(["vault"])).toEqual({
+      user: {},
+      error: `token audiences ["${AUDIENCE}"] is invalid for the target audiences ["vault"]`,
+    });
+    // Authenticated (RBAC then refuses it), while its pod stands.
+    expect((await raw({ token }, "GET", `${NS}/pods`)).body.message).toContain(
+      'User "system:serviceaccount:default:bound" cannot list resource "pods"',
+    );
+
+    // The pod deleted: invalidated. Replaced by one with another uid: the uid mismatch.
+    expect((await raw(m, "DELETE", `${NS}/pods/holder`)).status).toBe(200);
+    expect(await review()).toEqual({ user: {}, error: "service account token has been invalidated" });
+    expect((await raw({ token }, "GET", `${NS}/pods`)).status).toBe(401);
+    const again = await raw(m, "POST", `${NS}/pods`, holder);
+    const newUid = (again.body.metadata as { uid: string }).uid;
+    expect(await review()).toEqual({
+      user: {},
+      error: `pod UID (${newUid}) does not match service account pod ref claim (${podUid})`,
+    });
+    expect((await raw({ token }, "GET", `${NS}/pods`)).body).toMatchObject({ reason: "Unauthorized", code: 401 });
+
+    // A service account replaced under an unbound token: its uid no longer matches.
+    const plain = (await request("stranger")).body.status as { token: string };
+    const strangerUid = ((await raw(m, "GET", `${NS}/serviceaccounts/stranger`)).body.metadata as { uid: string }).uid;
+    expect((await raw(m, "DELETE", `${NS}/serviceaccounts/stranger`)).status).toBe(200);
+    const recreated = await raw(m, "POST", `${NS}/serviceaccounts`, { metadata: { name: "stranger" } });
+    const reviewed = await raw(m, "POST", "/apis/authentication.k8s.io/v1/tokenreviews", {
+      spec: { token: plain.token },
+    });
+    expect(reviewed.status).toBe(201);
+    expect(reviewed.body.status).toEqual({
+      user: {},
+      error: `service account UID (${(recreated.body.metadata as { uid: string }).uid}) does not match claim (${strangerUid})`,
+    });
+  });
+
+  it("with ServiceAccountTokenPodNodeInfo and ServiceAccountTokenJTI (on by default from 1.30) a pod-bound token names its node and carries a jti", async () => {
+    const url = await startApiserver([
+      "--feature-gates=ServiceAccountTokenPodNodeInfo=true,ServiceAccountTokenJTI=true",
+    ]);
+    const m = masters();
+    const NS = "/api/v1/namespaces/default";
+    const node = await rawAt(url, m, "POST", "/api/v1/nodes", { metadata: { name: "n11" } });
+    expect((await rawAt(url, m, "POST", `${NS}/serviceaccounts`, { metadata: { name: "runner" } })).status).toBe(201);
+    const pods: Record<string, string> = {};
+    for (const [name, nodeName] of [
+      ["on-node", "n11"],
+      ["on-missing-node", "n12"],
+    ] as const) {
+      const pod = await rawAt(url, m, "POST", `${NS}/pods`, {
+        metadata: { name },
+        spec: { nodeName, serviceAccountName: "runner", containers: [{ name: "c", image: "pause" }] },
+      });
+      pods[name] = (pod.body.metadata as { uid: string }).uid;
+    }
+    const claimsFor = async (pod: string) => {
+      const issued = await rawAt(url, m, "POST", `${NS}/serviceaccounts/runner/token`, {
+        spec: { boundObjectRef: { apiVersion: "v1", kind: "Pod", name: pod, uid: pods[pod] } },
+      });
+      const token = (issued.body.status as { token: string }).token;
+      return { token, claims: jwtPart(token, 1) };
+    };
+    const { token, claims } = await claimsFor("on-node");
+    const nodeUid = (node.body.metadata as { uid: string }).uid;
+    expect(claims["kubernetes.io"].node).toEqual({ name: "n11", uid: nodeUid });
+    expect(claims.jti).toMatch(/^[0-9a-f-]{36}$/);
+    // A Node that is not there is still named, without a uid (token.go).
+    expect((await claimsFor("on-missing-node")).claims["kubernetes.io"].node).toEqual({ name: "n12" });
+    const reviewed = await rawAt(url, m, "POST", "/apis/authentication.k8s.io/v1/tokenreviews", { spec: { token } });
+    expect((reviewed.body.status as { user: { extra: unknown } }).user.extra).toEqual({
+      "authentication.kubernetes.io/pod-name": ["on-node"],
+      "authentication.kubernetes.io/pod-uid": [pods["on-node"]],
+      "authentication.kubernetes.io/credential-id": [`JTI=${claims.jti}`],
+      "authentication.kubernetes.io/node-name": ["n11"],
+      "authentication.kubernetes.io/node-uid": [nodeUid],
+    });
+  });
+
+  it("the registry's preconditions: a PUT's metadata.uid and DeleteOptions' uid/resourceVersion that do not match are 409 in the real words", async () => {
+    const m = masters();
+    const conflict = (message: string, details: Record<string, string>) => ({
+      status: 409,
+      body: {
+        kind: "Status",
+        apiVersion: "v1",
+        metadata: {},
+        status: "Failure",
+        message,
+        reason: "Conflict",
+        details,
+        code: 409,
+      },
+    });
+    const at = "/api/v1/namespaces/default/secrets/pre";
+    const created = await raw(m, "POST", "/api/v1/namespaces/default/secrets", { metadata: { name: "pre" } });
+    const { uid, resourceVersion } = created.body.metadata as { uid: string; resourceVersion: string };
+    const stored = (await raw(m, "GET", at)).body;
+    expect(await raw(m, "PUT", at, { ...stored, metadata: { ...(stored.metadata as object), uid: "0000" } })).toEqual(
+      conflict(
+        `Operation cannot be fulfilled on secrets "pre": StorageError: invalid object, Code: 4, Key: /registry/secrets/default/pre, ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: UID in precondition: 0000, UID in object meta: ${uid}`,
+        { name: "pre", kind: "secrets" },
+      ),
+    );
+    const options = (preconditions: Record<string, string>) => ({
+      kind: "DeleteOptions",
+      apiVersion: "v1",
+      preconditions,
+    });
+    expect(await raw(m, "DELETE", at, options({ uid: "0000" }))).toEqual(
+      conflict(
+        `Operation cannot be fulfilled on Secret "pre": the UID in the precondition (0000) does not match the UID in record (${uid}). The object might have been deleted and then recreated`,
+        { name: "pre", kind: "Secret" },
+      ),
+    );
+    expect(await raw(m, "DELETE", at, options({ resourceVersion: "1" }))).toEqual(
+      conflict(
+        `Operation cannot be fulfilled on Secret "pre": the ResourceVersion in the precondition (1) does not match the ResourceVersion in record (${resourceVersion}). The object might have been modified`,
+        { name: "pre", kind: "Secret" },
+      ),
+    );
+    expect((await raw(m, "GET", at)).status).toBe(200);
+    expect((await raw(m, "DELETE", at, options({ uid, resourceVersion }))).status).toBe(200);
+
+    // A grouped kind names its group; Leases (their own store) and Namespaces (their own Delete) alike.
+    const LEASES = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases";
+    const lease = await raw(m, "POST", LEASES, { metadata: { name: "pre" }, spec: { holderIdentity: "a" } });
+    const leaseUid = (lease.body.metadata as { uid: string }).uid;
+    expect(leaseUid).toMatch(/^[0-9a-f-]{36}$/);
+    expect(await raw(m, "PUT", `${LEASES}/pre`, { ...lease.body, metadata: { name: "pre", uid: "0000" } })).toEqual(
+      conflict(
+        `Operation cannot be fulfilled on leases.coordination.k8s.io "pre": StorageError: invalid object, Code: 4, Key: /registry/leases/kube-system/pre, ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: UID in precondition: 0000, UID in object meta: ${leaseUid}`,
+        { name: "pre", group: "coordination.k8s.io", kind: "leases" },
+      ),
+    );
+    expect(await raw(m, "DELETE", `${LEASES}/pre`, options({ uid: "0000" }))).toEqual(
+      conflict(
+        `Operation cannot be fulfilled on Lease.coordination.k8s.io "pre": the UID in the precondition (0000) does not match the UID in record (${leaseUid}). The object might have been deleted and then recreated`,
+        { name: "pre", group: "coordination.k8s.io", kind: "Lease" },
+      ),
+    );
+    const ns = await raw(m, "POST", "/api/v1/namespaces", { metadata: { name: "pre-ns" } });
+    const nsUid = (ns.body.metadata as { uid: string }).uid;
+    expect(await raw(m, "DELETE", "/api/v1/namespaces/pre-ns", options({ uid: "0000" }))).toEqual(
+      conflict(
+        `Operation cannot be fulfilled on namespaces "pre-ns": Precondition failed: UID in precondition: 0000, UID in object meta: ${nsUid}`,
+        { name: "pre-ns", kind: "namespaces" },
+      ),
+    );
+  });
+
+  it("NodeRestriction: a mirror pod may not reference clustertrustbundles, nor secrets through any volume source or an ephemeral container", async () => {
+    const n10 = cert("system:node:n10", ["system:nodes"]);
+    const registered = await raw(n10, "POST", "/api/v1/nodes", { metadata: { name: "n10" } });
+    const uid = (registered.body.metadata as { uid: string }).uid;
+    const mirror = (name: string, spec: Record<string, unknown>) =>
+      raw(n10, "POST", "/api/v1/namespaces/default/pods", {
+        metadata: {
+          name,
+          annotations: { "kubernetes.io/config.mirror": "hash" },
+          ownerReferences: [{ apiVersion: "v1", kind: "Node", name: "n10", uid, controller: true }],
+        },
+        spec: { nodeName: "n10", containers: [{ name: "c", image: "pause" }], ...spec },
+      });
+    const refused = (name: string, what: string) =>
+      forbidden(`pods "${name}" is forbidden: node "n10" can not create pods that reference ${what}`, {
+        name,
+        kind: "pods",
+      });
+    const bundle = { clusterTrustBundle: { signerName: "example.com/signer", path: "ca.pem" } };
+    const claim = { name: "data", persistentVolumeClaim: { claimName: "c" } };
+    // admission.go's order: clustertrustbundles before persistentvolumeclaims.
+    expect(await mirror("trusting", { volumes: [{ name: "ctb", projected: { sources: [bundle] } }, claim] })).toEqual(
+      refused("trusting", "clustertrustbundles"),
+    );
+    const csi = { name: "v", csi: { driver: "d", nodePublishSecretRef: { name: "s" } } };
+    expect(await mirror("csi", { volumes: [csi] })).toEqual(refused("csi", "secrets"));
+    const ephemeral = [{ name: "e", image: "busybox", envFrom: [{ secretRef: { name: "s" } }] }];
+    expect(await mirror("ephemeral", { ephemeralContainers: ephemeral })).toEqual(refused("ephemeral", "secrets"));
+    expect((await mirror("plain-mirror", {})).status).toBe(201);
   });
 
   it("a privileged container is refused unless started with --allow-privileged=true (here: not)", async () => {
