@@ -109,7 +109,7 @@ export const resizeSteps = (k: Keelson): OperationStep[] => [
     // Through the look's claim, so a sweep on another replica does not renew beside it.
     name: "aws-renew-token",
     run: async (ctx) => {
-      await renewBeforeLaunch(k, ctx.op.targetId);
+      await renewBeforeLaunch(k, ctx.op.targetId, ctx.signal);
     },
   },
   ...shrinkSteps(k),

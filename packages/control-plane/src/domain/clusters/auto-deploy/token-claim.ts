@@ -93,8 +93,15 @@ export async function claimedRenewal(k: Keelson, clusterId: string, now?: Date):
  * look under way on another replica is waited for; else this replica looks itself. Answers
  * whether it renewed.
  */
-export async function renewBeforeLaunch(k: Keelson, clusterId: string, now?: Date): Promise<boolean> {
+export async function renewBeforeLaunch(
+  k: Keelson,
+  clusterId: string,
+  signal?: AbortSignal,
+  now?: Date,
+): Promise<boolean> {
   for (;;) {
+    // A shutdown does not wait out another replica's look: the step runs again on resume.
+    signal?.throwIfAborted();
     const renewed = await claimedRenewal(k, clusterId, now);
     if (renewed !== undefined) return renewed;
     const look = firstRow(
