@@ -139,19 +139,31 @@ describe("the instance token sweep on two replicas", () => {
     const resizeOnA = () =>
       renewStep.run({ db, op: { targetId: id }, log: a?.app.log } as unknown as StepContext) as Promise<void>;
     const sweepOnB = () => sweepInstanceTokens((b as TestApp).app.keelson, (b as TestApp).app.log);
-    /** Both at once, on a cloud slow enough that each would read the old token before the other writes. */
-    const together = async () => {
+    /**
+     * Both at once: `first` starts, and the other as soon as the first's first template call
+     * reached the cloud, slow enough here that the other reads the old token before the first
+     * writes the new one. Answers the template calls both made, sorted, and who looked last.
+     */
+    const together = async (first: "sweep" | "resize") => {
       const before = templateCalls().length;
-      await Promise.all([resizeOnA(), sweepOnB()]);
-      return templateCalls()
-        .slice(before)
-        .map((c) => c.action)
-        .sort();
+      const [lead, follow] = first === "sweep" ? [sweepOnB, resizeOnA] : [resizeOnA, sweepOnB];
+      const leading = lead();
+      while (templateCalls().length === before) await new Promise((r) => setTimeout(r, 2));
+      await Promise.all([leading, follow()]);
+      const look = await db.select().from(instanceTokenChecks).where(eq(instanceTokenChecks.clusterId, id));
+      return {
+        calls: templateCalls()
+          .slice(before)
+          .map((c) => c.action)
+          .sort(),
+        lookedBy: look.map((r) => r.checkedBy),
+      };
     };
     (standin as AwsStandin).latencyMs = 40;
 
+    // The sweep first: the resize waits for its look and uses its token.
     await makeDue();
-    expect(await together()).toEqual(ONE_RENEWAL);
+    expect(await together("sweep")).toEqual({ calls: ONE_RENEWAL, lookedBy: ["cp-b"] });
     expect(versions()).toEqual([2, 2]);
     expect(await tokens(id)).toBe(2);
 
@@ -161,13 +173,13 @@ describe("the instance token sweep on two replicas", () => {
     expect(templateCalls().length).toBe(before);
     expect(await tokens(id)).toBe(2);
 
-    // Past the hold, with the new token due too: again one renewal between them.
+    // Past the hold, with the new token due too, the resize first: the sweep skips the cluster.
     await db
       .update(instanceTokenChecks)
       .set({ checkedAt: databaseTime(dialectOf(db), -lookHoldMs(a.app.keelson) - 1_000) })
       .where(eq(instanceTokenChecks.clusterId, id));
     await makeDue();
-    expect(await together()).toEqual(ONE_RENEWAL);
+    expect(await together("resize")).toEqual({ calls: ONE_RENEWAL, lookedBy: ["cp-a"] });
     expect(versions()).toEqual([3, 3]);
     expect(await tokens(id)).toBe(3);
   });

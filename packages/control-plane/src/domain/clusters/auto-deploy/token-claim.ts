@@ -110,8 +110,9 @@ export async function renewBeforeLaunch(
         .from(instanceTokenChecks)
         .where(eq(instanceTokenChecks.clusterId, clusterId)),
     );
-    // Gone: the look failed and gave its claim up; claim again.
+    // Done within the hold: its token is fresh enough to boot with (it was looked at under the margin).
     if (look && look.lookingUntil === null) return false;
-    await new Promise((r) => setTimeout(r, WAIT_POLL_MS));
+    // Under way: wait. Gone: the look failed and gave its claim up; claim again at once.
+    if (look) await new Promise((r) => setTimeout(r, WAIT_POLL_MS));
   }
 }
