@@ -182,5 +182,19 @@ describe("the instance token sweep on two replicas", () => {
     expect(await together("resize")).toEqual({ calls: ONE_RENEWAL, lookedBy: ["cp-a"] });
     expect(versions()).toEqual([3, 3]);
     expect(await tokens(id)).toBe(3);
+
+    // A look that fails (AWS refuses the keys) gives its claim up: a resize next looks at once, not a hold later.
+    await db
+      .update(instanceTokenChecks)
+      .set({ checkedAt: databaseTime(dialectOf(db), -lookHoldMs(a.app.keelson) - 1_000) })
+      .where(eq(instanceTokenChecks.clusterId, id));
+    await makeDue();
+    const keys = new Map((standin as AwsStandin).keys);
+    (standin as AwsStandin).keys.clear();
+    expect(await sweepOnB()).toEqual([]);
+    expect(await db.select().from(instanceTokenChecks)).toEqual([]);
+    for (const [key, secret] of keys) (standin as AwsStandin).keys.set(key, secret);
+    await resizeOnA();
+    expect(versions()).toEqual([4, 4]);
   });
 });
