@@ -32,6 +32,13 @@ export const AZURE_STANDIN = {
   subscriptionId: "3a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d",
 };
 
+/**
+ * A second secret of the same application: an app registration holds several client secrets,
+ * each valid until it expires or is removed (Microsoft identity platform docs, "Add
+ * credentials": rotating a secret is adding a new one, then removing the old).
+ */
+export const AZURE_SECOND_SECRET = "Zr7P~standin.second-secret_value";
+
 /** The account as a Keelson provider body takes it: the secret is `az ad sp create-for-rbac --sdk-auth`'s JSON. */
 export function azureKeys(over: Partial<typeof AZURE_STANDIN> = {}) {
   const a = { ...AZURE_STANDIN, ...over };
@@ -164,7 +171,7 @@ export async function startAzureStandin(): Promise<AzureStandin> {
           `The provided value for scope ${form.scope} is not valid.`,
         );
       }
-      if (secret !== AZURE_STANDIN.clientSecret) {
+      if (secret !== AZURE_STANDIN.clientSecret && secret !== AZURE_SECOND_SECRET) {
         return entraError(
           res,
           401,

@@ -20,6 +20,15 @@ import type { AddressInfo } from "node:net";
  */
 const { privateKey, publicKey } = generateKeyPairSync("rsa", { modulusLength: 2048 });
 const other = generateKeyPairSync("rsa", { modulusLength: 2048 });
+/**
+ * A second key of the same service account: an account holds up to 10 keys, each valid until
+ * deleted (IAM docs, "Create and delete service account keys"; rotating is creating a new key,
+ * then deleting the old). The assertion's `kid` names the key it was signed with.
+ */
+const second = {
+  ...generateKeyPairSync("rsa", { modulusLength: 2048 }),
+  id: "7a6b5c4d3e2f10293847566574839201a2b3c4d5",
+};
 
 export const GCP_STANDIN = {
   projectId: "keelson-test-1",
@@ -30,16 +39,22 @@ export const GCP_STANDIN = {
 export const GOOGLE_TOKEN_URL = "https://oauth2.googleapis.com/token";
 export const GCP_REGIONS = ["us-central1", "europe-west1", "asia-east1"];
 
-/** A key file of the stand-in's account whose tokens come from `tokenUri`; `wrongKey` signs with another key. */
-export function gcpKeys(tokenUri: string, over: { wrongKey?: boolean; clientEmail?: string; projectId?: string } = {}) {
-  const key = over.wrongKey ? other.privateKey : privateKey;
+/**
+ * A key file of the stand-in's account whose tokens come from `tokenUri`; `wrongKey` signs with
+ * another key (not the account's), `secondKey` with the account's second key.
+ */
+export function gcpKeys(
+  tokenUri: string,
+  over: { wrongKey?: boolean; secondKey?: boolean; clientEmail?: string; projectId?: string } = {},
+) {
+  const key = over.wrongKey ? other.privateKey : over.secondKey ? second.privateKey : privateKey;
   const projectId = over.projectId ?? GCP_STANDIN.projectId;
   return {
     key: projectId,
     secret: JSON.stringify({
       type: "service_account",
       project_id: projectId,
-      private_key_id: GCP_STANDIN.privateKeyId,
+      private_key_id: over.secondKey ? second.id : GCP_STANDIN.privateKeyId,
       private_key: key.export({ type: "pkcs8", format: "pem" }),
       client_email: over.clientEmail ?? GCP_STANDIN.clientEmail,
       client_id: "104857600000000000001",
@@ -108,7 +123,11 @@ export async function startGcpStandin(): Promise<GcpStandin> {
     if (claims.iss !== GCP_STANDIN.clientEmail)
       return grantError(res, "invalid_grant", "Invalid grant: account not found");
     const signed = Buffer.from(`${parts[0]}.${parts[1]}`);
-    if (!verify("RSA-SHA256", signed, publicKey, Buffer.from(parts[2] as string, "base64url"))) {
+    // The key `kid` names, or (no kid) any of the account's.
+    const accountKeys = { [GCP_STANDIN.privateKeyId]: publicKey, [second.id]: second.publicKey };
+    const candidates = typeof header.kid === "string" ? [accountKeys[header.kid]] : Object.values(accountKeys);
+    const signature = Buffer.from(parts[2] as string, "base64url");
+    if (!candidates.some((key) => key && verify("RSA-SHA256", signed, key, signature))) {
       return grantError(res, "invalid_grant", "Invalid JWT Signature.");
     }
     const now = Math.floor(Date.now() / 1000);

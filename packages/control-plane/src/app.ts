@@ -13,7 +13,7 @@ import { installAudit } from "./audit/http.ts";
 import { pruneAuditRecords } from "./audit/records.ts";
 import type { Keelson } from "./context.ts";
 import { loadCatalogue } from "./domain/catalogue/catalogue.ts";
-import { AwsClientCache } from "./domain/cloud-providers/aws/client-cache.ts";
+import { CloudClientCache } from "./domain/cloud-providers/client-cache.ts";
 import { warmCloudApis } from "./domain/cloud-providers/warm-up.ts";
 import { startTokenSweep } from "./domain/clusters/auto-deploy/token-sweep.ts";
 import { followClusterHealth } from "./domain/clusters/health/health-follower.ts";
@@ -213,13 +213,13 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     projectEvents,
     storage,
     tls,
-    awsClients: new AwsClientCache(),
+    cloudClients: new CloudClientCache(),
     metrics,
   };
   app.decorate("keelson", keelson);
   const webcli = new WebCliServer(keelson);
   agents.serveUpgrade(WEBCLI_PATH, webcli.onUpgrade);
-  app.addHook("onClose", async () => keelson.awsClients.destroy());
+  app.addHook("onClose", async () => keelson.cloudClients.destroy());
   void warmCloudApis(keelson.db, app.log);
   await ensureDefaultProject(keelson);
   registerOperationKinds(keelson);

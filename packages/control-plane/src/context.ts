@@ -2,7 +2,7 @@ import type { Db, Store } from "@keelson/db";
 import type { FastifyBaseLogger } from "fastify";
 import type { AgentHub } from "./agents/hub.ts";
 import type { Catalogue } from "./domain/catalogue/catalogue.ts";
-import type { AwsClientCache } from "./domain/cloud-providers/aws/client-cache.ts";
+import type { CloudClientCache } from "./domain/cloud-providers/client-cache.ts";
 import type { EventLog } from "./domain/events/event-log.ts";
 import type { OpenStreams } from "./domain/events/open-streams.ts";
 import type { ProjectEventFanout } from "./domain/events/project-events.ts";
@@ -47,8 +47,8 @@ export interface Keelson {
   readonly projectEvents: ProjectEventFanout;
   /** The Prometheus registry of GET /metrics and the counters modules add to. */
   readonly metrics: ControlPlaneMetrics;
-  /** The AWS SDK clients kept between requests (destroyed when the server closes). */
-  readonly awsClients: AwsClientCache;
+  /** The cloud SDK clients (AWS, Azure, GCP) kept between requests (destroyed when the server closes). */
+  readonly cloudClients: CloudClientCache;
   /** HTTPS and its CA (KEELSON_TLS=auto or files); undefined when the server speaks plain HTTP. */
   readonly tls: ServerTls | undefined;
 }

@@ -1,6 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type AwsStandin, STANDIN_KEYS, startAwsStandin } from "../../../test/aws-standin/server.ts";
-import { AwsClientCache } from "../src/domain/cloud-providers/aws/client-cache.ts";
 import type { AwsAccount } from "../src/domain/cloud-providers/aws/clients.ts";
 import {
   type AwsDeploySpec,
@@ -12,6 +11,7 @@ import {
 import { CLUSTER_TAG, type DeployTarget } from "../src/domain/cloud-providers/aws/deploy/target.ts";
 import { teardownAll } from "../src/domain/cloud-providers/aws/deploy/teardown.ts";
 import { describeWorkerGroup, terminateWorkers } from "../src/domain/cloud-providers/aws/deploy/worker-group.ts";
+import { CloudClientCache } from "../src/domain/cloud-providers/client-cache.ts";
 import { pickRemoved } from "../src/domain/clusters/auto-deploy/aws-resize.ts";
 
 /**
@@ -22,7 +22,7 @@ import { pickRemoved } from "../src/domain/clusters/auto-deploy/aws-resize.ts";
 describe("AWS auto-deploy steps", () => {
   let standin: AwsStandin;
   let account: AwsAccount;
-  const clients = new AwsClientCache();
+  const clients = new CloudClientCache();
   beforeAll(async () => {
     standin = await startAwsStandin();
     account = {

@@ -2,7 +2,7 @@ import { DescribeClusterCommand, EKSClient, ListClustersCommand } from "@aws-sdk
 import { GetCallerIdentityCommand, STSClient } from "@aws-sdk/client-sts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type AwsStandin, STANDIN_KEYS, startAwsStandin } from "../../../test/aws-standin/server.ts";
-import { AwsClientCache } from "../src/domain/cloud-providers/aws/client-cache.ts";
+import { CloudClientCache } from "../src/domain/cloud-providers/client-cache.ts";
 
 /**
  * The AWS stand-in is strict where AWS is: it is only worth testing against if a request AWS
@@ -136,8 +136,8 @@ describe("AWS client cache", () => {
   });
 
   it("reuses a client per key, makes a new one for new credentials, and destroys all on close", () => {
-    const cache = new AwsClientCache();
-    const key = (secret: string) => AwsClientCache.keyOf({ service: "sts", region: "us-east-1", key: "AKIA1", secret });
+    const cache = new CloudClientCache();
+    const key = (secret: string) => CloudClientCache.keyOf(secret, "aws", "sts", undefined, "us-east-1", "AKIA1");
     const first = cache.get(key("a"), fake);
     expect(cache.get(key("a"), fake)).toBe(first);
     const rekeyed = cache.get(key("b"), fake);
@@ -149,7 +149,7 @@ describe("AWS client cache", () => {
   });
 
   it("drops the least recently used client beyond its limit and destroys it after the grace", async () => {
-    const cache = new AwsClientCache(2, 10);
+    const cache = new CloudClientCache(2, 10);
     const a = cache.get("a", fake);
     const b = cache.get("b", fake);
     cache.get("a", fake); // a is now the most recent

@@ -1,6 +1,17 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { AZURE_STANDIN, type AzureStandin, azureKeys, startAzureStandin } from "../../../test/azure-standin/server.ts";
-import { expectAutoDeployRefused, expectSlowCloudRefused, providerCounts } from "./cloud-account-checks.ts";
+import {
+  AZURE_SECOND_SECRET,
+  AZURE_STANDIN,
+  type AzureStandin,
+  azureKeys,
+  startAzureStandin,
+} from "../../../test/azure-standin/server.ts";
+import {
+  expectAutoDeployRefused,
+  expectClientKept,
+  expectSlowCloudRefused,
+  providerCounts,
+} from "./cloud-account-checks.ts";
 import { createTestApp, type TestApp } from "./helpers.ts";
 
 /**
@@ -99,6 +110,13 @@ describe("Azure accounts on the Azure SDK", () => {
       expect(await counts()).toEqual(before);
     });
   }
+
+  it("keeps an account's credential and its token between calls, and a new one for a re-key or a new account", async () => {
+    const rekeyed = azureKeys({ clientSecret: AZURE_SECOND_SECRET }).secret;
+    const tokenRequests = () =>
+      standin.calls.filter((c) => c.path.endsWith("/oauth2/v2.0/token") && c.status === 200).length;
+    await expectClientKept(t, { type: "azure", ...azureKeys(), rekeyed }, tokenRequests);
+  });
 
   it("a re-key Azure refuses answers 400 and keeps the account's regions working", async () => {
     const res = await t.request({

@@ -54,3 +54,49 @@ export async function expectSlowCloudRefused(
   }
   expect(await providerCounts(t)).toEqual(before);
 }
+
+/**
+ * The account's client (and with it the access token) is kept between calls (client-cache.ts):
+ * a new account's first regions call asks for a token, the next ones do not; a re-key to
+ * `rekeyed` (another valid secret of the same identity) asks again, once; the account deleted
+ * and made again with the same credentials asks again too. `tokenRequests` counts the
+ * stand-in's answered token requests.
+ */
+export async function expectClientKept(
+  t: TestApp,
+  account: { type: "azure" | "gcp"; key: string; secret: string; rekeyed: string },
+  tokenRequests: () => number,
+): Promise<void> {
+  const create = async (name: string) => {
+    const res = await t.request({
+      method: "POST",
+      url: `/v3/${t.projectId}/cloudProviders`,
+      payload: { name, type: account.type, key: account.key, secret: account.secret },
+    });
+    expect(res.statusCode, res.body).toBe(200);
+    return res.json().uuid as string;
+  };
+  /** The token requests one regions call made. */
+  const regions = async (id: string) => {
+    const before = tokenRequests();
+    const res = await t.request({ method: "GET", url: `/v3/${t.projectId}/cloudProviders/${id}` });
+    expect(res.statusCode, res.body).toBe(200);
+    expect(res.json().Regions.length).toBeGreaterThan(0);
+    return tokenRequests() - before;
+  };
+  const id = await create("kept");
+  expect([await regions(id), await regions(id), await regions(id)]).toEqual([1, 0, 0]);
+
+  const rekey = await t.request({
+    method: "PUT",
+    url: `/v4/cloudProviders/${id}`,
+    payload: { secret: account.rekeyed },
+  });
+  expect(rekey.statusCode, rekey.body).toBe(200);
+  expect([await regions(id), await regions(id)]).toEqual([1, 0]);
+
+  const gone = await t.request({ method: "DELETE", url: `/v3/${t.projectId}/cloudProviders/${id}` });
+  expect(gone.statusCode, gone.body).toBe(200);
+  const again = await create("kept-again");
+  expect([await regions(again), await regions(again)]).toEqual([1, 0]);
+}

@@ -6,7 +6,12 @@ import {
   gcpKeys,
   startGcpStandin,
 } from "../../../test/gcp-standin/server.ts";
-import { expectAutoDeployRefused, expectSlowCloudRefused, providerCounts } from "./cloud-account-checks.ts";
+import {
+  expectAutoDeployRefused,
+  expectClientKept,
+  expectSlowCloudRefused,
+  providerCounts,
+} from "./cloud-account-checks.ts";
 import { createTestApp, type TestApp } from "./helpers.ts";
 
 /**
@@ -87,6 +92,12 @@ describe("GCP accounts on Google's SDK", () => {
       expect(await counts()).toEqual(before);
     });
   }
+
+  it("keeps an account's client and its token between calls, and a new one for a re-key or a new account", async () => {
+    const rekeyed = gcpKeys(standin.tokenUri, { secondKey: true }).secret;
+    const tokenRequests = () => standin.calls.filter((c) => c.path === "/token" && c.status === 200).length;
+    await expectClientKept(t, { type: "gcp", ...gcpKeys(standin.tokenUri), rekeyed }, tokenRequests);
+  });
 
   it("answers 503 when GCP cannot be reached, and stores nothing", async () => {
     const before = await counts();

@@ -539,9 +539,9 @@ export const sharedSecrets = sqliteTable("shared_secrets", {
 
 /**
  * The last look at an auto-deployed cluster's instance join token (domain/clusters/auto-deploy/
- * token-sweep.ts): when, by the database's clock, and by which replica. Every replica sweeps;
- * a sweep looks at a cluster only if its one upsert here wins (no look within the hold), so of
- * several replicas on one database one reads the launch templates and renews the token.
+ * token-claim.ts): when, by the database's clock, and by which replica. Every replica sweeps,
+ * and a resize looks too; a look happens only if its one upsert here wins (no look within the
+ * hold), so of several replicas on one database one reads the launch templates and renews the token.
  */
 export const instanceTokenChecks = sqliteTable("instance_token_checks", {
   clusterId: text("cluster_id")
@@ -550,6 +550,11 @@ export const instanceTokenChecks = sqliteTable("instance_token_checks", {
   checkedAt: text("checked_at").notNull(),
   /** KEELSON_REPLICA_ID of the replica that looked. */
   checkedBy: text("checked_by").notNull(),
+  /**
+   * Set while the look is under way (until when it may take), cleared when it is done: a
+   * resize waits for a look under way instead of renewing beside it (token-claim.ts).
+   */
+  lookingUntil: text("looking_until"),
 });
 
 /**

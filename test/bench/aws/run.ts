@@ -9,9 +9,9 @@ import {
   checkAwsCredentials,
   listAwsRegions,
 } from "../../../packages/control-plane/src/domain/cloud-providers/aws/account.ts";
-import { AwsClientCache } from "../../../packages/control-plane/src/domain/cloud-providers/aws/client-cache.ts";
 import type { AwsAccount } from "../../../packages/control-plane/src/domain/cloud-providers/aws/clients.ts";
 import { awsRegionDetail } from "../../../packages/control-plane/src/domain/cloud-providers/aws/region-detail.ts";
+import { CloudClientCache } from "../../../packages/control-plane/src/domain/cloud-providers/client-cache.ts";
 import { STANDIN_KEYS, startAwsStandin } from "../../aws-standin/server.ts";
 import { api, startServer } from "../../e2e/support/processes.ts";
 
@@ -67,7 +67,7 @@ try {
     settings: { awsEndpointUrl: standin.url, cloudCallTimeoutMs: 15_000 },
     credentials: STANDIN_KEYS,
   } as AwsAccount;
-  const clients = new AwsClientCache();
+  const clients = new CloudClientCache();
   const kept: AwsAccount = { ...account, clients };
   const rows: Row[] = [];
   rows.push(

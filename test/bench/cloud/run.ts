@@ -6,13 +6,14 @@
 // calls' latency alone if made one after another. A second, resumed run shows what a crash
 // costs (look-ups only). Instances boot no agents here (that is the e2e tests' work), so this
 // times the cloud calls only. Prints figures; never fails on a time.
-import { AwsClientCache } from "../../../packages/control-plane/src/domain/cloud-providers/aws/client-cache.ts";
+
 import type { AwsAccount } from "../../../packages/control-plane/src/domain/cloud-providers/aws/clients.ts";
 import {
   type AwsDeploySpec,
   deployAll,
 } from "../../../packages/control-plane/src/domain/cloud-providers/aws/deploy/create.ts";
 import type { DeployTarget } from "../../../packages/control-plane/src/domain/cloud-providers/aws/deploy/target.ts";
+import { CloudClientCache } from "../../../packages/control-plane/src/domain/cloud-providers/client-cache.ts";
 import { STANDIN_KEYS, startAwsStandin } from "../../aws-standin/server.ts";
 
 const LATENCY = Number(process.env.BENCH_LATENCY_MS ?? 50);
@@ -40,7 +41,7 @@ const rows: string[][] = [
 ];
 for (const latencyMs of [0, LATENCY]) {
   const standin = await startAwsStandin({ latencyMs });
-  const clients = new AwsClientCache();
+  const clients = new CloudClientCache();
   const account = {
     settings: { awsEndpointUrl: standin.url, cloudCallTimeoutMs: 30_000 },
     credentials: STANDIN_KEYS,

@@ -18,9 +18,12 @@ import { parseSshPublicKey } from "./ssh-public-key.ts";
  */
 type CloudType = Exclude<ProviderType, "local">;
 
-/** Whether the cloud accepts the credentials: 400 when it refuses them, 503 when it cannot be asked. */
+/**
+ * Whether the cloud accepts the credentials: 400 when it refuses them, 503 when it cannot be
+ * asked. On Azure and GCP with a client of its own, so the token is asked for (client-cache.ts).
+ */
 export async function verifyWithCloud(
-  keelson: Pick<Keelson, "settings" | "awsClients">,
+  keelson: Pick<Keelson, "settings" | "cloudClients">,
   type: CloudType,
   credentials: Credentials,
 ): Promise<void> {
@@ -28,17 +31,21 @@ export async function verifyWithCloud(
     await (await awsApi()).checkAwsCredentials({
       settings: keelson.settings,
       credentials,
-      clients: keelson.awsClients,
+      clients: keelson.cloudClients,
     });
   else if (type === "azure") await (await azureApi()).checkAzureCredentials(keelson.settings, credentials);
   else await (await gcpApi()).checkGcpCredentials(keelson.settings, credentials);
 }
 
-export type CloudKeelson = Pick<Keelson, "db" | "cipher" | "settings" | "awsClients">;
+export type CloudKeelson = Pick<Keelson, "db" | "cipher" | "settings" | "cloudClients">;
 
 /** A stored AWS account as the AWS calls need it (its credentials decrypted, the server's kept clients). */
 export async function storedAccount(keelson: CloudKeelson, id: string): Promise<AwsAccount> {
-  return { settings: keelson.settings, credentials: await storedCredentials(keelson, id), clients: keelson.awsClients };
+  return {
+    settings: keelson.settings,
+    credentials: await storedCredentials(keelson, id),
+    clients: keelson.cloudClients,
+  };
 }
 
 /** The account as the AWS calls need it; 400 for any other type (`what` names the request). */
@@ -55,11 +62,12 @@ async function awsAccountOf(keelson: CloudKeelson, projectId: string, id: string
 export async function providerRegions(keelson: CloudKeelson, projectId: string, id: string): Promise<Region[]> {
   const provider = await getProvider(keelson.db, projectId, id);
   if (provider.type === "aws") return (await awsApi()).listAwsRegions(await storedAccount(keelson, id));
+  const kept = { clients: keelson.cloudClients, accountId: id };
   if (provider.type === "azure") {
-    return (await azureApi()).listAzureRegions(keelson.settings, await storedCredentials(keelson, id));
+    return (await azureApi()).listAzureRegions(keelson.settings, await storedCredentials(keelson, id), kept);
   }
   if (provider.type === "gcp")
-    return (await gcpApi()).listGcpRegions(keelson.settings, await storedCredentials(keelson, id));
+    return (await gcpApi()).listGcpRegions(keelson.settings, await storedCredentials(keelson, id), kept);
   return noRegions(provider.type);
 }
 

@@ -105,7 +105,7 @@ export function checkProviderInput(version: ApiVersion, input: ProviderInput): E
  * rather than the conflict create answers.
  */
 export async function validateProviderInput(
-  keelson: Pick<Keelson, "settings" | "awsClients">,
+  keelson: Pick<Keelson, "settings" | "cloudClients">,
   version: ApiVersion,
   input: ProviderInput,
 ): Promise<void> {
@@ -145,7 +145,7 @@ async function requireUniqueName(tx: Tx, projectId: string, name: string, except
 
 /** Creates the account and its node pool in one transaction. */
 export async function createProvider(
-  keelson: Pick<Keelson, "db" | "cipher" | "settings" | "awsClients">,
+  keelson: Pick<Keelson, "db" | "cipher" | "settings" | "cloudClients">,
   projectId: string,
   version: ApiVersion,
   input: ProviderInput,
@@ -217,7 +217,7 @@ export async function deleteProvider(db: Db, projectId: string, id: string): Pro
  * with the stored other half, as the account will use them.
  */
 async function verifyNewCredentials(
-  keelson: Pick<Keelson, "db" | "cipher" | "settings" | "awsClients">,
+  keelson: Pick<Keelson, "db" | "cipher" | "settings" | "cloudClients">,
   projectId: string,
   id: string,
   patch: ProviderPatch,
@@ -236,7 +236,7 @@ async function verifyNewCredentials(
 
 /** Rename and/or re-key. Only the fields present change; the node pool follows a rename. */
 export async function updateProvider(
-  keelson: Pick<Keelson, "db" | "cipher" | "settings" | "awsClients">,
+  keelson: Pick<Keelson, "db" | "cipher" | "settings" | "cloudClients">,
   projectId: string,
   id: string,
   patch: ProviderPatch,

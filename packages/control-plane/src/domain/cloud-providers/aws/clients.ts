@@ -5,9 +5,9 @@ import { ElasticLoadBalancingV2Client } from "@aws-sdk/client-elastic-load-balan
 import { Route53Client } from "@aws-sdk/client-route-53";
 import { STSClient } from "@aws-sdk/client-sts";
 import type { ServerSettings } from "../../../settings.ts";
+import { CloudClientCache } from "../client-cache.ts";
 import { cloudCall } from "../cloud-call.ts";
 import type { Credentials } from "../credentials.ts";
-import { AwsClientCache } from "./client-cache.ts";
 import { apiErrorOf } from "./errors.ts";
 
 /**
@@ -35,7 +35,7 @@ export interface AwsAccount {
   settings: AwsSettings;
   credentials: Credentials;
   /** The server's kept clients (client-cache.ts); without it each call gets a client of its own. */
-  clients?: AwsClientCache;
+  clients?: CloudClientCache;
 }
 
 /** A client for one request; `release` destroys it unless the cache keeps it. */
@@ -77,7 +77,7 @@ function lease<C extends { destroy(): void }>(
     const client = build();
     return { client, release: () => client.destroy() };
   }
-  const client = cache.get(AwsClientCache.keyOf({ service, endpoint, region, key, secret }), build);
+  const client = cache.get(CloudClientCache.keyOf(secret, "aws", service, endpoint, region, key), build);
   return { client, release: () => {} };
 }
 

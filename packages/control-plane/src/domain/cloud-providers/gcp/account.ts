@@ -1,6 +1,7 @@
 import { RegionsClient } from "@google-cloud/compute";
 import { JWT } from "google-auth-library";
 import type { ServerSettings } from "../../../settings.ts";
+import { CloudClientCache, type KeptBy } from "../client-cache.ts";
 import { cloudCall } from "../cloud-call.ts";
 import { type Credentials, type GcpKeyFile, parseGcpKeyFile } from "../credentials.ts";
 import type { Region } from "../regions.ts";
@@ -56,11 +57,44 @@ function endpointOptions(settings: GcpSettings) {
   };
 }
 
+/** A RegionsClient with its JWT client, which keeps the token it got until it runs out. */
+function regionsClient(settings: GcpSettings, credentials: Credentials) {
+  const client = new RegionsClient({
+    ...endpointOptions(settings),
+    fallback: true,
+    authClient: jwtClient(parseGcpKeyFile(credentials.secret)),
+  });
+  // Closed when the cache drops it; a failure to close is nothing to report then.
+  return { client, destroy: () => void client.close().catch(() => {}) };
+}
+
+/**
+ * The stored account's client, kept by the server (client-cache.ts); without `kept`, one for
+ * this call only (a credential check).
+ */
+function accountClient(settings: GcpSettings, credentials: Credentials, kept?: KeptBy) {
+  if (!kept) {
+    const made = regionsClient(settings, credentials);
+    return { client: made.client, release: () => made.client.close() };
+  }
+  const key = CloudClientCache.keyOf(
+    credentials.secret,
+    "gcp",
+    kept.accountId,
+    settings.gcpComputeEndpoint,
+    credentials.key,
+  );
+  const { client } = kept.clients.get(key, () => regionsClient(settings, credentials));
+  return { client, release: async () => {} };
+}
+
 /** The project's regions (Compute Engine regions.list), each with the API host that serves it. */
-export async function listGcpRegions(settings: GcpSettings, credentials: Credentials): Promise<Region[]> {
-  const key = parseGcpKeyFile(credentials.secret);
-  const endpoint = endpointOptions(settings);
-  const client = new RegionsClient({ ...endpoint, fallback: true, authClient: jwtClient(key) });
+export async function listGcpRegions(
+  settings: GcpSettings,
+  credentials: Credentials,
+  kept?: KeptBy,
+): Promise<Region[]> {
+  const { client, release } = accountClient(settings, credentials, kept);
   const host = settings.gcpComputeEndpoint ? new URL(settings.gcpComputeEndpoint).host : "compute.googleapis.com";
   const what = "the project's regions (Compute Engine regions.list)";
   try {
@@ -79,10 +113,11 @@ export async function listGcpRegions(settings: GcpSettings, credentials: Credent
     );
     return regions.sort().map((name) => ({ RegionName: name, Endpoint: host }));
   } finally {
-    await client.close();
+    await release();
   }
 }
 
+/** Asks Google for a token with this key, never a kept one (client-cache.ts says why). */
 export async function checkGcpCredentials(settings: GcpSettings, credentials: Credentials): Promise<void> {
   await listGcpRegions(settings, credentials);
 }

@@ -9,7 +9,7 @@ import { joinWorkersStep, releaseNodes, stringList } from "../operations.ts";
 import { clusterRow, forgetHosts, targetOf } from "./aws-context.ts";
 import { attachWorkersStep } from "./aws-hosts.ts";
 import { awsDeploySpec } from "./aws-spec.ts";
-import { renewInstanceToken } from "./aws-token.ts";
+import { renewBeforeLaunch } from "./token-claim.ts";
 
 /**
  * Update of an auto-deployed cluster's worker counts (numWorkers, or the autoscaler's bounds).
@@ -24,7 +24,7 @@ import { renewInstanceToken } from "./aws-token.ts";
  * Then the group takes the stored spec's sizes (more workers: it launches them), the hosts of
  * instances the group itself let go are forgotten, and new instances' hosts are attached and
  * joined as at create. First of all, the instance join token is renewed if it is close to
- * expiry (aws-token.ts).
+ * expiry (aws-token.ts), through the look's claim (token-claim.ts).
  */
 
 /**
@@ -106,9 +106,10 @@ const shrinkSteps = (k: Keelson): OperationStep[] => [
 export const resizeSteps = (k: Keelson): OperationStep[] => [
   {
     // Before the group launches anything: the instances must boot with a token that still works.
+    // Through the look's claim, so a sweep on another replica does not renew beside it.
     name: "aws-renew-token",
     run: async (ctx) => {
-      await renewInstanceToken(k, ctx.db, ctx.op.targetId);
+      await renewBeforeLaunch(k, ctx.op.targetId, ctx.signal);
     },
   },
   ...shrinkSteps(k),

@@ -1,0 +1,1 @@
+ALTER TABLE "instance_token_checks" ADD COLUMN "looking_until" text;

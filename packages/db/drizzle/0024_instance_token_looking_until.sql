@@ -1,0 +1,1 @@
+ALTER TABLE `instance_token_checks` ADD `looking_until` text;
