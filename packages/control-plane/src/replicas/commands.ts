@@ -17,6 +17,12 @@ export interface NewCommand {
   /** The operation that issues it and the fence of its claim: never sent once the fence moved on. */
   operationId: string | null;
   fence: number | null;
+  /**
+   * Inserted as sent, claimed by this issue, when its fence holds (checked in the insert): the
+   * issuer holds the host's link and sends it at once, which saves the pending-to-sent UPDATE
+   * (a row version and its three index entries per node of a rollout). Otherwise pending.
+   */
+  claim?: boolean;
 }
 
 /** A command as inserted, or as it already was: an id answered before keeps its answer. */
@@ -45,18 +51,25 @@ export interface Answer {
 /**
  * Inserts commands; an id already there (a step issuing it again, after a restart or on another
  * replica) is waiting again under the new fence and expiry, unless it was answered: then its
- * answer stands. One statement for all.
+ * answer stands. A claimed row is `sent` when its fence holds, as markSent would decide. One
+ * statement for all.
  */
 export async function insertCommands(db: Db, rows: readonly NewCommand[]): Promise<IssuedCommand[]> {
   if (rows.length === 0) return [];
   const dialect = dialectOf(db);
   return await db
     .insert(agentCommands)
-    .values(rows.map((r) => ({ ...r, expiresAt: databaseTime(dialect, r.timeoutMs) })))
+    .values(
+      rows.map(({ claim, ...r }) => ({
+        ...r,
+        expiresAt: databaseTime(dialect, r.timeoutMs),
+        state: claim ? claimedState(db, r) : ("pending" as const),
+      })),
+    )
     .onConflictDoUpdate({
       target: agentCommands.id,
       set: {
-        state: sql`case when ${agentCommands.state} = 'answered' then 'answered' else 'pending' end`,
+        state: sql`case when ${agentCommands.state} = 'answered' then 'answered' else excluded.state end`,
         expiresAt: sql`excluded.expires_at`,
         timeoutMs: sql`excluded.timeout_ms`,
         operationId: sql`excluded.operation_id`,
@@ -66,30 +79,40 @@ export async function insertCommands(db: Db, rows: readonly NewCommand[]): Promi
     .returning({ id: agentCommands.id, state: agentCommands.state, result: agentCommands.result });
 }
 
+/** Whether a command of `operationId` issued under `fence` may go out: its claim still has that fence. */
+function fenceHolds(
+  db: Db,
+  operationId: typeof agentCommands.operationId | string,
+  fence: typeof agentCommands.fence | number,
+): SQL {
+  return exists(
+    db
+      .select({ one: sql`1` })
+      .from(operations)
+      .where(and(eq(operations.id, operationId), eq(operations.fence, fence), eq(operations.state, "running"))),
+  );
+}
+
+/** A claimed row's state as inserted: sent when it may go out now (see sendable), else pending. */
+function claimedState(db: Db, row: Omit<NewCommand, "claim">): SQL | "sent" | "pending" {
+  if (row.operationId === null) return "sent";
+  if (row.fence === null) return "pending";
+  return sql`case when ${fenceHolds(db, row.operationId, row.fence)} then 'sent' else 'pending' end`;
+}
+
 /**
  * The condition under which a command may go out: unanswered, unexpired, and either of no
  * operation or of one whose claim still has the fence it was issued under.
  */
 function sendable(db: Db): SQL {
-  const fenceHolds = or(
+  const fenceHeld = or(
     isNull(agentCommands.operationId),
-    exists(
-      db
-        .select({ one: sql`1` })
-        .from(operations)
-        .where(
-          and(
-            eq(operations.id, agentCommands.operationId),
-            eq(operations.fence, agentCommands.fence),
-            eq(operations.state, "running"),
-          ),
-        ),
-    ),
+    fenceHolds(db, agentCommands.operationId, agentCommands.fence),
   );
   return and(
     inArray(agentCommands.state, ["pending", "sent"]),
     gt(agentCommands.expiresAt, databaseTime(dialectOf(db))),
-    fenceHolds,
+    fenceHeld,
   ) as SQL;
 }
 
@@ -160,6 +183,14 @@ export async function answerOf(db: Db, ids: readonly string[]): Promise<{ id: st
     .select({ id: agentCommands.id, result: agentCommands.result })
     .from(agentCommands)
     .where(and(inJsonArray(dialectOf(db), agentCommands.id, ids), eq(agentCommands.state, "answered")));
+}
+
+/** A claimed command that could not be sent after all: pending again, for the link's holder to send. */
+export async function releaseClaim(db: Db, id: string): Promise<void> {
+  await db
+    .update(agentCommands)
+    .set({ state: "pending" })
+    .where(and(eq(agentCommands.id, id), eq(agentCommands.state, "sent")));
 }
 
 /** A command whose issuer stopped waiting (its timeout): never sent from now on. */
