@@ -1,4 +1,4 @@
-import { agentCommands, type Db, databaseTime, dialectOf, inJsonArray, operations } from "@keelson/db";
+import { agentCommands, type Db, databaseTime, dialectOf, inJsonArray, operations, rowsOf } from "@keelson/db";
 import { and, eq, exists, gt, inArray, isNull, lt, or, type SQL, sql } from "drizzle-orm";
 
 /**
@@ -51,20 +51,36 @@ export interface Answer {
 /**
  * Inserts commands; an id already there (a step issuing it again, after a restart or on another
  * replica) is waiting again under the new fence and expiry, unless it was answered: then its
- * answer stands. A claimed row is `sent` when its fence holds, as markSent would decide. One
- * statement for all.
+ * answer stands. A claimed row is `sent` when its fence holds, as markSent would decide: the
+ * rows are joined to their operations' claims once (a batch's commands share one), not checked
+ * by a subquery per row. One statement for all.
  */
 export async function insertCommands(db: Db, rows: readonly NewCommand[]): Promise<IssuedCommand[]> {
   if (rows.length === 0) return [];
   const dialect = dialectOf(db);
+  const batch = rowsOf(
+    rows.map((r) => ({ ...r, claim: r.claim ? 1 : 0 })),
+    {
+      r_id: { key: "id", type: "text" },
+      r_host: { key: "hostId", type: "text" },
+      r_name: { key: "name", type: "text" },
+      r_payload: { key: "payload", type: "json" },
+      r_timeout: { key: "timeoutMs", type: "integer" },
+      r_operation: { key: "operationId", type: "text" },
+      r_fence: { key: "fence", type: "integer" },
+      r_claim: { key: "claim", type: "integer" },
+    },
+  );
+  // Sent only if claimed and of no operation, or of one whose claim still has this fence.
+  const state = sql`case when r.r_claim = 1 and (r.r_operation is null or o.id is not null) then 'sent' else 'pending' end`;
   return await db
     .insert(agentCommands)
-    .values(
-      rows.map(({ claim, ...r }) => ({
-        ...r,
-        expiresAt: databaseTime(dialect, r.timeoutMs),
-        state: claim ? claimedState(db, r) : ("pending" as const),
-      })),
+    .select(
+      sql`select r.r_id, r.r_host, r.r_name, r.r_payload, r.r_timeout, r.r_operation, r.r_fence, ${state}, null,
+        ${databaseTime(dialect)}, ${databaseTime(dialect, sql`r.r_timeout`)}
+        from ${batch} as r left join ${operations} as o
+          on o.id = r.r_operation and o.fence = r.r_fence and o.state = 'running'
+        where true`, // SQLite: without a WHERE, its parser takes ON CONFLICT for the join's ON.
     )
     .onConflictDoUpdate({
       target: agentCommands.id,
@@ -91,13 +107,6 @@ function fenceHolds(
       .from(operations)
       .where(and(eq(operations.id, operationId), eq(operations.fence, fence), eq(operations.state, "running"))),
   );
-}
-
-/** A claimed row's state as inserted: sent when it may go out now (see sendable), else pending. */
-function claimedState(db: Db, row: Omit<NewCommand, "claim">): SQL | "sent" | "pending" {
-  if (row.operationId === null) return "sent";
-  if (row.fence === null) return "pending";
-  return sql`case when ${fenceHolds(db, row.operationId, row.fence)} then 'sent' else 'pending' end`;
 }
 
 /**

@@ -30,6 +30,7 @@ export {
   firstColumn,
   inJsonArray,
   jsonArrayOf,
+  lockedInIdOrder,
   lockIds,
   lockRows,
   type Prepared,
