@@ -248,18 +248,16 @@ describe("the PostgreSQL store", () => {
           startedAt: new Date(at + i).toISOString(),
         }));
       const facts = { os: "Debian GNU/Linux 12", cpus: 2, note: randomBytesText(900) };
-      await db
-        .insert(nodes)
-        .values(
-          Array.from({ length: 20 }, (_, i) => ({
-            id: `n${i}`,
-            projectId: "p",
-            nodePoolId: "np",
-            name: `n${i}`,
-            facts,
-            phases: phases(i),
-          })),
-        );
+      await db.insert(nodes).values(
+        Array.from({ length: 20 }, (_, i) => ({
+          id: `n${i}`,
+          projectId: "p",
+          nodePoolId: "np",
+          name: `n${i}`,
+          facts,
+          phases: phases(i),
+        })),
+      );
       const pageOf = async () =>
         (
           await sql<
