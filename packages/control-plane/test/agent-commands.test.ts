@@ -11,6 +11,7 @@ import {
   type NewCommand,
   pruneCommands,
   recordAnswers,
+  releaseClaim,
 } from "../src/replicas/commands.ts";
 import { createTestApp, type TestApp } from "./helpers.ts";
 import { insertHost } from "./node-fixtures.ts";
@@ -88,6 +89,26 @@ describe("agent_commands table", () => {
     // The operation's fence moves on (another claim): nothing of it is sent any more.
     await t.db.update(operations).set({ fence: 4 }).where(eq(operations.id, op));
     expect(await markSent(t.db, { hostIds: [host.id] })).toEqual([]);
+  });
+
+  it("a claimed command is inserted as sent when its fence holds, pending otherwise; a released claim is pending again", async () => {
+    const t = await createTestApp({ runOperations: false });
+    const host = await insertHost(t.db, t.projectId, { name: "h1" });
+    const op = await runningOperation(t, 3);
+    const current = command(host.id, { operationId: op, fence: 3, claim: true });
+    const stale = command(host.id, { operationId: op, fence: 2, claim: true });
+    const plain = command(host.id, { claim: true });
+    const unclaimed = command(host.id);
+    const issued = await insertCommands(t.db, [current, stale, plain, unclaimed]);
+    expect(issued.map((r) => r.state)).toEqual(["sent", "pending", "sent", "pending"]);
+    // Claimed: no send claims it again; the stale one stays held back by its fence.
+    expect(await markSent(t.db, { ids: [current.id, stale.id, plain.id] })).toEqual([]);
+    await releaseClaim(t.db, plain.id);
+    expect((await markSent(t.db, { ids: [plain.id] })).map((r) => r.id)).toEqual([plain.id]);
+    // Issued again, claimed, after its operation's fence moved on: pending, never sent.
+    await t.db.update(operations).set({ fence: 4 }).where(eq(operations.id, op));
+    expect((await insertCommands(t.db, [current]))[0]?.state).toBe("pending");
+    expect((await commandRow(t, current.id))?.state).toBe("pending");
   });
 
   it("prunes commands whose expiry is older than the retention, and keeps the others", async () => {
@@ -168,6 +189,34 @@ describe("commands across replicas", () => {
       );
       expect(current).toEqual({ at: expect.any(String) });
       expect(agent.commands).toBe(1);
+    } finally {
+      await agent.stop();
+    }
+  });
+
+  it("a command to a host linked to the issuer goes out once under the current fence, never under a stale one", async () => {
+    const { a, onA, id } = await twoReplicasAndAHost();
+    const op = await runningOperation(a, 5);
+    const agent = agentOn(onA.link, id);
+    try {
+      expect(await agent.connect(10_000)).toBe(true);
+      const stale = a.app.keelson.agents.sendCommand(
+        id.hostId,
+        "ping",
+        {},
+        { id: "cmd-local-1", timeoutMs: 500, issuer: { operationId: op, fence: 4 } },
+      );
+      await expect(stale).rejects.toBeInstanceOf(CommandTimeoutError);
+      expect(agent.commands).toBe(0);
+      const current = await a.app.keelson.agents.sendCommand(
+        id.hostId,
+        "ping",
+        {},
+        { id: "cmd-local-2", timeoutMs: 5_000, issuer: { operationId: op, fence: 5 } },
+      );
+      expect(current).toEqual({ at: expect.any(String) });
+      expect(agent.commands).toBe(1);
+      expect(await commandRow(a, "cmd-local-2")).toMatchObject({ state: "answered" });
     } finally {
       await agent.stop();
     }

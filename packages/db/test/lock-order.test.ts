@@ -1,7 +1,7 @@
-import { and, eq, inArray, sql } from "drizzle-orm";
+import { and, eq, inArray, type SQL, sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { cloudProviders, nodePools, nodes, projects } from "../src/schema.ts";
-import { lockIds, lockRows, openStore, rowsOf, type Store } from "../src/store/index.ts";
+import { lockedInIdOrder, lockIds, lockRows, openStore, rowsOf, type Store } from "../src/store/index.ts";
 import { optionsFor } from "./store-options.ts";
 
 /**
@@ -36,59 +36,80 @@ function shuffled(): string[] {
   return out;
 }
 
+type BatchWrite = (order: string[], rows: SQL) => Promise<unknown>;
+
+/** Two batch writers (`write`) and two lockRows writers over the same rows, ROUNDS each: no error. */
+async function sideBySide(write: BatchWrite): Promise<void> {
+  const { db } = store;
+  const errors: unknown[] = [];
+  let batches = 0;
+  let locks = 0;
+  const batchWriter = async () => {
+    // Stops at the first error: each deadlock costs PostgreSQL's deadlock_timeout (1 s).
+    for (let round = 0; round < ROUNDS && errors.length === 0; round++) {
+      const order = shuffled();
+      const rows = rowsOf(
+        order.map((h) => ({ h, s: `r${round}` })),
+        {
+          r_host: { key: "h", type: "text" },
+          r_status: { key: "s", type: "text" },
+        },
+      );
+      try {
+        await write(order, rows);
+        batches++;
+      } catch (err) {
+        errors.push(err);
+      }
+    }
+  };
+  const locker = async () => {
+    // Stops at the first error: each deadlock costs PostgreSQL's deadlock_timeout (1 s).
+    for (let round = 0; round < ROUNDS && errors.length === 0; round++) {
+      const some = shuffled().slice(0, HOSTS / 2);
+      try {
+        await db.transaction(async (tx) => {
+          const locked = await lockRows(tx, nodes, inArray(nodes.id, some));
+          expect(locked.map((n) => n.id)).toEqual([...some].sort());
+          await tx
+            .update(nodes)
+            .set({ isMaster: 1 })
+            .where(and(inArray(nodes.id, some), eq(nodes.projectId, "p")));
+        });
+        locks++;
+      } catch (err) {
+        errors.push(err);
+      }
+    }
+  };
+  await Promise.all([batchWriter(), batchWriter(), locker(), locker()]);
+  expect(errors.map((e) => String((e as { cause?: { code?: string } }).cause?.code ?? e))).toEqual([]);
+  expect({ batches, locks }).toEqual({ batches: 2 * ROUNDS, locks: 2 * ROUNDS });
+}
+
 describe("lockIds on PostgreSQL", () => {
   it("lets a batch UPDATE and a lockRows of the same rows run side by side without a deadlock", async () => {
-    const { db } = store;
-    const errors: unknown[] = [];
-    let batches = 0;
-    let locks = 0;
-    const batchWriter = async () => {
-      // Stops at the first error: each deadlock costs PostgreSQL's deadlock_timeout (1 s).
-      for (let round = 0; round < ROUNDS && errors.length === 0; round++) {
-        const order = shuffled();
-        const rows = rowsOf(
-          order.map((h) => ({ h, s: `r${round}` })),
-          {
-            r_host: { key: "h", type: "text" },
-            r_status: { key: "s", type: "text" },
-          },
-        );
-        try {
-          await db.transaction(async (tx) => {
-            await lockIds(tx, nodes, order);
-            await tx
-              .update(nodes)
-              .set({ status: sql`r_status` })
-              .from(sql`${rows} as r`)
-              .where(eq(nodes.id, sql`r.r_host`));
-          });
-          batches++;
-        } catch (err) {
-          errors.push(err);
-        }
-      }
-    };
-    const locker = async () => {
-      // Stops at the first error: each deadlock costs PostgreSQL's deadlock_timeout (1 s).
-      for (let round = 0; round < ROUNDS && errors.length === 0; round++) {
-        const some = shuffled().slice(0, HOSTS / 2);
-        try {
-          await db.transaction(async (tx) => {
-            const locked = await lockRows(tx, nodes, inArray(nodes.id, some));
-            expect(locked.map((n) => n.id)).toEqual([...some].sort());
-            await tx
-              .update(nodes)
-              .set({ isMaster: 1 })
-              .where(and(inArray(nodes.id, some), eq(nodes.projectId, "p")));
-          });
-          locks++;
-        } catch (err) {
-          errors.push(err);
-        }
-      }
-    };
-    await Promise.all([batchWriter(), batchWriter(), locker(), locker()]);
-    expect(errors.map((e) => String((e as { cause?: { code?: string } }).cause?.code ?? e))).toEqual([]);
-    expect({ batches, locks }).toEqual({ batches: 2 * ROUNDS, locks: 2 * ROUNDS });
+    await sideBySide((order, rows) =>
+      store.db.transaction(async (tx) => {
+        await lockIds(tx, nodes, order);
+        await tx
+          .update(nodes)
+          .set({ status: sql`r_status` })
+          .from(sql`${rows} as r`)
+          .where(eq(nodes.id, sql`r.r_host`));
+      }),
+    );
+  });
+
+  it("lockedInIdOrder: the same with the locks taken by the UPDATE itself, through a join (no transaction)", async () => {
+    await sideBySide((order, rows) =>
+      store.db
+        .update(nodes)
+        .set({ status: sql`r_status` })
+        .from(
+          sql`(select r.* from ${rows} as r join ${lockedInIdOrder(nodes, order)} as l on l.locked_id = r.r_host) as r`,
+        )
+        .where(eq(nodes.id, sql`r.r_host`)),
+    );
   });
 });

@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { type AddressInfo, createServer } from "node:net";
 import { tmpdir } from "node:os";
@@ -6,7 +7,7 @@ import { asc, count, eq } from "drizzle-orm";
 import postgres from "postgres";
 import { afterEach, describe, expect, it } from "vitest";
 import { freshDatabaseUrl } from "../../../test/support/postgres-database.ts";
-import { cloudProviders, clusters, keelsonSchema, nodePools, operations, projects } from "../src/schema.ts";
+import { cloudProviders, clusters, keelsonSchema, nodePools, nodes, operations, projects } from "../src/schema.ts";
 import {
   DatabaseUnavailableError,
   firstRow,
@@ -29,6 +30,9 @@ async function open(dialect: Store["dialect"], url?: string): Promise<Store> {
   stores.push(store);
   return store;
 }
+
+/** Text that compresses poorly, as a host's facts mostly do (ids, keys, addresses). */
+const randomBytesText = (length: number) => randomBytes(length).toString("base64").slice(0, length);
 
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 
@@ -219,6 +223,55 @@ describe("the PostgreSQL store", () => {
       const [stored] = await sql<{ method: string }[]>`select pg_column_compression(params) as method from operations`;
       expect(stored?.method).toBe("lz4");
       expect(firstRow(await db.select().from(operations))?.params).toEqual({ big });
+    } finally {
+      await sql.end();
+    }
+  });
+
+  it("keeps room in the nodes table's pages: a report's rewrite of a node row stays on its page (no index entries)", async () => {
+    const url = await freshDatabaseUrl();
+    const { db } = await open("postgres", url);
+    const sql = postgres(url, { max: 1, onnotice: () => {} });
+    try {
+      const [table] = await sql<
+        { options: string[] | null }[]
+      >`select reloptions as options from pg_class where relname = 'nodes'`;
+      expect(table?.options).toEqual(["fillfactor=60"]);
+      await db.insert(projects).values({ id: "p", name: "p" });
+      await db.insert(cloudProviders).values({ id: "cp", projectId: "p", name: "n", type: "local" });
+      await db.insert(nodePools).values({ id: "np", projectId: "p", cloudProviderId: "cp", name: "n" });
+      // Rows the size of a rollout's (a phase list and the host's facts, about 1.5 KB stored).
+      const phases = (at: number) =>
+        Array.from({ length: 20 }, (_, i) => ({
+          id: `phase-${i}`,
+          state: "running",
+          startedAt: new Date(at + i).toISOString(),
+        }));
+      const facts = { os: "Debian GNU/Linux 12", cpus: 2, note: randomBytesText(900) };
+      await db.insert(nodes).values(
+        Array.from({ length: 20 }, (_, i) => ({
+          id: `n${i}`,
+          projectId: "p",
+          nodePoolId: "np",
+          name: `n${i}`,
+          facts,
+          phases: phases(i),
+        })),
+      );
+      const pageOf = async () =>
+        (
+          await sql<
+            { id: string; page: string }[]
+          >`select id, (ctid::text::point)[0]::text as page from nodes order by id`
+        ).map((r) => `${r.id}@${r.page}`);
+      const before = await pageOf();
+      for (let round = 1; round <= 2; round++)
+        for (let i = 0; i < 20; i++)
+          await db
+            .update(nodes)
+            .set({ status: "converging", phases: phases(round * 1000 + i) })
+            .where(eq(nodes.id, `n${i}`));
+      expect(await pageOf()).toEqual(before);
     } finally {
       await sql.end();
     }

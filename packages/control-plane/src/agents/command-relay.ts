@@ -22,6 +22,7 @@ import {
   type NewCommand,
   pruneCommands,
   recordAnswers,
+  releaseClaim,
   type SendableCommand,
   unsentCommands,
 } from "../replicas/commands.ts";
@@ -205,10 +206,12 @@ export class CommandRelay {
   }
 
   /** Writes the command's row, then sends it if this replica holds the host's link. */
-  private record(row: NewCommand): void {
-    const { id, hostId } = row;
+  private record(command: NewCommand): void {
+    const { id, hostId } = command;
+    // Linked here: the insert claims it as sent (its fence checked there), no markSent after.
+    const row = { ...command, claim: this.options.sessionOf(hostId) !== undefined };
     this.inserts.add(row).then(
-      (issued) => this.afterInsert(id, hostId, issued),
+      (issued) => this.afterInsert(row, issued),
       (err: unknown) => {
         // The table refuses writes (a full disk, the database away): a command of no operation
         // still goes out on this replica's own link, not durable; an operation's waits for the
@@ -260,7 +263,8 @@ export class CommandRelay {
     for (const unlisten of this.unlisten.splice(0)) await unlisten().catch(() => undefined);
   }
 
-  private afterInsert(id: string, hostId: string, issued: IssuedCommand | undefined): void {
+  private afterInsert(row: NewCommand, issued: IssuedCommand | undefined): void {
+    const { id, hostId } = row;
     if (!this.waiting.has(id)) return;
     if (issued?.state === "answered") {
       // Issued before (a step run again) and answered then: the agent would answer the same.
@@ -268,8 +272,28 @@ export class CommandRelay {
       return;
     }
     const session = this.options.sessionOf(hostId);
+    if (row.claim && issued?.state === "sent") {
+      if (session?.sendCommand(frameOf(row))) return;
+      // The link went away during the insert: a link that came up elsewhere meanwhile may have
+      // looked for the host's commands before this row was there, so it goes back to pending
+      // for whoever holds the link now.
+      void this.unclaim(id, hostId);
+      return;
+    }
     if (session) void this.send(id, session);
     else void this.notify("commands", `${hostId} ${id}`);
+  }
+
+  private async unclaim(id: string, hostId: string): Promise<void> {
+    try {
+      await releaseClaim(this.options.db, id);
+    } catch (err) {
+      this.options.log.warn({ err, id, hostId }, "could not put a command back to pending");
+      return;
+    }
+    const session = this.options.sessionOf(hostId);
+    if (session) await this.send(id, session);
+    else await this.notify("commands", `${hostId} ${id}`);
   }
 
   private onIssued(payload: string): void {

@@ -1,4 +1,4 @@
-import { agentCommands, type Db, databaseTime, dialectOf, inJsonArray, operations } from "@keelson/db";
+import { agentCommands, type Db, databaseTime, dialectOf, inJsonArray, operations, rowsOf } from "@keelson/db";
 import { and, eq, exists, gt, inArray, isNull, lt, or, type SQL, sql } from "drizzle-orm";
 
 /**
@@ -17,6 +17,12 @@ export interface NewCommand {
   /** The operation that issues it and the fence of its claim: never sent once the fence moved on. */
   operationId: string | null;
   fence: number | null;
+  /**
+   * Inserted as sent, claimed by this issue, when its fence holds (checked in the insert): the
+   * issuer holds the host's link and sends it at once, which saves the pending-to-sent UPDATE
+   * (a row version and its three index entries per node of a rollout). Otherwise pending.
+   */
+  claim?: boolean;
 }
 
 /** A command as inserted, or as it already was: an id answered before keeps its answer. */
@@ -45,18 +51,41 @@ export interface Answer {
 /**
  * Inserts commands; an id already there (a step issuing it again, after a restart or on another
  * replica) is waiting again under the new fence and expiry, unless it was answered: then its
- * answer stands. One statement for all.
+ * answer stands. A claimed row is `sent` when its fence holds, as markSent would decide: the
+ * rows are joined to their operations' claims once (a batch's commands share one), not checked
+ * by a subquery per row. One statement for all.
  */
 export async function insertCommands(db: Db, rows: readonly NewCommand[]): Promise<IssuedCommand[]> {
   if (rows.length === 0) return [];
   const dialect = dialectOf(db);
+  const batch = rowsOf(
+    rows.map((r) => ({ ...r, claim: r.claim ? 1 : 0 })),
+    {
+      r_id: { key: "id", type: "text" },
+      r_host: { key: "hostId", type: "text" },
+      r_name: { key: "name", type: "text" },
+      r_payload: { key: "payload", type: "json" },
+      r_timeout: { key: "timeoutMs", type: "integer" },
+      r_operation: { key: "operationId", type: "text" },
+      r_fence: { key: "fence", type: "integer" },
+      r_claim: { key: "claim", type: "integer" },
+    },
+  );
+  // Sent only if claimed and of no operation, or of one whose claim still has this fence.
+  const state = sql`case when r.r_claim = 1 and (r.r_operation is null or o.id is not null) then 'sent' else 'pending' end`;
   return await db
     .insert(agentCommands)
-    .values(rows.map((r) => ({ ...r, expiresAt: databaseTime(dialect, r.timeoutMs) })))
+    .select(
+      sql`select r.r_id, r.r_host, r.r_name, r.r_payload, r.r_timeout, r.r_operation, r.r_fence, ${state}, null,
+        ${databaseTime(dialect)}, ${databaseTime(dialect, sql`r.r_timeout`)}
+        from ${batch} as r left join ${operations} as o
+          on o.id = r.r_operation and o.fence = r.r_fence and o.state = 'running'
+        where true`, // SQLite: without a WHERE, its parser takes ON CONFLICT for the join's ON.
+    )
     .onConflictDoUpdate({
       target: agentCommands.id,
       set: {
-        state: sql`case when ${agentCommands.state} = 'answered' then 'answered' else 'pending' end`,
+        state: sql`case when ${agentCommands.state} = 'answered' then 'answered' else excluded.state end`,
         expiresAt: sql`excluded.expires_at`,
         timeoutMs: sql`excluded.timeout_ms`,
         operationId: sql`excluded.operation_id`,
@@ -66,30 +95,33 @@ export async function insertCommands(db: Db, rows: readonly NewCommand[]): Promi
     .returning({ id: agentCommands.id, state: agentCommands.state, result: agentCommands.result });
 }
 
+/** Whether a command of `operationId` issued under `fence` may go out: its claim still has that fence. */
+function fenceHolds(
+  db: Db,
+  operationId: typeof agentCommands.operationId | string,
+  fence: typeof agentCommands.fence | number,
+): SQL {
+  return exists(
+    db
+      .select({ one: sql`1` })
+      .from(operations)
+      .where(and(eq(operations.id, operationId), eq(operations.fence, fence), eq(operations.state, "running"))),
+  );
+}
+
 /**
  * The condition under which a command may go out: unanswered, unexpired, and either of no
  * operation or of one whose claim still has the fence it was issued under.
  */
 function sendable(db: Db): SQL {
-  const fenceHolds = or(
+  const fenceHeld = or(
     isNull(agentCommands.operationId),
-    exists(
-      db
-        .select({ one: sql`1` })
-        .from(operations)
-        .where(
-          and(
-            eq(operations.id, agentCommands.operationId),
-            eq(operations.fence, agentCommands.fence),
-            eq(operations.state, "running"),
-          ),
-        ),
-    ),
+    fenceHolds(db, agentCommands.operationId, agentCommands.fence),
   );
   return and(
     inArray(agentCommands.state, ["pending", "sent"]),
     gt(agentCommands.expiresAt, databaseTime(dialectOf(db))),
-    fenceHolds,
+    fenceHeld,
   ) as SQL;
 }
 
@@ -160,6 +192,14 @@ export async function answerOf(db: Db, ids: readonly string[]): Promise<{ id: st
     .select({ id: agentCommands.id, result: agentCommands.result })
     .from(agentCommands)
     .where(and(inJsonArray(dialectOf(db), agentCommands.id, ids), eq(agentCommands.state, "answered")));
+}
+
+/** A claimed command that could not be sent after all: pending again, for the link's holder to send. */
+export async function releaseClaim(db: Db, id: string): Promise<void> {
+  await db
+    .update(agentCommands)
+    .set({ state: "pending" })
+    .where(and(eq(agentCommands.id, id), eq(agentCommands.state, "sent")));
 }
 
 /** A command whose issuer stopped waiting (its timeout): never sent from now on. */

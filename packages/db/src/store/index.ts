@@ -31,6 +31,7 @@ export {
   firstColumn,
   inJsonArray,
   jsonArrayOf,
+  lockedInIdOrder,
   lockIds,
   lockRows,
   type Prepared,

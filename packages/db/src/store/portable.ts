@@ -81,6 +81,17 @@ export async function lockIds<T extends SQLiteTable & { id: SQLiteColumn }>(
 }
 
 /**
+ * lockIds as a subquery of the write itself (PostgreSQL only): `(select id as locked_id from
+ * table where id in ids order by id for update)`, which a statement over several rows joins on
+ * `locked_id`, so that it takes its rows' locks in id order without a transaction, a statement
+ * and two round trips of its own around it. Every row the statement writes must come through
+ * the join: each is then locked, in order, before it is written.
+ */
+export function lockedInIdOrder<T extends SQLiteTable & { id: SQLiteColumn }>(table: T, ids: readonly string[]): SQL {
+  return sql`(select ${table.id} as locked_id from ${table} where ${inJsonArray("postgres", table.id, ids)} order by ${table.id} for update)`;
+}
+
+/**
  * `write` (a statement over several rows of `table`, those with these ids) with the rows
  * locked in id order first (lockIds), in a transaction of its own on PostgreSQL. On SQLite,
  * or for one row, there is no order to keep and `write` runs as it is.
@@ -150,7 +161,12 @@ export function jsonArrayOf(dialect: Dialect, fields: Record<string, SQLWrapper>
  * on who holds what. SQLite's `strftime` keeps milliseconds; PostgreSQL's `now()` is the start
  * of the statement's transaction, which for the one-statement claims and renewals is the statement.
  */
-export function databaseTime(dialect: Dialect, offsetMs = 0): SQL<string> {
+export function databaseTime(dialect: Dialect, offsetMs: number | SQL = 0): SQL<string> {
+  // An SQL offset: an integer expression of milliseconds (a column of the rows being written).
+  if (typeof offsetMs !== "number")
+    return dialect === "sqlite"
+      ? sql<string>`strftime('%Y-%m-%dT%H:%M:%fZ', 'now', (${offsetMs} / 1000.0) || ' seconds')`
+      : sql<string>`to_char((now() + ${offsetMs} * interval '1 millisecond') at time zone 'utc', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
   const seconds = (offsetMs / 1000).toFixed(3);
   return dialect === "sqlite"
     ? sql<string>`strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ${sql.raw(`'${seconds} seconds'`)})`
