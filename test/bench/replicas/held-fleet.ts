@@ -4,6 +4,7 @@ import postgres from "postgres";
 import { generateSecret, hashSecret } from "../../../packages/control-plane/src/domain/identity/token-hash.ts";
 import type { SimIdentity } from "../../sim/index.ts";
 import { ask, exited, spawnNode } from "../agents/children.ts";
+import { watchLinks } from "./link-watch.ts";
 import type { ReplicaSet } from "./replica-set.ts";
 
 /**
@@ -60,7 +61,17 @@ export class HeldFleet {
         starts.push(ask(worker, start, "started", start.connectTimeoutMs + 60_000));
       }
     }
-    await Promise.all(starts);
+    // Why links fail, while they link (issue 17: 45,000 once stalled near 34,500, no reason seen).
+    const watch = watchLinks(
+      `linking ${count} more`,
+      () => this.workers,
+      replicas.map((r) => r.server?.base as string),
+    );
+    try {
+      await Promise.all(starts);
+    } finally {
+      await watch.stop();
+    }
   }
 
   /** Hosts in the default project's local pool, as registerHost (domain/hosts/registration.ts) writes them. */

@@ -38,9 +38,13 @@ type Message =
   | { type: "spread" }
   /** How many agents are linked through each URL now. */
   | { type: "where" }
+  /** The tally of link events so far (SimAgentInit.onLinkEvent), also while "start" still links. */
+  | { type: "tally" }
   | { type: "stop" };
 
 let marked: number[] = [];
+const tally = new Map<string, number>();
+const count = (event: string) => tally.set(event, (tally.get(event) ?? 0) + 1);
 
 /** Resolves with the time (Date.now(), the same clock as the bench's) when every agent linked again since the mark. */
 async function relinked(fleet: Simulator, timeoutMs: number): Promise<number> {
@@ -73,6 +77,7 @@ process.on("message", async (message: Message) => {
         phaseTimeMs: message.phaseTimeMs,
         concurrency: 500,
         connectTimeoutMs: message.connectTimeoutMs ?? 300_000,
+        onLinkEvent: count,
       });
       process.send?.({ type: "started", registerMs: sim.registerMs, connectMs: sim.connectMs, ...sim.stats() });
     } else if (message.type === "counts") {
@@ -96,6 +101,8 @@ process.on("message", async (message: Message) => {
       const by: Record<string, number> = {};
       for (const a of sim?.agents ?? []) if (a.connected) by[a.linkUrl] = (by[a.linkUrl] ?? 0) + 1;
       process.send?.({ type: "where", by });
+    } else if (message.type === "tally") {
+      process.send?.({ type: "tally", counts: Object.fromEntries(tally) });
     } else if (message.type === "stop") {
       await sim?.stop();
       process.send?.({ type: "stopped", ...(sim?.stats() ?? {}) });
