@@ -83,7 +83,15 @@ describe("simulated agents' link events", () => {
         ws.on("message", (data) => {
           const frame = JSON.parse(String(data)) as { type: string; hostId?: string };
           if (frame.type !== "hello") return;
-          ws.send(JSON.stringify({ type: "welcome", protocolVersion: 1, hostId: frame.hostId, projectId: "p", heartbeatMs: 5000 }));
+          ws.send(
+            JSON.stringify({
+              type: "welcome",
+              protocolVersion: 1,
+              hostId: frame.hostId,
+              projectId: "p",
+              heartbeatMs: 5000,
+            }),
+          );
           // A reaped link: the server cuts the socket without a close frame.
           setTimeout(() => ws.terminate(), 50);
         });

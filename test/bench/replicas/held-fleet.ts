@@ -19,6 +19,16 @@ import type { ReplicaSet } from "./replica-set.ts";
  */
 export const PER_SIMULATOR = 12_000;
 
+/**
+ * Link attempts in flight on one replica, shared by the simulators linking to it: below the
+ * replica's listen backlog (Node's default, 511). With 500 per simulator and two simulators on
+ * each of three replicas (45,000 agents), 1,000 attempts a replica overflowed the accept queues
+ * (the kernel's ListenOverflows near 10,000 in the first minute), the dropped SYNs were resent
+ * after 1, 3, 7… s, the replicas' event loops fell seconds behind, handshakes timed out after
+ * 30 s and their agents backed off for up to 30 s: the fleet stalled near 34,500.
+ */
+export const CONNECTS_PER_REPLICA = Number(process.env.BENCH_CONNECTS_PER_REPLICA ?? 250);
+
 /** `total` split into `parts` shares differing by at most one. */
 export function evenShares(total: number, parts: number): number[] {
   return Array.from({ length: parts }, (_, i) => Math.floor(total / parts) + (i < total % parts ? 1 : 0));
@@ -41,7 +51,8 @@ export class HeldFleet {
     const starts: Promise<unknown>[] = [];
     for (const [i, share] of evenShares(count, replicas.length).entries()) {
       const replica = replicas[i] as (typeof replicas)[number];
-      for (const agents of evenShares(share, Math.ceil(share / PER_SIMULATOR))) {
+      const simulators = evenShares(share, Math.ceil(share / PER_SIMULATOR));
+      for (const agents of simulators) {
         const namePrefix = `held${this.workers.length + 1}`;
         const identities = await this.seed(agents, namePrefix);
         const worker = spawnNode(["--import", "tsx", "test/bench/rollout/sim-worker.ts"], {}, { ipc: true });
@@ -53,6 +64,7 @@ export class HeldFleet {
           identities,
           namePrefix,
           phaseTimeMs: 0,
+          concurrency: Math.max(1, Math.floor(CONNECTS_PER_REPLICA / simulators.length)),
           linkUrl: `ws://127.0.0.1:${replica.port}/v1/agents/link`,
           // Each agent's own wait: at about 50 hellos a second per replica on this loaded machine,
           // the last of 45,000 links after some 15 minutes.

@@ -40,7 +40,7 @@ export function kernelCounters(files = ["/proc/net/netstat", "/proc/net/snmp"]):
     for (let i = 0; i + 1 < lines.length; i += 2) {
       const [group, ...names] = (lines[i] as string).split(/\s+/);
       const values = (lines[i + 1] as string).split(/\s+/).slice(1);
-      names.forEach((name, j) => counters.set(`${group}${name}`, Number(values[j])));
+      for (const [j, name] of names.entries()) counters.set(`${group}${name}`, Number(values[j]));
     }
   }
   return counters;
@@ -61,7 +61,12 @@ function kernelLog(): string[] {
 function ssSummary(): string {
   try {
     const out = execFileSync("ss", ["-s"], { encoding: "utf8" });
-    return out.split("\n").find((l) => l.startsWith("TCP:"))?.trim() ?? out.trim();
+    return (
+      out
+        .split("\n")
+        .find((l) => l.startsWith("TCP:"))
+        ?.trim() ?? out.trim()
+    );
   } catch (err) {
     return `ss -s failed: ${(err as Error).message}`;
   }

@@ -27,6 +27,8 @@ type Message =
       namePrefix?: string;
       /** How long an agent may take to link (default 300 s; 45,000 agents link for longer on a loaded machine). */
       connectTimeoutMs?: number;
+      /** Registrations and link attempts in flight (default 500). */
+      concurrency?: number;
       /** Several replicas' link URLs: each agent starts at a random one (see test/sim). */
       linkUrl?: string | string[];
     }
@@ -75,7 +77,7 @@ process.on("message", async (message: Message) => {
         ...(message.namePrefix ? { namePrefix: message.namePrefix } : {}),
         ...(message.linkUrl ? { linkUrl: message.linkUrl } : {}),
         phaseTimeMs: message.phaseTimeMs,
-        concurrency: 500,
+        concurrency: message.concurrency ?? 500,
         connectTimeoutMs: message.connectTimeoutMs ?? 300_000,
         onLinkEvent: count,
       });
