@@ -51,12 +51,24 @@ export interface SimAgentInit {
   behaviour: SimBehaviour;
   /** Every agent of the simulator (this one included): a master's etcd view is the fleet's masters. */
   peers?: () => readonly SimAgent[];
+  /**
+   * Told of every welcome ("linked"), failed attempt ("connect failed: <why>") and link that
+   * ended ("link dropped: <why>"), the why as specific as the socket says it (an errno code,
+   * the HTTP status, the close code and reason): a bench tallies them to see why links fail.
+   */
+  onLinkEvent?: (event: string) => void;
 }
 
 /** What a simulated master says about etcd, as node/etcd-health.ts makes a real one say it. */
 export interface SimEtcdHealth {
   members: number;
   healthy: number;
+}
+
+/** How one socket ended, for SimAgentInit.onLinkEvent: the error if there was one, else the close code and reason. */
+function linkEnd(linked: boolean, error: string | undefined, code: number, reason: string): string {
+  const why = error ?? `close ${code}${reason ? ` ${reason}` : ""}`;
+  return `${linked ? "link dropped" : "connect failed"}: ${why}`;
 }
 
 /** Answered command ids kept per agent, like the real agent's record (smaller: sims are many). */
@@ -305,6 +317,8 @@ export class SimAgent {
     };
     const ws = new WebSocket(this.planes.current, options);
     this.ws = ws;
+    /** This socket's error (errno code or message), for the tally of why it closed. */
+    let socketError: string | undefined;
     ws.on("upgrade", (res) => {
       this.tlsProtocol = res.socket instanceof TLSSocket ? (res.socket.getProtocol() ?? undefined) : undefined;
     });
@@ -336,6 +350,7 @@ export class SimAgent {
       const status = res.statusCode ?? 0;
       // As the real agent: a 503 (a replica stopping, draining or at its link ceiling) is retried
       // (on the next URL when there are several); any other refusal ends this agent.
+      socketError = `HTTP ${status}`;
       if (status === 503) this.lastFailure = "HTTP 503";
       else this.fatal = { code: status, reason: `upgrade refused with HTTP ${status}` };
       res.resume();
@@ -346,10 +361,12 @@ export class SimAgent {
       // test or bench sees the refusal at once, never a fleet that quietly fails to link.
       if (isCertificateError(err)) this.fatal = { code: 0, reason: `TLS: ${err.message}` };
       this.lastFailure = (err as NodeJS.ErrnoException).code ?? err.message;
+      socketError ??= this.lastFailure;
       // The close event follows and decides what to do.
     });
     ws.on("close", (code, reason) => {
       if (this.ws !== ws) return;
+      if (!this.stopped) this.init.onLinkEvent?.(linkEnd(this.connected, socketError, code, reason.toString()));
       if (!this.connected && !this.lastFailure) this.lastFailure = `closed ${code} before the welcome`;
       this.connected = false;
       this.backoff.disconnected();
@@ -370,6 +387,7 @@ export class SimAgent {
         this.lastFailure = undefined;
         this.connects++;
         this.backoff.connected();
+        this.init.onLinkEvent?.("linked");
         this.namesCommands = frame.capabilities?.includes(CONTROL_CAPABILITIES.reportCommand) ?? false;
         // Like the real agent: after every (re)connect the control plane hears where the node is.
         this.sendReport();

@@ -55,6 +55,8 @@ export interface SimulatorOptions {
   random?: () => number;
   /** Give up waiting for every agent's welcome after this. Default 120 s. */
   connectTimeoutMs?: number;
+  /** Every agent's welcomes, failed attempts and ended links (SimAgentInit.onLinkEvent). */
+  onLinkEvent?: (event: string) => void;
 }
 
 export interface Simulator {
@@ -121,6 +123,7 @@ export async function startSimulator(options: SimulatorOptions): Promise<Simulat
         secureContext: trust.secureContext,
         behaviour,
         peers: () => agents,
+        ...(options.onLinkEvent ? { onLinkEvent: options.onLinkEvent } : {}),
       }),
   );
 

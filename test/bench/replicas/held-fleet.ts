@@ -4,6 +4,7 @@ import postgres from "postgres";
 import { generateSecret, hashSecret } from "../../../packages/control-plane/src/domain/identity/token-hash.ts";
 import type { SimIdentity } from "../../sim/index.ts";
 import { ask, exited, spawnNode } from "../agents/children.ts";
+import { watchLinks } from "./link-watch.ts";
 import type { ReplicaSet } from "./replica-set.ts";
 
 /**
@@ -17,6 +18,16 @@ import type { ReplicaSet } from "./replica-set.ts";
  * spread is exact and stays put (the rollout part's agents list every URL instead).
  */
 export const PER_SIMULATOR = 12_000;
+
+/**
+ * Link attempts in flight on one replica, shared by the simulators linking to it: below the
+ * replica's listen backlog (Node's default, 511). With 500 per simulator and two simulators on
+ * each of three replicas (45,000 agents), 1,000 attempts a replica overflowed the accept queues
+ * (the kernel's ListenOverflows near 10,000 in the first minute), the dropped SYNs were resent
+ * after 1, 3, 7… s, the replicas' event loops fell seconds behind, handshakes timed out after
+ * 30 s and their agents backed off for up to 30 s: the fleet stalled near 34,500.
+ */
+export const CONNECTS_PER_REPLICA = Number(process.env.BENCH_CONNECTS_PER_REPLICA ?? 250);
 
 /** `total` split into `parts` shares differing by at most one. */
 export function evenShares(total: number, parts: number): number[] {
@@ -40,7 +51,8 @@ export class HeldFleet {
     const starts: Promise<unknown>[] = [];
     for (const [i, share] of evenShares(count, replicas.length).entries()) {
       const replica = replicas[i] as (typeof replicas)[number];
-      for (const agents of evenShares(share, Math.ceil(share / PER_SIMULATOR))) {
+      const simulators = evenShares(share, Math.ceil(share / PER_SIMULATOR));
+      for (const agents of simulators) {
         const namePrefix = `held${this.workers.length + 1}`;
         const identities = await this.seed(agents, namePrefix);
         const worker = spawnNode(["--import", "tsx", "test/bench/rollout/sim-worker.ts"], {}, { ipc: true });
@@ -52,6 +64,7 @@ export class HeldFleet {
           identities,
           namePrefix,
           phaseTimeMs: 0,
+          concurrency: Math.max(1, Math.floor(CONNECTS_PER_REPLICA / simulators.length)),
           linkUrl: `ws://127.0.0.1:${replica.port}/v1/agents/link`,
           // Each agent's own wait: at about 50 hellos a second per replica on this loaded machine,
           // the last of 45,000 links after some 15 minutes.
@@ -60,7 +73,17 @@ export class HeldFleet {
         starts.push(ask(worker, start, "started", start.connectTimeoutMs + 60_000));
       }
     }
-    await Promise.all(starts);
+    // Why links fail, while they link (issue 17: 45,000 once stalled near 34,500, no reason seen).
+    const watch = watchLinks(
+      `linking ${count} more`,
+      () => this.workers,
+      replicas.map((r) => r.server?.base as string),
+    );
+    try {
+      await Promise.all(starts);
+    } finally {
+      await watch.stop();
+    }
   }
 
   /** Hosts in the default project's local pool, as registerHost (domain/hosts/registration.ts) writes them. */

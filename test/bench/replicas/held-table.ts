@@ -1,6 +1,6 @@
 import { markdownTable } from "../support/markdown-table.ts";
 import type { HeldFigures, HeldReplica } from "./agents-held.ts";
-import { PER_SIMULATOR } from "./held-fleet.ts";
+import { CONNECTS_PER_REPLICA, PER_SIMULATOR } from "./held-fleet.ts";
 
 /**
  * The held part's table. The baseline is one replica sampled at two sizes of one fleet (half of
@@ -89,7 +89,7 @@ export function heldTable(
     ? `Per-agent slopes of one replica (${ones[0]?.agents} → ${baseline?.agents} agents, ${slope.agents} apart): RSS ${slope.rssKiB.toFixed(1)} KiB, CPU ${slope.cpuUs.toFixed(1)} µs per second, PostgreSQL's CPU ${slope.dbCpuUs.toFixed(1)} µs per second, last_seen ${(slope.seenPerS * 1000).toFixed(1)} rows/s per 1,000 agents. The last column divides each of the three replicas' figures (PostgreSQL's: the whole database's) by what one replica's figures at ${baseline?.agents} and these slopes predict for its agents (1.00×: the replicas cost nothing beyond their agents).`
     : "";
   return [
-    `${setting.agents} agents at a ${setting.heartbeatMs / 1000} s heartbeat, window ${setting.windowS} s; the hosts seeded through the database, the agents in simulator processes of at most ${PER_SIMULATOR} (one process stops at the open-files hard limit), each simulator's agents linked to one replica, the simulators dealt to the replicas in turn. Baseline: one replica holding ${setting.oneReplicaMax} (BENCH_HELD_ONE; at most about 15,000, the same limit: one replica cannot hold 45,000), sampled at half of it and at all.`,
+    `${setting.agents} agents at a ${setting.heartbeatMs / 1000} s heartbeat, window ${setting.windowS} s; the hosts seeded through the database, the agents in simulator processes of at most ${PER_SIMULATOR} (one process stops at the open-files hard limit), each simulator's agents linked to one replica, the simulators dealt to the replicas in turn, at most ${CONNECTS_PER_REPLICA} link attempts in flight per replica (BENCH_CONNECTS_PER_REPLICA; below the listen backlog of 511). Baseline: one replica holding ${setting.oneReplicaMax} (BENCH_HELD_ONE; at most about 15,000, the same limit: one replica cannot hold 45,000), sampled at half of it and at all.`,
     "",
     markdownTable(head, lines),
     "",

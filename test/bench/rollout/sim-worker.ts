@@ -27,6 +27,8 @@ type Message =
       namePrefix?: string;
       /** How long an agent may take to link (default 300 s; 45,000 agents link for longer on a loaded machine). */
       connectTimeoutMs?: number;
+      /** Registrations and link attempts in flight (default 500). */
+      concurrency?: number;
       /** Several replicas' link URLs: each agent starts at a random one (see test/sim). */
       linkUrl?: string | string[];
     }
@@ -38,9 +40,13 @@ type Message =
   | { type: "spread" }
   /** How many agents are linked through each URL now. */
   | { type: "where" }
+  /** The tally of link events so far (SimAgentInit.onLinkEvent), also while "start" still links. */
+  | { type: "tally" }
   | { type: "stop" };
 
 let marked: number[] = [];
+const tally = new Map<string, number>();
+const count = (event: string) => tally.set(event, (tally.get(event) ?? 0) + 1);
 
 /** Resolves with the time (Date.now(), the same clock as the bench's) when every agent linked again since the mark. */
 async function relinked(fleet: Simulator, timeoutMs: number): Promise<number> {
@@ -71,8 +77,9 @@ process.on("message", async (message: Message) => {
         ...(message.namePrefix ? { namePrefix: message.namePrefix } : {}),
         ...(message.linkUrl ? { linkUrl: message.linkUrl } : {}),
         phaseTimeMs: message.phaseTimeMs,
-        concurrency: 500,
+        concurrency: message.concurrency ?? 500,
         connectTimeoutMs: message.connectTimeoutMs ?? 300_000,
+        onLinkEvent: count,
       });
       process.send?.({ type: "started", registerMs: sim.registerMs, connectMs: sim.connectMs, ...sim.stats() });
     } else if (message.type === "counts") {
@@ -96,6 +103,8 @@ process.on("message", async (message: Message) => {
       const by: Record<string, number> = {};
       for (const a of sim?.agents ?? []) if (a.connected) by[a.linkUrl] = (by[a.linkUrl] ?? 0) + 1;
       process.send?.({ type: "where", by });
+    } else if (message.type === "tally") {
+      process.send?.({ type: "tally", counts: Object.fromEntries(tally) });
     } else if (message.type === "stop") {
       await sim?.stop();
       process.send?.({ type: "stopped", ...(sim?.stats() ?? {}) });
