@@ -1,4 +1,5 @@
-import { existsSync, statSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { existsSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { keelsonSchema } from "../../packages/db/src/schema.ts";
@@ -56,6 +57,18 @@ describe("keelson-server as a process", () => {
     const projectsAgain = await api<{ projects: { name: string }[] }>(`${again.url}/v1/projects`, admin);
     expect(projectsAgain.body.projects.filter((p) => p.name === "default")).toHaveLength(1);
     expect(await again.stop("SIGTERM")).toBe(0);
+  });
+
+  it("listens with an accept queue as deep as the kernel allows (net.core.somaxconn), not Node's 511", async () => {
+    const server = await startServer();
+    servers.push(server);
+    const port = new URL(server.url).port;
+    // `ss -ltn`: a listening socket's Send-Q is its accept queue's size.
+    const listening = execFileSync("ss", ["-ltnH", `sport = :${port}`], { encoding: "utf8" });
+    const [, , sendQ] = listening.trim().split(/\s+/);
+    const somaxconn = Number(readFileSync("/proc/sys/net/core/somaxconn", "utf8"));
+    expect(Number(sendQ)).toBe(somaxconn);
+    expect(somaxconn).toBeGreaterThan(511);
   });
 
   it("refuses to start on a schema that needs a newer keelson-server, naming both versions", async () => {

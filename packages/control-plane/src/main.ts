@@ -115,7 +115,12 @@ closeWithGrace({ delay: 15_000, logger }, async ({ signal, err }) => {
   await store.close();
 });
 
-const address = await app.listen({ host: config.host, port: config.port });
+// Node's default accept queue is 511 connections. Agents that all reconnect at once (a restart,
+// a network outage) overflowed it in the 45,000-agent bench: the kernel drops the extra SYNs,
+// clients resend them after 1, 3, 7 s, and the handshakes time out. The kernel caps the queue
+// at net.core.somaxconn (4,096 on current kernels), which is the operator's to raise.
+const LISTEN_BACKLOG = 65_535;
+const address = await app.listen({ host: config.host, port: config.port, backlog: LISTEN_BACKLOG });
 logger.info(
   {
     url: address,
