@@ -86,10 +86,15 @@ function jwtPart(token: string, index: 0 | 1) {
   return JSON.parse(Buffer.from(token.split(".")[index] ?? "", "base64url").toString("utf8"));
 }
 
+/** An answer with the real Status body (code, reason, message, details). */
+function statusAnswer(code: number, reason: string, message: string, details?: Record<string, unknown>) {
+  const body = { kind: "Status", apiVersion: "v1", metadata: {}, status: "Failure", message, reason };
+  return { status: code, body: { ...body, ...(details ? { details } : {}), code } };
+}
+
 /** The answer a refusal gets: 403 with the real Forbidden Status. */
 function forbidden(message: string, details: Record<string, string>) {
-  const body = { kind: "Status", apiVersion: "v1", metadata: {}, status: "Failure", message, reason: "Forbidden" };
-  return { status: 403, body: { ...body, details, code: 403 } };
+  return statusAnswer(403, "Forbidden", message, details);
 }
 
 const masters = () => cert("keelson-bootstrap", ["system:masters"]);
@@ -763,30 +768,17 @@ describe("the stand-in kube-apiserver under the real kubectl", () => {
         spec: { ...(boundObjectRef ? { boundObjectRef } : {}), ...extra },
       });
     const podRef = (uid = podUid, name = "holder") => ({ apiVersion: "v1", kind: "Pod", name, uid });
-    const failure = (code: number, reason: string, message: string, details?: Record<string, unknown>) => ({
-      status: code,
-      body: {
-        kind: "Status",
-        apiVersion: "v1",
-        metadata: {},
-        status: "Failure",
-        message,
-        reason,
-        ...(details ? { details } : {}),
-        code,
-      },
-    });
 
     // The registry's own checks of the binding (token.go), in its words.
     expect(await request("stranger", podRef())).toEqual(
-      failure(
+      statusAnswer(
         400,
         "BadRequest",
         'cannot bind token for serviceaccount "stranger" to pod running with different serviceaccount name.',
       ),
     );
     expect(await request("bound", podRef("0000"))).toEqual(
-      failure(
+      statusAnswer(
         409,
         "Conflict",
         'Operation cannot be fulfilled on Pod "holder": the UID in the bound object reference (0000) does not match the UID in record. The object might have been deleted and then recreated',
@@ -794,10 +786,10 @@ describe("the stand-in kube-apiserver under the real kubectl", () => {
       ),
     );
     expect(await request("bound", podRef("", "absent"))).toEqual(
-      failure(404, "NotFound", 'pods "absent" not found', { name: "absent", kind: "pods" }),
+      statusAnswer(404, "NotFound", 'pods "absent" not found', { name: "absent", kind: "pods" }),
     );
     expect(await request("bound", { apiVersion: "v1", kind: "ConfigMap", name: "c" })).toEqual(
-      failure(400, "BadRequest", "cannot bind token to object of type /v1, Kind=ConfigMap"),
+      statusAnswer(400, "BadRequest", "cannot bind token to object of type /v1, Kind=ConfigMap"),
     );
     expect((await request("bound", podRef(), { expirationSeconds: 60 })).body.message).toBe(
       'TokenRequest.authentication.k8s.io "" is invalid: spec.expirationSeconds: Invalid value: 60: may not specify a duration less than 10 minutes',
@@ -921,19 +913,8 @@ describe("the stand-in kube-apiserver under the real kubectl", () => {
 
   it("the registry's preconditions: a PUT's metadata.uid and DeleteOptions' uid/resourceVersion that do not match are 409 in the real words", async () => {
     const m = masters();
-    const conflict = (message: string, details: Record<string, string>) => ({
-      status: 409,
-      body: {
-        kind: "Status",
-        apiVersion: "v1",
-        metadata: {},
-        status: "Failure",
-        message,
-        reason: "Conflict",
-        details,
-        code: 409,
-      },
-    });
+    const conflict = (message: string, details: Record<string, string>) =>
+      statusAnswer(409, "Conflict", message, details);
     const at = "/api/v1/namespaces/default/secrets/pre";
     const created = await raw(m, "POST", "/api/v1/namespaces/default/secrets", { metadata: { name: "pre" } });
     const { uid, resourceVersion } = created.body.metadata as { uid: string; resourceVersion: string };
