@@ -1,6 +1,6 @@
 import { and, count, eq, isNull, lt, or, sql } from "drizzle-orm";
 import { clusterChanges } from "../schema.ts";
-import { databaseTime, dialectOf, prepare } from "./portable.ts";
+import { databaseTime, dialectOf, perDatabase, prepare } from "./portable.ts";
 import type { Db } from "./types.ts";
 
 /** Rows older than this are pruned: a stamp only has to outlive the read it guards. */
@@ -27,16 +27,7 @@ function prepareStamps(db: Db) {
   };
 }
 
-const prepared = new WeakMap<Db, ReturnType<typeof prepareStamps>>();
-
-function stamps(db: Db) {
-  let statements = prepared.get(db);
-  if (!statements) {
-    statements = prepareStamps(db);
-    prepared.set(db, statements);
-  }
-  return statements;
-}
+const stamps = perDatabase(prepareStamps);
 
 const stampOf = (row: StampRow | undefined) => `${row?.rows ?? 0}:${row?.ids ?? 0}`;
 

@@ -35,6 +35,7 @@ export {
   lockIds,
   lockRows,
   type Prepared,
+  perDatabase,
   prepare,
   writeInIdOrder,
 } from "./portable.ts";

@@ -126,6 +126,22 @@ interface PgPrepared<Row> {
 }
 
 /**
+ * `build(db)` once per database, kept beside it: a module's prepared statements (`prepare`),
+ * made at its first query on that database and dropped with it.
+ */
+export function perDatabase<T>(build: (db: Db) => T): (db: Db) => T {
+  const made = new WeakMap<Db, T>();
+  return (db) => {
+    let value = made.get(db);
+    if (value === undefined) {
+      value = build(db);
+      made.set(db, value);
+    }
+    return value;
+  };
+}
+
+/**
  * Prepares a select once per database: building a drizzle query costs far more than running
  * it (`pnpm bench store`: 26–48 µs unprepared against 1.4–2.3 µs prepared on SQLite), so the
  * hot reads (token and credential lookups, cluster views) are built at start. On PostgreSQL

@@ -6,6 +6,7 @@ import {
   firstRow,
   jsonArrayOf,
   nodePools,
+  perDatabase,
   prepare,
   type Tx,
 } from "@keelson/db";
@@ -98,16 +99,7 @@ function prepareReads(db: Db) {
   };
 }
 
-const prepared = new WeakMap<Db, ReturnType<typeof prepareReads>>();
-
-function reads(db: Db) {
-  let statements = prepared.get(db);
-  if (!statements) {
-    statements = prepareReads(db);
-    prepared.set(db, statements);
-  }
-  return statements;
-}
+const reads = perDatabase(prepareReads);
 
 export async function findCluster(db: Tx, projectId: string, clusterId: string): Promise<ClusterRow> {
   const row = firstRow(
