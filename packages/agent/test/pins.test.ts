@@ -125,6 +125,25 @@ describe("control-plane pins", () => {
     expect(ControlPlanePins.in(state).list).toEqual([{ name: NAME, ip: "127.0.0.2" }]);
   });
 
+  it("after a change, no request goes on over a connection kept alive to the old address", async () => {
+    const pins = ControlPlanePins.in(stateDir(), [{ name: NAME, ip: "127.0.0.1" }]);
+    const trust = new ControlPlaneTrust(pki.caPem, undefined, pins);
+    const url = `https://${NAME}:${port}/v1/packages`;
+    asked.length = 0;
+    await (await trust.fetch(url)).text();
+    await (await trust.fetch(url)).text();
+    expect(asked).toEqual(["127.0.0.1 /v1/packages", "127.0.0.1 /v1/packages"]);
+    // A download under way over the kept connection while the pins change: it ends there, and
+    // that connection is not used again.
+    const during = await trust.fetch(url);
+    await changePins(pins, trust, [`https://${NAME}:${port}`], { pins: [{ name: NAME, ip: "127.0.0.2" }] });
+    await during.text();
+    asked.length = 0;
+    await (await trust.fetch(url)).text();
+    await (await trust.fetch(url)).text();
+    expect(asked).toEqual(["127.0.0.2 /v1/packages", "127.0.0.2 /v1/packages"]);
+  });
+
   it("over plain HTTP, a control plane that is not ready is refused with its answer", async () => {
     const pins = ControlPlanePins.in(stateDir());
     const trust = new ControlPlaneTrust(undefined, undefined, pins);

@@ -69,6 +69,7 @@ export async function changePins(
   }
   const previous = pins.list;
   pins.replace(next);
+  trust.renewConnections();
   return { pins: pins.list, previous };
 }
 

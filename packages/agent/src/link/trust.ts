@@ -1,5 +1,5 @@
-import { type Agent, request as httpRequest, type IncomingMessage } from "node:http";
-import { request as httpsRequest } from "node:https";
+import { Agent, request as httpRequest, type IncomingMessage } from "node:http";
+import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
 import type { LookupFunction } from "node:net";
 import { Readable } from "node:stream";
 import {
@@ -59,11 +59,31 @@ export class ControlPlaneTrust {
    * @param proxy the outbound proxy's routes; by default none.
    * @param pins the control-plane pins; by default none.
    */
+  /**
+   * The kept-alive connections of this trust's requests (not the global agents'): a pin change
+   * starts new ones (renewConnections), so no request goes on over a connection to the old address.
+   */
+  private agents = keptAliveAgents();
+
   constructor(
     public ca: string | undefined,
     readonly proxy = new ProxyRoutes(),
     readonly pins?: ControlPlanePins,
   ) {}
+
+  /**
+   * After the pins changed: the idle connections close now, those in use when their request
+   * ends, and later requests connect afresh, to the address the pins now give.
+   */
+  renewConnections(): void {
+    const old = this.agents;
+    this.agents = keptAliveAgents();
+    for (const agent of [old.http, old.https]) {
+      // Node's documented hook: a socket its request freed is destroyed instead of kept.
+      agent.keepSocketAlive = () => false;
+      for (const sockets of Object.values(agent.freeSockets)) for (const socket of sockets ?? []) socket.destroy();
+    }
+  }
 
   /**
    * Takes the control plane's current CA bundle as the trust, read through this trust (so the
@@ -122,6 +142,7 @@ export class ControlPlaneTrust {
   private connection(): Connection {
     return {
       ...(this.ca ? { ca: this.ca } : {}),
+      agents: this.agents,
       proxy: this.proxy,
       ...(this.pins ? { lookup: (host: string) => this.pins?.lookupFor(host) } : {}),
     };
@@ -265,15 +286,29 @@ interface Connection {
   proxy?: ProxyRoutes;
   /** The `lookup` of a host (a pinned one); undefined: DNS. */
   lookup?: (host: string) => LookupFunction | undefined;
-  /** A new connection, not one kept alive by the global agent. */
+  /** A new connection, not a kept-alive one. */
   fresh?: boolean;
+  /** Where kept-alive connections come from (the trust's own); none: Node's global agents. */
+  agents?: KeptAliveAgents;
+}
+
+interface KeptAliveAgents {
+  http: Agent;
+  https: HttpsAgent;
+}
+
+/** As Node's global agents keep connections (keep-alive, 5 s idle, the last freed used first). */
+function keptAliveAgents(): KeptAliveAgents {
+  const options = { keepAlive: true, timeout: 5_000, scheduling: "lifo" } as const;
+  return { http: new Agent(options), https: new HttpsAgent(options) };
 }
 
 /** A small fetch over node:http(s), for the TLS options and proxy agents Node's fetch does not take. */
 function fetchWith(url: string, init: RequestInit, connection: Connection, redirectsLeft: number): Promise<Response> {
-  const { proxy, lookup: lookupOf, fresh, ...tls } = connection;
+  const { proxy, lookup: lookupOf, fresh, agents, ...tls } = connection;
   const target = new URL(url);
-  const agent = proxy?.agentFor(target);
+  const kept = target.protocol === "https:" ? agents?.https : agents?.http;
+  const agent = proxy?.agentFor(target) ?? (fresh ? undefined : kept);
   const lookup = lookupOf?.(target.hostname);
   const request = target.protocol === "https:" ? httpsRequest : httpRequest;
   const headers = new Headers(init.headers);
