@@ -13,7 +13,8 @@ import { eq } from "drizzle-orm";
 import postgres from "postgres";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { databaseFor } from "../../../test/support/postgres-database.ts";
-import { SnapshotCache } from "../src/http/snapshot-cache.ts";
+import { getClusterViewUnless, listClusterViews, listClusterViewsPage } from "../src/domain/clusters/views.ts";
+import { type Produced, SnapshotCache } from "../src/http/snapshot-cache.ts";
 import { createTestApp, type TestApp } from "./helpers.ts";
 import { insertCluster, insertHost, localPool } from "./node-fixtures.ts";
 
@@ -26,7 +27,7 @@ function listStamp(t: TestApp) {
 function cacheOn(stamp: () => Promise<string>, maxBytes?: number) {
   const cache = new SnapshotCache(maxBytes);
   return {
-    get: (key: string, produce: () => Promise<string>) => cache.get(key, stamp, produce),
+    get: (key: string, produce: () => Promise<Produced>) => cache.get(key, stamp, produce),
     get bytes() {
       return cache.bytes;
     },
@@ -213,6 +214,40 @@ describe("SnapshotCache", () => {
     expect(await text(cache, "k", async () => "recomputed")).toBe("computed at S2");
   });
 
+  it("brings with each cluster read the stamp of what it read, the same as the log's stamp", async () => {
+    const [c1] = [await insertCluster(t.db, t.projectId, "c1"), await insertCluster(t.db, t.projectId, "c2")];
+    const catalogue = t.app.keelson.catalogue;
+    const expectSame = async () => {
+      const record = await getClusterViewUnless(t.db, catalogue, t.projectId, c1, undefined);
+      expect(record.stamp).toBe(await clusterChangeStamp(t.db, t.projectId, c1));
+      expect(record.view?.row.name).toMatch(/^c1/);
+      // Under the stamp it was read with, the record is not read again; under another it is.
+      expect(await getClusterViewUnless(t.db, catalogue, t.projectId, c1, record.stamp)).toEqual({
+        stamp: record.stamp,
+      });
+      expect((await getClusterViewUnless(t.db, catalogue, t.projectId, c1, "not a stamp")).view).toEqual(record.view);
+      const list = await listClusterViews(t.db, catalogue, t.projectId);
+      expect(list.stamp).toBe(await clusterChangeStamp(t.db, t.projectId));
+      const page = await listClusterViewsPage(t.db, catalogue, t.projectId, { limit: 1 });
+      expect(page.stamp).toBe(list.stamp);
+      return list.stamp;
+    };
+    const before = await expectSame();
+    await t.db.update(clusters).set({ name: "c1-renamed" }).where(eq(clusters.id, c1));
+    expect(await expectSame()).not.toBe(before);
+    // Pruned to nothing: the sum of no ids.
+    await pruneClusterChanges(t.db, -1000);
+    expect(await expectSame()).toBe("0:0");
+    // An empty list has no row to carry a stamp: its value is checked against the log again.
+    expect((await listClusterViews(t.db, catalogue, t.otherProjectId)).stamp).toBeUndefined();
+    // No such cluster: 404 whatever the stamp.
+    for (const known of [undefined, "not a stamp"]) {
+      await expect(getClusterViewUnless(t.db, catalogue, t.otherProjectId, c1, known)).rejects.toMatchObject({
+        statusCode: 404,
+      });
+    }
+  });
+
   it("reflects a cluster update in the next read", async () => {
     const t2 = await createTestApp();
     const base = `/v4/${t2.projectId}/clusters`;
@@ -254,6 +289,57 @@ describe("SnapshotCache: bytes, encodings, concurrent misses", () => {
     const changed = await cache.get("list", async () => `${list} `);
     expect(changed).not.toBe(first);
     expect(changed.etag).not.toBe(first.etag);
+  });
+
+  it("files a value that brings the stamp of its own snapshot without a second look, only under the stamp seen before", async () => {
+    let looks = 0;
+    let n = 0;
+    const cache = cacheOn(async () => {
+      looks++;
+      return `s${n}`;
+    });
+    await cache.get("k", async () => ({ text: "a", stamp: "s0" }));
+    expect(looks).toBe(1);
+    expect(await text(cache, "k", async () => "recomputed")).toBe("a");
+    expect(looks).toBe(2);
+    // A write between the look at the log and the read: what was read is newer than s1.
+    n++;
+    const read = await cache.get("k", async () => {
+      n++;
+      return { text: "b", stamp: `s${n}` };
+    });
+    expect(read.body.toString()).toBe("b");
+    expect(looks).toBe(3);
+    expect(await text(cache, "k", async () => "c")).toBe("c");
+  });
+
+  it("reads a record and its stamp in one look: the kept answer while the stamp stands, the new one after", async () => {
+    const cache = new SnapshotCache();
+    let n = 0;
+    const knowns: (string | undefined)[] = [];
+    const read = async (known: string | undefined) => {
+      knowns.push(known);
+      const stamp = `s${n}`;
+      return stamp === known ? { stamp } : { stamp, produced: `v${n}` };
+    };
+    const first = await cache.unless("k", read);
+    expect(first.body.toString()).toBe("v0");
+    expect(await cache.unless("k", read)).toBe(first);
+    n++;
+    expect((await cache.unless("k", read)).body.toString()).toBe("v1");
+    expect(knowns).toEqual([undefined, "s0", "s0"]);
+    // The kept answer went (a bound, another request) between the look and its answer: read whole.
+    const racing = new SnapshotCache(3);
+    await racing.unless("k", read);
+    const looks = knowns.length;
+    const evicting = async (known: string | undefined) => {
+      if (!known) return read(known);
+      // A larger answer filed meanwhile pushes "k" out of the 3-byte bound.
+      await racing.unless("big", async () => ({ stamp: "x", produced: "xxxx" }));
+      return { stamp: known };
+    };
+    expect((await racing.unless("k", evicting)).body.toString()).toBe("v1");
+    expect(knowns.slice(looks)).toEqual([undefined]);
   });
 
   it("computes a key once for the requests that miss it together", async () => {

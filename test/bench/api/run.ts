@@ -279,13 +279,22 @@ try {
   process.stdout.write(`\nthe list of ${CLUSTERS} clusters (issue 18), http, ${LIST_CONNECTIONS} connections:\n`);
   const listRows = (f: Figures) => [f.lists.plain, f.lists.gzip, f.lists.br, f.lists.notModified];
   printTable([bareList, ...listRows(sqlite), ...listRows(postgres)]);
-  const coldLine = (name: string, f: Figures) =>
-    `  ${name}: warm p50 ${f.coldWarm.warm.p50.toFixed(2)} ms (mean ${f.coldWarm.warm.mean.toFixed(2)}), cold p50 ${f.coldWarm.cold.p50.toFixed(2)} ms (mean ${f.coldWarm.cold.mean.toFixed(2)}): cold/warm ${(f.coldWarm.cold.p50 / f.coldWarm.warm.p50).toFixed(2)} (target <= 2); after another cluster's write p50 ${f.coldWarm.afterOther.p50.toFixed(2)} ms (${(f.coldWarm.afterOther.p50 / f.coldWarm.warm.p50).toFixed(2)} of warm)`;
+  const coldLine = (name: string, f: Figures) => {
+    const { warm, cold, afterOther, settled } = f.coldWarm;
+    const p50 = (x: { p50: number; mean: number }) => `p50 ${x.p50.toFixed(2)} ms (mean ${x.mean.toFixed(2)})`;
+    const ofWarm = (x: { p50: number }) => `${(x.p50 / warm.p50).toFixed(2)}× warm`;
+    return [
+      `  ${name}: warm ${p50(warm)}`,
+      `    after a write of that cluster, its operation ended: ${p50(settled)}, ${ofWarm(settled)} (target <= 2)`,
+      `    right after that write (its operation running): ${p50(cold)}, ${ofWarm(cold)}`,
+      `    right after another cluster's write (cached): ${p50(afterOther)}, ${ofWarm(afterOther)}`,
+    ].join("\n");
+  };
   process.stdout.write(
     [
       `list bytes: plain ${sqlite.lists.bytes.plain}, gzip ${sqlite.lists.bytes.gzip}, br ${sqlite.lists.bytes.br}`,
       `uncompressed list at ${pctOf(sqlite.lists.plain, bareList)} (sqlite) and ${pctOf(postgres.lists.plain, bareList)} (postgres) of the bare route's req/s (target >= 100%); compressed p99 target < 50 ms`,
-      `single read, cold (right after a write of that cluster), after another cluster's write, and warm, ${COLD_ROUNDS} of each in turns:`,
+      `single read (one connection, one request at a time), warm and after writes, ${COLD_ROUNDS} of each in turns:`,
       coldLine("sqlite", sqlite),
       coldLine("postgres", postgres),
       "",

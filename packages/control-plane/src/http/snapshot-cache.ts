@@ -6,8 +6,10 @@
  * whoever made it (the cluster reads: @keelson/db clusterChangeStamp, from the log the database's
  * triggers keep on any replica or client). While it stands still, a read computed from
  * the database alone (no clock, no request state) gives the same bytes, so the bytes can be
- * served again. A value is filed under a stamp only when the stamp read after computing it
- * equals the one read before: then nothing committed while it was computed.
+ * served again. A value is filed under a stamp only when the stamp of what it read equals the
+ * one read before: then nothing committed in between. A read that brings that stamp from its
+ * own snapshot (clusterChangeStampColumn) saves a look at the log; any other read's value is
+ * checked against the stamp read again after it (then nothing committed while it was computed).
  *
  * After a write, an entry is computed again at its next request (the stamp says only that
  * something in the scope changed, not what); when the new bytes are the old ones (another
@@ -53,8 +55,12 @@ export class CachedAnswer {
   }
 }
 
-/** What a read gives: JSON text, or a page's JSON text and the marker of the next page. */
-export type Produced = string | { text: string; nextPage: string | undefined };
+/**
+ * What a read gives: JSON text, or JSON text with the marker of the next page (when it is a page
+ * with more after it) and the change stamp of the snapshot it read, when the read's own
+ * statement brought it.
+ */
+export type Produced = string | { text: string; nextPage?: string | undefined; stamp?: string | undefined };
 
 interface Entry {
   /** The change stamp the answer was computed under (and nothing committed meanwhile). */
@@ -112,23 +118,62 @@ export class SnapshotCache {
     produce: () => Promise<Produced>,
   ): Promise<CachedAnswer> {
     const produced = await produce();
-    const { text, nextPage } = typeof produced === "string" ? { text: produced, nextPage: undefined } : produced;
-    const fresh = new CachedAnswer(Buffer.from(text), nextPage, (answer, size) => this.encoded(key, answer, size));
-    const previous = this.entries.get(key)?.answer;
-    // The same answer as before: the old one, with its encodings, serves the new stamp.
-    const same = previous && previous.etag === fresh.etag && previous.nextPage === fresh.nextPage;
-    const answer = same ? previous : fresh;
+    const answer = this.answerOf(key, produced);
     // produce() only reads; if anything it reads changed meanwhile the entry must not outlive
     // it. Nor may it join an entry another request keyed to a newer stamp meanwhile: on a pool,
     // this request's stamp reads can answer before that request's while taken after them.
-    const after = await stamp();
+    const readUnder = typeof produced === "string" ? undefined : produced.stamp;
+    const after = readUnder ?? (await stamp());
     if (after !== now || this.seen.get(key) !== now) return answer;
-    this.seen.delete(key);
+    this.file(key, now, answer);
+    return answer;
+  }
+
+  /**
+   * `key`'s answer from one read that takes the stamp the kept answer was filed under and
+   * gives the stamp now and, only when they differ, the value read with it in one snapshot:
+   * a hit and a miss each cost one look at the database. The value and its stamp come from
+   * one snapshot, so filing it needs no second look and no guard against older requests: a
+   * later read compares the database's stamp, never this one's age. Concurrent misses each
+   * read (for small answers, a single record: a list of thousands computes once through get()).
+   * A key is read through one of get() and unless(), never both.
+   */
+  async unless(
+    key: string,
+    read: (known: string | undefined) => Promise<{ stamp: string; produced?: Produced }>,
+  ): Promise<CachedAnswer> {
+    const known = this.entries.get(key)?.stamp;
+    let { stamp, produced } = await read(known);
+    if (produced === undefined) {
+      const kept = this.entries.get(key);
+      if (kept?.stamp === stamp) {
+        this.entries.delete(key);
+        this.entries.set(key, kept);
+        return kept.answer;
+      }
+      // Filed again meanwhile under another stamp, or dropped: read the value whole.
+      ({ stamp, produced } = await read(undefined));
+      if (produced === undefined) throw new Error(`the read of ${key} gave no value without a known stamp`);
+    }
+    const answer = this.answerOf(key, produced);
+    this.file(key, stamp, answer);
+    return answer;
+  }
+
+  /** What `produced` gives as an answer for `key`: the kept one, encodings and all, when the bytes are the same. */
+  private answerOf(key: string, produced: Produced): CachedAnswer {
+    const { text, nextPage } = typeof produced === "string" ? { text: produced } : produced;
+    const fresh = new CachedAnswer(Buffer.from(text), nextPage, (answer, size) => this.encoded(key, answer, size));
+    const previous = this.entries.get(key)?.answer;
+    const same = previous && previous.etag === fresh.etag && previous.nextPage === fresh.nextPage;
+    return same ? previous : fresh;
+  }
+
+  private file(key: string, stamp: string, answer: CachedAnswer): void {
     this.remove(key);
-    this.entries.set(key, { stamp: now, answer });
+    this.entries.set(key, { stamp, answer });
     this.held += answer.size;
     this.trim();
-    return answer;
   }
 
   /** An encoding finished: counted if its answer is still held under that key. */

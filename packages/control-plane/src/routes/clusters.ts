@@ -7,7 +7,7 @@ import { createCluster, deleteCluster, updateCluster, type WriteResult } from ".
 import { presentClusterV3, presentClusterV4 } from "../domain/clusters/present/presenters.ts";
 import { clusterReadSchemaV3, clusterReadSchemaV4 } from "../domain/clusters/present/read-schema.ts";
 import type { ApiVersion } from "../domain/clusters/spec/fields.ts";
-import { findCluster, getClusterView, listClusterViews, listClusterViewsPage } from "../domain/clusters/views.ts";
+import { findCluster, getClusterViewUnless, listClusterViews, listClusterViewsPage } from "../domain/clusters/views.ts";
 import { listClusterNodeViews } from "../domain/nodes/nodes.ts";
 import { presentNodeV4 } from "../domain/nodes/present.ts";
 import { baseUrlOf } from "../http/base-url.ts";
@@ -42,23 +42,20 @@ export const clusterRoutes: FastifyPluginAsyncTypebox = async (app) => {
   // Cluster records depend on the database and the (immutable) catalogue only: cached under the
   // stamp of the database's log of changes to what they show (schema.ts clusterChanges), the
   // project's for a list and the cluster's for a record, so a rollout's heartbeats and reports,
-  // and a change to another cluster or project, recompute nothing. They are sent as JSON text,
+  // and a change to another cluster or project, recompute nothing. A record is read with its
+  // stamp in one statement (SnapshotCache.unless); a list looks at its stamp first, so the
+  // concurrent requests that miss a list of thousands compute it once. They are sent as JSON text,
   // so the response schemas document them; cluster-presenters.test.ts checks the presenters
   // against those schemas.
   const snapshots = new SnapshotCache(k.settings.listCacheBytes);
-  /** Sends the answer `read()` gives, computed again only when what it shows has changed. */
-  const sendSnapshot = async (
+  /** Sends the list `read()` gives, computed again only when what it shows has changed. */
+  const sendList = async (
     request: FastifyRequest,
     reply: FastifyReply,
     key: string,
-    scope: { projectId: string; clusterId?: string },
+    projectId: string,
     read: () => Promise<Produced>,
-  ) =>
-    sendCachedJson(
-      request,
-      reply,
-      await snapshots.get(key, () => clusterChangeStamp(k.db, scope.projectId, scope.clusterId), read),
-    );
+  ) => sendCachedJson(request, reply, await snapshots.get(key, () => clusterChangeStamp(k.db, projectId), read));
 
   for (const version of ["v4", "v3"] as const) {
     const tags = [`clusters ${version}`];
@@ -110,10 +107,13 @@ export const clusterRoutes: FastifyPluginAsyncTypebox = async (app) => {
         const projectId = request.params.project_uuid;
         const page = pageRequest(request.query);
         const key = `${version}:list:${projectId}${page ? `:${request.query.limit ?? ""}:${request.query.continue ?? ""}` : ""}`;
-        return sendSnapshot(request, reply, key, { projectId }, async () => {
-          if (!page) return JSON.stringify((await listClusterViews(k.db, k.catalogue, projectId)).map(present));
-          const paged = await listClusterViewsPage(k.db, k.catalogue, projectId, page);
-          return { text: JSON.stringify(paged.items.map(present)), nextPage: paged.next };
+        return sendList(request, reply, key, projectId, async () => {
+          if (!page) {
+            const { value, stamp } = await listClusterViews(k.db, k.catalogue, projectId);
+            return { text: JSON.stringify(value.map(present)), stamp };
+          }
+          const { value, stamp } = await listClusterViewsPage(k.db, k.catalogue, projectId, page);
+          return { text: JSON.stringify(value.items.map(present)), nextPage: value.next, stamp };
         });
       },
     );
@@ -131,13 +131,11 @@ export const clusterRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
       async (request, reply) => {
         const { project_uuid, uuid } = request.params;
-        return sendSnapshot(
-          request,
-          reply,
-          `${version}:one:${project_uuid}:${uuid}`,
-          { projectId: project_uuid, clusterId: uuid },
-          async () => JSON.stringify(present(await getClusterView(k.db, k.catalogue, project_uuid, uuid))),
-        );
+        const answer = await snapshots.unless(`${version}:one:${project_uuid}:${uuid}`, async (known) => {
+          const { stamp, view } = await getClusterViewUnless(k.db, k.catalogue, project_uuid, uuid, known);
+          return { stamp, produced: view && JSON.stringify(present(view)) };
+        });
+        return sendCachedJson(request, reply, answer);
       },
     );
 

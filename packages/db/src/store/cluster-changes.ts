@@ -1,4 +1,4 @@
-import { and, count, eq, isNull, lt, or, sql } from "drizzle-orm";
+import { and, eq, isNull, lt, or, type SQL, type SQLWrapper, sql } from "drizzle-orm";
 import { clusterChanges } from "../schema.ts";
 import { databaseTime, dialectOf, perDatabase, prepare } from "./portable.ts";
 import type { Db } from "./types.ts";
@@ -6,30 +6,37 @@ import type { Db } from "./types.ts";
 /** Rows older than this are pruned: a stamp only has to outlive the read it guards. */
 export const CLUSTER_CHANGES_RETENTION_MS = 60_000;
 
-type StampRow = { rows: number; ids: string | null };
+/** The rows a read of the project's clusters (or, with `clusterId`, of that one) depends on. */
+function changesOf(projectId: SQLWrapper, clusterId?: SQLWrapper): SQL | undefined {
+  const project = eq(clusterChanges.projectId, projectId);
+  return clusterId === undefined
+    ? project
+    : and(project, or(eq(clusterChanges.clusterId, clusterId), isNull(clusterChanges.clusterId)));
+}
+
+/** The stamp as text, `count:sum of ids`, written once for both of its uses below. */
+const stampText = sql<string>`cast(count(*) as text) || ':' || coalesce(cast(sum(${clusterChanges.id}) as text), '0')`;
+
+/**
+ * The stamp as a column of another read: a subquery that the same statement, and so the same
+ * snapshot, evaluates once. A read that brings its stamp this way needs no second look at the
+ * log to know that nothing changed while it read (http/snapshot-cache.ts).
+ */
+export function clusterChangeStampColumn(projectId: SQLWrapper, clusterId?: SQLWrapper): SQL<string> {
+  return sql<string>`(select ${stampText} from ${clusterChanges} where ${changesOf(projectId, clusterId)})`;
+}
 
 function prepareStamps(db: Db) {
   const projectId = sql.placeholder("projectId");
-  const stamp = () =>
-    db.select({ rows: count(), ids: sql<string | null>`cast(sum(${clusterChanges.id}) as text)` }).from(clusterChanges);
+  const clusterId = sql.placeholder("clusterId");
+  const stamp = () => db.select({ stamp: stampText }).from(clusterChanges);
   return {
-    project: prepare(db, "cluster_changes_project", stamp().where(eq(clusterChanges.projectId, projectId))),
-    cluster: prepare(
-      db,
-      "cluster_changes_cluster",
-      stamp().where(
-        and(
-          eq(clusterChanges.projectId, projectId),
-          or(eq(clusterChanges.clusterId, sql.placeholder("clusterId")), isNull(clusterChanges.clusterId)),
-        ),
-      ),
-    ),
+    project: prepare(db, "cluster_changes_project", stamp().where(changesOf(projectId))),
+    cluster: prepare(db, "cluster_changes_cluster", stamp().where(changesOf(projectId, clusterId))),
   };
 }
 
 const stamps = perDatabase(prepareStamps);
-
-const stampOf = (row: StampRow | undefined) => `${row?.rows ?? 0}:${row?.ids ?? 0}`;
 
 /**
  * A value that changes whenever a change to what a project's cluster records show commits
@@ -43,11 +50,12 @@ const stampOf = (row: StampRow | undefined) => `${row?.rows ?? 0}:${row?.ids ?? 
  */
 export async function clusterChangeStamp(db: Db, projectId: string, clusterId?: string): Promise<string> {
   const statements = stamps(db);
-  const row: StampRow | undefined =
+  const row =
     clusterId === undefined
       ? await statements.project.get({ projectId })
       : await statements.cluster.get({ projectId, clusterId });
-  return stampOf(row);
+  // An aggregate without GROUP BY always gives its one row.
+  return row?.stamp ?? "0:0";
 }
 
 /** Deletes the rows past the retention (by the database's clock); how many went. */

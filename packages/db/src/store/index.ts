@@ -10,7 +10,12 @@ export { StatementBatch, type StatementBatchOptions } from "./statement-batch.ts
 import { openSqliteStore } from "./sqlite-store.ts";
 import { firstRow, type Store } from "./types.ts";
 
-export { CLUSTER_CHANGES_RETENTION_MS, clusterChangeStamp, pruneClusterChanges } from "./cluster-changes.ts";
+export {
+  CLUSTER_CHANGES_RETENTION_MS,
+  clusterChangeStamp,
+  clusterChangeStampColumn,
+  pruneClusterChanges,
+} from "./cluster-changes.ts";
 export { assertBinaryCanRun, SchemaTooNewError } from "./compat.ts";
 export { type CopyProgress, copySqliteToPostgres, TABLES_IN_ORDER, type TableCopy } from "./copy.ts";
 export { checkDatabaseUrl, DATABASE_URL_RULE, type PostgresTarget, parseDatabaseUrl } from "./database-url.ts";

@@ -1,5 +1,6 @@
 import {
   cloudProviders,
+  clusterChangeStampColumn,
   clusters,
   type Db,
   dialectOf,
@@ -10,7 +11,7 @@ import {
   prepare,
   type Tx,
 } from "@keelson/db";
-import { and, eq, gt, or, sql } from "drizzle-orm";
+import { and, eq, gt, or, type SQL, sql } from "drizzle-orm";
 import { notFound } from "../../http/errors.ts";
 import { FIRST_PAGE, keysetPage, type PageRequest } from "../../http/paging.ts";
 import type { Catalogue } from "../catalogue/catalogue.ts";
@@ -41,12 +42,15 @@ function nodeHealthJson(db: Db) {
 /**
  * Cluster reads are the hottest path of the API. Building a drizzle query costs far more than
  * running it, so the read queries are prepared once per database and reused, and one query
- * brings a cluster with its provider, pool and node health.
+ * brings a cluster with its provider, pool and node health, and the change stamp (@keelson/db
+ * clusterChangeStamp) of what it read, from the same snapshot: a cached read filed under that
+ * stamp needs no second look at the change log (http/snapshot-cache.ts).
  */
 function prepareReads(db: Db) {
   const projectId = sql.placeholder("projectId");
+  const clusterId = sql.placeholder("clusterId");
   const nodes = nodeHealthJson(db);
-  const joined = () =>
+  const joined = (stamp: SQL<string>) =>
     db
       .select({
         cluster: clusters,
@@ -54,28 +58,53 @@ function prepareReads(db: Db) {
         providerType: cloudProviders.type,
         poolName: nodePools.name,
         nodes,
+        stamp,
       })
       .from(clusters)
       .innerJoin(cloudProviders, eq(cloudProviders.id, clusters.cloudProviderId))
       .innerJoin(nodePools, eq(nodePools.id, clusters.nodePoolId));
   return {
-    view: prepare(
+    // The cluster's stamp, and its row only when that stamp is not `known` (the one its cached
+    // record was computed under): one statement whether the record changed or not. The stamp
+    // comes from a one-row derived table, so it is there when the row is not.
+    viewUnless: prepare(
       db,
-      "cluster_view",
-      joined().where(and(eq(clusters.id, sql.placeholder("clusterId")), eq(clusters.projectId, projectId))),
+      "cluster_view_unless",
+      db
+        .select({
+          stamp: sql<string>`stamped.stamp`,
+          cluster: clusters,
+          providerName: cloudProviders.name,
+          providerType: cloudProviders.type,
+          poolName: nodePools.name,
+          nodes,
+        })
+        .from(sql`(select ${clusterChangeStampColumn(projectId, clusterId)} as stamp) stamped`)
+        .leftJoin(
+          clusters,
+          and(
+            eq(clusters.id, clusterId),
+            eq(clusters.projectId, projectId),
+            sql`(cast(${sql.placeholder("known")} as text) is null or stamped.stamp <> ${sql.placeholder("known")})`,
+          ),
+        )
+        .leftJoin(cloudProviders, eq(cloudProviders.id, clusters.cloudProviderId))
+        .leftJoin(nodePools, eq(nodePools.id, clusters.nodePoolId)),
     ),
     // The uuid breaks ties of creation time: the order, and so the pages of a paged list, stay put.
     views: prepare(
       db,
       "cluster_views",
-      joined().where(eq(clusters.projectId, projectId)).orderBy(clusters.createdAt, clusters.id),
+      joined(clusterChangeStampColumn(projectId))
+        .where(eq(clusters.projectId, projectId))
+        .orderBy(clusters.createdAt, clusters.id),
     ),
     // A page of that list (http/paging.ts): the rows after a marker's (creation time, uuid), by
     // the same order, so a page of a large list reads that page, not the list.
     page: prepare(
       db,
       "cluster_views_page",
-      joined()
+      joined(clusterChangeStampColumn(projectId))
         .where(
           and(
             eq(clusters.projectId, projectId),
@@ -94,7 +123,7 @@ function prepareReads(db: Db) {
       db
         .select({ nodes })
         .from(clusters)
-        .where(eq(clusters.id, sql.placeholder("clusterId"))),
+        .where(eq(clusters.id, clusterId)),
     ),
   };
 }
@@ -128,6 +157,15 @@ type JoinedRow = {
   nodes: string | null;
 };
 
+/**
+ * What a read gave and the change stamp of the snapshot it read; no stamp when it found no
+ * row to carry one (an empty list).
+ */
+export interface Stamped<T> {
+  value: T;
+  stamp: string | undefined;
+}
+
 function toView(catalogue: Catalogue, r: JoinedRow): ClusterView {
   const row = r.cluster;
   const roles = countRoles(parseNodes(r.nodes));
@@ -145,21 +183,34 @@ function toView(catalogue: Catalogue, r: JoinedRow): ClusterView {
   };
 }
 
-/** One cluster of a project, ready for the presenters; 404 when the project has no such cluster. */
-export async function getClusterView(
+/**
+ * One cluster of a project, ready for the presenters, and the stamp of what it read; only the
+ * stamp when it is `known` (the record is unchanged since a read under it). 404 when the
+ * project has no such cluster.
+ */
+export async function getClusterViewUnless(
   db: Db,
   catalogue: Catalogue,
   projectId: string,
   clusterId: string,
-): Promise<ClusterView> {
-  const row = await reads(db).view.get({ clusterId, projectId });
-  if (!row) throw notFound("cluster", clusterId);
-  return toView(catalogue, row);
+  known: string | undefined,
+): Promise<{ stamp: string; view?: ClusterView }> {
+  const row = await reads(db).viewUnless.get({ clusterId, projectId, known: known ?? null });
+  if (!row) throw new Error("the cluster read gave no row: its stamp's derived table always has one");
+  const { stamp, cluster, providerName, providerType, poolName, nodes } = row;
+  if (stamp === known) return { stamp };
+  if (!cluster || providerName == null || providerType == null || poolName == null) throw notFound("cluster", clusterId);
+  return { stamp, view: toView(catalogue, { cluster, providerName, providerType, poolName, nodes: nodes ?? null }) };
 }
 
 /** Every cluster of a project, oldest first, ready for the presenters, from one query. */
-export async function listClusterViews(db: Db, catalogue: Catalogue, projectId: string): Promise<ClusterView[]> {
-  return (await reads(db).views.all({ projectId })).map((r) => toView(catalogue, r));
+export async function listClusterViews(
+  db: Db,
+  catalogue: Catalogue,
+  projectId: string,
+): Promise<Stamped<ClusterView[]>> {
+  const rows = await reads(db).views.all({ projectId });
+  return { value: rows.map((r) => toView(catalogue, r)), stamp: rows[0]?.stamp };
 }
 
 /** A page of that list: `limit` clusters after `after` (from the first without), and the marker of the next. */
@@ -168,13 +219,14 @@ export async function listClusterViewsPage(
   catalogue: Catalogue,
   projectId: string,
   page: PageRequest,
-): Promise<{ items: ClusterView[]; next?: string }> {
+): Promise<Stamped<{ items: ClusterView[]; next?: string }>> {
   const after = page.after ?? FIRST_PAGE;
   // One row more than the page: whether there is a next page, without counting.
   const rows = await reads(db).page.all({ projectId, afterAt: after.at, afterId: after.id, limit: page.limit + 1 });
-  return keysetPage(
+  const value = keysetPage(
     rows.map((r) => toView(catalogue, r)),
     (v) => ({ at: v.row.createdAt, id: v.row.id }),
     page.limit,
   );
+  return { value, stamp: rows[0]?.stamp };
 }
