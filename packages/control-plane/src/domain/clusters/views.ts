@@ -117,14 +117,7 @@ function prepareReads(db: Db) {
         .orderBy(clusters.createdAt, clusters.id)
         .limit(sql.placeholder("limit")),
     ),
-    roles: prepare(
-      db,
-      "cluster_roles",
-      db
-        .select({ nodes })
-        .from(clusters)
-        .where(eq(clusters.id, clusterId)),
-    ),
+    roles: prepare(db, "cluster_roles", db.select({ nodes }).from(clusters).where(eq(clusters.id, clusterId))),
   };
 }
 
@@ -199,7 +192,8 @@ export async function getClusterViewUnless(
   if (!row) throw new Error("the cluster read gave no row: its stamp's derived table always has one");
   const { stamp, cluster, providerName, providerType, poolName, nodes } = row;
   if (stamp === known) return { stamp };
-  if (!cluster || providerName == null || providerType == null || poolName == null) throw notFound("cluster", clusterId);
+  if (!cluster || providerName == null || providerType == null || poolName == null)
+    throw notFound("cluster", clusterId);
   return { stamp, view: toView(catalogue, { cluster, providerName, providerType, poolName, nodes: nodes ?? null }) };
 }
 
