@@ -1,4 +1,7 @@
+import { operations } from "@keelson/db";
+import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { listOperations, operationById } from "../src/runner/store.ts";
 import { createTestApp, mintProjectToken, type TestApp } from "./helpers.ts";
 
 /** GET /v1/operations/{uuid}: one operation, for callers who may see its project (the CLI's `operations get`). */
@@ -36,5 +39,38 @@ describe("GET /v1/operations/{uuid}", () => {
     expect(foreign.json()).toMatchObject({ code: "not_found", message: `operation ${uuid} does not exist` });
     expect((await t.request({ method: "GET", url: "/v1/operations/nope" })).statusCode).toBe(404);
     expect((await t.request({ method: "GET", url: `/v1/operations/${uuid}`, token: null })).statusCode).toBe(403);
+  });
+
+  it("shows the cursor's step, read by the database, and never the cursor itself", async () => {
+    const created = await t.request({
+      method: "POST",
+      url: `/v4/${t.projectId}/clusters`,
+      payload: { name: "op-step" },
+    });
+    const clusterId = created.json<{ uuid: string }>().uuid;
+    await t.app.keelson.runner.idle();
+    const [op] = await listOperations(t.db, t.projectId, { targetId: clusterId, limit: 1 });
+    const id = op?.id as string;
+    // A rollout's cursor: a step and the progress of 1,000 nodes.
+    const nodeIds = Array.from({ length: 1000 }, (_, i) => `node-${i}-${"x".repeat(30)}`);
+    const stepOf = async () => {
+      const listed = await t.request({
+        method: "GET",
+        url: `/v4/${t.projectId}/operations?target=${clusterId}&limit=1`,
+      });
+      const one = await t.request({ method: "GET", url: `/v1/operations/${id}` });
+      expect(one.json().step).toBe(listed.json()[0].step);
+      return one.json().step as number;
+    };
+    for (const [cursor, step] of [
+      [{ step: 2, stepName: "roll", progress: { started: nodeIds, done: nodeIds.slice(0, 500) } }, 2],
+      [{ step: 7, progress: {} }, 7],
+      [{ progress: {} }, 0],
+      [null, 0],
+    ] as const) {
+      await t.db.update(operations).set({ cursor }).where(eq(operations.id, id));
+      expect(await stepOf(), JSON.stringify(cursor).slice(0, 40)).toBe(step);
+    }
+    expect(Object.keys((await operationById(t.db, id)) ?? {})).not.toContain("cursor");
   });
 });

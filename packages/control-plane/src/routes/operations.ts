@@ -2,8 +2,7 @@ import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
 import { callerOf, canSeeProject } from "../http/auth.ts";
 import { notFound } from "../http/errors.ts";
-import { listOperations, operationById } from "../runner/store.ts";
-import type { OperationRow } from "../runner/types.ts";
+import { listOperations, type OperationSummary, operationById } from "../runner/store.ts";
 import { ErrorBody, READER } from "./common-schemas.ts";
 
 const Operation = Type.Object({
@@ -30,7 +29,7 @@ const Operation = Type.Object({
   }),
 });
 
-function present(op: OperationRow) {
+function present(op: OperationSummary) {
   return {
     uuid: op.id,
     projectId: op.projectId,
@@ -38,7 +37,7 @@ function present(op: OperationRow) {
     targetType: op.targetType,
     targetUuid: op.targetId,
     state: op.state,
-    step: Number((op.cursor as { step?: number } | null)?.step ?? 0),
+    step: op.step ?? 0,
     attempts: op.attempts,
     error: op.error,
     params: op.params,

@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
-import { type Db, firstRow, operations, type Tx } from "@keelson/db";
-import { and, asc, desc, eq, inArray, type SQL } from "drizzle-orm";
+import { type Db, dialectOf, firstRow, jsonIntegerAt, operations, type Tx } from "@keelson/db";
+import { and, asc, desc, eq, getTableColumns, inArray, type SQL } from "drizzle-orm";
 import { noteOperationStarted } from "../audit/context.ts";
 import type { OperationRow } from "./types.ts";
 
@@ -87,16 +87,29 @@ export async function operationParams(tx: Tx, id: string): Promise<OperationRow[
   return firstRow(await tx.select({ params: operations.params }).from(operations).where(eq(operations.id, id)))?.params;
 }
 
+/**
+ * What the API shows of an operation: every column but the cursor, and the cursor's step read
+ * by the database. A rollout's cursor names each of its nodes (tens of KB for 1,000) and is
+ * rewritten every 250 ms; clients poll the operation while it runs, and reading the whole cursor
+ * for its step made each poll cost milliseconds of the rollout's CPU.
+ */
+export type OperationSummary = Omit<OperationRow, "cursor" | "fence" | "leaseUntil"> & { step: number | null };
+
+function summaryColumns(db: Db) {
+  const { cursor: _cursor, fence: _fence, leaseUntil: _leaseUntil, ...columns } = getTableColumns(operations);
+  return { ...columns, step: jsonIntegerAt(dialectOf(db), operations.cursor, "step") };
+}
+
 export async function listOperations(
   db: Db,
   projectId: string,
   filter: { targetId?: string; state?: OperationRow["state"]; limit: number },
-): Promise<OperationRow[]> {
+): Promise<OperationSummary[]> {
   const conditions = [eq(operations.projectId, projectId)];
   if (filter.targetId) conditions.push(eq(operations.targetId, filter.targetId));
   if (filter.state) conditions.push(eq(operations.state, filter.state));
   return await db
-    .select()
+    .select(summaryColumns(db))
     .from(operations)
     .where(and(...conditions))
     .orderBy(desc(operations.createdAt))
@@ -104,6 +117,6 @@ export async function listOperations(
 }
 
 /** One operation by id, whatever its project (the caller checks who may see it). */
-export async function operationById(db: Db, id: string): Promise<OperationRow | undefined> {
-  return firstRow(await db.select().from(operations).where(eq(operations.id, id)));
+export async function operationById(db: Db, id: string): Promise<OperationSummary | undefined> {
+  return firstRow(await db.select(summaryColumns(db)).from(operations).where(eq(operations.id, id)));
 }

@@ -36,6 +36,7 @@ export {
   firstColumn,
   inJsonArray,
   jsonArrayOf,
+  jsonIntegerAt,
   lockedInIdOrder,
   lockIds,
   lockRows,

@@ -172,6 +172,17 @@ export function jsonArrayOf(dialect: Dialect, fields: Record<string, SQLWrapper>
 }
 
 /**
+ * The integer at `key` of the JSON object that `column` holds as text (null when absent), read
+ * by the database: one field of a large document (a rollout's cursor names every node) without
+ * sending the document over nor parsing it here.
+ */
+export function jsonIntegerAt(dialect: Dialect, column: SQLWrapper, key: string): SQL<number | null> {
+  return dialect === "sqlite"
+    ? sql<number | null>`json_extract(${column}, ${`$.${key}`})`
+    : sql<number | null>`(${column}::json ->> ${key})::int`;
+}
+
+/**
  * The database's clock, `offsetMs` ahead, as the ISO-8601 text every time column holds: what
  * leases and heartbeats are measured by, so that replicas whose own clocks disagree still agree
  * on who holds what. SQLite's `strftime` keeps milliseconds; PostgreSQL's `now()` is the start
