@@ -60,7 +60,8 @@ export interface FanoutSources {
  * The project event streams of one replica. Follows the runner's operation events and the hub's
  * node events for as long as the server runs (they are stored whether or not a stream is open,
  * for clients that reconnect with Last-Event-ID), encodes each once, appends it to the events
- * table (batched, EventLog) and hands it, with its id, to this replica's streams of its project.
+ * table (batched, EventLog) and hands it, with its id, to this replica's streams of its project,
+ * together with the project's other events of the same turn (EventDelivery).
  *
  * On PostgreSQL every append notifies the newest id; each replica then reads the rows after
  * the last id it delivered that other replicas wrote, and delivers them too, in id order (ids
