@@ -49,12 +49,15 @@ describe("GET /v4/{project_uuid}/events with a client that stops reading", () =>
     stalled.pause();
     const stalledRes = responses[0] as ServerResponse;
     // What the server holds unsent for the stalled client, after each of its writes (the last
-    // one included, which the server answers by ending the stream).
+    // one included, which the server answers by ending the stream), and its largest write (the
+    // events of one turn go in one write).
     let maxUnsent = 0;
-    const write = stalledRes.write.bind(stalledRes) as (chunk: string) => boolean;
-    stalledRes.write = ((chunk: string) => {
+    let maxWrite = 0;
+    const write = stalledRes.write.bind(stalledRes) as (chunk: string | Buffer) => boolean;
+    stalledRes.write = ((chunk: string | Buffer) => {
       const ok = write(chunk);
       maxUnsent = Math.max(maxUnsent, stalledRes.writableLength);
+      maxWrite = Math.max(maxWrite, Buffer.byteLength(chunk));
       return ok;
     }) as typeof stalledRes.write;
 
@@ -101,10 +104,12 @@ describe("GET /v4/{project_uuid}/events with a client that stops reading", () =>
       await waitFor("the reader to keep up", () => readEvents === emitted.events);
     }
 
-    // The server ended the stalled stream, having held at most the limit and one event for it.
+    // The server ended the stalled stream, having held at most the limit and one write for it,
+    // a write being at most a round's events.
     expect(stalledRes.destroyed).toBe(true);
     expect(maxUnsent).toBeGreaterThan(LIMIT);
-    expect(maxUnsent).toBeLessThanOrEqual(LIMIT + emitted.maxBlock);
+    expect(maxWrite).toBeLessThanOrEqual(PER_ROUND * emitted.maxBlock);
+    expect(maxUnsent).toBeLessThanOrEqual(LIMIT + maxWrite);
     const metrics = await app.keelson.metrics.registry.getSingleMetricAsString("keelson_event_streams_ended_total");
     expect(metrics).toMatch(/keelson_event_streams_ended_total(\{[^}]*\})? 1$/m);
 

@@ -48,6 +48,8 @@ interface Row {
   state: string;
   wallMs: number;
   cpuMs: number;
+  /** The subscribers' process (it shares the machine: a reader that cannot keep up delays every client). */
+  readerCpuMs: number;
   delivery: Delivery;
 }
 
@@ -99,6 +101,7 @@ async function main(): Promise<void> {
       await ask(subscribers, { type: "collect" }, "collected");
       log(`${DIALECT}: ${open} subscribers; restarting ${WORKERS + 1} nodes...`);
       const cpu0 = cpuSeconds(pid);
+      const readerCpu0 = cpuSeconds(subscribers.pid as number);
       const t0 = performance.now();
       const res = await api(`${base}/v3/${projectId}/clusters/${clusterId}/restart?batchPercent=10`, {
         method: "POST",
@@ -110,7 +113,8 @@ async function main(): Promise<void> {
       // The last reports may still be on their way to the clients.
       await new Promise((r) => setTimeout(r, 2000));
       const delivery = await ask<Delivery>(subscribers, { type: "collect" }, "collected");
-      rows.push({ subscribers: open, state, wallMs, cpuMs, delivery });
+      const readerCpuMs = (cpuSeconds(subscribers.pid as number) - readerCpu0) * 1000;
+      rows.push({ subscribers: open, state, wallMs, cpuMs, readerCpuMs, delivery });
       log(`row ${JSON.stringify(rows.at(-1))}`);
     }
     const rss = memoryMiB(pid);
@@ -124,6 +128,7 @@ async function main(): Promise<void> {
         "server CPU ms",
         "CPU ms over 0 subscribers",
         "per subscriber ms",
+        "reader CPU ms",
         "node.report deliveries",
         "MiB sent",
         "delay p50 ms",
@@ -139,6 +144,7 @@ async function main(): Promise<void> {
           fmt(r.cpuMs),
           fmt(extra),
           r.subscribers > 0 && extra !== null ? fmt(extra / r.subscribers, 2) : "-",
+          fmt(r.readerCpuMs),
           String(r.delivery.reports),
           fmt(r.delivery.bytes / 1048576, 1),
           fmt(r.delivery.p50),

@@ -74,11 +74,12 @@ export const eventRoutes: FastifyPluginAsyncTypebox = async (app) => {
         "x-accel-buffering": "no",
       });
       // A client that stops reading would make every event wait here without end: past the
-      // limit (response and socket buffers together) the stream is ended and the client
-      // reconnects with its Last-Event-ID, as after any drop.
-      const send = (text: string) => {
+      // limit (response and socket buffers together; it holds at most the limit and one write,
+      // a turn's events) the stream is ended and the client reconnects with its Last-Event-ID,
+      // as after any drop. What waits is mostly the deliveries' Buffers, shared by every client.
+      const send = (bytes: string | Buffer) => {
         if (res.destroyed) return;
-        res.write(text);
+        res.write(bytes);
         if (res.writableLength > bufferLimit) {
           k.metrics.eventStreamsEnded.inc();
           res.destroy();

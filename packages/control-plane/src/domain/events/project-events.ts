@@ -15,12 +15,30 @@ export type ProjectEventName =
   | "node.disconnected"
   | "node.agent";
 
+/** One event as streamed: its id (null when the store refused it: sent without one) and its block. */
+export interface StreamedEvent {
+  id: number | null;
+  /** `id: <n>\nevent: <name>\ndata: <json>\n\n`, encoded once. */
+  block: Buffer;
+}
+
 /**
- * Called with each event of the followed project: its id (null when the store refused it: sent
- * without one) and its server-sent-events block (`id: <n>\nevent: <name>\ndata: <json>\n\n`),
- * the same string for every follower of the project.
+ * The events of a project delivered in one turn of the event loop, in id order: each block, and
+ * all of them joined, the same Buffer for every follower of the project. A follower writes
+ * `bytes` in one write, no matter how many clients or events: nothing is encoded or copied per
+ * client, and a slow client's backlog holds references to these Buffers, not copies.
  */
-export type ProjectEventSink = (id: number | null, block: string) => void;
+export interface EventDelivery {
+  events: readonly StreamedEvent[];
+  bytes: Buffer;
+  /** The first event's id that is not null (null when none has one). */
+  firstId: number | null;
+  /** The last event's id that is not null (null when none has one). */
+  lastId: number | null;
+}
+
+/** Called with each delivery of the followed project (EventDelivery). */
+export type ProjectEventSink = (delivery: EventDelivery) => void;
 
 /** The server-sent-events block of an event. */
 export function eventBlock(id: number | null, type: string, payload: string): string {
@@ -42,7 +60,8 @@ export interface FanoutSources {
  * The project event streams of one replica. Follows the runner's operation events and the hub's
  * node events for as long as the server runs (they are stored whether or not a stream is open,
  * for clients that reconnect with Last-Event-ID), encodes each once, appends it to the events
- * table (batched, EventLog) and hands it, with its id, to this replica's streams of its project.
+ * table (batched, EventLog) and hands it, with its id, to this replica's streams of its project,
+ * together with the project's other events of the same turn (EventDelivery).
  *
  * On PostgreSQL every append notifies the newest id; each replica then reads the rows after
  * the last id it delivered that other replicas wrote, and delivers them too, in id order (ids
@@ -52,6 +71,9 @@ export interface FanoutSources {
  */
 export class ProjectEventFanout {
   private readonly byProject = new Map<string, Set<ProjectEventSink>>();
+  /** Each project's events of this turn, delivered together at its end (`flush`). */
+  private readonly pending = new Map<string, StreamedEvent[]>();
+  private flushing: NodeJS.Immediate | undefined;
   private followers = 0;
   private delivered = 0;
   /** This replica's appends sent and not yet delivered. */
@@ -92,6 +114,7 @@ export class ProjectEventFanout {
     nodeEvents.off("agent", this.onNode);
     await this.unlisten?.();
     await this.settled();
+    this.flush();
   }
 
   /** Follows one project until the returned function is called (when the client goes away). */
@@ -123,16 +146,43 @@ export class ProjectEventFanout {
   async settled(): Promise<void> {
     for (let chain = this.chain; ; chain = this.chain) {
       await chain;
-      if (chain === this.chain && this.inflight === 0) return;
+      if (chain === this.chain && this.inflight === 0 && this.flushing === undefined) return;
       await new Promise((r) => setImmediate(r));
     }
   }
 
+  /**
+   * Queues the event for its project's followers until the end of this turn: the events that
+   * arrive together (a rollout batch's reports are one statement) reach each client as one write.
+   */
   private deliver(id: number | null, event: NewEvent): void {
-    const sinks = this.byProject.get(event.projectId);
-    if (!sinks) return;
-    const block = eventBlock(id, event.type, event.payload);
-    for (const sink of sinks) sink(id, block);
+    if (!this.byProject.has(event.projectId)) return;
+    let events = this.pending.get(event.projectId);
+    if (!events) {
+      events = [];
+      this.pending.set(event.projectId, events);
+    }
+    events.push({ id, block: Buffer.from(eventBlock(id, event.type, event.payload)) });
+    this.flushing ??= setImmediate(() => this.flush());
+  }
+
+  private flush(): void {
+    if (this.flushing) clearImmediate(this.flushing);
+    this.flushing = undefined;
+    const pending = [...this.pending];
+    this.pending.clear();
+    for (const [projectId, events] of pending) {
+      const sinks = this.byProject.get(projectId);
+      if (!sinks) continue;
+      const ids = events.flatMap((e) => (e.id === null ? [] : [e.id]));
+      const delivery: EventDelivery = {
+        events,
+        bytes: events.length === 1 ? (events[0] as StreamedEvent).block : Buffer.concat(events.map((e) => e.block)),
+        firstId: ids[0] ?? null,
+        lastId: ids.at(-1) ?? null,
+      };
+      for (const sink of sinks) sink(delivery);
+    }
   }
 
   private record(projectId: string, type: ProjectEventName, data: unknown): void {

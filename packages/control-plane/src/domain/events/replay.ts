@@ -1,6 +1,6 @@
 import { badRequest } from "../../http/errors.ts";
 import { type EventLog, READ_PAGE } from "./event-log.ts";
-import { eventBlock, type ProjectEventFanout } from "./project-events.ts";
+import { type EventDelivery, eventBlock, type ProjectEventFanout } from "./project-events.ts";
 
 /** The most a Last-Event-ID may be: ids are integers a JSON number holds exactly. */
 const MAX_ID = Number.MAX_SAFE_INTEGER;
@@ -72,17 +72,18 @@ export async function followFrom(
   projectId: string,
   lastId: number,
   start: ReplayStart,
-  send: (block: string) => void,
+  send: (bytes: string | Buffer) => void,
 ): Promise<() => void> {
   let live = false;
   let sent = start.lost ? 0 : lastId;
-  const held: [number | null, string][] = [];
-  const sendLive = (id: number | null, block: string) => {
-    if (id !== null && id <= sent) return;
-    send(block);
-    if (id !== null) sent = id;
+  const held: EventDelivery[] = [];
+  const sendLive = (delivery: EventDelivery) => {
+    // Past the replay every delivery is new: all of it goes in one write.
+    if (delivery.firstId === null || delivery.firstId > sent) send(delivery.bytes);
+    else for (const e of delivery.events) if (e.id === null || e.id > sent) send(e.block);
+    if (delivery.lastId !== null) sent = Math.max(sent, delivery.lastId);
   };
-  const stop = fanout.follow(projectId, (id, block) => (live ? sendLive(id, block) : held.push([id, block])));
+  const stop = fanout.follow(projectId, (delivery) => (live ? sendLive(delivery) : held.push(delivery)));
   try {
     if (!start.lost) {
       for (;;) {
@@ -96,7 +97,7 @@ export async function followFrom(
     stop();
     throw err;
   }
-  for (const [id, block] of held.splice(0)) sendLive(id, block);
+  for (const delivery of held.splice(0)) sendLive(delivery);
   live = true;
   return stop;
 }
