@@ -2,6 +2,7 @@ import { join } from "node:path";
 import { brotliDecompressSync, gunzipSync } from "node:zlib";
 import {
   cloudProviders,
+  clusterChanges,
   clusterChangeStamp,
   clusters,
   nodes,
@@ -9,7 +10,7 @@ import {
   projects,
   pruneClusterChanges,
 } from "@keelson/db";
-import { eq } from "drizzle-orm";
+import { eq, inArray } from "drizzle-orm";
 import postgres from "postgres";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { databaseFor } from "../../../test/support/postgres-database.ts";
@@ -158,6 +159,34 @@ describe("SnapshotCache", () => {
     const after = [await clusterChangeStamp(t.db, t.projectId, c1), await clusterChangeStamp(t.db, t.projectId, c2)];
     expect(after[0]).not.toBe(before[0]);
     expect(after[1]).not.toBe(before[1]);
+  });
+
+  it("logs a batch of node changes once per transaction and cluster on PostgreSQL (a row per node on SQLite)", async () => {
+    const [c1, c2] = [await insertCluster(t.db, t.projectId, "c1"), await insertCluster(t.db, t.projectId, "c2")];
+    const hosts = [];
+    for (const [i, clusterId] of [c1, c1, c1, c2].entries())
+      hosts.push((await insertHost(t.db, t.projectId, { name: `n${i}`, clusterId, status: "ok" })).id);
+    const rowsOf = async (clusterId: string) =>
+      (await t.db.select().from(clusterChanges).where(eq(clusterChanges.clusterId, clusterId))).length;
+    const before = { c1: await rowsOf(c1), c2: await rowsOf(c2), stamp: await clusterChangeStamp(t.db, t.projectId, c1) };
+    // One statement (a batch of reports) changing three nodes of c1 and one of c2.
+    await t.db.update(nodes).set({ status: "converging" }).where(inArray(nodes.id, hosts));
+    const once = t.store.dialect === "postgres";
+    expect((await rowsOf(c1)) - before.c1).toBe(once ? 1 : 3);
+    expect((await rowsOf(c2)) - before.c2).toBe(1);
+    const stamp = await clusterChangeStamp(t.db, t.projectId, c1);
+    expect(stamp).not.toBe(before.stamp);
+    // The next transaction logs again, and a transaction rolled back logs nothing.
+    await t.db.update(nodes).set({ status: "ok" }).where(inArray(nodes.id, hosts.slice(0, 2)));
+    expect((await rowsOf(c1)) - before.c1).toBe(once ? 2 : 5);
+    expect(await clusterChangeStamp(t.db, t.projectId, c1)).not.toBe(stamp);
+    await expect(
+      t.db.transaction(async (tx) => {
+        await tx.update(nodes).set({ status: "failed" }).where(inArray(nodes.id, hosts));
+        throw new Error("rolled back");
+      }),
+    ).rejects.toThrow("rolled back");
+    expect((await rowsOf(c1)) - before.c1).toBe(once ? 2 : 5);
   });
 
   it("recomputes after another connection changed the cluster records", async () => {
