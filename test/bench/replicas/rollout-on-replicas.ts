@@ -66,6 +66,9 @@ export async function measuredRestart(
   const agentsOn = await agentsPerReplica(set);
   const before = await set.restarts();
   const cpu0 = set.cpu(pg);
+  // The monotonic clock of a replica's CPU profile (BENCH_SERVER_NODE_ARGS="--cpu-prof …"), in
+  // µs: cpu-profile-top.ts reads the restart's window with these.
+  const us0 = process.hrtime.bigint() / 1000n;
   const t0 = performance.now();
   const op = await set.restartClaimedBy(owner, percent);
   const via = (owner?.server ?? set.running()[0]) as BenchServer;
@@ -73,7 +76,7 @@ export async function measuredRestart(
   const cpu1 = set.cpu(pg);
   const counts = restartDeltas(before, await set.restarts());
   log(
-    `${label}: restart ${done.op.state} in ${done.wallMs.toFixed(0)} ms${done.op.error ? ` (${done.op.error})` : ""}`,
+    `${label}: restart ${done.op.state} in ${done.wallMs.toFixed(0)} ms${done.op.error ? ` (${done.op.error})` : ""}, monotonic µs ${us0}–${process.hrtime.bigint() / 1000n}`,
   );
   return {
     label,
