@@ -50,7 +50,10 @@ describe("notifications between replicas", () => {
     const over = "x".repeat(NOTIFY_PAYLOAD_LIMIT + 1);
     const results = await Promise.allSettled([a.notify("commands", "h1 c1"), a.notify("commands", over)]);
     expect(results[0]?.status).toBe("fulfilled");
-    expect(results[1]).toMatchObject({ status: "rejected", reason: { message: expect.stringMatching(/at most 7999/) } });
+    expect(results[1]).toMatchObject({
+      status: "rejected",
+      reason: { message: expect.stringMatching(/at most 7999/) },
+    });
     await a.notify("commands", "h2 c2");
     await until("both small ones arrive", () => got.length >= 2);
     expect(got).toEqual(["h1 c1", "h2 c2"]);
