@@ -46,13 +46,22 @@ export async function agentsPerReplica(
 }
 
 /**
+ * How long after the agents linked again a restart starts: the replicas write what the new
+ * links changed (presence, 100 ms later, in one transaction per replica holding ~100 host rows
+ * locked while its updates run) after the agents count themselves linked; measured at once,
+ * those writes fell into the restart's window and stalled its report writes behind their locks.
+ */
+const SETTLE_MS = Number(process.env.BENCH_SETTLE_MS ?? 3000);
+
+/**
  * Moves every agent to a random replica of its list (as if all had run when the agents
- * started) and waits until each is linked again.
+ * started), waits until each is linked again and what that wrote has settled.
  */
 export async function spreadAgents(set: ReplicaSet): Promise<void> {
   await ask(set.worker, { type: "mark" }, "marked");
   await ask(set.worker, { type: "spread" }, "spread");
   await ask(set.worker, { type: "relinked", timeoutMs: 180_000 }, "relinked");
+  await new Promise((r) => setTimeout(r, SETTLE_MS));
 }
 
 /** A restart claimed by `owner` (undefined: by whichever replica claims it), measured. */
