@@ -47,7 +47,7 @@ export async function agentsPerReplica(
 
 /**
  * How long after the agents linked again a restart starts: the replicas write what the new
- * links changed (presence, 100 ms later, in one transaction per replica holding ~100 host rows
+ * links changed (presence, 100 ms later, in one transaction per replica holding its hosts' rows
  * locked while its updates run) after the agents count themselves linked; measured at once,
  * those writes fell into the restart's window and stalled its report writes behind their locks.
  */
