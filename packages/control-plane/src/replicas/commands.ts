@@ -166,11 +166,14 @@ export async function markSent(
  */
 export async function recordAnswers(db: Db, answers: readonly Answer[]): Promise<Set<string>> {
   if (answers.length === 0) return new Set();
-  const batch = rowsOf(answers, {
-    r_id: { key: "id", type: "text" },
-    r_host: { key: "hostId", type: "text" },
-    r_result: { key: "result", type: "json" },
-  });
+  const batch = rowsOf(
+    answers.map((a) => ({ ...a })),
+    {
+      r_id: { key: "id", type: "text" },
+      r_host: { key: "hostId", type: "text" },
+      r_result: { key: "result", type: "json" },
+    },
+  );
   const rows = await db
     .update(agentCommands)
     .set({ state: "answered", result: sql`r.r_result` })
