@@ -17,8 +17,8 @@ import { type SQL, sql } from "drizzle-orm";
  * - The notifications of one event-loop turn go out in one statement (StatementBatch), each
  *   with its own payload as before: a rollout batch's hundred commands to hosts linked
  *   elsewhere, or a hundred answers, cost one round trip and one transaction, and wake each
- *   listening backend once, not a hundred times (a statement per NOTIFY was a third of
- *   PostgreSQL's CPU in a rollout with the agents spread over three replicas: README "3.57×").
+ *   listening backend once, not a hundred times (issue 18: a rollout with the agents spread
+ *   over three replicas sent one statement per command and per answer).
  *   Identical payloads on one channel within a transaction reach listeners once (PostgreSQL's
  *   rule); a wake-up said twice means no more than once.
  */
