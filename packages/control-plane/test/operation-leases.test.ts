@@ -1,19 +1,16 @@
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { firstRow, operations, type Store } from "@keelson/db";
 import { eq } from "drizzle-orm";
 import pino from "pino";
 import { afterEach, describe, expect, it } from "vitest";
-import { dropDatabaseFor } from "../../../test/support/postgres-database.ts";
 import { createProject } from "../src/domain/projects/projects.ts";
 import { channelsOf, inProcessChannels } from "../src/replicas/channels.ts";
 import { claimableOperations, claimOperation, LeaseLost, type LeaseOptions } from "../src/runner/leases.ts";
 import { OperationRunner } from "../src/runner/runner.ts";
 import { recordOperation } from "../src/runner/store.ts";
 import { OperationInterrupted, type OperationKind, type StepContext } from "../src/runner/types.ts";
-import { openTestStore, TEST_DIALECT } from "./helpers.ts";
+import { TEST_DIALECT } from "./helpers.ts";
+import { storesOnOneDatabase } from "./replica-fixtures.ts";
 
 /**
  * Operations claimed by several replicas on one database (issue 17): each runner here has a
@@ -26,19 +23,6 @@ const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
-
-/** `n` stores on one fresh database, closed (and the database dropped) after the test. */
-async function storesOnOneDatabase(n: number): Promise<Store[]> {
-  const dataDir = mkdtempSync(join(tmpdir(), "keelson-leases-"));
-  const stores: Store[] = [];
-  for (let i = 0; i < n; i++) stores.push(await openTestStore(dataDir));
-  cleanups.push(async () => {
-    for (const s of stores) await s.close();
-    rmSync(dataDir, { recursive: true, force: true });
-    if (TEST_DIALECT === "postgres") await dropDatabaseFor(dataDir);
-  });
-  return stores;
-}
 
 function runnerOn(store: Store, replicaId: string, lease: Partial<LeaseOptions> = {}): OperationRunner {
   const runner = new OperationRunner(store.db, silent, undefined, {
@@ -89,7 +73,7 @@ async function untilAborted(ctx: StepContext): Promise<void> {
 
 describe("operations claimed with leases and fences", () => {
   it("two replicas racing for 100 pending operations run each exactly once, one at a time per target, in order", async () => {
-    const [sa, sb] = (await storesOnOneDatabase(2)) as [Store, Store];
+    const [sa, sb] = (await storesOnOneDatabase(2, cleanups)) as [Store, Store];
     const projectId = (await createProject(sa.db, "p")).id;
     const runs: { id: string; target: string; replica: string; start: number; end: number }[] = [];
     const ids: string[] = [];
@@ -149,7 +133,7 @@ describe("operations claimed with leases and fences", () => {
   });
 
   it("refuses every write of a former owner once another claim raised the fence, and stops its step work", async () => {
-    const [sa, sb] = (await storesOnOneDatabase(2)) as [Store, Store];
+    const [sa, sb] = (await storesOnOneDatabase(2, cleanups)) as [Store, Store];
     const projectId = (await createProject(sa.db, "p")).id;
     const a = runnerOn(sa, "replica-a", { renewMs: 60_000, deadlineMs: 120_000, leaseMs: 300_000 });
     let ctxA: StepContext | undefined;
@@ -193,7 +177,7 @@ describe("operations claimed with leases and fences", () => {
   });
 
   it("a renewal that finds its lease taken stops the step at once", async () => {
-    const [sa, sb] = (await storesOnOneDatabase(2)) as [Store, Store];
+    const [sa, sb] = (await storesOnOneDatabase(2, cleanups)) as [Store, Store];
     const projectId = (await createProject(sa.db, "p")).id;
     const a = runnerOn(sa, "replica-a", { renewMs: 60_000, deadlineMs: 120_000, leaseMs: 300_000 });
     let ctxA: StepContext | undefined;
@@ -217,7 +201,7 @@ describe("operations claimed with leases and fences", () => {
   });
 
   it("a replica cut off from renewing fences itself before its lease runs out, then takes the operation up again", async () => {
-    const [store] = (await storesOnOneDatabase(1)) as [Store];
+    const [store] = (await storesOnOneDatabase(1, cleanups)) as [Store];
     const projectId = (await createProject(store.db, "p")).id;
     let cut = false;
     const a = runnerOn(store, "replica-a", {
@@ -264,7 +248,7 @@ describe("operations claimed with leases and fences", () => {
    * takes the operation over: the time from A's stop to B's step, and the row at the end.
    */
   async function gracefulHandover(leases: { a: Partial<LeaseOptions>; b: Partial<LeaseOptions> }, wake: boolean) {
-    const [sa, sb] = (await storesOnOneDatabase(2)) as [Store, Store];
+    const [sa, sb] = (await storesOnOneDatabase(2, cleanups)) as [Store, Store];
     // On SQLite the two stores share one file, and one process's channels, as two apps would.
     const shared = inProcessChannels();
     const channels = (s: Store) => (wake ? { channels: TEST_DIALECT === "sqlite" ? shared : channelsOf(s) } : {});
@@ -319,7 +303,7 @@ describe("operations claimed with leases and fences", () => {
   });
 
   it("a drain hands over what it holds at once and claims nothing more, while it goes on renewing", async () => {
-    const [sa, sb] = (await storesOnOneDatabase(2)) as [Store, Store];
+    const [sa, sb] = (await storesOnOneDatabase(2, cleanups)) as [Store, Store];
     const projectId = (await createProject(sa.db, "p")).id;
     const a = runnerOn(sa, "replica-a", { leaseMs: 10_000, renewMs: 100, deadlineMs: 7_000 });
     const b = runnerOn(sb, "replica-b", { leaseMs: 10_000, renewMs: 200, deadlineMs: 7_000 });
@@ -359,7 +343,7 @@ describe("operations claimed with leases and fences", () => {
   });
 
   it("leaves an operation of a kind it does not know pending for a replica that knows it", async () => {
-    const [sa, sb] = (await storesOnOneDatabase(2)) as [Store, Store];
+    const [sa, sb] = (await storesOnOneDatabase(2, cleanups)) as [Store, Store];
     const projectId = (await createProject(sa.db, "p")).id;
     const older = runnerOn(sa, "replica-old");
     const ran: string[] = [];
@@ -388,7 +372,7 @@ describe("operations claimed with leases and fences", () => {
   });
 
   it("two operations on one target recorded in the same millisecond: only the lower id may be claimed until it ends", async () => {
-    const [sa, sb] = (await storesOnOneDatabase(2)) as [Store, Store];
+    const [sa, sb] = (await storesOnOneDatabase(2, cleanups)) as [Store, Store];
     const projectId = (await createProject(sa.db, "p")).id;
     const ops = [];
     for (let i = 0; i < 2; i++) {

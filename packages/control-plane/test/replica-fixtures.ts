@@ -1,12 +1,15 @@
+import { mkdtempSync, rmSync } from "node:fs";
 import type { AddressInfo } from "node:net";
-import { hostname } from "node:os";
+import { hostname, tmpdir } from "node:os";
+import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { databaseTime, dialectOf, replicas } from "@keelson/db";
+import { databaseTime, dialectOf, replicas, type Store } from "@keelson/db";
 import { AGENT_LINK_PATH } from "@keelson/protocol";
 import { registerFleet, SimAgent, type SimBehaviour } from "../../../test/sim/index.ts";
+import { dropDatabaseFor } from "../../../test/support/postgres-database.ts";
 import { inProcessChannels } from "../src/replicas/channels.ts";
 import type { ServerSettings } from "../src/settings.ts";
-import { ADMIN_TOKEN, createTestApp, TEST_DIALECT, type TestApp } from "./helpers.ts";
+import { ADMIN_TOKEN, createTestApp, openTestStore, TEST_DIALECT, type TestApp } from "./helpers.ts";
 
 /** Control planes as replicas of one database, and agents linked to one of them (agent-links, agent-commands tests). */
 
@@ -32,6 +35,23 @@ export async function replicaRow(t: TestApp, id: string, agoMs: number): Promise
     startedAt: at,
     heartbeatAt: at,
   });
+}
+
+/**
+ * `n` stores on one fresh database (a second connection to the SQLite file, or a second pool on
+ * PostgreSQL, as two control-plane processes have), closed and the database dropped by the
+ * cleanup pushed on `cleanups`.
+ */
+export async function storesOnOneDatabase(n: number, cleanups: (() => Promise<void>)[]): Promise<Store[]> {
+  const dataDir = mkdtempSync(join(tmpdir(), "keelson-replicas-"));
+  const stores: Store[] = [];
+  for (let i = 0; i < n; i++) stores.push(await openTestStore(dataDir));
+  cleanups.push(async () => {
+    for (const s of stores) await s.close();
+    rmSync(dataDir, { recursive: true, force: true });
+    if (TEST_DIALECT === "postgres") await dropDatabaseFor(dataDir);
+  });
+  return stores;
 }
 
 export async function listening(t: TestApp): Promise<{ base: string; link: string }> {

@@ -46,13 +46,22 @@ export async function agentsPerReplica(
 }
 
 /**
+ * How long after the agents linked again a restart starts: the replicas write what the new
+ * links changed (presence, 100 ms later, in one transaction per replica holding its hosts' rows
+ * locked while its updates run) after the agents count themselves linked; measured at once,
+ * those writes fell into the restart's window and stalled its report writes behind their locks.
+ */
+const SETTLE_MS = Number(process.env.BENCH_SETTLE_MS ?? 3000);
+
+/**
  * Moves every agent to a random replica of its list (as if all had run when the agents
- * started) and waits until each is linked again.
+ * started), waits until each is linked again and what that wrote has settled.
  */
 export async function spreadAgents(set: ReplicaSet): Promise<void> {
   await ask(set.worker, { type: "mark" }, "marked");
   await ask(set.worker, { type: "spread" }, "spread");
   await ask(set.worker, { type: "relinked", timeoutMs: 180_000 }, "relinked");
+  await new Promise((r) => setTimeout(r, SETTLE_MS));
 }
 
 /** A restart claimed by `owner` (undefined: by whichever replica claims it), measured. */
@@ -66,6 +75,9 @@ export async function measuredRestart(
   const agentsOn = await agentsPerReplica(set);
   const before = await set.restarts();
   const cpu0 = set.cpu(pg);
+  // The monotonic clock of a replica's CPU profile (BENCH_SERVER_NODE_ARGS="--cpu-prof …"), in
+  // µs: cpu-profile-top.ts reads the restart's window with these.
+  const us0 = process.hrtime.bigint() / 1000n;
   const t0 = performance.now();
   const op = await set.restartClaimedBy(owner, percent);
   const via = (owner?.server ?? set.running()[0]) as BenchServer;
@@ -73,7 +85,7 @@ export async function measuredRestart(
   const cpu1 = set.cpu(pg);
   const counts = restartDeltas(before, await set.restarts());
   log(
-    `${label}: restart ${done.op.state} in ${done.wallMs.toFixed(0)} ms${done.op.error ? ` (${done.op.error})` : ""}`,
+    `${label}: restart ${done.op.state} in ${done.wallMs.toFixed(0)} ms${done.op.error ? ` (${done.op.error})` : ""}, monotonic µs ${us0}–${process.hrtime.bigint() / 1000n}`,
   );
   return {
     label,

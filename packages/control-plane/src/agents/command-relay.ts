@@ -109,10 +109,13 @@ export class CommandRelay {
       const found = new Map((await answerOf(db, ids)).map((r) => [r.id, r]));
       return ids.map((id) => found.get(id));
     });
-    this.answers = new StatementBatch(async (answers) => {
-      const recorded = await recordAnswers(db, answers);
-      return answers.map((a) => recorded.has(a.id));
-    });
+    this.answers = new StatementBatch(
+      async (answers) => {
+        const recorded = await recordAnswers(db, answers);
+        return answers.map((a) => recorded.has(a.id));
+      },
+      { keyOf: (a) => a.id },
+    );
   }
 
   /** Listens on the channels; each (re)subscription catches up on what may have been missed. */

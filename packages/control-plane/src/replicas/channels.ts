@@ -1,5 +1,5 @@
 import { EventEmitter } from "node:events";
-import type { PostgresStore, Store } from "@keelson/db";
+import { firstColumn, type PostgresStore, StatementBatch, type Store } from "@keelson/db";
 import { type SQL, sql } from "drizzle-orm";
 
 /**
@@ -14,6 +14,13 @@ import { type SQL, sql } from "drizzle-orm";
  * - Payloads are ids, never documents: NOTIFY refuses more than 8,000 bytes, and the reader
  *   reads the row anyway. `notify` refuses a payload over the limit before sending it.
  * - A NOTIFY also reaches its own sender's listeners (as the emitter does on SQLite).
+ * - The notifications of one event-loop turn go out in one statement (StatementBatch), each
+ *   with its own payload as before: a rollout batch's hundred commands to hosts linked
+ *   elsewhere, or a hundred answers, cost one round trip and one transaction, and wake each
+ *   listening backend once, not a hundred times (issue 18: a rollout with the agents spread
+ *   over three replicas sent one statement per command and per answer).
+ *   Identical payloads on one channel within a transaction reach listeners once (PostgreSQL's
+ *   rule); a wake-up said twice means no more than once.
  */
 
 /** The channels, by what they carry; their names in the database are the values. */
@@ -72,15 +79,21 @@ export function channelsOf(store: Store): Channels {
 }
 
 function postgresChannels(store: PostgresStore): Channels {
-  const sql = store.client;
+  // In arrival order: the rows of json_array_elements come in array order, pg_notify queues
+  // them in that order, and a transaction's notifications are delivered in the order queued.
+  const notifications = new StatementBatch<[string, string], void>(async (items) => {
+    const query = sql`select pg_notify(n->>0, n->>1) from json_array_elements(${JSON.stringify(items)}::json) as n`;
+    await firstColumn(store.db, query);
+    return items.map(() => undefined);
+  });
   return {
     async listen(channel, handler, onListen) {
-      const meta = await sql.listen(CHANNELS[channel], handler, onListen);
+      const meta = await store.client.listen(CHANNELS[channel], handler, onListen);
       return () => meta.unlisten();
     },
     async notify(channel, payload) {
       checkPayload(channel, payload);
-      await sql.notify(CHANNELS[channel], payload);
+      await notifications.add([CHANNELS[channel], payload]);
     },
   };
 }

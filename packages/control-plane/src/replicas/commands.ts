@@ -136,10 +136,13 @@ export async function markSent(
   db: Db,
   which: { ids: readonly string[] } | { hostIds: readonly string[] },
 ): Promise<SendableCommand[]> {
+  // One statement text for any number of ids (inJsonArray), prepared once per connection: the
+  // holder of spread agents' links marks a few commands at a time, a new count each time.
+  const dialect = dialectOf(db);
   const scope =
     "ids" in which
-      ? and(inArray(agentCommands.id, [...which.ids]), eq(agentCommands.state, "pending"))
-      : inArray(agentCommands.hostId, [...which.hostIds]);
+      ? and(inJsonArray(dialect, agentCommands.id, which.ids), eq(agentCommands.state, "pending"))
+      : inJsonArray(dialect, agentCommands.hostId, which.hostIds);
   if (("ids" in which ? which.ids : which.hostIds).length === 0) return [];
   return await db
     .update(agentCommands)
@@ -156,28 +159,29 @@ export async function markSent(
 
 /**
  * Records agents' answers, each only for a command of the host that answers it and not
- * answered yet; answers the ids recorded (a late or repeated answer is not).
+ * answered yet; answers the ids recorded (a late or repeated answer is not). The answers are
+ * joined as rows (rowsOf: a few statement texts for any number, where a CASE per answer was a
+ * new text, parsed and described again, for every count). An id once per call (the caller's
+ * batch keys on it): an UPDATE … FROM with two source rows for one target applies either.
  */
 export async function recordAnswers(db: Db, answers: readonly Answer[]): Promise<Set<string>> {
   if (answers.length === 0) return new Set();
-  const byId = (value: (a: Answer) => string) =>
-    sql`case ${agentCommands.id} ${sql.join(
-      answers.map((a) => sql`when ${a.id} then ${value(a)}`),
-      sql` `,
-    )} end`;
+  const batch = rowsOf(
+    answers.map((a) => ({ ...a })),
+    {
+      r_id: { key: "id", type: "text" },
+      r_host: { key: "hostId", type: "text" },
+      r_result: { key: "result", type: "json" },
+    },
+  );
   const rows = await db
     .update(agentCommands)
-    .set({ state: "answered", result: byId((a) => JSON.stringify(a.result)) })
+    .set({ state: "answered", result: sql`r.r_result` })
+    .from(sql`${batch} as r`)
     .where(
       and(
-        inArray(
-          agentCommands.id,
-          answers.map((a) => a.id),
-        ),
-        eq(
-          agentCommands.hostId,
-          byId((a) => a.hostId),
-        ),
+        eq(agentCommands.id, sql`r.r_id`),
+        eq(agentCommands.hostId, sql`r.r_host`),
         inArray(agentCommands.state, ["pending", "sent", "expired"]),
       ),
     )

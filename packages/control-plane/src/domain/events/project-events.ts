@@ -78,8 +78,10 @@ export class ProjectEventFanout {
   private delivered = 0;
   /** This replica's appends sent and not yet delivered. */
   private inflight = 0;
-  /** The newest id notified while an own append was in flight. */
+  /** The newest id notified (read up to it once no own append is in flight). */
   private notified = 0;
+  /** A read of what was notified is queued and has not started: later notifications join it. */
+  private readQueued = false;
   /** Deliveries, one after another, in id order. */
   private chain: Promise<void> = Promise.resolve();
   private unlisten: (() => Promise<void>) | undefined;
@@ -215,18 +217,25 @@ export class ProjectEventFanout {
     );
   }
 
-  /** What other replicas notified while an own append was in flight, once none is. */
+  /** What other replicas notified, up to the newest id, once no own append of this replica is in flight. */
   private async readNotified(): Promise<void> {
     if (this.inflight === 0 && this.notified > this.delivered) await this.readOthers(this.notified);
   }
 
+  /**
+   * One read for the notifications that came while the chain was busy (each replica's append
+   * batch notifies; with agents spread over three replicas the owner of a rollout got a read per
+   * notification): up to the newest id notified, committed like every id below it.
+   */
   private onNotified(newest: number): void {
     if (!Number.isSafeInteger(newest)) return;
+    this.notified = Math.max(this.notified, newest);
+    if (this.readQueued) return;
+    this.readQueued = true;
     this.enqueue(async () => {
-      if (newest <= this.delivered) return;
-      // An own append on its way may hold ids below `newest`: read after it is delivered.
-      if (this.inflight > 0) this.notified = Math.max(this.notified, newest);
-      else await this.readOthers(newest);
+      this.readQueued = false;
+      // An own append on its way may hold ids below the newest: read after it is delivered.
+      await this.readNotified();
     });
   }
 
