@@ -2,8 +2,8 @@ import { join } from "node:path";
 import { brotliDecompressSync, gunzipSync } from "node:zlib";
 import {
   cloudProviders,
-  clusterChanges,
   clusterChangeStamp,
+  clusterChanges,
   clusters,
   nodes,
   openSqliteConnection,
@@ -163,12 +163,16 @@ describe("SnapshotCache", () => {
 
   it("logs a batch of node changes once per transaction and cluster on PostgreSQL (a row per node on SQLite)", async () => {
     const [c1, c2] = [await insertCluster(t.db, t.projectId, "c1"), await insertCluster(t.db, t.projectId, "c2")];
-    const hosts = [];
+    const hosts: string[] = [];
     for (const [i, clusterId] of [c1, c1, c1, c2].entries())
       hosts.push((await insertHost(t.db, t.projectId, { name: `n${i}`, clusterId, status: "ok" })).id);
     const rowsOf = async (clusterId: string) =>
       (await t.db.select().from(clusterChanges).where(eq(clusterChanges.clusterId, clusterId))).length;
-    const before = { c1: await rowsOf(c1), c2: await rowsOf(c2), stamp: await clusterChangeStamp(t.db, t.projectId, c1) };
+    const before = {
+      c1: await rowsOf(c1),
+      c2: await rowsOf(c2),
+      stamp: await clusterChangeStamp(t.db, t.projectId, c1),
+    };
     // One statement (a batch of reports) changing three nodes of c1 and one of c2.
     await t.db.update(nodes).set({ status: "converging" }).where(inArray(nodes.id, hosts));
     const once = t.store.dialect === "postgres";
@@ -177,7 +181,10 @@ describe("SnapshotCache", () => {
     const stamp = await clusterChangeStamp(t.db, t.projectId, c1);
     expect(stamp).not.toBe(before.stamp);
     // The next transaction logs again, and a transaction rolled back logs nothing.
-    await t.db.update(nodes).set({ status: "ok" }).where(inArray(nodes.id, hosts.slice(0, 2)));
+    await t.db
+      .update(nodes)
+      .set({ status: "ok" })
+      .where(inArray(nodes.id, hosts.slice(0, 2)));
     expect((await rowsOf(c1)) - before.c1).toBe(once ? 2 : 5);
     expect(await clusterChangeStamp(t.db, t.projectId, c1)).not.toBe(stamp);
     await expect(
