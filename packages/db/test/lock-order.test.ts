@@ -1,7 +1,10 @@
 import { and, eq, inArray, type SQL, sql } from "drizzle-orm";
+import { PgDialect } from "drizzle-orm/pg-core";
+import postgres from "postgres";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { freshDatabaseUrl } from "../../../test/support/postgres-database.ts";
 import { cloudProviders, nodePools, nodes, projects } from "../src/schema.ts";
-import { lockedInIdOrder, lockIds, lockRows, openStore, rowsOf, type Store } from "../src/store/index.ts";
+import { inJsonArray, lockedInIdOrder, lockIds, lockRows, openStore, rowsOf, type Store } from "../src/store/index.ts";
 import { optionsFor } from "./store-options.ts";
 
 /**
@@ -16,8 +19,11 @@ const ROUNDS = 150;
 let store: Store;
 const ids = Array.from({ length: HOSTS }, (_, i) => `h${String(i).padStart(2, "0")}`);
 
+let url: string;
+
 beforeAll(async () => {
-  store = await openStore(await optionsFor("postgres"));
+  url = await freshDatabaseUrl();
+  store = await openStore(await optionsFor("postgres", url));
   const { db } = store;
   await db.insert(projects).values({ id: "p", name: "p" });
   await db.insert(cloudProviders).values({ id: "cp", projectId: "p", name: "n", type: "local" });
@@ -111,5 +117,46 @@ describe("lockIds on PostgreSQL", () => {
         )
         .where(eq(nodes.id, sql`r.r_host`)),
     );
+  });
+});
+
+describe("inJsonArray on PostgreSQL", () => {
+  it("finds the rows it names through the primary key, never by reading the whole table", async () => {
+    const { db } = store;
+    const many = Array.from({ length: 2000 }, (_, i) => ({
+      id: `bulk-${i}`,
+      projectId: "p",
+      nodePoolId: "np",
+      name: `bulk-${i}`,
+    }));
+    await db.insert(nodes).values(many);
+    try {
+      const client = postgres(url, { max: 1, onnotice: () => {} });
+      const dialect = new PgDialect();
+      try {
+        await client`analyze nodes`;
+        const named = many.slice(0, 35).map((n) => n.id);
+        const plans = [
+          sql`explain select id from nodes where ${inJsonArray("postgres", nodes.id, named)}`,
+          sql`explain select * from ${lockedInIdOrder(nodes, named)} l`,
+        ];
+        for (const plan of plans) {
+          const query = dialect.sqlToQuery(plan);
+          const rows = await client.unsafe(query.sql, query.params as string[]);
+          const text = rows.map((row) => Object.values(row)[0]).join("\n");
+          expect(text).toContain("nodes_pkey");
+          expect(text).not.toMatch(/Seq Scan on nodes/);
+        }
+      } finally {
+        await client.end({ timeout: 1 });
+      }
+    } finally {
+      await db.delete(nodes).where(
+        inArray(
+          nodes.id,
+          many.map((n) => n.id),
+        ),
+      );
+    }
   });
 });

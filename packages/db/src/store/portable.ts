@@ -209,7 +209,11 @@ export function inJsonArray(dialect: Dialect, column: SQLWrapper, ids: readonly 
   const json = JSON.stringify(ids);
   return dialect === "sqlite"
     ? sql`${column} in (select value from json_each(${json}))`
-    : sql`${column} in (select json_array_elements_text(cast(${json} as json)))`;
+    : // An array built once (an InitPlan) and matched with `= any`, so the column's index finds
+      // the rows: as `in (select …)` PostgreSQL joined the set to the whole table, a scan of
+      // every node for each batch of reports (0.28 ms against 0.13 for 35 of 1,001 nodes, and
+      // growing with the table).
+      sql`${column} = any(array(select json_array_elements_text(cast(${json} as json))))`;
 }
 
 /**
