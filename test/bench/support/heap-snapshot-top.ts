@@ -6,9 +6,11 @@
 import { readFileSync } from "node:fs";
 
 interface Snapshot {
-  snapshot: { meta: { node_fields: string[]; node_types: [string[]] } };
+  snapshot: { meta: { node_fields: string[]; node_types: [string[]]; location_fields?: string[] } };
   nodes: number[];
   strings: string[];
+  /** Where each closure's function is (object_index, script_id, line, column): anonymous ones are told apart by it. */
+  locations?: number[];
 }
 
 type Tally = Map<string, { count: number; bytes: number }>;
@@ -23,13 +25,18 @@ function tally(file: string): { byKind: Tally; total: number } {
   const sizeAt = fields.indexOf("self_size");
   const byKind: Tally = new Map();
   let total = 0;
+  // An anonymous closure is named by its script and line (0-based, as V8 counts them).
+  const where = new Map<number, string>();
+  const loc = s.snapshot.meta.location_fields ?? [];
+  for (let i = 0; s.locations && i < s.locations.length; i += loc.length)
+    where.set(s.locations[i] as number, `@${s.locations[i + 1]}:${(s.locations[i + 2] as number) + 1}`);
   for (let i = 0; i < s.nodes.length; i += width) {
     const type = types[s.nodes[i + typeAt] as number] as string;
     // Strings and code are told apart by type only: their names are their contents.
     const name = ["string", "concatenated string", "sliced string", "code", "number"].includes(type)
       ? ""
       : (s.strings[s.nodes[i + nameAt] as number] ?? "").slice(0, 60);
-    const key = `${type} ${name}`.trim();
+    const key = `${type} ${name}${type === "closure" ? (where.get(i) ?? "") : ""}`.trim();
     const bytes = s.nodes[i + sizeAt] as number;
     const t = byKind.get(key) ?? { count: 0, bytes: 0 };
     t.count++;

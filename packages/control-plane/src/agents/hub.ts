@@ -28,7 +28,7 @@ import { reapDeadLinks, resetStalePresence } from "./link-reap.ts";
 import { DRAINING, type LinkRefusal, SHUTTING_DOWN, UpgradeGate, type UpgradeHandler } from "./link-upgrade.ts";
 import { agentEvent, NodeEvents } from "./node-events.ts";
 import { NodeFrameAnswers } from "./node-frames.ts";
-import { AgentSession, CapabilitySets, SessionRegistry } from "./sessions.ts";
+import { AgentSession, AgentSocket, CapabilitySets, SessionRegistry, sessionOf } from "./sessions.ts";
 
 export interface AgentHubOptions {
   /** Everything the link asks of the domain (authentication, presence, reports, signing). */
@@ -118,6 +118,7 @@ export class AgentHub {
       clientTracking: false,
       maxPayload: 4 * MAX_FRAME_BYTES,
       perMessageDeflate: false,
+      WebSocket: AgentSocket,
     });
     this.gate = new UpgradeGate({
       log: options.log,
@@ -126,7 +127,9 @@ export class AgentHub {
       open: () => this.sockets.size,
       closedTo: () => this.closedTo,
       admit: (request, socket, head, auth) =>
-        this.wss.handleUpgrade(request, socket, head, (ws) => this.onConnection(ws, auth.hostId, auth.projectId)),
+        this.wss.handleUpgrade(request, socket, head, (ws) =>
+          this.onConnection(ws as AgentSocket, auth.hostId, auth.projectId),
+        ),
     });
   }
 
@@ -269,7 +272,37 @@ export class AgentHub {
 
   // ---- connection lifecycle -------------------------------------------------------------
 
-  private onConnection(ws: WebSocket, hostId: string, projectId: string): void {
+  /**
+   * The listeners of every link's socket, shared by all of them: each finds its session on the
+   * socket it is called on (AgentSocket), so a link holds no closures of its own.
+   */
+  private readonly linkListeners = AgentHub.linkListenersOf(this);
+
+  private static linkListenersOf(hub: AgentHub) {
+    // ws calls a listener on the socket; `this` is typed as its own WebSocket class.
+    return {
+      message(this: WebSocket, data: RawFrame): void {
+        const session = sessionOf(this);
+        if (session) hub.onFrame(session, data);
+      },
+      pong(this: WebSocket): void {
+        const session = sessionOf(this);
+        if (!session) return;
+        session.missedPongs = 0;
+        hub.presence.touch(session.hostId);
+      },
+      error(this: WebSocket, err: Error): void {
+        const session = sessionOf(this);
+        if (session) hub.log.debug({ err, hostId: session.hostId, session: session.id }, "agent socket error");
+      },
+      close(this: WebSocket, code: number, reason: Buffer): void {
+        const session = sessionOf(this);
+        if (session) hub.onClose(session, code, reason.toString());
+      },
+    };
+  }
+
+  private onConnection(ws: AgentSocket, hostId: string, projectId: string): void {
     const session = new AgentSession(ws, hostId, projectId);
     if (this.closedTo) {
       session.close(CloseCode.GOING_AWAY, this.closedTo.message);
@@ -281,18 +314,18 @@ export class AgentHub {
       () => session.close(CloseCode.HELLO_TIMEOUT, `no hello within ${this.helloTimeoutMs} ms`),
       this.helloTimeoutMs,
     );
-    ws.on("message", (data: RawFrame) =>
-      session.enqueue(
-        () => this.onMessage(session, data),
-        (err) => this.log.error({ err, hostId, session: session.id }, "handling an agent frame failed"),
-      ),
+    ws.on("message", this.linkListeners.message);
+    ws.on("pong", this.linkListeners.pong);
+    ws.on("error", this.linkListeners.error);
+    ws.on("close", this.linkListeners.close);
+  }
+
+  /** A frame of the link, handled after the ones before it (AgentSession.enqueue). */
+  private onFrame(session: AgentSession, data: RawFrame): void {
+    session.enqueue(
+      () => this.onMessage(session, data),
+      (err) => this.log.error({ err, hostId: session.hostId, session: session.id }, "handling an agent frame failed"),
     );
-    ws.on("pong", () => {
-      session.missedPongs = 0;
-      this.presence.touch(hostId);
-    });
-    ws.on("error", (err) => this.log.debug({ err, hostId, session: session.id }, "agent socket error"));
-    ws.on("close", (code, reason) => this.onClose(session, code, reason.toString()));
   }
 
   private onClose(session: AgentSession, code: number, reason: string): void {

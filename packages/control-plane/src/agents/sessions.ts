@@ -1,10 +1,24 @@
 import type { CommandFrame, ControlFrame } from "@keelson/protocol";
 import { closeReason, encodeFrame } from "@keelson/protocol";
-import type WebSocket from "ws";
+import { WebSocket } from "ws";
 
 let nextSessionId = 1;
 
 const NO_CAPABILITIES: ReadonlySet<string> = new Set();
+
+/**
+ * A link's WebSocket (the hub's server creates these: its `WebSocket` option), pointing at its
+ * session so that one set of listeners serves every link: each listener finds the session on
+ * the socket it is called on, and a link holds no closures of its own (thousands of links).
+ */
+export class AgentSocket extends WebSocket {
+  session: AgentSession | undefined = undefined;
+}
+
+/** The session of a socket the hub's server made (undefined until the hub made one for it). */
+export function sessionOf(ws: WebSocket): AgentSession | undefined {
+  return (ws as AgentSocket).session;
+}
 
 /** Command ids a session remembers having sent (sendCommand). */
 const COMMANDS_REMEMBERED = 256;
@@ -33,10 +47,12 @@ export class AgentSession {
   private commandsSent: Set<string> | undefined;
 
   constructor(
-    readonly socket: WebSocket,
+    readonly socket: AgentSocket,
     readonly hostId: string,
     readonly projectId: string,
-  ) {}
+  ) {
+    socket.session = this;
+  }
 
   get open(): boolean {
     return this.socket.readyState === this.socket.OPEN;
