@@ -1,4 +1,4 @@
-import { and, eq, isNull, lt, or, type SQL, type SQLWrapper, sql } from "drizzle-orm";
+import { and, eq, isNull, lt, type SQL, type SQLWrapper, sql } from "drizzle-orm";
 import { clusterChanges } from "../schema.ts";
 import { databaseTime, dialectOf, perDatabase, prepare } from "./portable.ts";
 import type { Db } from "./types.ts";
@@ -6,16 +6,24 @@ import type { Db } from "./types.ts";
 /** Rows older than this are pruned: a stamp only has to outlive the read it guards. */
 export const CLUSTER_CHANGES_RETENTION_MS = 60_000;
 
-/** The rows a read of the project's clusters (or, with `clusterId`, of that one) depends on. */
-function changesOf(projectId: SQLWrapper, clusterId?: SQLWrapper): SQL | undefined {
+/**
+ * The stamp of a project's cluster list (or, with `clusterId`, of that cluster's record) as text,
+ * `count:sum of ids`: one scalar subquery, so a read can bring it from its own snapshot. A
+ * record's stamp counts its cluster's rows and the project-wide ones (a provider or pool
+ * renamed) as two lookups of the (project, cluster, id) index: written as one condition with an
+ * OR, SQLite read every row of the project for it, thousands during a rollout or after a burst
+ * of creates, at every read of a record.
+ */
+function stampOf(projectId: SQLWrapper, clusterId?: SQLWrapper): SQL<string> {
+  const counted = (where: SQL | undefined) =>
+    sql`select count(*) as n, sum(${clusterChanges.id}) as s from ${clusterChanges} where ${where}`;
   const project = eq(clusterChanges.projectId, projectId);
-  return clusterId === undefined
-    ? project
-    : and(project, or(eq(clusterChanges.clusterId, clusterId), isNull(clusterChanges.clusterId)));
+  const parts =
+    clusterId === undefined
+      ? counted(project)
+      : sql`${counted(and(project, eq(clusterChanges.clusterId, clusterId)))} union all ${counted(and(project, isNull(clusterChanges.clusterId)))}`;
+  return sql<string>`(select cast(sum(n) as text) || ':' || coalesce(cast(sum(s) as text), '0') from (${parts}) as stamp_parts)`;
 }
-
-/** The stamp as text, `count:sum of ids`, written once for both of its uses below. */
-const stampText = sql<string>`cast(count(*) as text) || ':' || coalesce(cast(sum(${clusterChanges.id}) as text), '0')`;
 
 /**
  * The stamp as a column of another read: a subquery that the same statement, and so the same
@@ -23,16 +31,16 @@ const stampText = sql<string>`cast(count(*) as text) || ':' || coalesce(cast(sum
  * log to know that nothing changed while it read (http/snapshot-cache.ts).
  */
 export function clusterChangeStampColumn(projectId: SQLWrapper, clusterId?: SQLWrapper): SQL<string> {
-  return sql<string>`(select ${stampText} from ${clusterChanges} where ${changesOf(projectId, clusterId)})`;
+  return stampOf(projectId, clusterId);
 }
 
 function prepareStamps(db: Db) {
   const projectId = sql.placeholder("projectId");
   const clusterId = sql.placeholder("clusterId");
-  const stamp = () => db.select({ stamp: stampText }).from(clusterChanges);
+  const alone = (stamp: SQL<string>) => db.select({ stamp }).from(sql`(select 1) as one`);
   return {
-    project: prepare(db, "cluster_changes_project", stamp().where(changesOf(projectId))),
-    cluster: prepare(db, "cluster_changes_cluster", stamp().where(changesOf(projectId, clusterId))),
+    project: prepare(db, "cluster_changes_project", alone(stampOf(projectId))),
+    cluster: prepare(db, "cluster_changes_cluster", alone(stampOf(projectId, clusterId))),
   };
 }
 
@@ -54,7 +62,7 @@ export async function clusterChangeStamp(db: Db, projectId: string, clusterId?: 
     clusterId === undefined
       ? await statements.project.get({ projectId })
       : await statements.cluster.get({ projectId, clusterId });
-  // An aggregate without GROUP BY always gives its one row.
+  // The one-row derived table always gives its row.
   return row?.stamp ?? "0:0";
 }
 
