@@ -79,13 +79,20 @@ function prepareReads(db: Db) {
           poolName: nodePools.name,
           nodes,
         })
-        .from(sql`(select ${clusterChangeStampColumn(projectId, clusterId)} as stamp) stamped`)
+        // `limit 1` keeps PostgreSQL from pulling the one-row table up into the join, which
+        // would evaluate the stamp's subquery once per use (twice).
+        .from(sql`(select ${clusterChangeStampColumn(projectId, clusterId)} as stamp limit 1) stamped`)
         .leftJoin(
           clusters,
           and(
-            eq(clusters.id, clusterId),
+            // The key is null when the stamp is the known one: no lookup at all then (a join
+            // condition beside the key left PostgreSQL fetching the row and its joins anyway, a
+            // warm read half again as dear as the stamp alone).
+            eq(
+              clusters.id,
+              sql`case when cast(${sql.placeholder("known")} as text) is null or stamped.stamp <> ${sql.placeholder("known")} then ${clusterId} end`,
+            ),
             eq(clusters.projectId, projectId),
-            sql`(cast(${sql.placeholder("known")} as text) is null or stamped.stamp <> ${sql.placeholder("known")})`,
           ),
         )
         .leftJoin(cloudProviders, eq(cloudProviders.id, clusters.cloudProviderId))
