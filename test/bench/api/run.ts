@@ -5,8 +5,8 @@
 // turns (BENCH_ROUNDS, default 2) so a drifting machine load falls on both alike.
 // Then, over plain HTTP, the list as issue 18 measures it: 16 connections, plain, gzip, brotli
 // (encoded once and cached) and 304 (If-None-Match with the list's ETag), beside a bare Fastify
-// route sending the same list bytes pre-serialised; and a single read cold (right after a write)
-// against warm. Prints figures; never fails on a time.
+// route sending the same list bytes pre-serialised; and a single read after writes against warm
+// (cold-read.ts). Prints figures; never fails on a time.
 //
 // The load generator (autocannon) does not verify the server certificate (it hard-codes
 // rejectUnauthorized: false); its connections are kept alive, so a handshake, and the client's
