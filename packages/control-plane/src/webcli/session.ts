@@ -1,7 +1,7 @@
 import { mkdir, mkdtemp, rm, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { execa, type ResultPromise } from "execa";
+import type { ResultPromise } from "execa";
 import type { FastifyBaseLogger } from "fastify";
 import type { WebSocket } from "ws";
 import type { ServerSettings } from "../settings.ts";
@@ -98,6 +98,9 @@ export class WebCliSession {
   }
 
   private async kubectl(args: string[]): Promise<number> {
+    // Loaded at the first web CLI command, not at start: execa is a hundred modules that an
+    // idle server (and one holding thousands of agent links) would keep in memory for nothing.
+    const { execa } = await import("execa");
     const child = execa(join(this.dir, "bin", "kubectl"), args, {
       shell: false,
       extendEnv: false,
