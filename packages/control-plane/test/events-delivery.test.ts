@@ -1,10 +1,9 @@
 import type { ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
-import type { OperationEvent } from "../src/runner/types.ts";
 import { createTestApp, type TestApp } from "./helpers.ts";
 import { waitFor } from "./membership-harness.ts";
-import { openStream } from "./sse-client.ts";
+import { openStream, restartStep } from "./sse-client.ts";
 
 /** Events emitted in one turn of the event loop (as a rollout batch's reports arrive together). */
 const TOGETHER = 5;
@@ -44,16 +43,7 @@ describe("GET /v4/{project_uuid}/events with many clients", () => {
     await waitFor("every stream to follow", () => app.keelson.projectEvents.size === 3);
     const opening = writes.map((w) => w.length);
 
-    const event = (n: number): OperationEvent => ({
-      type: "operation.step",
-      operationId: `op-${n}`,
-      projectId,
-      kind: "cluster.restart",
-      targetId: "cluster",
-      state: "running",
-      step: "batch",
-    });
-    for (let n = 0; n < TOGETHER; n++) app.keelson.runner.events.emit("event", event(n));
+    for (let n = 0; n < TOGETHER; n++) app.keelson.runner.events.emit("event", restartStep(projectId, n));
     for (const stream of streams) await waitFor("every event at every client", () => stream.events.length === TOGETHER);
 
     // Each client got them all, in order, each with its id.

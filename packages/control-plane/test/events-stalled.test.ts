@@ -1,9 +1,9 @@
 import { get, type IncomingMessage, type ServerResponse } from "node:http";
 import { type AddressInfo, connect, type Socket } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
-import type { OperationEvent } from "../src/runner/types.ts";
 import { createTestApp, type TestApp } from "./helpers.ts";
 import { waitFor } from "./membership-harness.ts";
+import { restartStep } from "./sse-client.ts";
 
 /** Small, so the test fills it quickly; the setting's own minimum. */
 const LIMIT = 65_536;
@@ -81,16 +81,7 @@ describe("GET /v4/{project_uuid}/events with a client that stops reading", () =>
     expect(readerRes).toBeDefined();
 
     const emitted = { events: 0, bytes: 0, maxBlock: 0 };
-    const event = (n: number): OperationEvent => ({
-      type: "operation.step",
-      operationId: `op-${n}`,
-      projectId,
-      kind: "cluster.restart",
-      targetId: "cluster",
-      state: "running",
-      step: "batch",
-      error: ERROR_TEXT,
-    });
+    const event = (n: number) => restartStep(projectId, n, { error: ERROR_TEXT });
     while (!stalledRes.destroyed && emitted.events < 4_000) {
       for (let i = 0; i < PER_ROUND; i++) {
         const e = event(emitted.events);

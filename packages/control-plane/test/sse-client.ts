@@ -1,4 +1,5 @@
 import { get, type IncomingMessage } from "node:http";
+import type { OperationEvent } from "../src/runner/types.ts";
 
 export interface SseEvent {
   /** The `id:` line, when the event had one. */
@@ -56,4 +57,18 @@ export async function openStream(url: string, token: string | null, headers: Rec
     body: () => all,
     close: () => res.destroy(),
   };
+}
+
+/** The `n`th running step of a restart of one cluster, as the runner emits it: what the stream tests send. */
+export function restartStep(projectId: string, n: number, extra: Partial<OperationEvent> = {}): OperationEvent {
+  return {
+    type: "operation.step",
+    operationId: `op-${n}`,
+    projectId,
+    kind: "cluster.restart",
+    targetId: "cluster",
+    state: "running",
+    step: "batch",
+    ...extra,
+  } as OperationEvent;
 }

@@ -8,13 +8,14 @@ export const CLUSTER_CHANGES_RETENTION_MS = 60_000;
 
 /**
  * The stamp of a project's cluster list (or, with `clusterId`, of that cluster's record) as text,
- * `count:sum of ids`: one scalar subquery, so a read can bring it from its own snapshot. A
+ * `count:sum of ids`: one scalar subquery, so a read can bring it as a column from its own
+ * snapshot and need no second look at the log (http/snapshot-cache.ts). A
  * record's stamp counts its cluster's rows and the project-wide ones (a provider or pool
  * renamed) as two lookups of the (project, cluster, id) index: written as one condition with an
  * OR, SQLite read every row of the project for it, thousands during a rollout or after a burst
  * of creates, at every read of a record.
  */
-function stampOf(projectId: SQLWrapper, clusterId?: SQLWrapper): SQL<string> {
+export function clusterChangeStampColumn(projectId: SQLWrapper, clusterId?: SQLWrapper): SQL<string> {
   const counted = (where: SQL | undefined) =>
     sql`select count(*) as n, sum(${clusterChanges.id}) as s from ${clusterChanges} where ${where}`;
   const project = eq(clusterChanges.projectId, projectId);
@@ -25,22 +26,13 @@ function stampOf(projectId: SQLWrapper, clusterId?: SQLWrapper): SQL<string> {
   return sql<string>`(select cast(sum(n) as text) || ':' || coalesce(cast(sum(s) as text), '0') from (${parts}) as stamp_parts)`;
 }
 
-/**
- * The stamp as a column of another read: a subquery that the same statement, and so the same
- * snapshot, evaluates once. A read that brings its stamp this way needs no second look at the
- * log to know that nothing changed while it read (http/snapshot-cache.ts).
- */
-export function clusterChangeStampColumn(projectId: SQLWrapper, clusterId?: SQLWrapper): SQL<string> {
-  return stampOf(projectId, clusterId);
-}
-
 function prepareStamps(db: Db) {
   const projectId = sql.placeholder("projectId");
   const clusterId = sql.placeholder("clusterId");
   const alone = (stamp: SQL<string>) => db.select({ stamp }).from(sql`(select 1) as one`);
   return {
-    project: prepare(db, "cluster_changes_project", alone(stampOf(projectId))),
-    cluster: prepare(db, "cluster_changes_cluster", alone(stampOf(projectId, clusterId))),
+    project: prepare(db, "cluster_changes_project", alone(clusterChangeStampColumn(projectId))),
+    cluster: prepare(db, "cluster_changes_cluster", alone(clusterChangeStampColumn(projectId, clusterId))),
   };
 }
 
