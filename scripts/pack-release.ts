@@ -6,6 +6,7 @@
  *     manifest.json                 version, schema and protocol versions, what it upgrades from
  *     SHA256SUMS                    every file, in sha256sum's format (`sha256sum -c` checks it)
  *     packages/control-plane, db, protocol, settings, cli   sources, migrations, bin/
+ *     packages/control-plane/dist/<digest>/  the server's bundle (packages/control-plane/bin/bundle.mjs)
  *     packages/console/dist         the web console's built files (served at /ui)
  *     node_modules/.pnpm/...        their production dependencies (scripts/lib/release-closure.ts)
  *     agent/keelson-agent-<X>.tar.gz  the agent package (pack-agent.ts)
@@ -21,6 +22,7 @@ import { join, relative, resolve, sep } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { RELEASE_MANIFEST, RELEASE_SUMS, type ReleaseManifest } from "../packages/cli/src/release/manifest.ts";
+import { buildBundle } from "../packages/control-plane/bin/bundle.mjs";
 import { PROTOCOL_VERSION } from "../packages/protocol/src/version.ts";
 import { copyWorkspacePackages } from "./lib/release-closure.ts";
 import { sha256, writePackageTarball } from "./lib/tarball.ts";
@@ -97,6 +99,8 @@ export async function packRelease(options: {
   const t0 = clock();
   copyWorkspacePackages(repoRoot, PACKAGES, partial);
   for (const p of PACKAGES) setVersion(join(partial, "packages", p, "package.json"), version);
+  // What keelson-server runs, built from the release's own copy of the sources (bin/bundle.mjs).
+  await buildBundle(join(partial, "packages", "control-plane"));
   // The web console the control plane serves at /ui: its built files only (routes/console.ts finds them there).
   const consoleDist = join(repoRoot, "packages", "console", "dist");
   if (!existsSync(join(consoleDist, "index.html")))

@@ -1,8 +1,9 @@
 import { execFileSync } from "node:child_process";
-import { existsSync, readFileSync, readlinkSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import postgres from "postgres";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { sourcesDigest } from "../../packages/control-plane/bin/bundle.mjs";
 import { openSqliteConnection } from "../../packages/db/src/index.ts";
 import { packRelease } from "../../scripts/pack-release.ts";
 import { type Simulator, startSimulator } from "../sim/index.ts";
@@ -136,6 +137,9 @@ describe(`the control plane's install, upgrade and rollback (${dialect})`, () =>
     expect(statSync(join(data, "admin-token")).mode & 0o777).toBe(0o600);
     admin = readFileSync(join(data, "admin-token"), "utf8").trim();
     expect(readlinkSync(join(root, "opt", "keelson", "current"))).toBe(join("releases", A));
+    // The server runs the bundle the release ships: its start built none (bin/bundle.mjs).
+    const serverPackage = join(root, "opt", "keelson", "releases", A, "packages", "control-plane");
+    expect(readdirSync(join(serverPackage, "dist"))).toEqual([sourcesDigest(serverPackage)]);
     // systemd's own check of the unit as installed (exit 0, nothing on stderr).
     const verify = execFileSync(
       "systemd-analyze",

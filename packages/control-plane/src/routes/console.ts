@@ -1,5 +1,6 @@
 import { existsSync } from "node:fs";
 import { resolve } from "node:path";
+import { fileURLToPath } from "node:url";
 import fastifyStatic from "@fastify/static";
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
@@ -7,7 +8,7 @@ import { ApiError } from "../http/errors.ts";
 import { PUBLIC } from "./common-schemas.ts";
 
 /** Where `pnpm --filter @keelson/console build` (run by scripts/ensure-deps.sh) writes the console. */
-export const CONSOLE_DIST = resolve(import.meta.dirname, "..", "..", "..", "console", "dist");
+export const CONSOLE_DIST = fileURLToPath(new URL("../../../console/dist", import.meta.url));
 
 /** A year: Vite names every asset after its content hash, so a changed asset is a new URL. */
 const ASSET_MAX_AGE_MS = 365 * 24 * 3_600_000;

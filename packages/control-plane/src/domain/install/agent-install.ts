@@ -1,5 +1,5 @@
 import { readFileSync } from "node:fs";
-import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { CA_HASH_PATTERN, isLoopbackHost } from "@keelson/protocol";
 import { ApiError } from "../../http/errors.ts";
 import type { PackageShelf, StoredPackage } from "../packages/shelf.ts";
@@ -11,7 +11,7 @@ import type { PackageShelf, StoredPackage } from "../packages/shelf.ts";
  * it, which pins the CA before anything is fetched over TLS.
  */
 
-const TEMPLATE_FILE = join(import.meta.dirname, "..", "..", "..", "install", "agent.sh");
+const TEMPLATE_FILE = fileURLToPath(new URL("../../../install/agent.sh", import.meta.url));
 let template: string | undefined;
 
 /** Single-quoted for sh: the values are checked already, the quoting makes sure of it. */
