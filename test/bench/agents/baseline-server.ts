@@ -6,7 +6,8 @@
  */
 import { randomUUID } from "node:crypto";
 import { createServer } from "node:http";
-import { type WebSocket, WebSocketServer } from "../../sim/deps.ts";
+// ws directly: the bare server loads nothing else (run.ts bundles it into one file).
+import { type WebSocket, WebSocketServer } from "ws";
 
 const port = Number(process.env.PORT);
 const heartbeatMs = Number(process.env.HEARTBEAT_MS ?? 15_000);

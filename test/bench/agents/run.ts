@@ -13,6 +13,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:f
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { build } from "esbuild";
 import { ControlPlaneTrust, caCertHash } from "../../sim/deps.ts";
 import { markdownTable } from "../support/markdown-table.ts";
 import { checkoutRevision, previousRevisionSetting, type RevisionTree } from "../support/previous-revision.ts";
@@ -244,10 +245,35 @@ async function pingAll(url: string, doFetch: typeof fetch): Promise<PingReport> 
   return (await res.json()) as PingReport;
 }
 
+/**
+ * The bare server as one plain JavaScript file (esbuild, `ws` inside it), built once per run:
+ * keelson-server runs its bundle, not its sources through tsx (packages/control-plane/bin/bundle.mjs),
+ * and the baseline must not carry tsx's loader (about 26 MiB) that keelson does not.
+ */
+let baselineFile: string | undefined;
+async function baselineServer(): Promise<string> {
+  if (baselineFile) return baselineFile;
+  const out = join(mkdtempSync(join(tmpdir(), "keelson-bench-bare-")), "baseline-server.mjs");
+  await build({
+    entryPoints: [join(REPO_ROOT, "test/bench/agents/baseline-server.ts")],
+    outfile: out,
+    bundle: true,
+    platform: "node",
+    format: "esm",
+    target: "node20",
+    // ws is CommonJS and its optional native helpers stay optional.
+    external: ["bufferutil", "utf-8-validate"],
+    banner: { js: 'import { createRequire } from "node:module";\nconst require = createRequire(import.meta.url);' },
+    logLevel: "error",
+  });
+  baselineFile = out;
+  return out;
+}
+
 async function runBaseline(count: number): Promise<Row> {
   const port = await freePort();
   const server = spawnNode(
-    [...profileFlags(), "--import", "tsx", "test/bench/agents/baseline-server.ts"],
+    [...profileFlags(), await baselineServer()],
     { PORT: String(port), HEARTBEAT_MS: String(HEARTBEAT_MS) },
     { ipc: true },
   );
