@@ -200,11 +200,19 @@ export async function buildBundle(packageDir) {
   return final;
 }
 
+/** A build older than this whose folder is still a staging one was cut off (a killed start). */
+const ABANDONED_BUILD_MS = 10 * 60_000;
+
 function pruneOlder(dist, newest) {
-  const others = readdirSync(dist)
-    .filter((name) => !name.startsWith(".") && join(dist, name) !== newest)
-    .map((name) => ({ dir: join(dist, name), at: statSync(join(dist, name)).mtimeMs }))
-    .sort((a, b) => b.at - a.at);
+  const entries = readdirSync(dist).map((name) => ({
+    name,
+    dir: join(dist, name),
+    at: statSync(join(dist, name)).mtimeMs,
+  }));
+  for (const { name, dir, at } of entries)
+    if (name.startsWith(".build-") && Date.now() - at > ABANDONED_BUILD_MS)
+      rmSync(dir, { recursive: true, force: true });
+  const others = entries.filter(({ name, dir }) => !name.startsWith(".") && dir !== newest).sort((a, b) => b.at - a.at);
   for (const { dir } of others.slice(KEEP_BUNDLES - 1)) rmSync(dir, { recursive: true, force: true });
 }
 
