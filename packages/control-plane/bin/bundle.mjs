@@ -34,6 +34,13 @@ import { fileURLToPath } from "node:url";
 const THIS_FILE = fileURLToPath(import.meta.url);
 /** The entry points, by output name: the server, and its operator commands (src/commands/main.ts). */
 const ENTRIES = { server: "src/main.ts", commands: "src/commands/main.ts" };
+/**
+ * Third-party packages bundled in all the same: ES modules only, reading no files beside their
+ * code, and many files each (typebox 683, drizzle 149). Node's ES module loader reads a graph's
+ * files all at once, and left outside these two alone opened more files together than a server
+ * under a 256 open-file limit has (test/e2e/open-files.test.ts).
+ */
+const BUNDLED_PACKAGES = new Set(["typebox", "drizzle-orm"]);
 /** Bundles kept beside the newest: a running server may still load a lazy chunk of its own. */
 const KEEP_BUNDLES = 3;
 
@@ -104,7 +111,7 @@ function findPackageDir(name, fromDir) {
 }
 
 /**
- * Third-party imports stay imports. Each package is linked into the bundle's own node_modules as
+ * Third-party imports stay imports, those of BUNDLED_PACKAGES aside. Each package is linked into the bundle's own node_modules as
  * its importer found it (pnpm gives each workspace package only its own dependencies, and the
  * bundle's code comes from several), so one name must be one package across them all.
  */
@@ -114,8 +121,8 @@ function externalPackages(links) {
     setup(build) {
       build.onResolve({ filter: /^[^./]/ }, (args) => {
         if (args.path.startsWith("node:") || builtinModules.includes(args.path)) return { external: true };
-        if (args.path.startsWith("@keelson/")) return undefined;
         const name = packageName(args.path);
+        if (name.startsWith("@keelson/") || BUNDLED_PACKAGES.has(name)) return undefined;
         const dir = findPackageDir(name, args.resolveDir);
         if (!dir) return { errors: [{ text: `${name} is not installed for ${args.importer}` }] };
         const seen = links.get(name);
