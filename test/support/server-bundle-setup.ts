@@ -1,7 +1,7 @@
 /**
  * vitest globalSetup of the end-to-end projects: builds keelson-server's bundle
  * (packages/control-plane/bin/bundle.mjs) once before any file starts a server, so that no test's
- * first start also pays for a build. A start would build it itself; this only moves the second.
+ * first start also pays for a build. A start would build it itself; this moves that second ahead of the tests.
  */
 import { join } from "node:path";
 import { buildBundle } from "../../packages/control-plane/bin/bundle.mjs";
