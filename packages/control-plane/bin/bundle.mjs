@@ -46,17 +46,17 @@ const KEEP_BUNDLES = 3;
 
 /** The workspace packages the bundle holds: this one and the @keelson packages it reaches. */
 function workspacePackages(packageDir) {
-  const found = new Map();
+  const found = new Set();
   const visit = (dir) => {
     const real = realpathSync(dir);
     if (found.has(real)) return;
-    found.set(real, true);
+    found.add(real);
     const manifest = JSON.parse(readFileSync(join(real, "package.json"), "utf8"));
     for (const name of Object.keys(manifest.dependencies ?? {}))
       if (name.startsWith("@keelson/")) visit(join(real, "node_modules", name));
   };
   visit(packageDir);
-  return [...found.keys()];
+  return [...found];
 }
 
 function filesUnder(dir) {
