@@ -2,7 +2,7 @@ import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { firstRow, joinTokens, nodePools, nodes } from "@keelson/db";
+import { firstRow, hostPresence, joinTokens, nodePools, nodes } from "@keelson/db";
 import {
   AGENT_LINK_PATH,
   CloseCode,
@@ -12,13 +12,13 @@ import {
   PROTOCOL_VERSION,
   parseControlFrame,
 } from "@keelson/protocol";
-import { eq, inArray, type SQL, sql } from "drizzle-orm";
+import { eq, inArray } from "drizzle-orm";
 import { afterEach, describe, expect, it } from "vitest";
 import WebSocket from "ws";
 import { ensureRegistered, PENDING_REGISTRATION_FILE } from "../../agent/src/registration.ts";
 import { CommandFailedError, CommandTimeoutError, HostOfflineError } from "../src/agents/errors.ts";
 import { SessionRegistry } from "../src/agents/sessions.ts";
-import { PresenceWriter, SEEN_BATCH_HOSTS, seenBatches } from "../src/domain/hosts/presence.ts";
+import { PresenceWriter } from "../src/domain/hosts/presence.ts";
 import { hashSecret } from "../src/domain/identity/token-hash.ts";
 import { inProcessChannels } from "../src/replicas/channels.ts";
 import { ADMIN_TOKEN, createTestApp, type TestApp } from "./helpers.ts";
@@ -628,49 +628,98 @@ describe("SessionRegistry (stale-socket guard)", () => {
 });
 
 describe("PresenceWriter", () => {
-  it("writes the heartbeats of hosts seen in the same second in one statement per 500 hosts", () => {
-    const origin = Date.parse("2030-01-01T00:00:00.000Z");
-    const seen: [string, number][] = [
-      ...Array.from({ length: 1200 }, (_, i): [string, number] => [`a${i}`, 0]),
-      ...Array.from({ length: 5 }, (_, i): [string, number] => [`b${i}`, 7]),
-    ];
-    const batches = seenBatches(seen, origin);
-    expect(batches.map((b) => [b.at, b.hostIds.length])).toEqual([
-      ["2030-01-01T00:00:00.000Z", SEEN_BATCH_HOSTS],
-      ["2030-01-01T00:00:00.000Z", SEEN_BATCH_HOSTS],
-      ["2030-01-01T00:00:00.000Z", 1200 - 2 * SEEN_BATCH_HOSTS],
-      ["2030-01-01T00:00:07.000Z", 5],
-    ]);
-    expect(new Set(batches.flatMap((b) => b.hostIds)).size).toBe(1205);
-  });
+  const at = (iso: string) => Date.parse(iso);
+  /** `lastSeen` of each host, as the node list and the host record show it. */
+  async function shown(app: TestApp, hostIds: string[]): Promise<{ node: unknown; host: unknown }[]> {
+    const list = (await app.request({ url: `/v4/${app.projectId}/nodes` })).json<
+      { uuid: string; lastSeen: unknown }[]
+    >();
+    return Promise.all(
+      hostIds.map(async (id) => ({
+        node: list.find((n) => n.uuid === id)?.lastSeen,
+        host: (await app.request({ url: `/v1/hosts/${id}` })).json<{ info: { last_response_time: unknown } }>().info
+          .last_response_time,
+      })),
+    );
+  }
 
-  it("keeps heartbeats in memory and writes them in one batch", async () => {
+  it("keeps heartbeats in memory and writes them in one statement to host_presence, not rewriting the hosts' rows", async () => {
     const { t } = await start();
     const hosts = await Promise.all([register(t, "p1"), register(t, "p2"), register(t, "p3")]);
+    const ids = hosts.map((h) => h.hostId);
     const writer = new PresenceWriter(t.db, t.app.log, { seenIntervalMs: 60_000, flushDelayMs: 60_000 });
-    for (const h of hosts) writer.touch(h.hostId, Date.parse("2030-01-01T00:00:00.400Z"));
+    for (const id of ids) writer.touch(id, at("2030-01-01T00:00:00.400Z"));
+    // Hosts unknown here (deleted meanwhile) get no row, but count towards one statement.
+    for (let i = 0; i < 1200; i++) writer.touch(`unknown-${i}`, at("2030-01-01T00:00:00.400Z"));
     // Nothing written until the periodic flush.
-    for (const h of hosts) expect((await nodeRow(t, h.hostId))?.lastSeen).toBeNull();
-    const changes = async () => (await t.db.get<[number]>(sql`select total_changes()`))[0];
-    const before = t.store.dialect === "sqlite" ? await changes() : 0;
+    expect(await t.db.select().from(hostPresence)).toEqual([]);
+    const rowsBefore = await t.db.select().from(nodes).where(inArray(nodes.id, ids));
+    const statements = t.store.statements();
     await writer.flush();
-    for (const h of hosts) expect((await nodeRow(t, h.hostId))?.lastSeen).toBe("2030-01-01T00:00:00.000Z");
-    if (t.store.dialect === "sqlite") {
-      // Three rows changed, nothing else.
-      expect((await changes()) - before).toBe(3);
-    } else {
-      // One transaction wrote the three rows: they carry its id (xmin).
-      const pg = t.db as unknown as { execute(q: SQL): Promise<{ xmin: string }[]> };
-      const ids = hosts.map((h) => h.hostId);
-      const rows = await pg.execute(sql`select xmin::text as xmin from nodes where ${inArray(nodes.id, ids)}`);
-      expect(rows).toHaveLength(3);
-      expect(new Set(rows.map((r) => r.xmin)).size).toBe(1);
-    }
+    // A transaction around one upsert of 1,203 hosts and the first flush's sweep of deleted hosts' rows.
+    expect(t.store.statements() - statements).toBeLessThanOrEqual(4);
+    expect(
+      (await t.db.select().from(hostPresence).where(inArray(hostPresence.hostId, ids))).map((r) => r.lastSeen),
+    ).toEqual(["2030-01-01T00:00:00.000Z", "2030-01-01T00:00:00.000Z", "2030-01-01T00:00:00.000Z"]);
+    expect(await t.db.select().from(nodes).where(inArray(nodes.id, ids))).toEqual(rowsBefore);
+    // Not connected: the host record names the time too, and both read the heartbeat.
+    expect(await shown(t, ids)).toEqual(
+      ids.map(() => ({ node: "2030-01-01T00:00:00.000Z", host: "2030-01-01T00:00:00.000Z" })),
+    );
     // After close (the database may be closing) events are ignored.
     await writer.close();
-    writer.touch(hosts[0]?.hostId as string);
+    writer.touch(ids[0] as string, at("2030-01-01T00:05:00.000Z"));
     await writer.flush();
-    expect((await nodeRow(t, hosts[0]?.hostId as string))?.lastSeen).toBe("2030-01-01T00:00:00.000Z");
+    expect((await shown(t, [ids[0] as string]))[0]?.node).toBe("2030-01-01T00:00:00.000Z");
+  });
+
+  it("shows the later of a host's row and its heartbeats; a late heartbeat never takes the time back", async () => {
+    const { t } = await start();
+    const [a, b] = await Promise.all([register(t, "a"), register(t, "b")]);
+    const ids = [a?.hostId, b?.hostId] as string[];
+    const writer = new PresenceWriter(t.db, t.app.log, { seenIntervalMs: 60_000, flushDelayMs: 60_000 });
+    try {
+      for (const id of ids) writer.touch(id, at("2030-01-01T00:01:00.000Z"));
+      await writer.flush();
+      // a disconnected later (its row's time), b's row holds an earlier connect.
+      await t.db
+        .update(nodes)
+        .set({ lastSeen: "2030-01-01T00:02:00.000Z" })
+        .where(eq(nodes.id, ids[0] as string));
+      await t.db
+        .update(nodes)
+        .set({ lastSeen: "2030-01-01T00:00:30.000Z" })
+        .where(eq(nodes.id, ids[1] as string));
+      expect((await shown(t, ids)).map((s) => s.node)).toEqual([
+        "2030-01-01T00:02:00.000Z",
+        "2030-01-01T00:01:00.000Z",
+      ]);
+      // The replica b's link left flushes late, with an older heartbeat.
+      writer.touch(ids[1] as string, at("2030-01-01T00:00:50.000Z"));
+      await writer.flush();
+      expect((await shown(t, [ids[1] as string]))[0]?.node).toBe("2030-01-01T00:01:00.000Z");
+    } finally {
+      await writer.close();
+    }
+  });
+
+  it("writes no heartbeat for a host deleted meanwhile, and sweeps the rows of deleted hosts", async () => {
+    const { t } = await start();
+    const [kept, gone] = await Promise.all([register(t, "kept"), register(t, "gone")]);
+    const keptId = kept?.hostId as string;
+    const goneId = gone?.hostId as string;
+    // A heartbeat row left by a host deleted earlier (no foreign key removes it).
+    await t.db.insert(hostPresence).values({ hostId: "deleted-host", lastSeen: "2030-01-01T00:00:00.000Z" });
+    const writer = new PresenceWriter(t.db, t.app.log, { seenIntervalMs: 60_000, flushDelayMs: 60_000 });
+    try {
+      writer.touch(keptId, at("2030-01-01T00:01:00.000Z"));
+      writer.touch(goneId, at("2030-01-01T00:01:00.000Z"));
+      await t.db.delete(nodes).where(eq(nodes.id, goneId));
+      await writer.flush();
+      expect((await t.db.select().from(hostPresence)).map((r) => r.hostId)).toEqual([keptId]);
+    } finally {
+      await writer.close();
+    }
   });
 });
 

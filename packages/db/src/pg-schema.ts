@@ -146,6 +146,7 @@ export const replicas = pgTwin(sqlite.replicas);
 export const webcliSpentTokens = pgTwin(sqlite.webcliSpentTokens);
 export const loginFailures = pgTwin(sqlite.loginFailures);
 export const agentLinks = pgTwin(sqlite.agentLinks);
+export const hostPresence = pgTwin(sqlite.hostPresence);
 export const agentCommands = pgTwin(sqlite.agentCommands);
 export const events = pgTwin(sqlite.events);
 export const clusterChanges = pgTwin(sqlite.clusterChanges);

@@ -113,10 +113,11 @@ export class HeldFleet {
     return identities;
   }
 
-  /** Each host's last_seen now, and the replica holding its link (agent_links). */
+  /** Each host's heartbeat time now (host_presence), and the replica holding its link (agent_links). */
   async lastSeen(): Promise<Map<string, { seen: string | null; replica: string | null }>> {
     const rows = await this.db<{ id: string; seen: string | null; replica: string | null }[]>`
-      select n.id, n.last_seen::text as seen, l.replica from nodes n left join agent_links l on l.host_id = n.id`;
+      select n.id, p.last_seen as seen, l.replica from nodes n
+        left join host_presence p on p.host_id = n.id left join agent_links l on l.host_id = n.id`;
     return new Map(rows.map((r) => [r.id, { seen: r.seen, replica: r.replica }]));
   }
 

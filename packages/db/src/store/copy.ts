@@ -15,6 +15,8 @@ import * as schema from "../schema.ts";
  * (its Last-Event-ID is older than anything there: told so, routes/events.ts). Nor the token
  * sweep's last looks (`instance_token_checks`): the first sweep on the new database looks again.
  * Nor the stored packages: SQLite keeps its shelves as files in the data dir, and these tables empty.
+ * Nor the heartbeats (`host_presence`): a control plane that stops writes each linked host's
+ * last seen into its row as it drops the link.
  */
 export const TABLES_IN_ORDER: readonly Table[] = [
   schema.projects,

@@ -1,10 +1,11 @@
-import { type Db, firstRow, nodes } from "@keelson/db";
+import { type Db, firstRow, hostPresence, nodes } from "@keelson/db";
 import { buildHostRecord, type HostRecord } from "@keelson/protocol";
 import { and, eq, type SQL } from "drizzle-orm";
 import { notFound } from "../../http/errors.ts";
 import { keysetPage, type PageRequest } from "../../http/paging.ts";
 import type { Identity } from "../identity/resolver.ts";
 import { afterNode, NODE_LIST_ORDER, nodeMarkerOf } from "../nodes/list-order.ts";
+import { NODE_COLUMNS, PRESENCE_OF_NODE } from "./last-seen.ts";
 
 /**
  * The host resource of the control plane (`/v1/hosts`, also under `/resmgr/v1/hosts`): the
@@ -40,8 +41,9 @@ function visible(identity: Identity): SQL | undefined {
 /** The hosts the caller sees, oldest first. */
 export async function listHosts(db: Db, identity: Identity): Promise<NodeRow[]> {
   return db
-    .select()
+    .select(NODE_COLUMNS)
     .from(nodes)
+    .leftJoin(hostPresence, PRESENCE_OF_NODE)
     .where(visible(identity))
     .orderBy(...NODE_LIST_ORDER);
 }
@@ -55,8 +57,9 @@ export async function listHostsPage(
   const where = await afterNode(db, visible(identity), page.after);
   // One row more than the page: whether there is a next page, without counting.
   const rows = await db
-    .select()
+    .select(NODE_COLUMNS)
     .from(nodes)
+    .leftJoin(hostPresence, PRESENCE_OF_NODE)
     .where(where)
     .orderBy(...NODE_LIST_ORDER)
     .limit(page.limit + 1);
@@ -67,8 +70,9 @@ export async function listHostsPage(
 export async function findHost(db: Db, identity: Identity, hostId: string): Promise<NodeRow> {
   const row = firstRow(
     await db
-      .select()
+      .select(NODE_COLUMNS)
       .from(nodes)
+      .leftJoin(hostPresence, PRESENCE_OF_NODE)
       .where(and(eq(nodes.id, hostId), visible(identity))),
   );
   if (!row) throw notFound("host", hostId);

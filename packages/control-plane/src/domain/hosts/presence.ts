@@ -1,36 +1,61 @@
-import { agentLinks, type Db, databaseUnavailable, lockIds, nodes } from "@keelson/db";
+import {
+  agentLinks,
+  type Db,
+  databaseUnavailable,
+  dialectOf,
+  hostPresence,
+  lockIds,
+  nodes,
+  type Tx,
+} from "@keelson/db";
 import type { HelloFrame } from "@keelson/protocol";
-import { and, eq, inArray, isNotNull, notExists, sql } from "drizzle-orm";
+import { and, eq, isNotNull, notExists, sql } from "drizzle-orm";
 import type { FastifyBaseLogger } from "fastify";
 import type { Presence, PresencePatch } from "../../agents/link-domain.ts";
 
-/** Hosts named in one heartbeat UPDATE: well under SQLite's and PostgreSQL's bound parameters. */
-export const SEEN_BATCH_HOSTS = 500;
+/**
+ * The heartbeat part of a flush as one statement: an upsert of `host_presence` (schema.ts: a
+ * narrow table, so a heartbeat does not rewrite the host's whole row) from one JSON object of
+ * host → time, a single parameter however many hosts. Only hosts still in `nodes` get a row
+ * (no foreign key, see the table), in host order, so that two replicas writing some of the same
+ * hosts (a link moving) take their row locks in one order; and a time never goes back (a late
+ * flush of the replica a host just left).
+ */
+export function writeSeen(tx: Tx, seen: Iterable<[hostId: string, second: number]>, originMs: number) {
+  const times = new Map<number, string>();
+  const object: Record<string, string> = {};
+  for (const [hostId, second] of seen) {
+    let at = times.get(second);
+    if (at === undefined) {
+      at = new Date(originMs + second * 1000).toISOString();
+      times.set(second, at);
+    }
+    object[hostId] = at;
+  }
+  const json = JSON.stringify(object);
+  const pairs = dialectOf(tx) === "sqlite" ? sql`json_each(${json})` : sql`json_each_text(cast(${json} as json))`;
+  return tx
+    .insert(hostPresence)
+    .select(
+      sql`select seen.key, seen.value from ${pairs} as seen join ${nodes} on ${nodes.id} = seen.key order by seen.key`,
+    )
+    .onConflictDoUpdate({
+      target: hostPresence.hostId,
+      set: { lastSeen: sql`excluded.last_seen` },
+      setWhere: sql`${hostPresence.lastSeen} < excluded.last_seen`,
+    });
+}
 
 /**
- * The heartbeat part of a flush as UPDATE statements: hosts last seen in the same second share
- * one statement (`... WHERE id IN (...)`), at most SEEN_BATCH_HOSTS each. The hub pings every
- * host in one sweep, so their pongs fall in one or two seconds: 15,000 hosts are about 30
- * statements, not 15,000 (each one built by the query builder and run on its own).
+ * Removes the heartbeats of hosts deleted since (host_presence has no foreign key to cascade):
+ * run every SWEEP_EVERY heartbeat flushes, 10 minutes at the default 30 s.
  */
-export function seenBatches(
-  seen: Iterable<[hostId: string, second: number]>,
-  originMs: number,
-): { at: string; hostIds: string[] }[] {
-  const bySecond = new Map<number, string[]>();
-  for (const [hostId, second] of seen) {
-    const ids = bySecond.get(second);
-    if (ids) ids.push(hostId);
-    else bySecond.set(second, [hostId]);
-  }
-  const batches: { at: string; hostIds: string[] }[] = [];
-  for (const [second, ids] of bySecond) {
-    const at = new Date(originMs + second * 1000).toISOString();
-    for (let i = 0; i < ids.length; i += SEEN_BATCH_HOSTS)
-      batches.push({ at, hostIds: ids.slice(i, i + SEEN_BATCH_HOSTS) });
-  }
-  return batches;
+function sweepGone(tx: Tx) {
+  return tx
+    .delete(hostPresence)
+    .where(notExists(tx.select({ one: sql`1` }).from(nodes).where(eq(nodes.id, hostPresence.hostId))));
 }
+const SWEEP_EVERY = 20;
 
 /** How soon a batch the database could not take is tried again. */
 const PRESENCE_RETRY_MS = 2_000;
@@ -43,10 +68,11 @@ export interface PresenceOptions {
 }
 
 /**
- * Writes agent presence to the nodes table in batches. Ten thousand agents each answering a
- * ping every few seconds would otherwise be ten thousand SQLite transactions per interval;
- * here heartbeats only mark a host as seen in memory and one transaction per `seenIntervalMs`
- * writes them all, while state changes are coalesced per host and written within
+ * Writes agent presence in batches: state changes to the nodes table, heartbeats to
+ * host_presence. Ten thousand agents each answering a ping every few seconds would otherwise
+ * be ten thousand SQLite transactions per interval; here heartbeats only mark a host as seen in
+ * memory and one statement per `seenIntervalMs` writes them all, while state changes are
+ * coalesced per host and written within
  * `flushDelayMs` (a connect storm becomes a few large transactions, not thousands of small).
  */
 export class PresenceWriter implements Presence {
@@ -58,6 +84,8 @@ export class PresenceWriter implements Presence {
   private readonly seenTimer: NodeJS.Timeout;
   private changeTimer: NodeJS.Timeout | undefined;
   private closed = false;
+  /** Flushes that wrote heartbeats, for the sweep of deleted hosts' rows (the first sweeps). */
+  private seenFlushes = 0;
   /** The flush running or last run; each flush starts after it (flushPending never rejects). */
   private flushing: Promise<void> = Promise.resolve();
 
@@ -150,13 +178,19 @@ export class PresenceWriter implements Presence {
     this.changes.clear();
     this.seen.clear();
     try {
+      const sweep = seen.length > 0 && this.seenFlushes++ % SWEEP_EVERY === 0;
       await this.db.transaction(async (tx) => {
-        // Every host this flush writes, locked in one order first (see lockIds): an attach
+        // Every host row this flush writes, locked in one order first (see lockIds): an attach
         // locking some of the same hosts waits for this flush instead of deadlocking with it.
-        await lockIds(tx, nodes, [...new Set([...changes.map(([id]) => id), ...seen.map(([id]) => id)])]);
+        // The heartbeats come after, in host_presence only: they lock no host row.
+        await lockIds(
+          tx,
+          nodes,
+          changes.map(([id]) => id),
+        );
         for (const [hostId, patch] of changes) await tx.update(nodes).set(patch).where(eq(nodes.id, hostId));
-        for (const batch of seenBatches(seen, this.originMs))
-          await tx.update(nodes).set({ lastSeen: batch.at }).where(inArray(nodes.id, batch.hostIds));
+        if (seen.length > 0) await writeSeen(tx, seen, this.originMs);
+        if (sweep) await sweepGone(tx);
       });
     } catch (err) {
       const away = databaseUnavailable(err);

@@ -1,9 +1,10 @@
-import { cloudProviders, clusters, type Db, nodePools, nodes } from "@keelson/db";
+import { cloudProviders, clusters, type Db, hostPresence, nodePools, nodes } from "@keelson/db";
 import { and, eq, type SQL } from "drizzle-orm";
 import type { Keelson } from "../../context.ts";
 import { badRequest, notFound } from "../../http/errors.ts";
 import { keysetPage, type PageRequest } from "../../http/paging.ts";
 import { changeMembership } from "../clusters/membership/change.ts";
+import { PRESENCE_OF_NODE } from "../hosts/last-seen.ts";
 import { afterNode, NODE_LIST_ORDER, nodeMarkerOf } from "./list-order.ts";
 import { NODE_RECORD_COLUMNS, type NodeExtras, type NodeRow } from "./present.ts";
 
@@ -28,6 +29,7 @@ async function selectViews(db: Db, where: SQL | undefined, limit?: number): Prom
     .innerJoin(nodePools, eq(nodePools.id, nodes.nodePoolId))
     .innerJoin(cloudProviders, eq(cloudProviders.id, nodePools.cloudProviderId))
     .leftJoin(clusters, eq(clusters.id, nodes.clusterId))
+    .leftJoin(hostPresence, PRESENCE_OF_NODE)
     .where(where)
     .orderBy(...NODE_LIST_ORDER);
   const rows = await (limit === undefined ? query : query.limit(limit));

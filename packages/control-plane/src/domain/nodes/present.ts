@@ -1,9 +1,11 @@
 import { nodes } from "@keelson/db";
 import type { NodeRecordV3, NodeRecordV4 } from "@keelson/protocol";
+import { LAST_SEEN } from "../hosts/last-seen.ts";
 
 /**
  * The node columns the records show, and the list order's: not the phases and facts, several
- * KB a node that a list of 1,000 nodes would read and parse only to drop (nodes.ts selects these).
+ * KB a node that a list of 1,000 nodes would read and parse only to drop (nodes.ts selects these,
+ * joined with host_presence for `lastSeen`).
  */
 export const NODE_RECORD_COLUMNS = {
   id: nodes.id,
@@ -14,7 +16,7 @@ export const NODE_RECORD_COLUMNS = {
   apiResponding: nodes.apiResponding,
   projectId: nodes.projectId,
   agentConnected: nodes.agentConnected,
-  lastSeen: nodes.lastSeen,
+  lastSeen: LAST_SEEN,
   actualKubeRoleVersion: nodes.actualKubeRoleVersion,
   cloudInstanceId: nodes.cloudInstanceId,
   nodePoolId: nodes.nodePoolId,
