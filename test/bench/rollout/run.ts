@@ -26,6 +26,9 @@ const LIST_SECONDS = Number(process.env.BENCH_LIST_SECONDS ?? 5);
 const ADMIN_TOKEN = "bench-admin-token";
 const FROM = "1.30.6-kls.1";
 
+/** The monotonic clock in µs: the clock of a V8 CPU profile. */
+const monotonicUs = () => Number(process.hrtime.bigint() / 1000n);
+
 function log(line: string): void {
   process.stdout.write(`${new Date().toISOString().slice(11, 19)} ${line}\n`);
 }
@@ -139,6 +142,7 @@ async function rollWith(
       const cpu0 = cpuSeconds(pid);
       const db0 = dbPid ? treeCpuSeconds(dbPid) : 0;
       const t0 = performance.now();
+      const mono0 = monotonicUs();
       const res = await api(`${base}${url}`, { method: "POST", ...(body ? { body } : {}) });
       if (res.status !== 200) throw new Error(`${what}: ${res.status} ${JSON.stringify(res.body)}`);
       const done = await awaitOperation(ADMIN_TOKEN, base, projectId, clusterId, t0);
@@ -153,8 +157,9 @@ async function rollWith(
         state: done.op.state,
         error: done.op.error,
       });
+      // The window on the clock of a CPU profile (BENCH_SERVER_NODE_ARGS="--cpu-prof …"), for cpu-profile-top.ts.
       log(
-        `${dialect}: ${what}: ${done.op.state} in ${done.wallMs.toFixed(0)} ms${done.op.error ? ` (${done.op.error})` : ""}`,
+        `${dialect}: ${what}: ${done.op.state} in ${done.wallMs.toFixed(0)} ms${done.op.error ? ` (${done.op.error})` : ""} (monotonic µs ${mono0} ${monotonicUs()})`,
       );
       await new Promise((r) => setTimeout(r, 500));
     }
