@@ -4,6 +4,18 @@
  * `"\ud800"`): both the REST API's body parser and the link's frame parser refuse it with this.
  */
 
+/**
+ * Whether the value JSON.parse makes of this text can hold a string that is not well-formed.
+ * Only if the text itself is not, or if it escapes a surrogate (`\ud800`): text decoded from
+ * UTF-8 is well-formed, and every other escape is a whole character. Most texts are neither,
+ * and then the walk below (a path built for each of a report's several hundred values: about a
+ * tenth of the time a rollout's node reports took to parse) is not needed.
+ */
+export function mayParseMalformed(jsonText: string): boolean {
+  return !jsonText.isWellFormed() || SURROGATE_ESCAPE.test(jsonText);
+}
+const SURROGATE_ESCAPE = /\\u[dD][89a-fA-F]/;
+
 /** The path (`name`, `[2].uuid`, `etcdBackup.localPath`) of the first string, or key, that is not well-formed; "" for the value itself. */
 export function malformedStringAt(value: unknown, path = ""): string | undefined {
   if (typeof value === "string") return value.isWellFormed() ? undefined : path;

@@ -10,7 +10,7 @@ import {
   type AgentFrame as TAgentFrame,
   type ControlFrame as TControlFrame,
 } from "./frames.ts";
-import { malformedStringAt } from "./text.ts";
+import { malformedStringAt, mayParseMalformed } from "./text.ts";
 import { MAX_FRAME_BYTES, PROTOCOL_VERSION } from "./version.ts";
 
 /** A WebSocket message as `ws` hands it over, or a string. */
@@ -114,8 +114,9 @@ function parse<T>(
     return fail("oversize", `frame of ${size} bytes exceeds the limit of ${MAX_FRAME_BYTES}`);
   }
   let value: unknown;
+  const text = toText(raw);
   try {
-    value = JSON.parse(toText(raw));
+    value = JSON.parse(text);
   } catch {
     return fail("not-json", "frame is not valid JSON");
   }
@@ -140,7 +141,7 @@ function parse<T>(
     };
   }
   if (validator.Check(value)) {
-    const malformed = malformedStringAt(value);
+    const malformed = mayParseMalformed(text) ? malformedStringAt(value) : undefined;
     if (malformed === undefined) return { ok: true, frame: value as T };
     return fail("schema", `bad ${type} frame: /${malformed.replaceAll(".", "/")} is not valid Unicode text`);
   }

@@ -137,6 +137,25 @@ describe("agent frame validator", () => {
     if (!parsed.ok) expect(parsed.error.message).toContain(String(PROTOCOL_VERSION + 1));
   });
 
+  it("refuses a string that is not well-formed Unicode however it arrives, and takes an escaped pair", () => {
+    const facts = sampleFacts();
+    const named = (name: string) =>
+      json({ type: "facts", facts: { ...facts, interfaces: [{ name, mac: "", addresses: [] }] } });
+    const refused = {
+      ok: false,
+      error: { message: "bad facts frame: /facts/interfaces[0]/name is not valid Unicode text" },
+    };
+    // Escaped in the JSON text (as JSON.stringify writes one), in a Buffer or a string.
+    expect(named("eth\ud800")).toContain("\\ud800");
+    expect(parseAgentFrame(Buffer.from(named("eth\ud800")))).toMatchObject(refused);
+    expect(parseAgentFrame(named("eth\udfff"))).toMatchObject(refused);
+    // Unescaped in a string frame (no UTF-8 decoder saw it).
+    expect(parseAgentFrame(named("eth\ud800").replace("\\ud800", "\ud800"))).toMatchObject(refused);
+    // A whole character written as its escaped pair is text like any other.
+    expect(parseAgentFrame(named("eth\u{1F600}")).ok).toBe(true);
+    expect(parseAgentFrame(named("eth\u{1F600}").replace("\u{1F600}", "\\ud83d\\ude00")).ok).toBe(true);
+  });
+
   it("refuses over-long strings and too many items", () => {
     expect(parseAgentFrame(json(sampleHello({ hostname: "h".repeat(254) }))).ok).toBe(false);
     const interfaces = Array.from({ length: 257 }, (_, i) => ({ name: `e${i}`, mac: "", addresses: [] }));

@@ -1,4 +1,4 @@
-import { malformedStringAt } from "@keelson/protocol";
+import { malformedStringAt, mayParseMalformed } from "@keelson/protocol";
 import type { FastifyInstance } from "fastify";
 import { badRequest } from "./errors.ts";
 
@@ -25,7 +25,7 @@ export function installJsonBodyParser(app: FastifyInstance): void {
     }
     parseJson(request, text, (err, value) => {
       if (err) return done(err);
-      const field = malformedStringAt(value);
+      const field = mayParseMalformed(text) ? malformedStringAt(value) : undefined;
       if (field !== undefined) {
         const name = field || "body";
         return done(
