@@ -8,8 +8,8 @@
  * Whether the value JSON.parse makes of this text can hold a string that is not well-formed.
  * Only if the text itself is not, or if it escapes a surrogate (`\ud800`): text decoded from
  * UTF-8 is well-formed, and every other escape is a whole character. Most texts are neither,
- * and then the walk below (a path built for each of a report's several hundred values: about a
- * tenth of the time a rollout's node reports took to parse) is not needed.
+ * and then the walk below is not needed: it builds a path for each of a report's several hundred
+ * values, a third of the time a rollout's frames took to parse (62 of 186 ms in a CPU profile).
  */
 export function mayParseMalformed(jsonText: string): boolean {
   return !jsonText.isWellFormed() || SURROGATE_ESCAPE.test(jsonText);

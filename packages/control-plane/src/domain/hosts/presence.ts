@@ -21,7 +21,7 @@ import type { Presence, PresencePatch } from "../../agents/link-domain.ts";
  * hosts (a link moving) take their row locks in one order; and a time never goes back (a late
  * flush of the replica a host just left).
  */
-export function writeSeen(tx: Tx, seen: Iterable<[hostId: string, second: number]>, originMs: number) {
+function writeSeen(tx: Tx, seen: Iterable<[hostId: string, second: number]>, originMs: number) {
   const times = new Map<number, string>();
   const object: Record<string, string> = {};
   for (const [hostId, second] of seen) {
