@@ -5,7 +5,7 @@ import { secretsKeyEnv } from "../../support/secrets-key.ts";
 import { ask, exited, spawnNode } from "../agents/children.ts";
 import { cpuSeconds, treeCpuSeconds } from "../agents/proc-stats.ts";
 import { apiAs, freePort } from "../support/admin-api.ts";
-import { type BenchOperation, buildBenchCluster } from "../support/bench-cluster.ts";
+import { type BenchOperation, buildBenchCluster, latestOperation } from "../support/bench-cluster.ts";
 import { type BenchServer, defaultProjectId, linkAgents, startBenchServer } from "../support/bench-fleet.ts";
 
 /**
@@ -142,10 +142,7 @@ export class ReplicaSet {
       if (res.status !== 200) throw new Error(`restart: ${res.status} ${JSON.stringify(res.body)}`);
       const deadline = Date.now() + 30_000;
       for (;;) {
-        const ops = await api<BenchOperation[]>(
-          `${via.base}/v4/${this.projectId}/operations?target=${this.clusterId}&limit=1`,
-        );
-        const op = ops.body[0];
+        const op = await latestOperation(ADMIN_TOKEN, via.base, this.projectId, this.clusterId);
         if (op?.kind === "cluster.restart" && op.state !== "succeeded" && op.replica) {
           if (owner && op.replica !== owner.id) throw new Error(`restart claimed by ${op.replica}, not ${owner.id}`);
           return op;

@@ -3,7 +3,7 @@ import { secretsKeyEnv } from "../../support/secrets-key.ts";
 import { ask, spawnNode, stopChild, waitMessage } from "../agents/children.ts";
 import { cpuSeconds, memoryMiB, treeCpuSeconds } from "../agents/proc-stats.ts";
 import { apiAs, freePort } from "../support/admin-api.ts";
-import { awaitOperation, buildBenchCluster, POLL_MS, serverMs } from "../support/bench-cluster.ts";
+import { awaitOperation, buildBenchCluster, latestOperation, POLL_MS, serverMs } from "../support/bench-cluster.ts";
 import { linkAgents, startBenchFleet } from "../support/bench-fleet.ts";
 import { type LoadResult, load } from "../support/measure.ts";
 import { median } from "../support/median.ts";
@@ -113,7 +113,7 @@ async function idleCpu(base: string, pid: number, projectId: string, clusterId: 
   const cpu0 = cpuSeconds(pid);
   const t0 = performance.now();
   while (performance.now() - t0 < seconds * 1000) {
-    await api(`${base}/v4/${projectId}/operations?target=${clusterId}&limit=1`);
+    await latestOperation(ADMIN_TOKEN, base, projectId, clusterId);
     await new Promise((r) => setTimeout(r, POLL_MS));
   }
   return ((cpuSeconds(pid) - cpu0) * 1000) / ((performance.now() - t0) / 1000);

@@ -26,6 +26,19 @@ export const POLL_MS = 250;
 export const serverMs = (op: BenchOperation) =>
   op.startedAt && op.finishedAt ? Date.parse(op.finishedAt) - Date.parse(op.startedAt) : Number.NaN;
 
+/** The cluster's latest operation, as a client polling it reads it (undefined: none yet). */
+export async function latestOperation(
+  adminToken: string,
+  base: string,
+  projectId: string,
+  clusterId: string,
+): Promise<BenchOperation | undefined> {
+  const { body } = await apiAs(adminToken)<BenchOperation[]>(
+    `${base}/v4/${projectId}/operations?target=${clusterId}&limit=1`,
+  );
+  return body[0];
+}
+
 /** The cluster's latest operation once it succeeded or failed, and the wall time since `t0`. */
 export async function awaitOperation(
   adminToken: string,
@@ -34,10 +47,8 @@ export async function awaitOperation(
   clusterId: string,
   t0: number,
 ): Promise<{ op: BenchOperation; wallMs: number }> {
-  const api = apiAs(adminToken);
   for (;;) {
-    const { body } = await api<BenchOperation[]>(`${base}/v4/${projectId}/operations?target=${clusterId}&limit=1`);
-    const op = body[0];
+    const op = await latestOperation(adminToken, base, projectId, clusterId);
     if (op && (op.state === "succeeded" || op.state === "failed")) return { op, wallMs: performance.now() - t0 };
     await new Promise((r) => setTimeout(r, POLL_MS));
   }
