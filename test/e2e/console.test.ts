@@ -375,9 +375,10 @@ describe("web console in a browser", () => {
       "worker-72": `batch 1 of 2: ${done}`,
       "worker-73": `batch 2 of 2: ${done}`,
     });
-    expect(await page.getByRole("status").filter({ hasText: "Operation" }).textContent()).toMatch(
-      /^Operation [\w-]+: 2 of 2 batches done$/,
-    );
+    // The summary follows the operation's own event, which may come a render after the hosts' lines.
+    await expect
+      .poll(() => page.getByRole("status").filter({ hasText: "Operation" }).textContent(), { timeout: 10_000 })
+      .toMatch(/^Operation [\w-]+: 2 of 2 batches done$/);
     // Batch by batch: worker-73 waited while the first batch went, and was upgrading only after it was done.
     const states = (host: string) => seen.map((s) => s[host]?.replace(/^batch \d of 2: /, ""));
     expect(states("worker-73")[0], JSON.stringify(seen[0])).toBe("waiting");
