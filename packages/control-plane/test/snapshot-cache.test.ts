@@ -1,6 +1,7 @@
 import { join } from "node:path";
 import { brotliDecompressSync, gunzipSync } from "node:zlib";
 import {
+  CLUSTER_CHANGES_RETENTION_MS,
   cloudProviders,
   clusterChangeStamp,
   clusterChanges,
@@ -19,6 +20,9 @@ import { type Produced, SnapshotCache } from "../src/http/snapshot-cache.ts";
 import { createTestApp, type TestApp } from "./helpers.ts";
 import { insertCluster, insertHost, localPool } from "./node-fixtures.ts";
 
+/** As routes/clusters.ts trusts a stamp. */
+const MAX_AGE_MS = CLUSTER_CHANGES_RETENTION_MS / 2;
+
 /** The stamp a project's cluster list is cached under (routes/clusters.ts). */
 function listStamp(t: TestApp) {
   return () => clusterChangeStamp(t.db, t.projectId);
@@ -26,7 +30,7 @@ function listStamp(t: TestApp) {
 
 /** A cache whose every key is read under one stamp, as the tests below need. */
 function cacheOn(stamp: () => Promise<string>, maxBytes?: number) {
-  const cache = new SnapshotCache(maxBytes);
+  const cache = new SnapshotCache({ maxBytes, maxAgeMs: MAX_AGE_MS });
   return {
     get: (key: string, produce: () => Promise<Produced>) => cache.get(key, stamp, produce),
     get bytes() {
@@ -113,7 +117,7 @@ describe("SnapshotCache", () => {
   });
 
   it("drops only what a change shows in: that cluster's record and its project's list", async () => {
-    const cache = new SnapshotCache();
+    const cache = new SnapshotCache({ maxAgeMs: MAX_AGE_MS });
     const [c1, c2] = [await insertCluster(t.db, t.projectId, "c1"), await insertCluster(t.db, t.projectId, "c2")];
     const other = await insertCluster(t.db, t.otherProjectId, "o1");
     const { providerId } = await localPool(t.db, t.projectId);
@@ -219,6 +223,40 @@ describe("SnapshotCache", () => {
     expect(pruned).not.toBe(before);
     await insertCluster(t.db, t.projectId, "c2");
     expect(await stamp()).not.toBe(pruned);
+  });
+
+  it("reads whole an answer whose stamp was last confirmed longer ago than the log keeps a row", async () => {
+    // A clock the test moves: the minute the log keeps its rows passes in a step.
+    let clock = 0;
+    const cache = new SnapshotCache({ maxAgeMs: MAX_AGE_MS, now: () => clock });
+    const c1 = await insertCluster(t.db, t.projectId, "c1");
+    // Nothing of c1 left in the log: its stamp is the empty log's.
+    await pruneClusterChanges(t.db, -1000);
+    const read = (key: string) =>
+      cache.unless(key, async (known) => {
+        const { stamp, view } = await getClusterViewUnless(t.db, t.app.keelson.catalogue, t.projectId, c1, known);
+        return { stamp, produced: view && view.row.name };
+      });
+    const list = async () =>
+      (
+        await cache.get("list", listStamp(t), async () =>
+          (await listClusterViews(t.db, t.app.keelson.catalogue, t.projectId)).value.map((v) => v.row.name).join(","),
+        )
+      ).body.toString();
+    expect((await read("c1")).body.toString()).toBe("c1");
+    expect(await list()).toBe("c1");
+    // Read again within the age: confirmed, kept.
+    clock += MAX_AGE_MS - 1;
+    expect((await read("c1")).body.toString()).toBe("c1");
+    expect(await list()).toBe("c1");
+    // A rename, then a minute with no read: its row is pruned, and the stamp is what it was.
+    const stampBefore = await clusterChangeStamp(t.db, t.projectId, c1);
+    await t.db.update(clusters).set({ name: "c1-renamed" }).where(eq(clusters.id, c1));
+    clock += CLUSTER_CHANGES_RETENTION_MS + 1;
+    await pruneClusterChanges(t.db, -1000);
+    expect(await clusterChangeStamp(t.db, t.projectId, c1)).toBe(stampBefore);
+    expect((await read("c1")).body.toString()).toBe("c1-renamed");
+    expect(await list()).toBe("c1-renamed");
   });
 
   it("does not keep a value whose computation wrote to the database", async () => {
@@ -350,7 +388,7 @@ describe("SnapshotCache: bytes, encodings, concurrent misses", () => {
   });
 
   it("reads a record and its stamp in one look: the kept answer while the stamp stands, the new one after", async () => {
-    const cache = new SnapshotCache();
+    const cache = new SnapshotCache({ maxAgeMs: MAX_AGE_MS });
     let n = 0;
     const knowns: (string | undefined)[] = [];
     const read = async (known: string | undefined) => {
@@ -365,7 +403,7 @@ describe("SnapshotCache: bytes, encodings, concurrent misses", () => {
     expect((await cache.unless("k", read)).body.toString()).toBe("v1");
     expect(knowns).toEqual([undefined, "s0", "s0"]);
     // The kept answer went (a bound, another request) between the look and its answer: read whole.
-    const racing = new SnapshotCache(3);
+    const racing = new SnapshotCache({ maxBytes: 3, maxAgeMs: MAX_AGE_MS });
     await racing.unless("k", read);
     const looks = knowns.length;
     const evicting = async (known: string | undefined) => {

@@ -112,10 +112,12 @@ async function idleCpu(base: string, pid: number, projectId: string, clusterId: 
   const seconds = 5;
   const cpu0 = cpuSeconds(pid);
   const t0 = performance.now();
+  const mono0 = monotonicUs();
   while (performance.now() - t0 < seconds * 1000) {
     await latestOperation(ADMIN_TOKEN, base, projectId, clusterId);
     await new Promise((r) => setTimeout(r, POLL_MS));
   }
+  log(`idle window (monotonic µs ${mono0} ${monotonicUs()})`);
   return ((cpuSeconds(pid) - cpu0) * 1000) / ((performance.now() - t0) / 1000);
 }
 

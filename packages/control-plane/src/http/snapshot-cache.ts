@@ -11,6 +11,12 @@
  * own snapshot (clusterChangeStampColumn) saves a look at the log; any other read's value is
  * checked against the stamp read again after it (then nothing committed while it was computed).
  *
+ * A stamp proves nothing across a prune of the rows it counts: a row written after an answer
+ * was filed, and pruned (past the log's retention) before the next read, leaves the stamp as it
+ * was. So an entry is trusted only while its stamp was confirmed less than `maxAgeMs` ago (below
+ * the retention, @keelson/db CLUSTER_CHANGES_RETENTION_MS): within that, no row written since can
+ * have been pruned. Each hit confirms it again; an entry left unread longer is read whole once.
+ *
  * After a write, an entry is computed again at its next request (the stamp says only that
  * something in the scope changed, not what); when the new bytes are the old ones (another
  * project's cluster, a node status that a record shows only as counts) the entry keeps its encodings and tag, so an unchanged
@@ -65,7 +71,18 @@ export type Produced = string | { text: string; nextPage?: string | undefined; s
 interface Entry {
   /** The change stamp the answer was computed under (and nothing committed meanwhile). */
   stamp: string;
+  /** When a read last found the database at `stamp` (the time it was asked, so never late). */
+  confirmedAt: number;
   answer: CachedAnswer;
+}
+
+export interface SnapshotCacheOptions {
+  /** The entries, encodings included, hold at most this many bytes. */
+  maxBytes?: number;
+  /** An entry whose stamp was last confirmed this long ago is not served (see above). */
+  maxAgeMs: number;
+  /** The clock of `maxAgeMs` (tests move it). */
+  now?: () => number;
 }
 
 export class SnapshotCache {
@@ -79,8 +96,29 @@ export class SnapshotCache {
   private readonly entries = new Map<string, Entry>();
   private readonly computing = new Map<string, Promise<CachedAnswer>>();
   private held = 0;
+  private readonly maxBytes: number;
+  private readonly maxAgeMs: number;
+  private readonly now: () => number;
 
-  constructor(private readonly maxBytes = 64 * 1024 * 1024) {}
+  constructor(options: SnapshotCacheOptions) {
+    this.maxBytes = options.maxBytes ?? 64 * 1024 * 1024;
+    this.maxAgeMs = options.maxAgeMs;
+    this.now = options.now ?? performance.now.bind(performance);
+  }
+
+  /** `key`'s entry while its stamp may still be trusted (see above). */
+  private trusted(key: string): Entry | undefined {
+    const entry = this.entries.get(key);
+    return entry && this.now() - entry.confirmedAt < this.maxAgeMs ? entry : undefined;
+  }
+
+  /** A read at `askedAt` found `entry`'s stamp: it is the most recently used and confirmed then. */
+  private hit(key: string, entry: Entry, askedAt: number): CachedAnswer {
+    entry.confirmedAt = Math.max(entry.confirmedAt, askedAt);
+    this.entries.delete(key);
+    this.entries.set(key, entry);
+    return entry.answer;
+  }
 
   /** The bytes the entries hold, encodings included (at most `maxBytes`). */
   get bytes(): number {
@@ -89,18 +127,15 @@ export class SnapshotCache {
 
   /** `key`'s answer: the one kept while `stamp()` stands still, else `produce()`'s. */
   async get(key: string, stamp: () => Promise<string>, produce: () => Promise<Produced>): Promise<CachedAnswer> {
+    const askedAt = this.now();
     const now = await stamp();
     this.seen.set(key, now);
-    const entry = this.entries.get(key);
-    if (entry && entry.stamp === now) {
-      this.entries.delete(key);
-      this.entries.set(key, entry);
-      return entry.answer;
-    }
+    const entry = this.trusted(key);
+    if (entry && entry.stamp === now) return this.hit(key, entry, askedAt);
     const flight = `${now}\n${key}`;
     let computing = this.computing.get(flight);
     if (!computing) {
-      computing = this.compute(key, now, stamp, produce).finally(() => {
+      computing = this.compute(key, now, askedAt, stamp, produce).finally(() => {
         this.computing.delete(flight);
         // Nothing filed (produce failed, or a write meanwhile): the mark goes, so keys that are
         // never filed (a bad page marker) leave nothing behind.
@@ -114,6 +149,7 @@ export class SnapshotCache {
   private async compute(
     key: string,
     now: string,
+    askedAt: number,
     stamp: () => Promise<string>,
     produce: () => Promise<Produced>,
   ): Promise<CachedAnswer> {
@@ -125,7 +161,7 @@ export class SnapshotCache {
     const readUnder = typeof produced === "string" ? undefined : produced.stamp;
     const after = readUnder ?? (await stamp());
     if (after !== now || this.seen.get(key) !== now) return answer;
-    this.file(key, now, answer);
+    this.file(key, now, askedAt, answer);
     return answer;
   }
 
@@ -142,21 +178,19 @@ export class SnapshotCache {
     key: string,
     read: (known: string | undefined) => Promise<{ stamp: string; produced?: Produced }>,
   ): Promise<CachedAnswer> {
-    const known = this.entries.get(key)?.stamp;
+    let askedAt = this.now();
+    const known = this.trusted(key)?.stamp;
     let { stamp, produced } = await read(known);
     if (produced === undefined) {
       const kept = this.entries.get(key);
-      if (kept?.stamp === stamp) {
-        this.entries.delete(key);
-        this.entries.set(key, kept);
-        return kept.answer;
-      }
+      if (kept?.stamp === stamp) return this.hit(key, kept, askedAt);
       // Filed again meanwhile under another stamp, or dropped: read the value whole.
+      askedAt = this.now();
       ({ stamp, produced } = await read(undefined));
       if (produced === undefined) throw new Error(`the read of ${key} gave no value without a known stamp`);
     }
     const answer = this.answerOf(key, produced);
-    this.file(key, stamp, answer);
+    this.file(key, stamp, askedAt, answer);
     return answer;
   }
 
@@ -169,9 +203,9 @@ export class SnapshotCache {
     return same ? previous : fresh;
   }
 
-  private file(key: string, stamp: string, answer: CachedAnswer): void {
+  private file(key: string, stamp: string, confirmedAt: number, answer: CachedAnswer): void {
     this.remove(key);
-    this.entries.set(key, { stamp, answer });
+    this.entries.set(key, { stamp, confirmedAt, answer });
     this.held += answer.size;
     this.trim();
   }

@@ -1,5 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
-import { clusterChangeStamp } from "@keelson/db";
+import { CLUSTER_CHANGES_RETENTION_MS, clusterChangeStamp } from "@keelson/db";
 import { NodeV4 } from "@keelson/protocol";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { Type } from "typebox";
@@ -47,7 +47,11 @@ export const clusterRoutes: FastifyPluginAsyncTypebox = async (app) => {
   // concurrent requests that miss a list of thousands compute it once. They are sent as JSON text,
   // so the response schemas document them; cluster-presenters.test.ts checks the presenters
   // against those schemas.
-  const snapshots = new SnapshotCache(k.settings.listCacheBytes);
+  const snapshots = new SnapshotCache({
+    maxBytes: k.settings.listCacheBytes,
+    // A stamp confirmed this recently cannot have missed a row that was written and pruned since.
+    maxAgeMs: CLUSTER_CHANGES_RETENTION_MS / 2,
+  });
   /** Sends the list `read()` gives, computed again only when what it shows has changed. */
   const sendList = async (
     request: FastifyRequest,
