@@ -235,7 +235,7 @@ describe("SnapshotCache", () => {
     const read = (key: string) =>
       cache.unless(key, async (known) => {
         const { stamp, view } = await getClusterViewUnless(t.db, t.app.keelson.catalogue, t.projectId, c1, known);
-        return { stamp, produced: view && view.row.name };
+        return { stamp, produced: view?.row.name };
       });
     const list = async () =>
       (
