@@ -2,7 +2,7 @@ import compress from "@fastify/compress";
 import swagger from "@fastify/swagger";
 import swaggerUi from "@fastify/swagger-ui";
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
-import { keelsonSchema, pruneClusterChanges, type Store, storageFull } from "@keelson/db";
+import { foldClusterChanges, keelsonSchema, pruneClusterChanges, type Store, storageFull } from "@keelson/db";
 import { sql } from "drizzle-orm";
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from "fastify";
 import { AgentHub, type AgentHubOptions } from "./agents/hub.ts";
@@ -135,7 +135,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
         .reapDeadLinks()
         .catch((err: unknown) => logWriteFailure(app.log, err, {}, "reaping dead replicas' agent links failed"));
       await pruneLogs().catch((err: unknown) =>
-        logWriteFailure(app.log, err, {}, "pruning stored events or cluster changes failed"),
+        logWriteFailure(app.log, err, {}, "folding or pruning stored events or cluster changes failed"),
       );
     },
   });
@@ -172,9 +172,12 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     ...(options.store.dialect === "postgres" ? { channels, peers: peerNodeEvents(agents) } : {}),
   });
   await projectEvents.start();
-  // With the heartbeat, at most once a minute: a DELETE per renewal would be noise in every rollout.
   let logsPrunedAt = 0;
   const pruneLogs = async () => {
+    // Folds with each heartbeat (2 s by default): the reads of a cluster that keeps changing
+    // then count the changes of the last seconds, not of the minute the log keeps.
+    await foldClusterChanges(options.store.db);
+    // Prunes at most once a minute: a DELETE per renewal would be noise in every rollout.
     if (Date.now() - logsPrunedAt < LOG_PRUNE_INTERVAL_MS) return;
     logsPrunedAt = Date.now();
     await eventLog.prune(settings.eventRetentionMinutes * 60_000, settings.eventRetentionRows);

@@ -6,6 +6,7 @@ import {
   clusterChangeStamp,
   clusterChanges,
   clusters,
+  foldClusterChanges,
   nodes,
   openSqliteConnection,
   projects,
@@ -257,6 +258,68 @@ describe("SnapshotCache", () => {
     expect(await clusterChangeStamp(t.db, t.projectId, c1)).toBe(stampBefore);
     expect((await read("c1")).body.toString()).toBe("c1-renamed");
     expect(await list()).toBe("c1-renamed");
+  });
+
+  it("folds each cluster's older rows into one, every stamp unchanged, and keeps stamps apart after", async () => {
+    const [c1, c2] = [await insertCluster(t.db, t.projectId, "c1"), await insertCluster(t.db, t.projectId, "c2")];
+    for (const name of ["a", "b", "c"]) await t.db.update(clusters).set({ name }).where(eq(clusters.id, c1));
+    const { providerId } = await localPool(t.db, t.projectId);
+    for (const name of ["p1", "p2"])
+      await t.db.update(cloudProviders).set({ name }).where(eq(cloudProviders.id, providerId));
+    const stamps = async () => ({
+      list: await clusterChangeStamp(t.db, t.projectId),
+      c1: await clusterChangeStamp(t.db, t.projectId, c1),
+      c2: await clusterChangeStamp(t.db, t.projectId, c2),
+    });
+    const rows = async () => (await t.db.select().from(clusterChanges)).length;
+    const before = await stamps();
+    const rowsBefore = await rows();
+    // Rows younger than the default second stay as they are.
+    expect(await foldClusterChanges(t.db)).toBe(0);
+    // A cutoff a second ahead: every group of several rows folds (c1's four, the project's two).
+    expect(await foldClusterChanges(t.db, -1000)).toBe(6);
+    expect(await rows()).toBe(rowsBefore - 6 + 2);
+    expect(await stamps()).toEqual(before);
+    const c1Rows = await t.db.select().from(clusterChanges).where(eq(clusterChanges.clusterId, c1));
+    expect(c1Rows).toHaveLength(1);
+    expect(c1Rows[0]?.folded).toBe(4);
+    // Folding again changes nothing; a change after a fold moves the stamp, and folds into it.
+    expect(await foldClusterChanges(t.db, -1000)).toBe(0);
+    await t.db.update(clusters).set({ name: "d" }).where(eq(clusters.id, c1));
+    const changed = await stamps();
+    expect(changed.c1).not.toBe(before.c1);
+    expect(changed.list).not.toBe(before.list);
+    expect(changed.c2).toBe(before.c2);
+    expect(await foldClusterChanges(t.db, -1000)).toBe(2);
+    expect(await stamps()).toEqual(changed);
+    // A prune takes folded rows like any other: the stamps move, apart from every earlier one.
+    await pruneClusterChanges(t.db, -1000);
+    const pruned = await stamps();
+    expect(pruned.c1).not.toBe(changed.c1);
+    expect(pruned.c1).not.toBe(before.c1);
+    await t.db.update(clusters).set({ name: "e" }).where(eq(clusters.id, c1));
+    expect(await clusterChangeStamp(t.db, t.projectId, c1)).not.toBe(pruned.c1);
+  });
+
+  it("keeps its answers through a fold, and two folds at once fold each row once", async () => {
+    const cache = new SnapshotCache({ maxAgeMs: MAX_AGE_MS });
+    const c1 = await insertCluster(t.db, t.projectId, "c1");
+    for (const name of ["a", "b", "c"]) await t.db.update(clusters).set({ name }).where(eq(clusters.id, c1));
+    let computed = 0;
+    const read = () =>
+      cache.unless("c1", async (known) => {
+        const { stamp, view } = await getClusterViewUnless(t.db, t.app.keelson.catalogue, t.projectId, c1, known);
+        if (view) computed++;
+        return { stamp, produced: view?.row.name };
+      });
+    expect((await read()).body.toString()).toBe("c");
+    const stamp = await clusterChangeStamp(t.db, t.projectId, c1);
+    // On PostgreSQL the two run on two pooled connections.
+    const folded = await Promise.all([foldClusterChanges(t.db, -1000), foldClusterChanges(t.db, -1000)]);
+    expect(folded[0] + folded[1]).toBe(4);
+    expect(await clusterChangeStamp(t.db, t.projectId, c1)).toBe(stamp);
+    expect((await read()).body.toString()).toBe("c");
+    expect(computed).toBe(1);
   });
 
   it("does not keep a value whose computation wrote to the database", async () => {

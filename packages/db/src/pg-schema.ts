@@ -64,6 +64,8 @@ function pgColumn(table: string, column: SQLiteColumn, fk: ForeignKey | undefine
     // SQLite's AUTOINCREMENT key (never reused): a 64-bit identity, since 32 bits of event ids
     // run out within months. postgres.js reads int8 as a string; its readers take Number().
     builder = bigint(column.name, { mode: "number" }).generatedAlwaysAsIdentity() as unknown as ColumnBuilder;
+  } else if (column.columnType === "SQLiteInteger" && sqlite.WIDE_INTEGERS.has(at)) {
+    builder = bigint(column.name, { mode: "number" }) as unknown as ColumnBuilder;
   } else if (column.columnType === "SQLiteInteger") {
     builder = integer(column.name) as unknown as ColumnBuilder;
   } else if (column.columnType === "SQLiteBlobBuffer") {

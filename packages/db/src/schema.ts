@@ -497,8 +497,16 @@ export const events = sqliteTable(
  * (store/change-log.ts) are keyed by the stamp of their own rows: a rollout's heartbeats, reports,
  * commands and events leave them alone, and a change to one cluster leaves another cluster's
  * record and another project's list alone. Inserts only: no row for writers to queue on. Rows
- * live a minute (pruneClusterChanges).
+ * live a minute (pruneClusterChanges); the rows of one cluster older than a second are folded
+ * into one (foldClusterChanges), so a read's stamp counts a few rows, not every change of the
+ * minute (a cluster rolling writes hundreds).
  */
+/**
+ * Integer columns that need 64 bits on PostgreSQL (bigint there; SQLite's integers are 64-bit):
+ * `table.column`. An AUTOINCREMENT key is one already (pg-schema.ts).
+ */
+export const WIDE_INTEGERS: ReadonlySet<string> = new Set(["cluster_changes.id_sum"]);
+
 export const clusterChanges = sqliteTable(
   "cluster_changes",
   {
@@ -507,6 +515,12 @@ export const clusterChanges = sqliteTable(
     /** null: every cluster of the project. */
     clusterId: text("cluster_id"),
     createdAt: createdAt(),
+    /**
+     * A folded row (store/cluster-changes.ts foldClusterChanges): how many rows it stands for,
+     * and the sum of their ids (64-bit on PostgreSQL: WIDE_INTEGERS); null: one row, itself.
+     */
+    folded: integer("folded"),
+    idSum: integer("id_sum"),
   },
   (t) => [
     index("cluster_changes_project").on(t.projectId, t.clusterId, t.id),

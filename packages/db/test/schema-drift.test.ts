@@ -86,7 +86,7 @@ const declared: Catalog = Object.fromEntries(
     }),
 );
 
-/** The same on PostgreSQL, where an AUTOINCREMENT key is a 64-bit identity and bytes are bytea (pg-schema.ts). */
+/** The same on PostgreSQL, where an AUTOINCREMENT key and WIDE_INTEGERS are 64-bit and bytes are bytea (pg-schema.ts). */
 const pgDeclared: Catalog = Object.fromEntries(
   Object.entries(declared).map(([name, shape]) => {
     const table = (Object.values(schema) as unknown[]).find(
@@ -94,7 +94,9 @@ const pgDeclared: Catalog = Object.fromEntries(
     );
     const wide = new Set(
       getTableConfig(table as SQLiteTable)
-        .columns.filter((c) => (c as { autoIncrement?: boolean }).autoIncrement)
+        .columns.filter(
+          (c) => (c as { autoIncrement?: boolean }).autoIncrement || schema.WIDE_INTEGERS.has(`${name}.${c.name}`),
+        )
         .map((c) => c.name),
     );
     const columns = Object.fromEntries(

@@ -11,9 +11,11 @@ import { openSqliteStore } from "./sqlite-store.ts";
 import { firstRow, type Store } from "./types.ts";
 
 export {
+  CLUSTER_CHANGES_FOLD_AFTER_MS,
   CLUSTER_CHANGES_RETENTION_MS,
   clusterChangeStamp,
   clusterChangeStampColumn,
+  foldClusterChanges,
   pruneClusterChanges,
 } from "./cluster-changes.ts";
 export { assertBinaryCanRun, SchemaTooNewError } from "./compat.ts";
