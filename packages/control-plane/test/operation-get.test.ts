@@ -1,7 +1,7 @@
 import { operations } from "@keelson/db";
 import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { listOperations, operationById } from "../src/runner/store.ts";
+import { listOperations, operationById, recordOperation } from "../src/runner/store.ts";
 import { createTestApp, mintProjectToken, type TestApp } from "./helpers.ts";
 
 /** GET /v1/operations/{uuid}: one operation, for callers who may see its project (the CLI's `operations get`). */
@@ -39,6 +39,48 @@ describe("GET /v1/operations/{uuid}", () => {
     expect(foreign.json()).toMatchObject({ code: "not_found", message: `operation ${uuid} does not exist` });
     expect((await t.request({ method: "GET", url: "/v1/operations/nope" })).statusCode).toBe(404);
     expect((await t.request({ method: "GET", url: `/v1/operations/${uuid}`, token: null })).statusCode).toBe(403);
+  });
+
+  it("answers the params as recorded: the same bytes as serialising the record, alone and in the list", async () => {
+    const params = {
+      nodes: ["n-1", "n-2"],
+      note: 'é ✓ \u2028 " \\ </script>',
+      half: 1.5,
+      nested: { deep: [null, true, 0, { empty: {} }] },
+    };
+    const target = "target-of-bytes";
+    // A kind no runner knows: it stays pending, as recorded.
+    const op = await recordOperation(t.db, {
+      projectId: t.projectId,
+      kind: "test.bytes",
+      targetType: "cluster",
+      targetId: target,
+      params,
+    });
+    const expected = {
+      uuid: op.id,
+      projectId: t.projectId,
+      kind: "test.bytes",
+      targetType: "cluster",
+      targetUuid: target,
+      state: "pending",
+      step: 0,
+      attempts: 0,
+      error: null,
+      params,
+      createdAt: op.createdAt,
+      startedAt: null,
+      finishedAt: null,
+      replica: null,
+    };
+    const one = await t.request({ method: "GET", url: `/v1/operations/${op.id}` });
+    expect(one.headers["content-type"]).toBe("application/json; charset=utf-8");
+    expect(one.body).toBe(JSON.stringify(expected));
+    const listed = await t.request({ method: "GET", url: `/v4/${t.projectId}/operations?target=${target}` });
+    expect(listed.headers["content-type"]).toBe("application/json; charset=utf-8");
+    expect(listed.body).toBe(JSON.stringify([expected]));
+    const none = await t.request({ method: "GET", url: `/v4/${t.projectId}/operations?target=nothing-here` });
+    expect(none.body).toBe("[]");
   });
 
   it("shows the cursor's step, read by the database, and never the cursor itself", async () => {

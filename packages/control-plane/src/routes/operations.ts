@@ -2,6 +2,7 @@ import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
 import { callerOf, canSeeProject } from "../http/auth.ts";
 import { notFound } from "../http/errors.ts";
+import { sendJsonText } from "../http/json-answer.ts";
 import { listOperations, type OperationSummary, operationById } from "../runner/store.ts";
 import { ErrorBody, READER } from "./common-schemas.ts";
 
@@ -29,8 +30,14 @@ const Operation = Type.Object({
   }),
 });
 
-function present(op: OperationSummary) {
-  return {
+/**
+ * An operation as the Operation schema's JSON text, in its order, with the params spliced in as
+ * stored: a rollout's name each of its nodes (about 40 KB for 1,000), and a client polls the
+ * operation while it runs. The same bytes as serialising the parsed params (the stored text is
+ * JSON.stringify's own); operation-get.test.ts compares them.
+ */
+function operationJson(op: OperationSummary): string {
+  const head = JSON.stringify({
     uuid: op.id,
     projectId: op.projectId,
     kind: op.kind,
@@ -40,12 +47,14 @@ function present(op: OperationSummary) {
     step: op.step ?? 0,
     attempts: op.attempts,
     error: op.error,
-    params: op.params,
+  });
+  const tail = JSON.stringify({
     createdAt: op.createdAt,
     startedAt: op.startedAt,
     finishedAt: op.finishedAt,
     replica: op.owner,
-  };
+  });
+  return `${head.slice(0, -1)},"params":${op.paramsJson},${tail.slice(1)}`;
 }
 
 export const operationRoutes: FastifyPluginAsyncTypebox = async (app) => {
@@ -72,15 +81,14 @@ export const operationRoutes: FastifyPluginAsyncTypebox = async (app) => {
         response: { 200: Type.Array(Operation), 400: ErrorBody, 403: ErrorBody },
       },
     },
-    async (request) => {
+    async (request, reply) => {
       const { target, state, limit } = request.query;
-      return (
-        await listOperations(app.keelson.db, request.params.project_uuid, {
-          ...(target ? { targetId: target } : {}),
-          ...(state ? { state } : {}),
-          limit,
-        })
-      ).map(present);
+      const listed = await listOperations(app.keelson.db, request.params.project_uuid, {
+        ...(target ? { targetId: target } : {}),
+        ...(state ? { state } : {}),
+        limit,
+      });
+      return sendJsonText(reply, `[${listed.map(operationJson).join(",")}]`);
     },
   );
 
@@ -97,10 +105,10 @@ export const operationRoutes: FastifyPluginAsyncTypebox = async (app) => {
         response: { 200: Operation, 403: ErrorBody, 404: ErrorBody },
       },
     },
-    async (request) => {
+    async (request, reply) => {
       const op = await operationById(app.keelson.db, request.params.uuid);
       if (!op || !canSeeProject(callerOf(request), op.projectId)) throw notFound("operation", request.params.uuid);
-      return present(op);
+      return sendJsonText(reply, operationJson(op));
     },
   );
 };

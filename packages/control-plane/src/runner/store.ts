@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { type Db, dialectOf, firstRow, jsonIntegerAt, operations, type Tx } from "@keelson/db";
-import { and, asc, desc, eq, getTableColumns, inArray, type SQL } from "drizzle-orm";
+import { and, asc, desc, eq, getTableColumns, inArray, type SQL, sql } from "drizzle-orm";
 import { noteOperationStarted } from "../audit/context.ts";
 import type { OperationRow } from "./types.ts";
 
@@ -88,16 +88,32 @@ export async function operationParams(tx: Tx, id: string): Promise<OperationRow[
 }
 
 /**
- * What the API shows of an operation: every column but the cursor, and the cursor's step read
- * by the database. A rollout's cursor names each of its nodes (tens of KB for 1,000) and is
- * rewritten every 250 ms; clients poll the operation while it runs, and reading the whole cursor
- * for its step made each poll cost milliseconds of the rollout's CPU.
+ * What the API shows of an operation: every column but the cursor, the cursor's step read by
+ * the database, and the params as the JSON text stored. A rollout's cursor names each of its
+ * nodes (tens of KB for 1,000) and is rewritten every 250 ms, and its params name them too
+ * (about 40 KB): clients poll the operation while it runs, and reading the whole cursor for its
+ * step, or parsing the params to serialise them again, made each poll cost milliseconds of the
+ * rollout's CPU.
  */
-export type OperationSummary = Omit<OperationRow, "cursor" | "fence" | "leaseUntil"> & { step: number | null };
+export type OperationSummary = Omit<OperationRow, "cursor" | "fence" | "leaseUntil" | "params"> & {
+  step: number | null;
+  /** The params' JSON text as recorded (JSON.stringify of them: the text they serialise to). */
+  paramsJson: string;
+};
 
 function summaryColumns(db: Db) {
-  const { cursor: _cursor, fence: _fence, leaseUntil: _leaseUntil, ...columns } = getTableColumns(operations);
-  return { ...columns, step: jsonIntegerAt(dialectOf(db), operations.cursor, "step") };
+  const {
+    cursor: _cursor,
+    fence: _fence,
+    leaseUntil: _leaseUntil,
+    params: _params,
+    ...columns
+  } = getTableColumns(operations);
+  return {
+    ...columns,
+    paramsJson: sql<string>`${operations.params}`,
+    step: jsonIntegerAt(dialectOf(db), operations.cursor, "step"),
+  };
 }
 
 export async function listOperations(
