@@ -27,14 +27,6 @@ import { settleWithin, sleepUnlessAborted } from "./waits.ts";
 const DATABASE_RETRY_MAX_MS = 5_000;
 /** Most operations one look for work schedules (the rest come at the next renewal). */
 const PICK_UP_BATCH = 500;
-/**
- * How long an operation a request just recorded waits before its first statement. The client's
- * read-back of what it wrote (Terraform and scripts read a resource right after writing it) is
- * usually there within a millisecond on a near link: it is served first, instead of queueing
- * behind the claim, steps and events that the operation starts with (2.1–3× a warm read's
- * latency before). Operations last seconds; 5 ms at their start does not show.
- */
-const START_AFTER_MS = 5;
 
 /** An operation this runner holds: the fence it claimed with, and how to stop its step work. */
 interface Held extends Claim {
@@ -198,8 +190,7 @@ export class OperationRunner {
   /** Call after the transaction that recorded the operation has committed. */
   enqueue(op: Pick<OperationRow, "id" | "targetId">): void {
     // A draining replica leaves it pending: another replica picks it up at its next renewal.
-    if (this.started && !this.abort.signal.aborted && !this.handingOver)
-      this.schedule(op.id, op.targetId, START_AFTER_MS);
+    if (this.started && !this.abort.signal.aborted && !this.handingOver) this.schedule(op.id, op.targetId);
   }
 
   /** Resolves once every operation now queued or running has settled (tests and benchmarks). */
@@ -258,14 +249,13 @@ export class OperationRunner {
     return ids;
   }
 
-  private schedule(id: string, targetId: string, afterMs = 0): void {
+  private schedule(id: string, targetId: string): void {
     if (this.queued.has(id)) return;
     this.queued.add(id);
     const previous = this.chains.get(targetId) ?? Promise.resolve();
     // The chain must never reject: a rejected link would skip every later operation of the
     // target, and the rejection would go unhandled (which stops the process).
     const next = previous
-      .then(() => afterMs > 0 && new Promise((resolve) => setTimeout(resolve, afterMs)))
       .then(() => this.execute(id))
       .catch((err) => this.log.error({ operation: id, err }, "running an operation failed"))
       .finally(() => this.queued.delete(id));
