@@ -488,6 +488,12 @@ export const events = sqliteTable(
 );
 
 /**
+ * Integer columns that need 64 bits on PostgreSQL (bigint there; SQLite's integers are 64-bit):
+ * `table.column`. An AUTOINCREMENT key is one already (pg-schema.ts).
+ */
+export const WIDE_INTEGERS: ReadonlySet<string> = new Set(["cluster_changes.id_sum"]);
+
+/**
  * A row for every committed change to what the cluster records show (clusters; their provider's
  * name and type; their pool's name; their nodes' cluster, role, status, link and API health),
  * written by the database's own triggers (the `cluster_changes_triggers` migration of each
@@ -501,12 +507,6 @@ export const events = sqliteTable(
  * into one (foldClusterChanges), so a read's stamp counts a few rows, not every change of the
  * minute (a cluster rolling writes hundreds).
  */
-/**
- * Integer columns that need 64 bits on PostgreSQL (bigint there; SQLite's integers are 64-bit):
- * `table.column`. An AUTOINCREMENT key is one already (pg-schema.ts).
- */
-export const WIDE_INTEGERS: ReadonlySet<string> = new Set(["cluster_changes.id_sum"]);
-
 export const clusterChanges = sqliteTable(
   "cluster_changes",
   {
