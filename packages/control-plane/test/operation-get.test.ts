@@ -1,3 +1,4 @@
+import { gunzipSync } from "node:zlib";
 import { operations } from "@keelson/db";
 import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -114,5 +115,41 @@ describe("GET /v1/operations/{uuid}", () => {
       expect(await stepOf(), JSON.stringify(cursor).slice(0, 40)).toBe(step);
     }
     expect(Object.keys((await operationById(t.db, id)) ?? {})).not.toContain("cursor");
+  });
+
+  it("tags a polled answer, and sends the same encoding again while it is unchanged; a change is a new answer", async () => {
+    // Params of a rollout's size in miniature: above the compression threshold.
+    const params = { nodes: Array.from({ length: 100 }, (_, i) => `polled-node-${i}`) };
+    const op = await recordOperation(t.db, {
+      projectId: t.projectId,
+      kind: "test.polled",
+      targetType: "cluster",
+      targetId: "target-polled",
+      params,
+    });
+    for (const url of [`/v1/operations/${op.id}`, `/v4/${t.projectId}/operations?target=target-polled`]) {
+      const poll = (headers: Record<string, string> = {}) =>
+        t.request({ method: "GET", url, headers: { "accept-encoding": "gzip", ...headers } });
+      const first = await poll();
+      expect(first.headers["content-encoding"]).toBe("gzip");
+      const etag = first.headers.etag as string;
+      expect(etag).toMatch(/^W\/"/);
+      const again = await poll();
+      expect(again.headers.etag).toBe(etag);
+      expect(again.rawPayload.equals(first.rawPayload)).toBe(true);
+      const plain = await t.request({ method: "GET", url });
+      expect(gunzipSync(first.rawPayload).toString()).toBe(plain.body);
+      expect(plain.headers.etag).toBe(etag);
+      expect((await poll({ "if-none-match": etag })).statusCode).toBe(304);
+
+      // The operation moves on: the next poll is its new state, under a new tag.
+      const state = url.startsWith("/v1") ? "running" : "succeeded";
+      await t.db.update(operations).set({ state }).where(eq(operations.id, op.id));
+      const moved = await poll({ "if-none-match": etag });
+      expect(moved.statusCode).toBe(200);
+      expect(moved.headers.etag).not.toBe(etag);
+      const body = JSON.parse(gunzipSync(moved.rawPayload).toString());
+      expect((Array.isArray(body) ? body[0] : body).state).toBe(state);
+    }
   });
 });

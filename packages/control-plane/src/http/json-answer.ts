@@ -39,8 +39,3 @@ export function sendTaggedJson(request: FastifyRequest, reply: FastifyReply, val
   if (notModified(request, reply, etagOf(text, nextPage))) return reply.code(304).send();
   return reply.type(JSON_TYPE).send(text);
 }
-
-/** JSON text a route made itself (its response schema documents the shape), sent as it is. */
-export function sendJsonText(reply: FastifyReply, text: string) {
-  return reply.type(JSON_TYPE).send(text);
-}

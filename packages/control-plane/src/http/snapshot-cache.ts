@@ -194,6 +194,21 @@ export class SnapshotCache {
     return answer;
   }
 
+  /**
+   * An answer computed at every request (nothing stamps what it read: an operation, whose cursor
+   * moves every few hundred milliseconds while it runs), kept only for its tag and encodings:
+   * when `key`'s text is the bytes of the last one, that answer comes back, so a client polling
+   * an unchanged answer does not have it compressed again. A key is read through computed() or
+   * through get() and unless(), never both.
+   */
+  computed(key: string, text: string): CachedAnswer {
+    const answer = this.answerOf(key, text);
+    const kept = this.entries.get(key);
+    if (kept?.answer === answer) return this.hit(key, kept, this.now());
+    this.file(key, "", this.now(), answer);
+    return answer;
+  }
+
   /** What `produced` gives as an answer for `key`: the kept one, encodings and all, when the bytes are the same. */
   private answerOf(key: string, produced: Produced): CachedAnswer {
     const { text, nextPage } = typeof produced === "string" ? { text: produced } : produced;

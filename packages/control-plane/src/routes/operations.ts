@@ -2,7 +2,8 @@ import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
 import { callerOf, canSeeProject } from "../http/auth.ts";
 import { notFound } from "../http/errors.ts";
-import { sendJsonText } from "../http/json-answer.ts";
+import { sendCachedJson } from "../http/json-answer.ts";
+import { SnapshotCache } from "../http/snapshot-cache.ts";
 import { listOperations, type OperationSummary, operationById } from "../runner/store.ts";
 import { ErrorBody, READER } from "./common-schemas.ts";
 
@@ -57,7 +58,16 @@ function operationJson(op: OperationSummary): string {
   return `${head.slice(0, -1)},"params":${op.paramsJson},${tail.slice(1)}`;
 }
 
+/**
+ * The polled answers' tags and encodings, a few rollouts' worth: an operation is read again at
+ * every request, but a client polling a 40 KB rollout gets the gzip made for the last poll while
+ * nothing changed (the cursor moves once a batch), and a 304 to its If-None-Match.
+ */
+const POLLED_ANSWER_BYTES = 8 * 1024 * 1024;
+
 export const operationRoutes: FastifyPluginAsyncTypebox = async (app) => {
+  // Only computed(): no stamp is ever trusted, so no age either.
+  const polled = new SnapshotCache({ maxBytes: POLLED_ANSWER_BYTES, maxAgeMs: 0 });
   app.get(
     "/v4/:project_uuid/operations",
     {
@@ -88,7 +98,8 @@ export const operationRoutes: FastifyPluginAsyncTypebox = async (app) => {
         ...(state ? { state } : {}),
         limit,
       });
-      return sendJsonText(reply, `[${listed.map(operationJson).join(",")}]`);
+      const key = JSON.stringify(["list", request.params.project_uuid, target, state, limit]);
+      return sendCachedJson(request, reply, polled.computed(key, `[${listed.map(operationJson).join(",")}]`));
     },
   );
 
@@ -108,7 +119,7 @@ export const operationRoutes: FastifyPluginAsyncTypebox = async (app) => {
     async (request, reply) => {
       const op = await operationById(app.keelson.db, request.params.uuid);
       if (!op || !canSeeProject(callerOf(request), op.projectId)) throw notFound("operation", request.params.uuid);
-      return sendJsonText(reply, operationJson(op));
+      return sendCachedJson(request, reply, polled.computed(JSON.stringify(["one", op.id]), operationJson(op)));
     },
   );
 };
