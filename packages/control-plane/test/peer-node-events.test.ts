@@ -13,8 +13,10 @@ const phases = simPhases("master", "converging", new Date("2026-11-26T10:00:00.0
 
 describe("a node event's stored form", () => {
   const stored = (e: NodeEvent) => {
-    const { type, data } = nodeEventRecord(e);
-    return { projectId: e.projectId, type, payload: JSON.stringify(data) };
+    const { type, data, payload } = nodeEventRecord(e);
+    // The payload is spliced around the phases' text made once (phasesJson): JSON.stringify's bytes.
+    expect(payload).toBe(JSON.stringify(data));
+    return { projectId: e.projectId, type, payload };
   };
   const base = { hostId: "h1", projectId: "p1" };
 
@@ -93,10 +95,8 @@ describe("a node event's stored form", () => {
   it("keeps the stream's fields: no namesCommands, and command only from an agent that names it", () => {
     const report = { type: "node-report", ...base, clusterId: "c1", apiResponding: true } as const;
     const older = nodeEventRecord({ ...report, report: { status: "ok", phases: [] }, namesCommands: false });
-    expect(older).toEqual({
-      type: "node.report",
-      data: { hostId: "h1", clusterId: "c1", status: "ok", apiResponding: true, phases: [] },
-    });
+    const data = { hostId: "h1", clusterId: "c1", status: "ok", apiResponding: true, phases: [] };
+    expect(older).toEqual({ type: "node.report", data, payload: JSON.stringify(data) });
     const naming = nodeEventRecord({ ...report, report: { status: "ok", phases: [] }, namesCommands: true });
     expect(naming.data.command).toBeNull();
   });

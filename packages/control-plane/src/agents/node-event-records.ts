@@ -2,6 +2,7 @@ import { EtcdMemberHealth, NodePhaseReport } from "@keelson/protocol";
 import { Type } from "typebox";
 import { Compile } from "typebox/compile";
 import type { NodeEvent } from "./node-events.ts";
+import { phasesJson } from "./phases-json.ts";
 
 /**
  * A node event as the events table stores it (and an event stream shows it): its name and its
@@ -13,28 +14,31 @@ import type { NodeEvent } from "./node-events.ts";
 export interface NodeEventRecord {
   type: "node.report" | "node.connected" | "node.disconnected" | "node.agent";
   data: Record<string, unknown>;
+  /** `data` as JSON text (JSON.stringify's bytes): the stored payload. */
+  payload: string;
 }
 
 export function nodeEventRecord(e: NodeEvent): NodeEventRecord {
-  if (e.type === "link")
-    return { type: e.connected ? "node.connected" : "node.disconnected", data: { hostId: e.hostId } };
-  if (e.type === "agent") {
-    const { type: _t, projectId: _p, hostId, ...data } = e;
-    return { type: "node.agent", data: { hostId, ...data } };
+  if (e.type === "link") {
+    const data = { hostId: e.hostId };
+    return { type: e.connected ? "node.connected" : "node.disconnected", data, payload: JSON.stringify(data) };
   }
-  return {
-    type: "node.report",
-    data: {
-      hostId: e.hostId,
-      clusterId: e.clusterId,
-      status: e.report.status,
-      apiResponding: e.apiResponding,
-      phases: e.report.phases,
-      ...(e.etcd ? { etcd: e.etcd } : {}),
-      // Present only for an agent that names its command: null before the node's first.
-      ...(e.namesCommands ? { command: e.command ?? null } : {}),
-    },
+  if (e.type === "agent") {
+    const { type: _t, projectId: _p, hostId, ...rest } = e;
+    const data = { hostId, ...rest };
+    return { type: "node.agent", data, payload: JSON.stringify(data) };
+  }
+  const head = { hostId: e.hostId, clusterId: e.clusterId, status: e.report.status, apiResponding: e.apiResponding };
+  const tail = {
+    ...(e.etcd ? { etcd: e.etcd } : {}),
+    // Present only for an agent that names its command: null before the node's first.
+    ...(e.namesCommands ? { command: e.command ?? null } : {}),
   };
+  // The phases' text is the one the node's row got (phasesJson): the rest is spliced around it
+  // in the order of `data`, so the payload is JSON.stringify(data)'s bytes.
+  const tailText = JSON.stringify(tail).slice(1, -1);
+  const payload = `${JSON.stringify(head).slice(0, -1)},"phases":${phasesJson(e.report.phases)}${tailText ? `,${tailText}` : ""}}`;
+  return { type: "node.report", data: { ...head, phases: e.report.phases, ...tail }, payload };
 }
 
 const HostId = Type.String({ minLength: 1, maxLength: 128 });

@@ -187,8 +187,8 @@ export class ProjectEventFanout {
     }
   }
 
-  private record(projectId: string, type: ProjectEventName, data: unknown): void {
-    const event: NewEvent = { projectId, type, payload: JSON.stringify(data) };
+  private record(projectId: string, type: ProjectEventName, payload: string): void {
+    const event: NewEvent = { projectId, type, payload };
     this.inflight++;
     this.sources.log.append(event).then(
       (id) =>
@@ -265,10 +265,10 @@ export class ProjectEventFanout {
     });
   }
 
-  private readonly onOperation = (e: OperationEvent): void => this.record(e.projectId, e.type, e);
+  private readonly onOperation = (e: OperationEvent): void => this.record(e.projectId, e.type, JSON.stringify(e));
 
   private readonly onNode = (e: NodeEvent): void => {
-    const { type, data } = nodeEventRecord(e);
-    this.record(e.projectId, type, data);
+    const { type, payload } = nodeEventRecord(e);
+    this.record(e.projectId, type, payload);
   };
 }

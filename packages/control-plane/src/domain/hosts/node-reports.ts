@@ -2,6 +2,7 @@ import { type Db, dialectOf, firstRow, lockedInIdOrder, nodes, rowsOf, Statement
 import type { NodeReportFrame } from "@keelson/protocol";
 import { and, eq, isNull, or, sql } from "drizzle-orm";
 import type { ReportOutcome } from "../../agents/link-domain.ts";
+import { phasesJson } from "../../agents/phases-json.ts";
 
 /** Reports written by one statement at most (its parameters stay a few MB). */
 const MAX_BATCH = 1_000;
@@ -59,15 +60,15 @@ export class NodeReportWriter {
         c: frame.clusterId,
         s: frame.report.status,
         a: frame.apiResponding ? 1 : 0,
-        // Read back as its JSON text, the text nodes.phases holds (schema.ts: JSON mode).
-        p: frame.report.phases,
+        // The JSON text nodes.phases holds (schema.ts: JSON mode), the event's too (phasesJson).
+        p: phasesJson(frame.report.phases),
       })),
       {
         r_host: { key: "h", type: "text" },
         r_cluster: { key: "c", type: "text" },
         r_status: { key: "s", type: "text" },
         r_api: { key: "a", type: "integer" },
-        r_phases: { key: "p", type: "json" },
+        r_phases: { key: "p", type: "text" },
       },
     );
     const ids = batch.map((r) => r.hostId);
