@@ -118,6 +118,37 @@ describe("OperationRunner", () => {
     }
   });
 
+  it("starts an operation a request recorded a moment later, counted by idle() meanwhile; a stop ends the wait", async () => {
+    const store = createTestStore();
+    const db = store.db;
+    try {
+      const projectId = (await createProject(db, "p")).id;
+      const runner = new OperationRunner(db, pino({ level: "silent" }));
+      const ran: number[] = [];
+      runner.register({ kind: "fine", steps: () => [{ name: "only", run: () => void ran.push(performance.now()) }] });
+      await runner.start();
+      const record = () => recordOperation(db, { projectId, kind: "fine", targetType: "cluster", targetId: "t" });
+      const op = await record();
+      const enqueuedAt = performance.now();
+      runner.enqueue(op);
+      await runner.idle();
+      // The request's answer and its client's next reads go first (START_DELAY_MS, 20 ms: a timer
+      // fires at most a millisecond early, so this holds on any machine, however loaded).
+      expect((ran[0] as number) - enqueuedAt).toBeGreaterThanOrEqual(15);
+      const state = async (id: string) => firstRow(await db.select().from(operations).where(eq(operations.id, id)));
+      expect((await state(op.id))?.state).toBe("succeeded");
+
+      // Stopped while one waits: it is left pending for the next start, and the stop does not wait it out.
+      const waiting = await record();
+      runner.enqueue(waiting);
+      await runner.stop();
+      expect(ran).toHaveLength(1);
+      expect((await state(waiting.id))?.state).toBe("pending");
+    } finally {
+      await store.close();
+    }
+  });
+
   it("waits out a full store (a real SQLITE_FULL saving progress) and resumes from its cursor, not failed", async () => {
     const store = createTestStore();
     const db = store.db;

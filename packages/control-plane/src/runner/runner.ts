@@ -25,6 +25,16 @@ import { settleWithin, sleepUnlessAborted } from "./waits.ts";
 
 /** The longest wait between two tries of an operation while the database is away. */
 const DATABASE_RETRY_MAX_MS = 5_000;
+
+/**
+ * How long an operation a request recorded waits before its first step. The request answers
+ * first, and its client's next reads (the record it just changed, the operation) are served
+ * before the steps compete with them for the event loop and the database: a cluster record read
+ * right after an update took 3.0× a warm read with the steps starting at once, 1.6× with this
+ * wait (10 ms and longer alike; 5 ms was too short for the read to be served first). An
+ * operation lasts from milliseconds to minutes: 20 ms later is not seen.
+ */
+const START_DELAY_MS = 20;
 /** Most operations one look for work schedules (the rest come at the next renewal). */
 const PICK_UP_BATCH = 500;
 
@@ -190,7 +200,8 @@ export class OperationRunner {
   /** Call after the transaction that recorded the operation has committed. */
   enqueue(op: Pick<OperationRow, "id" | "targetId">): void {
     // A draining replica leaves it pending: another replica picks it up at its next renewal.
-    if (this.started && !this.abort.signal.aborted && !this.handingOver) this.schedule(op.id, op.targetId);
+    if (this.started && !this.abort.signal.aborted && !this.handingOver)
+      this.schedule(op.id, op.targetId, START_DELAY_MS);
   }
 
   /** Resolves once every operation now queued or running has settled (tests and benchmarks). */
@@ -249,13 +260,16 @@ export class OperationRunner {
     return ids;
   }
 
-  private schedule(id: string, targetId: string): void {
+  /** Runs the operation after those queued on its target, `delayMs` after they ended (and counted by idle() meanwhile). */
+  private schedule(id: string, targetId: string, delayMs = 0): void {
     if (this.queued.has(id)) return;
     this.queued.add(id);
     const previous = this.chains.get(targetId) ?? Promise.resolve();
     // The chain must never reject: a rejected link would skip every later operation of the
-    // target, and the rejection would go unhandled (which stops the process).
+    // target, and the rejection would go unhandled (which stops the process). A stop ends the
+    // wait at once, and execute() then leaves the operation pending for the next start.
     const next = previous
+      .then(() => (delayMs > 0 ? sleepUnlessAborted(delayMs, this.abort.signal) : undefined))
       .then(() => this.execute(id))
       .catch((err) => this.log.error({ operation: id, err }, "running an operation failed"))
       .finally(() => this.queued.delete(id));
