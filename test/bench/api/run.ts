@@ -280,12 +280,12 @@ try {
   const listRows = (f: Figures) => [f.lists.plain, f.lists.gzip, f.lists.br, f.lists.notModified];
   printTable([bareList, ...listRows(sqlite), ...listRows(postgres)]);
   const coldLine = (name: string, f: Figures) => {
-    const { warm, cold, afterOther, settled } = f.coldWarm;
+    const { warm, cold, afterOther, settled, warmAfterPause } = f.coldWarm;
     const p50 = (x: { p50: number; mean: number }) => `p50 ${x.p50.toFixed(2)} ms (mean ${x.mean.toFixed(2)})`;
     const ofWarm = (x: { p50: number }) => `${(x.p50 / warm.p50).toFixed(2)}× warm`;
     return [
-      `  ${name}: warm ${p50(warm)}`,
-      `    after a write of that cluster, its operation ended: ${p50(settled)}, ${ofWarm(settled)} (target <= 2)`,
+      `  ${name}: warm ${p50(warm)}; warm after a poll interval's pause and a poll ${p50(warmAfterPause)}`,
+      `    after a write of that cluster, its operation ended: ${p50(settled)}, ${ofWarm(settled)}, ${(settled.p50 / warmAfterPause.p50).toFixed(2)}× warm after the same pause (target <= 2)`,
       `    right after that write (its operation running): ${p50(cold)}, ${ofWarm(cold)}`,
       `    right after another cluster's write (cached): ${p50(afterOther)}, ${ofWarm(afterOther)}`,
     ].join("\n");
