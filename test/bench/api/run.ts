@@ -286,7 +286,7 @@ try {
     return [
       `  ${name}: warm ${p50(warm)}; warm after a poll interval's pause and a poll ${p50(warmAfterPause)}`,
       `    after a write of that cluster, its operation ended: ${p50(settled)}, ${ofWarm(settled)}, ${(settled.p50 / warmAfterPause.p50).toFixed(2)}× warm after the same pause (target <= 2)`,
-      `    right after that write (its operation running): ${p50(cold)}, ${ofWarm(cold)}`,
+      `    right after that write (before its operation starts, runner START_DELAY_MS): ${p50(cold)}, ${ofWarm(cold)}`,
       `    right after another cluster's write (cached): ${p50(afterOther)}, ${ofWarm(afterOther)}`,
     ].join("\n");
   };
