@@ -5,7 +5,7 @@
  * same parameters.
  */
 import { promisify } from "node:util";
-import { brotliCompress, constants, gzip } from "node:zlib";
+import { brotliCompress, brotliCompressSync, constants, gzip, gzipSync } from "node:zlib";
 import { Negotiator } from "@fastify/accept-negotiator";
 
 /** Brotli first: about 20% smaller than gzip on the cluster lists, at a like cost at quality 4. */
@@ -36,7 +36,26 @@ export function negotiateEncoding(acceptEncoding: string | undefined): Encoding 
 const brotli = promisify(brotliCompress);
 const gzipped = promisify(gzip);
 
-/** Encodes on libuv's thread pool: the event loop stays free while a large list is compressed. */
+/**
+ * Up to this many bytes a body is encoded on the event loop. Handing a small body to the thread
+ * pool (a zlib stream, its handle, the callbacks back) cost 140-290 µs of CPU where encoding it
+ * in place costs 20-60 (a cluster record of 3 KB, a rollout's operation of 40 KB, gzip; 128 KB
+ * takes about 0.2 ms in place): a record read right after a write paid more for that than for
+ * its statement.
+ */
+const IN_PLACE_BYTES = 128 * 1024;
+
+/**
+ * Encodes `bytes`: a small body at once, a large one (a list of thousands, tens of ms) on libuv's
+ * thread pool, so the event loop stays free while it is compressed.
+ */
 export function encode(encoding: Encoding, bytes: Buffer): Promise<Buffer> {
+  if (bytes.length <= IN_PLACE_BYTES) {
+    try {
+      return Promise.resolve(encoding === "br" ? brotliCompressSync(bytes, brotliOptions) : gzipSync(bytes));
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  }
   return encoding === "br" ? brotli(bytes, brotliOptions) : gzipped(bytes);
 }
