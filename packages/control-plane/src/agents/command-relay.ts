@@ -91,6 +91,11 @@ export class CommandRelay {
   private readonly answers: StatementBatch<Answer, boolean>;
   /** Answers other replicas recorded, read together (a rollout's batch answers within a few ms). */
   private readonly answerReads: StatementBatch<string, { result: unknown } | undefined>;
+  /**
+   * The unanswered commands of hosts that just linked, looked up together: after a restart of
+   * the control plane every agent links again within seconds, a statement each otherwise.
+   */
+  private readonly relinks: StatementBatch<string, SendableCommand[]>;
   private readonly unlisten: (() => Promise<void>)[] = [];
   private pruning: NodeJS.Timeout | undefined;
   private closed = false;
@@ -108,6 +113,15 @@ export class CommandRelay {
     this.answerReads = new StatementBatch(async (ids) => {
       const found = new Map((await answerOf(db, ids)).map((r) => [r.id, r]));
       return ids.map((id) => found.get(id));
+    });
+    this.relinks = new StatementBatch(async (hostIds) => {
+      const byHost = new Map<string, SendableCommand[]>();
+      for (const row of await markSent(db, { hostIds })) {
+        const list = byHost.get(row.hostId);
+        if (list) list.push(row);
+        else byHost.set(row.hostId, [row]);
+      }
+      return hostIds.map((hostId) => byHost.get(hostId) ?? []);
     });
     this.answers = new StatementBatch(
       async (answers) => {
@@ -251,7 +265,7 @@ export class CommandRelay {
 
   /** A host linked here: its unanswered commands go out again, same ids. */
   async onLinked(session: AgentSession): Promise<void> {
-    const rows = await markSent(this.options.db, { hostIds: [session.hostId] });
+    const rows = await this.relinks.add(session.hostId);
     for (const row of rows) session.sendCommandUnlessCarried(frameOf(row));
   }
 

@@ -1,5 +1,5 @@
-import { clusters, firstRow, lockRows, nodes } from "@keelson/db";
-import { eq } from "drizzle-orm";
+import { clusters, dialectOf, firstRow, inJsonArray, lockRows, nodes } from "@keelson/db";
+import { and, eq, isNotNull } from "drizzle-orm";
 import type { NodeLinkEvent, NodeReportEvent } from "../../../agents/node-events.ts";
 import type { Keelson } from "../../../context.ts";
 import { activeOperationFor } from "../../../runner/store.ts";
@@ -11,20 +11,37 @@ import { currentClusterStatus } from "./settle.ts";
  * turns it back `ok`, and every report while the cluster is ok refreshes `lastOk` ("when the
  * cluster last reported OK"). While an operation runs on the cluster it owns the status and
  * this stays out of the way. Changes are coalesced per cluster over `delayMs`, so a burst of
- * reports costs one update.
+ * reports costs one update, and the clusters of hosts whose link came or went are looked up
+ * together then (every agent links again within seconds after a restart of the control plane:
+ * one statement for all of them, not one per link).
  */
 export function followClusterHealth(k: Keelson, delayMs = 200): () => void {
   const dirty = new Set<string>();
+  /** Hosts whose link changed since the last flush: their clusters are dirty. */
+  const linked = new Set<string>();
   let timer: NodeJS.Timeout | undefined;
   let stopped = false;
-  const clusterOfHost = async (hostId: string) =>
-    firstRow(await k.db.select({ clusterId: nodes.clusterId }).from(nodes).where(eq(nodes.id, hostId)))?.clusterId ??
-    null;
+  const clustersOfHosts = async (hostIds: string[]) => {
+    const rows = await k.db
+      .selectDistinct({ clusterId: nodes.clusterId })
+      .from(nodes)
+      .where(and(inJsonArray(dialectOf(k.db), nodes.id, hostIds), isNotNull(nodes.clusterId)));
+    return rows.flatMap((r) => (r.clusterId ? [r.clusterId] : []));
+  };
 
   const flush = async () => {
     timer = undefined;
     // Stopped with the app: the database may be closing.
     if (stopped) return;
+    if (linked.size > 0) {
+      const hostIds = [...linked];
+      linked.clear();
+      try {
+        for (const clusterId of await clustersOfHosts(hostIds)) dirty.add(clusterId);
+      } catch (err) {
+        k.log.warn({ err, hosts: hostIds.length }, "could not follow cluster health");
+      }
+    }
     const ids = [...dirty];
     dirty.clear();
     for (const id of ids) {
@@ -48,17 +65,18 @@ export function followClusterHealth(k: Keelson, delayMs = 200): () => void {
       }
     }
   };
-  const mark = (clusterId: string | null) => {
-    if (!clusterId) return;
-    dirty.add(clusterId);
+  const arm = () => {
     timer ??= setTimeout(flush, delayMs);
     timer.unref();
   };
-  const onReport = (event: NodeReportEvent) => mark(event.clusterId);
+  const onReport = (event: NodeReportEvent) => {
+    if (!event.clusterId) return;
+    dirty.add(event.clusterId);
+    arm();
+  };
   const onLink = (event: NodeLinkEvent) => {
-    clusterOfHost(event.hostId).then(mark, (err: unknown) =>
-      k.log.warn({ err, hostId: event.hostId }, "could not follow cluster health"),
-    );
+    linked.add(event.hostId);
+    arm();
   };
 
   k.agents.nodeEvents.all.on("node-report", onReport);
