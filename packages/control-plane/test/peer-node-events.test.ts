@@ -13,9 +13,7 @@ const phases = simPhases("master", "converging", new Date("2026-11-26T10:00:00.0
 
 describe("a node event's stored form", () => {
   const stored = (e: NodeEvent) => {
-    const { type, data, payload } = nodeEventRecord(e);
-    // The payload is spliced around the phases' text made once (phasesJson): JSON.stringify's bytes.
-    expect(payload).toBe(JSON.stringify(data));
+    const { type, payload } = nodeEventRecord(e);
     return { projectId: e.projectId, type, payload };
   };
   const base = { hostId: "h1", projectId: "p1" };
@@ -53,6 +51,8 @@ describe("a node event's stored form", () => {
       { type: "agent", ...base, agentVersion: "1.2.3", agentStatus: "updating", agentError: null },
     ];
     for (const e of events) expect(nodeEventOf(stored(e))).toEqual(e);
+    // Spliced around the phases' text made once (phasesJson), a payload is still JSON.stringify's form.
+    for (const e of events) expect(JSON.stringify(JSON.parse(stored(e).payload))).toBe(stored(e).payload);
     // Each names its host first, where payloadHost reads it without parsing.
     for (const e of events) expect(payloadHost(stored(e).payload)).toBe(e.hostId);
   });
@@ -96,9 +96,21 @@ describe("a node event's stored form", () => {
     const report = { type: "node-report", ...base, clusterId: "c1", apiResponding: true } as const;
     const older = nodeEventRecord({ ...report, report: { status: "ok", phases: [] }, namesCommands: false });
     const data = { hostId: "h1", clusterId: "c1", status: "ok", apiResponding: true, phases: [] };
-    expect(older).toEqual({ type: "node.report", data, payload: JSON.stringify(data) });
+    expect(older).toEqual({ type: "node.report", payload: JSON.stringify(data) });
     const naming = nodeEventRecord({ ...report, report: { status: "ok", phases: [] }, namesCommands: true });
-    expect(naming.data.command).toBeNull();
+    expect(naming.payload).toBe(JSON.stringify({ ...data, command: null }));
+    // Every field, in the stream's order.
+    const etcd = { members: 3, healthy: 3, checkedAt: "2026-11-26T10:00:01.000Z" };
+    const full = nodeEventRecord({
+      ...report,
+      report: { status: "converging", phases },
+      etcd,
+      namesCommands: true,
+      command: "op-1:restart:h1",
+    });
+    expect(full.payload).toBe(
+      JSON.stringify({ ...data, status: "converging", phases, etcd, command: "op-1:restart:h1" }),
+    );
   });
 
   it("is nothing for another kind of event, bad JSON or a form not known here", () => {

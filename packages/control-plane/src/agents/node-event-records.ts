@@ -6,39 +6,40 @@ import { phasesJson } from "./phases-json.ts";
 
 /**
  * A node event as the events table stores it (and an event stream shows it): its name and its
- * data. The one home of that form both ways: the project event fanout writes it, and on
- * PostgreSQL a replica reads other replicas' rows back into node events for its own waiters on
+ * data as JSON text. The one home of that form both ways: the project event fanout writes it, and
+ * on PostgreSQL a replica reads other replicas' rows back into node events for its own waiters on
  * those hosts (peer-node-events.ts), so what one replica wrote must decode to the event it had.
  * Every kind's data has `hostId` first, so a reader can tell the host without parsing (payloadHost).
  */
 export interface NodeEventRecord {
   type: "node.report" | "node.connected" | "node.disconnected" | "node.agent";
-  data: Record<string, unknown>;
-  /** `data` as JSON text (JSON.stringify's bytes): the stored payload. */
+  /** The data's JSON text, in the order of the fields below: the stored payload. */
   payload: string;
 }
 
 export function nodeEventRecord(e: NodeEvent): NodeEventRecord {
   if (e.type === "link") {
-    const data = { hostId: e.hostId };
-    return { type: e.connected ? "node.connected" : "node.disconnected", data, payload: JSON.stringify(data) };
+    return {
+      type: e.connected ? "node.connected" : "node.disconnected",
+      payload: JSON.stringify({ hostId: e.hostId }),
+    };
   }
   if (e.type === "agent") {
     const { type: _t, projectId: _p, hostId, ...rest } = e;
-    const data = { hostId, ...rest };
-    return { type: "node.agent", data, payload: JSON.stringify(data) };
+    return { type: "node.agent", payload: JSON.stringify({ hostId, ...rest }) };
   }
+  // hostId, clusterId, status, apiResponding, phases, then etcd and command when present. The
+  // phases' text is the one the node's row got (phasesJson), spliced in: a report's phase list
+  // is serialised once, not once for the row and once for the event.
   const head = { hostId: e.hostId, clusterId: e.clusterId, status: e.report.status, apiResponding: e.apiResponding };
   const tail = {
     ...(e.etcd ? { etcd: e.etcd } : {}),
     // Present only for an agent that names its command: null before the node's first.
     ...(e.namesCommands ? { command: e.command ?? null } : {}),
   };
-  // The phases' text is the one the node's row got (phasesJson): the rest is spliced around it
-  // in the order of `data`, so the payload is JSON.stringify(data)'s bytes.
   const tailText = JSON.stringify(tail).slice(1, -1);
   const payload = `${JSON.stringify(head).slice(0, -1)},"phases":${phasesJson(e.report.phases)}${tailText ? `,${tailText}` : ""}}`;
-  return { type: "node.report", data: { ...head, phases: e.report.phases, ...tail }, payload };
+  return { type: "node.report", payload };
 }
 
 const HostId = Type.String({ minLength: 1, maxLength: 128 });
