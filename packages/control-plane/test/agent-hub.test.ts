@@ -673,6 +673,47 @@ describe("PresenceWriter", () => {
     expect((await shown(t, [ids[0] as string]))[0]?.node).toBe("2030-01-01T00:00:00.000Z");
   });
 
+  it("writes the hosts' state changes in one statement per set of columns, each host its own values", async () => {
+    const { t } = await start();
+    const hosts = await Promise.all(["s1", "s2", "s3", "s4", "s5", "s6"].map((name) => register(t, name)));
+    const ids = hosts.map((h) => h.hostId);
+    const writer = new PresenceWriter(t.db, t.app.log, { seenIntervalMs: 60_000, flushDelayMs: 60_000 });
+    try {
+      const [before] = await t.db
+        .select()
+        .from(nodes)
+        .where(eq(nodes.id, ids[5] as string));
+      // Three shapes: a status change, a disconnect, and a disconnect given an undefined column
+      // (which sets nothing, as drizzle's set() takes it).
+      for (const [i, id] of ids.slice(0, 3).entries())
+        writer.change(id, {
+          agentStatus: `status-${i}`,
+          agentError: i === 0 ? null : `error-${i}`,
+          agentVersion: `1.0.${i}`,
+        });
+      for (const [i, id] of ids.slice(3).entries())
+        writer.change(id, { agentConnected: 0, lastSeen: `2030-01-01T00:00:0${i}.000Z` });
+      writer.change(ids[5] as string, { agentError: undefined });
+      const statements = t.store.statements();
+      await writer.flush();
+      // A transaction (and on PostgreSQL the rows' locks) around two UPDATEs: one per set of columns.
+      expect(t.store.statements() - statements).toBeLessThanOrEqual(5);
+      const rows = await t.db.select().from(nodes).where(inArray(nodes.id, ids));
+      const row = (id: string | undefined) => rows.find((r) => r.id === id);
+      for (const [i, id] of ids.slice(0, 3).entries())
+        expect(row(id)).toMatchObject({
+          agentStatus: `status-${i}`,
+          agentError: i === 0 ? null : `error-${i}`,
+          agentVersion: `1.0.${i}`,
+        });
+      for (const [i, id] of ids.slice(3).entries())
+        expect(row(id)).toMatchObject({ agentConnected: 0, lastSeen: `2030-01-01T00:00:0${i}.000Z` });
+      expect(row(ids[5])?.agentError).toBe(before?.agentError);
+    } finally {
+      await writer.close();
+    }
+  });
+
   it("shows the later of a host's row and its heartbeats; a late heartbeat never takes the time back", async () => {
     const { t } = await start();
     const [a, b] = await Promise.all([register(t, "a"), register(t, "b")]);

@@ -3,9 +3,11 @@ import {
   type Db,
   databaseUnavailable,
   dialectOf,
+  type Field,
   hostPresence,
   lockIds,
   nodes,
+  rowsOf,
   type Tx,
 } from "@keelson/db";
 import type { HelloFrame } from "@keelson/protocol";
@@ -44,6 +46,57 @@ function writeSeen(tx: Tx, seen: Iterable<[hostId: string, second: number]>, ori
       set: { lastSeen: sql`excluded.last_seen` },
       setWhere: sql`${hostPresence.lastSeen} < excluded.last_seen`,
     });
+}
+
+/** How each column a presence patch may set goes into a batch's rows (rowsOf). */
+const PATCH_FIELDS: { [K in keyof Required<PresencePatch>]: Field["type"] } = {
+  name: "text",
+  primaryIp: "text",
+  facts: "json",
+  agentVersion: "text",
+  agentStatus: "text",
+  agentError: "text",
+  agentConnected: "integer",
+  lastSeen: "text",
+  status: "text",
+};
+
+/** Hosts written by one statement at most (a connect's patch carries the host's facts, a few KB). */
+const PATCHES_PER_STATEMENT = 500;
+
+/**
+ * The hosts' pending state changes, one UPDATE … FROM a batch of rows per set of columns
+ * (connects set the same eight, disconnects the same two): after a restart of the control plane
+ * every agent links again within seconds, and one statement per host was built and run for each
+ * connect and each disconnect. The rows are already locked in id order (lockIds, before).
+ */
+async function writePatches(tx: Tx, changes: [hostId: string, patch: PresencePatch][]): Promise<void> {
+  const byColumns = new Map<string, [string, PresencePatch][]>();
+  for (const change of changes) {
+    // A key given as undefined sets nothing (as drizzle's set() takes it).
+    const columns = Object.entries(change[1])
+      .flatMap(([key, value]) => (value === undefined ? [] : [key]))
+      .sort()
+      .join(",");
+    const group = byColumns.get(columns);
+    if (group) group.push(change);
+    else byColumns.set(columns, [change]);
+  }
+  for (const [columns, group] of byColumns) {
+    if (columns === "") continue;
+    const keys = columns.split(",") as (keyof PresencePatch)[];
+    // Columns named by position (r_1, r_2…): PostgreSQL would fold a camel-cased name.
+    const fields: Record<string, Field> = { r_id: { key: "hostId", type: "text" } };
+    for (const [i, key] of keys.entries()) fields[`r_${i + 1}`] = { key, type: PATCH_FIELDS[key] };
+    const set = Object.fromEntries(keys.map((key, i) => [key, sql.raw(`r.r_${i + 1}`)]));
+    for (let at = 0; at < group.length; at += PATCHES_PER_STATEMENT) {
+      const rows = rowsOf(
+        group.slice(at, at + PATCHES_PER_STATEMENT).map(([hostId, patch]) => ({ hostId, ...patch })),
+        fields,
+      );
+      await tx.update(nodes).set(set).from(sql`${rows} as r`).where(eq(nodes.id, sql`r.r_id`));
+    }
+  }
 }
 
 /**
@@ -188,7 +241,7 @@ export class PresenceWriter implements Presence {
           nodes,
           changes.map(([id]) => id),
         );
-        for (const [hostId, patch] of changes) await tx.update(nodes).set(patch).where(eq(nodes.id, hostId));
+        await writePatches(tx, changes);
         if (seen.length > 0) await writeSeen(tx, seen, this.originMs);
         if (sweep) await sweepGone(tx);
       });
